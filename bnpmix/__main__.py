@@ -1,0 +1,5 @@
+import sys
+
+from bnpmix.pipeline.cli import main
+
+sys.exit(main())

@@ -1,0 +1,46 @@
+"""Synthetic data sets generated in code (nothing is downloaded).
+
+``toy_patches`` is the data of Hughes & Sudderth (2013, Sec. 4.1): zero-mean 5x5 image patches
+(D = 25) from 8 equally common Gaussian components, each with a strong edge. Our construction:
+component k has covariance ``C_k = a² e_k e_kᵀ + b² G + c² I`` where ``e_k`` is a unit-norm step
+edge (+1 on one side of a line through the patch, -1 on the other, 0 on it), ``G`` a smooth
+background (squared-exponential kernel over pixel distance, length scale 1.5 pixels) shared by all
+components, and ``c² I`` pixel noise. The 8 edges: vertical and horizontal lines at two offsets
+each, and the two diagonals at two offsets each. The sign of an edge is irrelevant with zero mean.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+PATCH = 5
+
+
+def _edge_templates() -> np.ndarray:
+    """The 8 unit-norm step edges on a 5x5 grid, as rows of an (8, 25) array."""
+    r, c = np.mgrid[0:PATCH, 0:PATCH].astype(float)
+    signed = [c - 1.5, c - 2.5, r - 1.5, r - 2.5, r + c - 3.5, r + c - 4.5, r - c - 0.5, r - c + 0.5]
+    edges = np.array([np.sign(s).ravel() for s in signed])
+    return edges / np.linalg.norm(edges, axis=1, keepdims=True)
+
+
+def toy_patch_covariances(edge: float = 4.0, smooth: float = 0.2, noise: float = 0.1) -> np.ndarray:
+    """The 8 true covariances (8, 25, 25): ``edge² e eᵀ + smooth² G + noise² I``."""
+    r, c = np.mgrid[0:PATCH, 0:PATCH]
+    pix = np.stack([r.ravel(), c.ravel()], axis=1).astype(float)
+    d2 = ((pix[:, None, :] - pix[None, :, :]) ** 2).sum(-1)
+    G = np.exp(-d2 / (2 * 1.5**2))
+    E = _edge_templates()
+    base = smooth**2 * G + noise**2 * np.eye(PATCH * PATCH)
+    return np.array([edge**2 * np.outer(e, e) + base for e in E])
+
+
+def toy_patches(n: int = 100_000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` patches (n, 25) and their true component labels, 8 components in equal proportion."""
+    rng = np.random.default_rng(seed)
+    covs = toy_patch_covariances()
+    labels = rng.integers(0, len(covs), size=n)
+    chol = np.linalg.cholesky(covs)
+    z = rng.standard_normal((n, PATCH * PATCH))
+    X = np.einsum("nij,nj->ni", chol[labels], z)
+    return X, labels

@@ -1,0 +1,1 @@
+"""Drivers, executors and the command line (installed as bnpmix.pipeline)."""

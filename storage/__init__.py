@@ -1,0 +1,29 @@
+"""Corpus format, ingestion, partition readers and run directories (installed as bnpmix.storage)."""
+
+from .corpus import Batch, Corpus, Manifest, PartitionInfo
+from .errors import BnpmixError, CorruptPartitionError, DataError
+from .ingest_dense import ingest_array, ingest_csv, ingest_npy
+from .ingest_docword import ingest_docword, read_vocab
+from .ingest_text import ingest_text, tokenize
+from .rundir import RunDir, validate_summary
+from .writer import DEFAULT_PARTITION_ROWS
+
+__all__ = [
+    "DEFAULT_PARTITION_ROWS",
+    "Batch",
+    "BnpmixError",
+    "Corpus",
+    "CorruptPartitionError",
+    "DataError",
+    "Manifest",
+    "PartitionInfo",
+    "RunDir",
+    "ingest_array",
+    "ingest_csv",
+    "ingest_docword",
+    "ingest_npy",
+    "ingest_text",
+    "read_vocab",
+    "tokenize",
+    "validate_summary",
+]

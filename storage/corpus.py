@@ -1,0 +1,298 @@
+"""The on-disk corpus: ``manifest.json`` plus ``part-00000.parquet``, ``part-00001.parquet``, ...
+
+Dense corpora store each item as a fixed-size list column ``x`` (float32 or float64, length D).
+Bag-of-words corpora store each document as two list columns, ``word_ids`` (int32, 0-based) and
+``counts`` (int32), so that pyarrow's list offsets become the CSR ``indptr`` without copying.
+Optional per-item columns: ``item`` (string id), ``label``, ``time`` (int64 epoch) and
+``sequence`` (int64). Each partition is one memoized batch; reading one never reads another, and
+its bytes are checked against the SHA-256 recorded at ingestion.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import scipy.sparse as sp
+
+from .errors import BnpmixError, CorruptPartitionError
+
+FORMAT_NAME = "bnpmix-corpus"
+FORMAT_VERSION = 1
+MANIFEST = "manifest.json"
+KINDS = ("dense", "bow")
+OPTIONAL_COLUMNS = ("item", "label", "time", "sequence")
+DENSE_DTYPES = ("float32", "float64")
+
+
+def partition_name(index: int) -> str:
+    """File name of partition ``index``."""
+    return f"part-{index:05d}.parquet"
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    """One partition file: its rows, size, checksum and (bag-of-words) non-zeros."""
+
+    file: str
+    rows: int
+    bytes: int
+    sha256: str
+    nnz: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "file": self.file,
+            "rows": self.rows,
+            "bytes": self.bytes,
+            "sha256": self.sha256,
+        }
+        if self.nnz is not None:
+            out["nnz"] = self.nnz
+        return out
+
+
+@dataclass
+class Manifest:
+    """What a corpus holds: kind, dimension, vocabulary, optional columns and partitions."""
+
+    kind: str
+    dim: int
+    dtype: str
+    columns: tuple[str, ...] = ()
+    vocab: list[str] | None = None
+    partitions: list[PartitionInfo] = field(default_factory=list)
+
+    @property
+    def n_items(self) -> int:
+        return sum(p.rows for p in self.partitions)
+
+    @property
+    def nnz(self) -> int | None:
+        if self.kind != "bow":
+            return None
+        return sum(p.nnz or 0 for p in self.partitions)
+
+    @property
+    def n_bytes(self) -> int:
+        return sum(p.bytes for p in self.partitions)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "format": FORMAT_NAME,
+            "version": FORMAT_VERSION,
+            "kind": self.kind,
+            "dim": self.dim,
+            "dtype": self.dtype,
+            "columns": list(self.columns),
+            "n_items": self.n_items,
+            "nnz": self.nnz,
+            "vocab": self.vocab,
+            "partitions": [p.to_json() for p in self.partitions],
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any], path: str | Path) -> Manifest:
+        """Validate a parsed manifest; errors name the manifest file and the field."""
+
+        def need(key: str, kind: type | tuple[type, ...]) -> Any:
+            if key not in obj:
+                raise BnpmixError(f"{path}: field {key!r} is missing")
+            if not isinstance(obj[key], kind):
+                raise BnpmixError(f"{path}: field {key!r} has the wrong type")
+            return obj[key]
+
+        if obj.get("format") != FORMAT_NAME:
+            raise BnpmixError(f"{path}: not a bnpmix corpus manifest (field 'format')")
+        if need("version", int) > FORMAT_VERSION:
+            raise BnpmixError(f"{path}: corpus format version {obj['version']} is newer than this bnpmix")
+        kind = need("kind", str)
+        if kind not in KINDS:
+            raise BnpmixError(f"{path}: field 'kind' must be one of {KINDS}, not {kind!r}")
+        columns = tuple(need("columns", list))
+        unknown = set(columns) - set(OPTIONAL_COLUMNS)
+        if unknown:
+            raise BnpmixError(f"{path}: field 'columns' names unknown columns {sorted(unknown)}")
+        vocab = obj.get("vocab")
+        parts = []
+        for i, p in enumerate(need("partitions", list)):
+            try:
+                parts.append(PartitionInfo(**p))
+            except TypeError as exc:
+                raise BnpmixError(f"{path}: partitions[{i}] is malformed ({exc})") from None
+        return cls(
+            kind=kind,
+            dim=need("dim", int),
+            dtype=need("dtype", str),
+            columns=columns,
+            vocab=list(vocab) if vocab is not None else None,
+            partitions=parts,
+        )
+
+
+@dataclass
+class Batch:
+    """One partition in memory: the data matrix and its optional per-item columns."""
+
+    X: np.ndarray | sp.csr_matrix
+    index: int
+    start: int
+    columns: dict[str, np.ndarray] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return int(self.X.shape[0])
+
+
+def sha256_bytes(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def dense_table(X: np.ndarray, columns: dict[str, np.ndarray]) -> pa.Table:
+    """Arrow table of a dense block: ``x`` as fixed_size_list<float>[D] plus optional columns."""
+    X = np.ascontiguousarray(X)
+    flat = pa.array(X.reshape(-1))
+    arrays = {"x": pa.FixedSizeListArray.from_arrays(flat, X.shape[1])}
+    arrays.update({k: pa.array(v) for k, v in columns.items()})
+    return pa.table(arrays)
+
+
+def bow_table(
+    indptr: np.ndarray, word_ids: np.ndarray, counts: np.ndarray, columns: dict[str, np.ndarray]
+) -> pa.Table:
+    """Arrow table of a bag-of-words block: CSR (indptr, word_ids, counts) as two list columns."""
+    offsets = pa.array(np.asarray(indptr, dtype=np.int32))
+    arrays = {
+        "word_ids": pa.ListArray.from_arrays(offsets, pa.array(word_ids.astype(np.int32))),
+        "counts": pa.ListArray.from_arrays(offsets, pa.array(counts.astype(np.int32))),
+    }
+    arrays.update({k: pa.array(v) for k, v in columns.items()})
+    return pa.table(arrays)
+
+
+def write_partition(directory: Path, index: int, table: pa.Table, nnz: int | None) -> PartitionInfo:
+    """Write one partition file into ``directory`` and describe it."""
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink, compression="snappy")
+    data = sink.getvalue().to_pybytes()
+    name = partition_name(index)
+    (directory / name).write_bytes(data)
+    return PartitionInfo(name, table.num_rows, len(data), sha256_bytes(data), nnz)
+
+
+class Corpus:
+    """Read access to a corpus directory, one partition at a time."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        manifest_path = self.path / MANIFEST
+        try:
+            obj = json.loads(manifest_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise BnpmixError(f"{self.path}: not a corpus directory (no {MANIFEST})") from None
+        except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BnpmixError(f"{manifest_path}: unreadable manifest ({exc})") from None
+        self.manifest = Manifest.from_json(obj, manifest_path)
+        self._starts = np.concatenate(
+            [[0], np.cumsum([p.rows for p in self.manifest.partitions])]
+        ).astype(np.int64)
+
+    @property
+    def kind(self) -> str:
+        return self.manifest.kind
+
+    @property
+    def dim(self) -> int:
+        return self.manifest.dim
+
+    @property
+    def n_items(self) -> int:
+        return self.manifest.n_items
+
+    @property
+    def n_partitions(self) -> int:
+        return len(self.manifest.partitions)
+
+    def __len__(self) -> int:
+        return self.n_partitions
+
+    def partition_file(self, index: int) -> Path:
+        return self.path / self.manifest.partitions[index].file
+
+    def read_bytes(self, index: int) -> bytes:
+        """The partition's bytes, verified against its recorded size and checksum."""
+        info = self.manifest.partitions[index]
+        path = self.path / info.file
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise CorruptPartitionError(f"{path}: partition {index} unreadable ({exc})") from None
+        if len(data) != info.bytes or sha256_bytes(data) != info.sha256:
+            raise CorruptPartitionError(
+                f"{path}: partition {index} is corrupt or truncated "
+                f"({len(data)} bytes, manifest says {info.bytes}; checksum mismatch)"
+            )
+        return data
+
+    def read(self, index: int) -> Batch:
+        """Partition ``index`` as a Batch: a dense (n, D) array or an (n, V) CSR matrix."""
+        if not 0 <= index < self.n_partitions:
+            raise IndexError(f"{self.path}: no partition {index} (has {self.n_partitions})")
+        data = self.read_bytes(index)
+        table = pq.read_table(pa.BufferReader(data))
+        X = self._matrix(table)
+        cols = {c: table.column(c).to_numpy() for c in self.manifest.columns}
+        return Batch(X=X, index=index, start=int(self._starts[index]), columns=cols)
+
+    def _matrix(self, table: pa.Table) -> np.ndarray | sp.csr_matrix:
+        n = table.num_rows
+        if self.kind == "dense":
+            flat = table.column("x").combine_chunks().flatten()
+            return flat.to_numpy(zero_copy_only=False).reshape(n, self.dim)
+        words = table.column("word_ids").combine_chunks()
+        counts = table.column("counts").combine_chunks()
+        indptr = words.offsets.to_numpy()
+        indptr = indptr - indptr[0]
+        indices = words.flatten().to_numpy(zero_copy_only=False)
+        values = counts.flatten().to_numpy(zero_copy_only=False).astype(np.float64)
+        return sp.csr_matrix((values, indices, indptr), shape=(n, self.dim))
+
+    def __iter__(self) -> Iterator[Batch]:
+        for i in range(self.n_partitions):
+            yield self.read(i)
+
+    def read_all(self, indices: Sequence[int] | None = None) -> Batch:
+        """Concatenate partitions (for small corpora and tests only: reads them all)."""
+        idx = range(self.n_partitions) if indices is None else indices
+        batches = [self.read(i) for i in idx]
+        if self.kind == "dense":
+            X: Any = np.concatenate([b.X for b in batches]) if batches else np.zeros((0, self.dim))
+        else:
+            X = sp.vstack([b.X for b in batches], format="csr") if batches else sp.csr_matrix(
+                (0, self.dim)
+            )
+        cols = {
+            c: np.concatenate([b.columns[c] for b in batches]) for c in self.manifest.columns
+        } if batches else {}
+        return Batch(X=X, index=-1, start=0, columns=cols)
+
+    def info(self) -> dict[str, Any]:
+        """The numbers `bnpmix info` prints."""
+        out: dict[str, Any] = {
+            "kind": self.kind,
+            "n_items": self.n_items,
+            "dim": self.dim,
+            "n_partitions": self.n_partitions,
+            "bytes": self.manifest.n_bytes,
+            "dtype": self.manifest.dtype,
+            "columns": list(self.manifest.columns),
+        }
+        if self.kind == "bow":
+            out["nnz"] = self.manifest.nnz
+        return out

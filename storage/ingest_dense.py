@@ -1,0 +1,209 @@
+"""Ingestion of dense real vectors: numpy arrays, ``.npy`` files (memory-mapped) and CSV.
+
+Every reader streams the source one partition at a time, so memory stays at a few partitions.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+
+from .corpus import DENSE_DTYPES, Manifest
+from .errors import DataError
+from .writer import DEFAULT_PARTITION_ROWS, new_corpus
+
+Chunk = tuple[int, np.ndarray, dict[str, np.ndarray]]
+
+
+def _dense_dtype(dtype: np.dtype) -> str:
+    """float32 stays float32; every other real type is stored as float64."""
+    return "float32" if np.dtype(dtype) == np.float32 else "float64"
+
+
+def check_finite(X: np.ndarray, path: str | Path, first_row: int) -> None:
+    """Raise a DataError naming the first row (0-based, in the whole source) with NaN or inf."""
+    bad = ~np.isfinite(X)
+    if bad.any():
+        r, c = np.argwhere(bad)[0]
+        raise DataError(path, f"non-finite value {X[r, c]} in column {c}", row=first_row + int(r))
+
+
+def _write_dense(
+    out: str | Path,
+    source: str | Path,
+    dim: int,
+    dtype: str,
+    columns: tuple[str, ...],
+    chunks: Iterator[Chunk],
+    overwrite: bool,
+) -> Manifest:
+    manifest = Manifest(kind="dense", dim=dim, dtype=dtype, columns=columns)
+    with new_corpus(out, manifest, overwrite=overwrite) as writer:
+        for first_row, X, cols in chunks:
+            check_finite(X, source, first_row)
+            writer.add_dense(X, cols)
+        if manifest.n_items == 0:
+            raise DataError(source, "empty source: no data rows")
+    return manifest
+
+
+def ingest_array(
+    X: np.ndarray,
+    out: str | Path,
+    *,
+    partition_rows: int = DEFAULT_PARTITION_ROWS,
+    columns: dict[str, np.ndarray] | None = None,
+    overwrite: bool = False,
+    source: str = "<array>",
+) -> Manifest:
+    """Write an in-memory (N, D) array, with optional per-item columns, as a dense corpus."""
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise DataError(source, f"expected a 2-D array, got shape {X.shape}")
+    if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
+        raise DataError(source, f"expected a real numeric array, got dtype {X.dtype}")
+    columns = dict(columns or {})
+
+    def chunks() -> Iterator[Chunk]:
+        for s in range(0, X.shape[0], partition_rows):
+            e = s + partition_rows
+            yield s, X[s:e], {k: np.asarray(v[s:e]) for k, v in columns.items()}
+
+    return _write_dense(
+        out, source, X.shape[1], _dense_dtype(X.dtype), tuple(sorted(columns)), chunks(), overwrite
+    )
+
+
+def ingest_npy(
+    path: str | Path,
+    out: str | Path,
+    *,
+    partition_rows: int = DEFAULT_PARTITION_ROWS,
+    overwrite: bool = False,
+) -> Manifest:
+    """Ingest a 2-D real ``.npy`` array, mapping one partition's rows into memory at a time."""
+    path = Path(path)
+    try:
+        header = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as exc:
+        raise DataError(path, f"not a readable .npy file ({exc})") from None
+    shape, dtype, offset = header.shape, header.dtype, header.offset
+    fortran = header.ndim == 2 and not header.flags.c_contiguous
+    del header
+    if len(shape) != 2:
+        raise DataError(path, f"expected a 2-D array, got shape {shape}")
+    if dtype.kind not in "fiu":
+        raise DataError(path, f"expected a real numeric array, got dtype {dtype}")
+    n, d = shape
+
+    def chunks() -> Iterator[Chunk]:
+        if fortran:
+            full = np.load(path, mmap_mode="r")
+            for s in range(0, n, partition_rows):
+                yield s, np.array(full[s : s + partition_rows]), {}
+            return
+        for s in range(0, n, partition_rows):
+            rows = min(partition_rows, n - s)
+            view = np.memmap(
+                path, dtype=dtype, mode="r", offset=offset + s * d * dtype.itemsize, shape=(rows, d)
+            )
+            block = np.array(view)
+            del view  # unmap now: resident pages stay bounded by one partition
+            yield s, block, {}
+
+    return _write_dense(out, path, d, _dense_dtype(dtype), (), chunks(), overwrite)
+
+
+def _parse_float(text: str, path: Path, line: int, name: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise DataError(path, f"not a number: {text!r}", line=line, field=name) from None
+    if not math.isfinite(value):
+        raise DataError(path, f"non-finite value {text!r}", line=line, field=name)
+    return value
+
+
+def _parse_int(text: str, path: Path, line: int, name: str) -> int:
+    value = _parse_float(text, path, line, name)
+    if value != int(value):
+        raise DataError(path, f"not an integer: {text!r}", line=line, field=name)
+    return int(value)
+
+
+def ingest_csv(
+    path: str | Path,
+    out: str | Path,
+    *,
+    partition_rows: int = DEFAULT_PARTITION_ROWS,
+    label_column: str | None = None,
+    time_column: str | None = None,
+    id_column: str | None = None,
+    delimiter: str = ",",
+    overwrite: bool = False,
+) -> Manifest:
+    """Ingest a CSV file with a header row: numeric feature columns plus optional id/label/time.
+
+    Labels and ids are kept as strings; the time column must hold integers (epochs).
+    """
+    path = Path(path)
+    special = {"label": label_column, "time": time_column, "item": id_column}
+    special = {k: v for k, v in special.items() if v is not None}
+    try:
+        fh = open(path, newline="", encoding="utf-8")
+    except OSError as exc:
+        raise DataError(path, f"cannot open ({exc})") from None
+    with fh:
+        reader = csv.reader(fh, delimiter=delimiter)
+        header = next(reader, None)
+        if header is None:
+            raise DataError(path, "empty source: no header line")
+        for role, name in special.items():
+            if name not in header:
+                raise DataError(path, f"no column {name!r} for --{role}-column", line=1)
+        position = {name: i for i, name in enumerate(header)}
+        feature_idx = [i for i, h in enumerate(header) if h not in special.values()]
+        if not feature_idx:
+            raise DataError(path, "no numeric feature columns", line=1)
+        names = [header[i] for i in feature_idx]
+
+        def chunks() -> Iterator[Chunk]:
+            rows: list[list[float]] = []
+            cols: dict[str, list] = {k: [] for k in special}
+            first = 0
+            for row in reader:
+                line = reader.line_num
+                if len(row) != len(header):
+                    raise DataError(
+                        path, f"expected {len(header)} fields, found {len(row)}", line=line
+                    )
+                rows.append(
+                    [_parse_float(row[i], path, line, n) for i, n in zip(feature_idx, names)]
+                )
+                for role, name in special.items():
+                    text = row[position[name]]
+                    cols[role].append(
+                        _parse_int(text, path, line, name) if role == "time" else text
+                    )
+                if len(rows) == partition_rows:
+                    yield first, np.array(rows), _column_arrays(cols)
+                    first += len(rows)
+                    rows = []
+                    cols = {k: [] for k in special}
+            if rows:
+                yield first, np.array(rows), _column_arrays(cols)
+
+        return _write_dense(
+            out, path, len(feature_idx), "float64", tuple(sorted(special)), chunks(), overwrite
+        )
+
+
+def _column_arrays(cols: dict[str, list]) -> dict[str, np.ndarray]:
+    return {k: np.asarray(v, dtype=np.int64 if k == "time" else str) for k, v in cols.items()}
+
+
+__all__ = ["DENSE_DTYPES", "check_finite", "ingest_array", "ingest_csv", "ingest_npy"]

@@ -1,0 +1,221 @@
+"""Ingestion of the UCI bag-of-words format (KOS, NIPS, Enron, NYTimes, PubMed ship in it).
+
+``docword.NAME.txt`` (optionally gzipped): three header lines D, W, NNZ, then one 1-based
+``doc word count`` triple per line, sorted by document. ``vocab.NAME.txt``: word ``w`` on line
+``w``. Triples are parsed a million at a time (pandas' C parser) and checked vectorised; the
+corpus is written one partition of documents at a time. A zero count is dropped (it adds no word).
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .corpus import Manifest
+from .errors import DataError
+from .writer import DEFAULT_PARTITION_ROWS, CorpusWriter, new_corpus
+
+HEADER = ("D (number of documents)", "W (vocabulary size)", "NNZ (number of triples)")
+CHUNK_LINES = 1 << 20
+
+
+def _open_text(path: Path) -> io.TextIOBase:
+    try:
+        if path.suffix == ".gz":
+            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
+        return open(path, encoding="utf-8")
+    except OSError as exc:
+        raise DataError(path, f"cannot open ({exc})") from None
+
+
+def read_vocab(path: str | Path) -> list[str]:
+    """One word per line; line w names word w (1-based)."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, "vocabulary file not found")
+    with _open_text(path) as fh:
+        words = [line.rstrip("\n").strip() for line in fh]
+    for i, w in enumerate(words):
+        if not w:
+            raise DataError(path, "empty vocabulary entry", line=i + 1)
+    return words
+
+
+def default_vocab_path(docword: Path) -> Path | None:
+    """``vocab.NAME.txt`` beside ``docword.NAME.txt[.gz]``, if it exists."""
+    name = docword.name.removesuffix(".gz")
+    if not name.startswith("docword."):
+        return None
+    candidate = docword.with_name("vocab." + name.removeprefix("docword."))
+    return candidate if candidate.is_file() else None
+
+
+def _read_header(fh: io.TextIOBase, path: Path) -> tuple[int, int, int]:
+    values = []
+    for i, what in enumerate(HEADER):
+        line = fh.readline()
+        if not line:
+            if i == 0:
+                raise DataError(path, "empty source: no header")
+            raise DataError(path, f"missing header line {what}", line=i + 1)
+        try:
+            value = int(line.strip())
+        except ValueError:
+            raise DataError(path, f"header {what} is not an integer: {line.strip()!r}", line=i + 1)
+        if value < 0:
+            raise DataError(path, f"header {what} is negative", line=i + 1)
+        values.append(value)
+    return values[0], values[1], values[2]
+
+
+def _locate_syntax_error(path: Path) -> None:
+    """Scan the triples line by line and raise a DataError at the first malformed one."""
+    with _open_text(path) as fh:
+        for lineno, line in enumerate(fh, start=1):
+            if lineno <= len(HEADER):
+                continue
+            fields = line.split()
+            if len(fields) != 3:
+                raise DataError(path, f"expected 3 fields (doc word count), found {len(fields)}",
+                                line=lineno)
+            for name, text in zip(("doc", "word", "count"), fields):
+                try:
+                    float(text)
+                except ValueError:
+                    raise DataError(path, f"not a number: {text!r}", line=lineno,
+                                    field=name) from None
+
+
+def _triple_chunks(fh: io.TextIOBase, path: Path) -> Iterator[tuple[int, np.ndarray]]:
+    """Yield (first line number, float array (n, 3)) blocks of triples."""
+    line = len(HEADER) + 1
+    try:
+        reader = pd.read_csv(
+            fh, sep=r"\s+", header=None, names=["doc", "word", "count"], dtype=np.float64,
+            chunksize=CHUNK_LINES, skip_blank_lines=False, engine="c",
+        )
+        for frame in reader:
+            block = frame.to_numpy()
+            if len(block):
+                yield line, block
+            line += len(block)
+    except pd.errors.EmptyDataError:
+        return
+    except (ValueError, pd.errors.ParserError) as exc:
+        _locate_syntax_error(path)
+        raise DataError(path, f"unparseable triples ({exc})") from None
+
+
+def _check_block(block: np.ndarray, first_line: int, path: Path, D: int, W: int) -> None:
+    """Vectorised checks of a block of triples; errors name the first offending line."""
+
+    def fail(mask: np.ndarray, message: str, field: str | None = None) -> None:
+        if mask.any():
+            i = int(np.flatnonzero(mask)[0])
+            raise DataError(path, message.format(*block[i]), line=first_line + i, field=field)
+
+    fail(np.isnan(block).any(axis=1), "expected 3 fields (doc word count)")
+    fail(block[:, 0] != np.floor(block[:, 0]), "document id {0} is not an integer", "doc")
+    fail(block[:, 1] != np.floor(block[:, 1]), "word id {1} is not an integer", "word")
+    fail(block[:, 2] != np.floor(block[:, 2]), "count {2} is not an integer", "count")
+    fail((block[:, 0] < 1) | (block[:, 0] > D), f"document id {{0:.0f}} outside 1..{D}", "doc")
+    fail((block[:, 1] < 1) | (block[:, 1] > W), f"word id {{1:.0f}} outside 1..{W}", "word")
+    fail(block[:, 2] < 0, "negative count {2:.0f}", "count")
+
+
+class _PartitionBuffer:
+    """Collects sorted triples and writes each full partition of R documents."""
+
+    def __init__(self, writer: CorpusWriter, path: Path, D: int, R: int) -> None:
+        self.writer, self.path, self.D, self.R = writer, path, D, R
+        self.current = 0  # partition being filled
+        self.pieces: list[tuple[np.ndarray, np.ndarray]] = []  # (triples int64, line numbers)
+        self.last_doc = 0
+        self.last_line = 0
+
+    def add(self, block: np.ndarray, first_line: int) -> None:
+        triples = block.astype(np.int64)
+        lines = np.arange(first_line, first_line + len(triples))
+        docs = triples[:, 0]
+        prev = np.concatenate([[self.last_doc], docs[:-1]])
+        bad = docs < prev
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise DataError(self.path, f"triples are not sorted by document: document {docs[i]} "
+                            f"after {prev[i]}", line=int(lines[i]))
+        self.last_doc = int(docs[-1])
+        part = (docs - 1) // self.R
+        cuts = np.flatnonzero(np.diff(part)) + 1
+        for seg_t, seg_l in zip(np.split(triples, cuts), np.split(lines, cuts)):
+            p = int((seg_t[0, 0] - 1) // self.R)
+            while self.current < p:
+                self.flush()
+            self.pieces.append((seg_t, seg_l))
+
+    def flush(self) -> None:
+        start = self.current * self.R
+        n = min(self.R, self.D - start)
+        if self.pieces:
+            triples = np.concatenate([t for t, _ in self.pieces])
+            lines = np.concatenate([ln for _, ln in self.pieces])
+        else:
+            triples, lines = np.zeros((0, 3), np.int64), np.zeros(0, np.int64)
+        keep = triples[:, 2] > 0
+        triples, lines = triples[keep], lines[keep]
+        order = np.lexsort((triples[:, 1], triples[:, 0]))
+        triples, lines = triples[order], lines[order]
+        dup = (np.diff(triples[:, 0]) == 0) & (np.diff(triples[:, 1]) == 0)
+        if dup.any():
+            i = int(np.flatnonzero(dup)[0]) + 1
+            raise DataError(self.path, f"word {triples[i, 1]} repeated in document "
+                            f"{triples[i, 0]}", line=int(lines[i]))
+        doc = triples[:, 0] - 1 - start
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(doc, minlength=n))])
+        self.writer.add_bow(indptr, triples[:, 1] - 1, triples[:, 2])
+        self.pieces = []
+        self.current += 1
+
+    def finish(self) -> None:
+        n_parts = -(-self.D // self.R)
+        while self.current < n_parts:
+            self.flush()
+
+
+def ingest_docword(
+    path: str | Path,
+    out: str | Path,
+    *,
+    vocab: str | Path | None = None,
+    partition_rows: int = DEFAULT_PARTITION_ROWS,
+    overwrite: bool = False,
+) -> Manifest:
+    """Ingest a UCI ``docword`` file; ``vocab`` defaults to ``vocab.NAME.txt`` beside it."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(path, "source file not found")
+    vocab_path = Path(vocab) if vocab is not None else default_vocab_path(path)
+    words = read_vocab(vocab_path) if vocab_path is not None else None
+    with _open_text(path) as fh:
+        D, W, NNZ = _read_header(fh, path)
+        if D == 0:
+            raise DataError(path, "empty source: header says 0 documents", line=1)
+        if words is not None and len(words) != W:
+            raise DataError(vocab_path, f"has {len(words)} words but {path} says W={W}")
+        manifest = Manifest(kind="bow", dim=W, dtype="int32", vocab=words)
+        with new_corpus(out, manifest, overwrite=overwrite) as writer:
+            buffer = _PartitionBuffer(writer, path, D, partition_rows)
+            n_triples = 0
+            for first_line, block in _triple_chunks(fh, path):
+                _check_block(block, first_line, path, D, W)
+                buffer.add(block, first_line)
+                n_triples += len(block)
+            if n_triples != NNZ:
+                raise DataError(path, f"header says NNZ={NNZ} but the file has {n_triples} "
+                                "triples", line=3)
+            buffer.finish()
+    return manifest

@@ -1,0 +1,137 @@
+"""Run directories: what a fit writes, every file published atomically.
+
+Layout::
+
+    RUN_DIR/summary.json              algorithm, K, elbo, elbo_per_item, laps, n_items,
+                                      wall_seconds, config (validated on load)
+    RUN_DIR/trace.csv                 one row per batch visit or lap: lap, batch, elbo, K, seconds
+    RUN_DIR/model.npz                 the global parameters (arrays) + model.json (their meaning)
+    RUN_DIR/assignments/part-00000.parquet   per corpus partition: item, cluster, prob
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import numbers
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from .atomic import atomic_write, write_bytes_atomic, write_json_atomic
+from .corpus import partition_name
+from .errors import BnpmixError
+
+SUMMARY_FIELDS: dict[str, type | tuple[type, ...]] = {
+    "algorithm": str,
+    "K": numbers.Integral,
+    "elbo": numbers.Real,
+    "elbo_per_item": numbers.Real,
+    "laps": numbers.Real,
+    "n_items": numbers.Integral,
+    "wall_seconds": numbers.Real,
+    "config": dict,
+}
+TRACE_COLUMNS = ("lap", "batch", "elbo", "K", "seconds")
+
+
+def validate_summary(obj: Any, path: str | Path) -> dict[str, Any]:
+    """Check that a summary has every required field with the right type."""
+    if not isinstance(obj, dict):
+        raise BnpmixError(f"{path}: summary must be a JSON object")
+    for key, kind in SUMMARY_FIELDS.items():
+        if key not in obj:
+            raise BnpmixError(f"{path}: field {key!r} is missing")
+        value = obj[key]
+        if isinstance(value, bool) or not isinstance(value, kind):
+            raise BnpmixError(f"{path}: field {key!r} has the wrong type ({type(value).__name__})")
+    return obj
+
+
+class RunDir:
+    """Paths and atomic writers of one run directory."""
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+
+    @property
+    def summary_path(self) -> Path:
+        return self.path / "summary.json"
+
+    @property
+    def trace_path(self) -> Path:
+        return self.path / "trace.csv"
+
+    @property
+    def model_path(self) -> Path:
+        return self.path / "model.npz"
+
+    @property
+    def model_meta_path(self) -> Path:
+        return self.path / "model.json"
+
+    @property
+    def assignments_dir(self) -> Path:
+        return self.path / "assignments"
+
+    def create(self) -> RunDir:
+        self.path.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def write_summary(self, summary: dict[str, Any]) -> None:
+        write_json_atomic(self.summary_path, validate_summary(summary, self.summary_path))
+
+    def load_summary(self) -> dict[str, Any]:
+        try:
+            obj = json.loads(self.summary_path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise BnpmixError(f"{self.path}: not a run directory (no summary.json)") from None
+        except (OSError, json.JSONDecodeError) as exc:
+            raise BnpmixError(f"{self.summary_path}: unreadable ({exc})") from None
+        return validate_summary(obj, self.summary_path)
+
+    def write_trace(self, rows: list[dict[str, Any]]) -> None:
+        frame = pd.DataFrame(rows)
+        missing = [c for c in TRACE_COLUMNS if c not in frame.columns]
+        if rows and missing:
+            raise ValueError(f"trace rows lack columns {missing}")
+        frame = frame.reindex(columns=[*TRACE_COLUMNS, *[c for c in frame if c not in TRACE_COLUMNS]])
+        write_bytes_atomic(self.trace_path, frame.to_csv(index=False, float_format="%.17g").encode())
+
+    def load_trace(self) -> pd.DataFrame:
+        return pd.read_csv(self.trace_path)
+
+    def write_model(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
+        """Global parameters as arrays (``model.npz``) plus their description (``model.json``)."""
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        write_bytes_atomic(self.model_path, buf.getvalue())
+        write_json_atomic(self.model_meta_path, meta)
+
+    def load_model(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        try:
+            with np.load(self.model_path, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+            meta = json.loads(self.model_meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise BnpmixError(f"{self.path}: model unreadable ({exc})") from None
+        return arrays, meta
+
+    def write_assignments(
+        self, partition: int, item: np.ndarray, cluster: np.ndarray, prob: np.ndarray
+    ) -> Path:
+        """Hard assignments of one corpus partition: item, cluster (stable id), probability."""
+        table = pa.table({"item": item, "cluster": cluster, "prob": prob})
+        return atomic_write(
+            self.assignments_dir / partition_name(partition), lambda p: pq.write_table(table, p)
+        )
+
+    def load_assignments(self) -> pd.DataFrame:
+        files = sorted(self.assignments_dir.glob("part-*.parquet"))
+        if not files:
+            raise BnpmixError(f"{self.path}: no assignments")
+        return pd.concat([pq.read_table(f).to_pandas() for f in files], ignore_index=True)

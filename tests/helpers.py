@@ -1,0 +1,28 @@
+"""Helpers shared by the tests (on sys.path through pytest's `pythonpath`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+
+def write_docword(path: Path, X: sp.csr_matrix, vocab: list[str] | None = None) -> None:
+    """Write a CSR count matrix in the UCI docword format (1-based triples sorted by document)."""
+    X = sp.csr_matrix(X)
+    X.sort_indices()
+    coo = X.tocoo()
+    lines = [str(X.shape[0]), str(X.shape[1]), str(X.nnz)]
+    lines += [f"{d + 1} {w + 1} {int(c)}" for d, w, c in zip(coo.row, coo.col, coo.data)]
+    path.write_text("\n".join(lines) + "\n")
+    if vocab is not None:
+        name = path.name.removeprefix("docword.")
+        (path.parent / f"vocab.{name}").write_text("\n".join(vocab) + "\n")
+
+
+def random_counts(rng: np.random.Generator, D: int, V: int, density: float) -> sp.csr_matrix:
+    """A random document-word count matrix with positive integer counts."""
+    X = sp.random(D, V, density=density, format="csr", random_state=rng, dtype=np.float64)
+    X.data = rng.integers(1, 6, size=X.nnz).astype(np.float64)
+    return X

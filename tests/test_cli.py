@@ -1,0 +1,80 @@
+"""The command line as a user runs it: a real subprocess, exit codes, output."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import scipy.sparse as sp
+
+from helpers import write_docword
+
+
+def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+def test_help_lists_commands():
+    res = run("--help")
+    assert res.returncode == 0
+    for command in ("ingest", "info", "demo"):
+        assert command in res.stdout
+
+
+def test_usage_error_exits_2():
+    assert run("ingest").returncode == 2
+    assert run("no-such-command").returncode == 2
+    assert run("ingest", "a.npy", "out", "--partition-rows", "0").returncode == 2
+
+
+def test_ingest_npy_then_info_json(tmp_path):
+    X = np.random.default_rng(0).normal(size=(250, 4))
+    np.save(tmp_path / "x.npy", X)
+    res = run("ingest", str(tmp_path / "x.npy"), str(tmp_path / "c"), "--partition-rows", "100")
+    assert res.returncode == 0, res.stderr
+    info = json.loads(run("info", str(tmp_path / "c"), "--json").stdout)
+    assert info["kind"] == "dense"
+    assert (info["n_items"], info["dim"], info["n_partitions"]) == (250, 4, 3)
+    assert "nnz" not in info
+
+
+def test_ingest_docword_then_info(tmp_path):
+    X = sp.csr_matrix(np.array([[1, 0, 2], [0, 0, 0], [0, 3, 0]]))
+    write_docword(tmp_path / "docword.toy.txt", X, ["a", "b", "c"])
+    assert run("ingest", str(tmp_path / "docword.toy.txt"), str(tmp_path / "c")).returncode == 0
+    info = json.loads(run("info", str(tmp_path / "c"), "--json").stdout)
+    assert (info["kind"], info["n_items"], info["dim"], info["nnz"]) == ("bow", 3, 3, 3)
+    text = run("info", str(tmp_path / "c")).stdout
+    assert "non-zeros     3" in text
+
+
+def test_ingest_csv_with_columns(tmp_path):
+    (tmp_path / "d.csv").write_text("id,a,b,label,t\nx1,1.5,2,cat,0\nx2,-1,0.25,dog,1\n")
+    res = run("ingest", str(tmp_path / "d.csv"), str(tmp_path / "c"), "--id-column", "id",
+              "--label-column", "label", "--time-column", "t")
+    assert res.returncode == 0, res.stderr
+    from bnpmix.storage import Corpus
+
+    batch = Corpus(tmp_path / "c").read_all()
+    np.testing.assert_array_equal(batch.X, [[1.5, 2.0], [-1.0, 0.25]])
+    assert list(batch.columns["item"]) == ["x1", "x2"]
+    assert list(batch.columns["label"]) == ["cat", "dog"]
+    assert list(batch.columns["time"]) == [0, 1]
+
+
+def test_info_on_missing_corpus_is_one_line_error(tmp_path):
+    res = run("info", str(tmp_path / "nothing"))
+    assert res.returncode == 1
+    assert res.stderr.count("\n") == 1 and "nothing" in res.stderr
+    assert "Traceback" not in res.stderr
+    res = run("--debug", "info", str(tmp_path / "nothing"))
+    assert res.returncode == 1 and "Traceback" in res.stderr
+
+
+def test_demo_runs(tmp_path):
+    res = run("demo", cwd=tmp_path)
+    assert res.returncode == 0, res.stderr
+    assert "items" in res.stdout

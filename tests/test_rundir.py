@@ -1,0 +1,68 @@
+"""Run directories: atomic files and a validated summary."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from bnpmix.storage import BnpmixError, RunDir
+from bnpmix.storage.atomic import write_json_atomic
+
+SUMMARY = {"algorithm": "memo", "K": 3, "elbo": -10.5, "elbo_per_item": -0.1, "laps": 2,
+           "n_items": 105, "wall_seconds": 0.5, "config": {"seed": 0}}
+
+
+def test_summary_round_trip_and_validation(tmp_path):
+    run = RunDir(tmp_path / "run").create()
+    run.write_summary(SUMMARY)
+    assert run.load_summary() == SUMMARY
+    for key in SUMMARY:
+        bad = {k: v for k, v in SUMMARY.items() if k != key}
+        with pytest.raises(BnpmixError, match=key):
+            run.write_summary(bad)
+    with pytest.raises(BnpmixError, match="'K' has the wrong type"):
+        run.write_summary({**SUMMARY, "K": "three"})
+    assert run.load_summary() == SUMMARY  # failed writes left the old file intact
+
+
+def test_load_summary_rejects_bad_files(tmp_path):
+    run = RunDir(tmp_path)
+    with pytest.raises(BnpmixError, match="not a run directory"):
+        run.load_summary()
+    run.summary_path.write_text("{ not json")
+    with pytest.raises(BnpmixError, match="unreadable"):
+        run.load_summary()
+
+
+def test_trace_model_assignments(tmp_path):
+    run = RunDir(tmp_path).create()
+    rows = [{"lap": 1, "batch": b, "elbo": -1.0 / 3 - b, "K": 2, "seconds": 0.1} for b in range(3)]
+    run.write_trace(rows)
+    trace = run.load_trace()
+    assert list(trace.columns) == ["lap", "batch", "elbo", "K", "seconds"]
+    assert trace["elbo"].tolist() == [r["elbo"] for r in rows]  # full precision
+    run.write_model({"mean": np.eye(2)}, {"obs": "gauss"})
+    arrays, meta = run.load_model()
+    np.testing.assert_array_equal(arrays["mean"], np.eye(2))
+    assert meta == {"obs": "gauss"}
+    run.write_assignments(0, np.arange(2), np.array([0, 1]), np.array([0.9, 0.6]))
+    run.write_assignments(1, np.arange(2, 3), np.array([1]), np.array([1.0]))
+    frame = run.load_assignments()
+    assert frame["item"].tolist() == [0, 1, 2]
+    assert not list(tmp_path.glob(".*.tmp")) and not list(tmp_path.glob("assignments/.*"))
+
+
+def test_atomic_write_failure_keeps_old_file(tmp_path, monkeypatch):
+    target = tmp_path / "x.json"
+    write_json_atomic(target, {"v": 1})
+
+    def boom(*args, **kwargs):
+        raise OSError("disk full")
+
+    monkeypatch.setattr("bnpmix.storage.atomic.os.replace", boom)
+    with pytest.raises(OSError):
+        write_json_atomic(target, {"v": 2})
+    assert json.loads(target.read_text()) == {"v": 1}
+    assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
