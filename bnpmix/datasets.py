@@ -19,7 +19,8 @@ PATCH = 5
 def _edge_templates() -> np.ndarray:
     """The 8 unit-norm step edges on a 5x5 grid, as rows of an (8, 25) array."""
     r, c = np.mgrid[0:PATCH, 0:PATCH].astype(float)
-    signed = [c - 1.5, c - 2.5, r - 1.5, r - 2.5, r + c - 3.5, r + c - 4.5, r - c - 0.5, r - c + 0.5]
+    signed = [c - 1.5, c - 2.5, r - 1.5, r - 2.5,
+              r + c - 3.5, r + c - 4.5, r - c - 0.5, r - c + 0.5]
     edges = np.array([np.sign(s).ravel() for s in signed])
     return edges / np.linalg.norm(edges, axis=1, keepdims=True)
 

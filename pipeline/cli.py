@@ -34,7 +34,9 @@ def guess_format(src: Path) -> str:
         return "docword"
     if src.is_dir() or src.suffix == ".txt":
         return "text"
-    raise BnpmixError(f"{src}: cannot tell the format from the name; give --format {'|'.join(FORMATS)}")
+    raise BnpmixError(
+        f"{src}: cannot tell the format from the name; give --format {'|'.join(FORMATS)}"
+    )
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
@@ -84,8 +86,9 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from bnpmix.datasets import toy_patches
     from bnpmix.storage import ingest_array
+
+    from bnpmix.datasets import toy_patches
 
     X, labels = toy_patches(n=args.n, seed=args.seed)
     with tempfile.TemporaryDirectory(prefix="bnpmix-demo-") as tmp:
@@ -99,7 +102,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="bnpmix",
-        description="Bayesian nonparametric mixture models on corpora stored as Parquet partitions.",
+        description="Bayesian nonparametric mixture models on corpora stored as Parquet "
+        "partitions.",
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")

@@ -1,11 +1,11 @@
 """Corpus format, ingestion, partition readers and run directories (installed as bnpmix.storage)."""
 
 from .corpus import Batch, Corpus, Manifest, PartitionInfo
+from .dense import ingest_array, ingest_csv, ingest_npy
+from .docword import ingest_docword, read_vocab
 from .errors import BnpmixError, CorruptPartitionError, DataError
-from .ingest_dense import ingest_array, ingest_csv, ingest_npy
-from .ingest_docword import ingest_docword, read_vocab
-from .ingest_text import ingest_text, tokenize
 from .rundir import RunDir, validate_summary
+from .text import ingest_text, tokenize
 from .writer import DEFAULT_PARTITION_ROWS
 
 __all__ = [

@@ -27,7 +27,7 @@ def fsync_dir(path: str | Path) -> None:
 
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp_path)`` on a temporary file beside ``path``, fsync it, rename it into place."""
+    """Call ``write(tmp)`` on a temporary file beside ``path``, fsync it, rename it into place."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -89,7 +89,9 @@ def staged_directory(final: str | Path, *, overwrite: bool = False) -> Iterator[
                     os.fsync(fh.fileno())
         fsync_dir(tmp)
         if final.exists():
-            trash = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old", dir=final.parent))
+            trash = Path(
+                tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old", dir=final.parent)
+            )
             os.replace(final, trash / "old")
             os.replace(tmp, final)
             shutil.rmtree(trash, ignore_errors=True)

@@ -112,7 +112,9 @@ class Manifest:
         if obj.get("format") != FORMAT_NAME:
             raise BnpmixError(f"{path}: not a bnpmix corpus manifest (field 'format')")
         if need("version", int) > FORMAT_VERSION:
-            raise BnpmixError(f"{path}: corpus format version {obj['version']} is newer than this bnpmix")
+            raise BnpmixError(
+                f"{path}: corpus format version {obj['version']} is newer than this bnpmix"
+            )
         kind = need("kind", str)
         if kind not in KINDS:
             raise BnpmixError(f"{path}: field 'kind' must be one of {KINDS}, not {kind!r}")
@@ -179,7 +181,9 @@ def bow_table(
 def write_partition(directory: Path, index: int, table: pa.Table, nnz: int | None) -> PartitionInfo:
     """Write one partition file into ``directory`` and describe it."""
     sink = pa.BufferOutputStream()
-    pq.write_table(table, sink, compression="snappy")
+    # dictionary-encoding distinct floats only wastes memory; word ids and counts repeat a lot
+    dictionary = "word_ids" in table.column_names
+    pq.write_table(table, sink, compression="snappy", use_dictionary=dictionary)
     data = sink.getvalue().to_pybytes()
     name = partition_name(index)
     (directory / name).write_bytes(data)

@@ -99,8 +99,10 @@ class RunDir:
         missing = [c for c in TRACE_COLUMNS if c not in frame.columns]
         if rows and missing:
             raise ValueError(f"trace rows lack columns {missing}")
-        frame = frame.reindex(columns=[*TRACE_COLUMNS, *[c for c in frame if c not in TRACE_COLUMNS]])
-        write_bytes_atomic(self.trace_path, frame.to_csv(index=False, float_format="%.17g").encode())
+        extra = [c for c in frame if c not in TRACE_COLUMNS]
+        frame = frame.reindex(columns=[*TRACE_COLUMNS, *extra])
+        text = frame.to_csv(index=False, float_format="%.17g")
+        write_bytes_atomic(self.trace_path, text.encode())
 
     def load_trace(self) -> pd.DataFrame:
         return pd.read_csv(self.trace_path)

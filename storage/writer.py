@@ -45,7 +45,7 @@ class CorpusWriter:
         """Write documents given in CSR form (0-based word ids) as the next partition."""
         columns = columns or {}
         self._check_columns(columns, len(indptr) - 1)
-        self._add(bow_table(indptr, word_ids, counts, columns), int(len(word_ids)))
+        self._add(bow_table(indptr, word_ids, counts, columns), len(word_ids))
 
     def _add(self, table, nnz: int | None) -> None:
         index = len(self.manifest.partitions)
@@ -59,7 +59,8 @@ class CorpusWriter:
 def new_corpus(out: str | Path, manifest: Manifest, *, overwrite: bool = False) -> Iterator[
     CorpusWriter
 ]:
-    """A writer into a staged directory; the corpus appears at ``out`` only if the block succeeds."""
+    """A writer into a staged directory; the corpus appears at ``out`` only if the block ends
+    without an exception."""
     with staged_directory(out, overwrite=overwrite) as tmp:
         writer = CorpusWriter(tmp, manifest)
         yield writer

@@ -14,7 +14,8 @@ def write_docword(path: Path, X: sp.csr_matrix, vocab: list[str] | None = None) 
     X.sort_indices()
     coo = X.tocoo()
     lines = [str(X.shape[0]), str(X.shape[1]), str(X.nnz)]
-    lines += [f"{d + 1} {w + 1} {int(c)}" for d, w, c in zip(coo.row, coo.col, coo.data)]
+    triples = zip(coo.row, coo.col, coo.data, strict=True)
+    lines += [f"{d + 1} {w + 1} {int(c)}" for d, w, c in triples]
     path.write_text("\n".join(lines) + "\n")
     if vocab is not None:
         name = path.name.removeprefix("docword.")

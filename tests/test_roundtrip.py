@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
+from bnpmix.storage import Corpus, ingest_array, ingest_docword, ingest_npy
+from helpers import random_counts, write_docword
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-
-from bnpmix.storage import Corpus, ingest_array, ingest_docword, ingest_npy
-from helpers import random_counts, write_docword
 
 SETTINGS = settings(max_examples=30, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -86,7 +85,7 @@ def test_docword_roundtrip(tmp_path_factory, X, rows):
     assert sp.isspmatrix_csr(back) and back.shape == X.shape
     assert (back != X).nnz == 0
     for batch in corpus:  # reading one partition gives exactly its rows
-        assert (batch.X != X[batch.start:batch.start + len(batch)]).nnz == 0
+        assert (X[batch.start:batch.start + len(batch)] != batch.X).nnz == 0
 
 
 def test_uci_corpus_3000_docs_7000_words(tmp_path):

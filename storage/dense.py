@@ -153,11 +153,9 @@ def ingest_csv(
     path = Path(path)
     special = {"label": label_column, "time": time_column, "item": id_column}
     special = {k: v for k, v in special.items() if v is not None}
-    try:
-        fh = open(path, newline="", encoding="utf-8")
-    except OSError as exc:
-        raise DataError(path, f"cannot open ({exc})") from None
-    with fh:
+    if not path.is_file():
+        raise DataError(path, "source file not found")
+    with open(path, newline="", encoding="utf-8") as fh:
         reader = csv.reader(fh, delimiter=delimiter)
         header = next(reader, None)
         if header is None:
@@ -181,9 +179,8 @@ def ingest_csv(
                     raise DataError(
                         path, f"expected {len(header)} fields, found {len(row)}", line=line
                     )
-                rows.append(
-                    [_parse_float(row[i], path, line, n) for i, n in zip(feature_idx, names)]
-                )
+                rows.append([_parse_float(row[i], path, line, n)
+                             for i, n in zip(feature_idx, names, strict=True)])
                 for role, name in special.items():
                     text = row[position[name]]
                     cols[role].append(

@@ -2,7 +2,7 @@
 
 ``docword.NAME.txt`` (optionally gzipped): three header lines D, W, NNZ, then one 1-based
 ``doc word count`` triple per line, sorted by document. ``vocab.NAME.txt``: word ``w`` on line
-``w``. Triples are parsed a million at a time (pandas' C parser) and checked vectorised; the
+``w``. Triples are parsed about 130,000 at a time (pandas' C parser) and checked vectorised; the
 corpus is written one partition of documents at a time. A zero count is dropped (it adds no word).
 """
 
@@ -21,7 +21,7 @@ from .errors import DataError
 from .writer import DEFAULT_PARTITION_ROWS, CorpusWriter, new_corpus
 
 HEADER = ("D (number of documents)", "W (vocabulary size)", "NNZ (number of triples)")
-CHUNK_LINES = 1 << 20
+CHUNK_LINES = 1 << 17
 
 
 def _open_text(path: Path) -> io.TextIOBase:
@@ -66,7 +66,8 @@ def _read_header(fh: io.TextIOBase, path: Path) -> tuple[int, int, int]:
         try:
             value = int(line.strip())
         except ValueError:
-            raise DataError(path, f"header {what} is not an integer: {line.strip()!r}", line=i + 1)
+            raise DataError(path, f"header {what} is not an integer: {line.strip()!r}",
+                            line=i + 1) from None
         if value < 0:
             raise DataError(path, f"header {what} is negative", line=i + 1)
         values.append(value)
@@ -83,7 +84,7 @@ def _locate_syntax_error(path: Path) -> None:
             if len(fields) != 3:
                 raise DataError(path, f"expected 3 fields (doc word count), found {len(fields)}",
                                 line=lineno)
-            for name, text in zip(("doc", "word", "count"), fields):
+            for name, text in zip(("doc", "word", "count"), fields, strict=True):
                 try:
                     float(text)
                 except ValueError:
@@ -126,54 +127,64 @@ def _check_block(block: np.ndarray, first_line: int, path: Path, D: int, W: int)
     fail((block[:, 0] < 1) | (block[:, 0] > D), f"document id {{0:.0f}} outside 1..{D}", "doc")
     fail((block[:, 1] < 1) | (block[:, 1] > W), f"word id {{1:.0f}} outside 1..{W}", "word")
     fail(block[:, 2] < 0, "negative count {2:.0f}", "count")
+    fail(block[:, 2] > np.iinfo(np.int32).max, "count {2:.0f} too large for int32", "count")
 
 
 class _PartitionBuffer:
-    """Collects sorted triples and writes each full partition of R documents."""
+    """Collects sorted triples and writes each full partition of R documents.
+
+    Pieces are kept as compact int32 copies with the line number of their first triple (lines
+    are consecutive within a piece), so memory stays near one partition's triples.
+    """
 
     def __init__(self, writer: CorpusWriter, path: Path, D: int, R: int) -> None:
         self.writer, self.path, self.D, self.R = writer, path, D, R
         self.current = 0  # partition being filled
-        self.pieces: list[tuple[np.ndarray, np.ndarray]] = []  # (triples int64, line numbers)
+        self.pieces: list[tuple[np.ndarray, int]] = []  # (int32 triples, line of first triple)
         self.last_doc = 0
-        self.last_line = 0
 
     def add(self, block: np.ndarray, first_line: int) -> None:
-        triples = block.astype(np.int64)
-        lines = np.arange(first_line, first_line + len(triples))
+        triples = block.astype(np.int32)
         docs = triples[:, 0]
-        prev = np.concatenate([[self.last_doc], docs[:-1]])
-        bad = docs < prev
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
+        bad = np.flatnonzero(np.diff(docs, prepend=self.last_doc) < 0)
+        if len(bad):
+            i = int(bad[0])
+            prev = docs[i - 1] if i else self.last_doc
             raise DataError(self.path, f"triples are not sorted by document: document {docs[i]} "
-                            f"after {prev[i]}", line=int(lines[i]))
+                            f"after {prev}", line=first_line + i)
         self.last_doc = int(docs[-1])
         part = (docs - 1) // self.R
         cuts = np.flatnonzero(np.diff(part)) + 1
-        for seg_t, seg_l in zip(np.split(triples, cuts), np.split(lines, cuts)):
-            p = int((seg_t[0, 0] - 1) // self.R)
+        bounds = np.concatenate([[0], cuts, [len(docs)]])
+        for begin, end in zip(bounds[:-1], bounds[1:], strict=True):
+            p = int(part[begin])
             while self.current < p:
                 self.flush()
-            self.pieces.append((seg_t, seg_l))
+            self.pieces.append((triples[begin:end].copy(), first_line + int(begin)))
+
+    def _lines(self) -> np.ndarray:
+        """Source line of every buffered triple (only built to report an error)."""
+        return np.concatenate([np.arange(f, f + len(t)) for t, f in self.pieces])
 
     def flush(self) -> None:
         start = self.current * self.R
         n = min(self.R, self.D - start)
         if self.pieces:
             triples = np.concatenate([t for t, _ in self.pieces])
-            lines = np.concatenate([ln for _, ln in self.pieces])
         else:
-            triples, lines = np.zeros((0, 3), np.int64), np.zeros(0, np.int64)
-        keep = triples[:, 2] > 0
-        triples, lines = triples[keep], lines[keep]
-        order = np.lexsort((triples[:, 1], triples[:, 0]))
-        triples, lines = triples[order], lines[order]
-        dup = (np.diff(triples[:, 0]) == 0) & (np.diff(triples[:, 1]) == 0)
-        if dup.any():
-            i = int(np.flatnonzero(dup)[0]) + 1
-            raise DataError(self.path, f"word {triples[i, 1]} repeated in document "
-                            f"{triples[i, 0]}", line=int(lines[i]))
+            triples = np.zeros((0, 3), np.int32)
+        key = triples[:, 0].astype(np.int64) << 32 | triples[:, 1]
+        order = None
+        if not (np.diff(key) > 0).all():  # UCI files are sorted by (doc, word): usually skipped
+            order = np.argsort(key, kind="stable")
+            dup = np.flatnonzero(np.diff(key[order]) == 0)
+            if len(dup):
+                i = int(order[dup[0] + 1])
+                raise DataError(self.path, f"word {triples[i, 1]} repeated in document "
+                                f"{triples[i, 0]}", line=int(self._lines()[i]))
+            triples = triples[order]
+        if (triples[:, 2] == 0).any():
+            triples = triples[triples[:, 2] > 0]
         doc = triples[:, 0] - 1 - start
         indptr = np.concatenate([[0], np.cumsum(np.bincount(doc, minlength=n))])
         self.writer.add_bow(indptr, triples[:, 1] - 1, triples[:, 2])

@@ -83,6 +83,10 @@ def build_vocabulary(
     return vocab
 
 
+def _concat(arrays: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0, np.int64)
+
+
 def ingest_text(
     source: str | Path,
     out: str | Path,
@@ -108,8 +112,8 @@ def ingest_text(
         def flush() -> None:
             lengths = [len(w) for w in words]
             indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-            cat = (lambda a: np.concatenate(a) if a else np.zeros(0, np.int64))
-            writer.add_bow(indptr, cat(words), cat(counts), {"item": np.asarray(ids, dtype=str)})
+            writer.add_bow(indptr, _concat(words), _concat(counts),
+                           {"item": np.asarray(ids, dtype=str)})
             ids.clear()
             words.clear()
             counts.clear()
