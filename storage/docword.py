@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import io
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -156,7 +157,7 @@ class _PartitionBuffer:
         part = (docs - 1) // self.R
         cuts = np.flatnonzero(np.diff(part)) + 1
         bounds = np.concatenate([[0], cuts, [len(docs)]])
-        for begin, end in zip(bounds[:-1], bounds[1:], strict=True):
+        for begin, end in itertools.pairwise(bounds):
             p = int(part[begin])
             while self.current < p:
                 self.flush()

@@ -8,7 +8,6 @@ import sys
 
 import numpy as np
 import scipy.sparse as sp
-
 from helpers import write_docword
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-
 from bnpmix.storage import Corpus, ingest_text, tokenize
 
 
