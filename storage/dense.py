@@ -5,6 +5,7 @@ Every reader streams the source one partition at a time, so memory stays at a fe
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import math
 from collections.abc import Iterator
@@ -14,9 +15,11 @@ import numpy as np
 
 from .corpus import DENSE_DTYPES, Manifest
 from .errors import DataError
+from .textio import numbered_lines
 from .writer import DEFAULT_PARTITION_ROWS, new_corpus
 
 Chunk = tuple[int, np.ndarray, dict[str, np.ndarray]]
+INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
 
 
 def _dense_dtype(dtype: np.dtype) -> str:
@@ -89,7 +92,7 @@ def ingest_npy(
     path = Path(path)
     try:
         header = np.load(path, mmap_mode="r", allow_pickle=False)
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, EOFError) as exc:
         raise DataError(path, f"not a readable .npy file ({exc})") from None
     shape, dtype, offset = header.shape, header.dtype, header.offset
     fortran = header.ndim == 2 and not header.flags.c_contiguous
@@ -132,6 +135,8 @@ def _parse_int(text: str, path: Path, line: int, name: str) -> int:
     value = _parse_float(text, path, line, name)
     if value != int(value):
         raise DataError(path, f"not an integer: {text!r}", line=line, field=name)
+    if not INT64_MIN <= value <= INT64_MAX:
+        raise DataError(path, f"integer {text!r} out of the int64 range", line=line, field=name)
     return int(value)
 
 
@@ -155,8 +160,8 @@ def ingest_csv(
     special = {k: v for k, v in special.items() if v is not None}
     if not path.is_file():
         raise DataError(path, "source file not found")
-    with open(path, newline="", encoding="utf-8") as fh:
-        reader = csv.reader(fh, delimiter=delimiter)
+    with contextlib.closing(numbered_lines(path)) as lines:
+        reader = csv.reader((text for _, text in lines), delimiter=delimiter)
         header = next(reader, None)
         if header is None:
             raise DataError(path, "empty source: no header line")
@@ -173,7 +178,7 @@ def ingest_csv(
             rows: list[list[float]] = []
             cols: dict[str, list] = {k: [] for k in special}
             first = 0
-            for row in reader:
+            while (row := next(reader, None)) is not None:
                 line = reader.line_num
                 if len(row) != len(header):
                     raise DataError(

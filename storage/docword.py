@@ -8,30 +8,22 @@ corpus is written one partition of documents at a time. A zero count is dropped 
 
 from __future__ import annotations
 
-import gzip
-import io
 import itertools
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import pandas as pd
 
 from .corpus import Manifest
 from .errors import DataError
+from .textio import decoding_errors, numbered_lines, open_binary
 from .writer import DEFAULT_PARTITION_ROWS, CorpusWriter, new_corpus
 
 HEADER = ("D (number of documents)", "W (vocabulary size)", "NNZ (number of triples)")
 CHUNK_LINES = 1 << 17
-
-
-def _open_text(path: Path) -> io.TextIOBase:
-    try:
-        if path.suffix == ".gz":
-            return io.TextIOWrapper(gzip.open(path, "rb"), encoding="utf-8")
-        return open(path, encoding="utf-8")
-    except OSError as exc:
-        raise DataError(path, f"cannot open ({exc})") from None
 
 
 def read_vocab(path: str | Path) -> list[str]:
@@ -39,11 +31,12 @@ def read_vocab(path: str | Path) -> list[str]:
     path = Path(path)
     if not path.is_file():
         raise DataError(path, "vocabulary file not found")
-    with _open_text(path) as fh:
-        words = [line.rstrip("\n").strip() for line in fh]
-    for i, w in enumerate(words):
-        if not w:
-            raise DataError(path, "empty vocabulary entry", line=i + 1)
+    words = []
+    for lineno, line in numbered_lines(path):
+        word = line.strip()
+        if not word:
+            raise DataError(path, "empty vocabulary entry", line=lineno)
+        words.append(word)
     return words
 
 
@@ -56,10 +49,15 @@ def default_vocab_path(docword: Path) -> Path | None:
     return candidate if candidate.is_file() else None
 
 
-def _read_header(fh: io.TextIOBase, path: Path) -> tuple[int, int, int]:
+def _read_header(fh: IO[bytes], path: Path) -> tuple[int, int, int]:
     values = []
     for i, what in enumerate(HEADER):
-        line = fh.readline()
+        raw = fh.readline()
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise DataError(path, f"not UTF-8 text (byte {exc.start} of the line)",
+                            line=i + 1) from None
         if not line:
             if i == 0:
                 raise DataError(path, "empty source: no header")
@@ -77,10 +75,8 @@ def _read_header(fh: io.TextIOBase, path: Path) -> tuple[int, int, int]:
 
 def _locate_syntax_error(path: Path) -> None:
     """Scan the triples line by line and raise a DataError at the first malformed one."""
-    with _open_text(path) as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if lineno <= len(HEADER):
-                continue
+    for lineno, line in numbered_lines(path):
+        if lineno > len(HEADER):
             fields = line.split()
             if len(fields) != 3:
                 raise DataError(path, f"expected 3 fields (doc word count), found {len(fields)}",
@@ -93,22 +89,31 @@ def _locate_syntax_error(path: Path) -> None:
                                     field=name) from None
 
 
-def _triple_chunks(fh: io.TextIOBase, path: Path) -> Iterator[tuple[int, np.ndarray]]:
+def _triple_chunks(fh: IO[bytes], path: Path) -> Iterator[tuple[int, np.ndarray]]:
     """Yield (first line number, float array (n, 3)) blocks of triples."""
     line = len(HEADER) + 1
     try:
-        reader = pd.read_csv(
-            fh, sep=r"\s+", header=None, names=["doc", "word", "count"], dtype=np.float64,
-            chunksize=CHUNK_LINES, skip_blank_lines=False, engine="c",
-        )
-        for frame in reader:
+        with warnings.catch_warnings():
+            # a line with extra fields must fail, not shift the columns into an index
+            warnings.simplefilter("error", pd.errors.ParserWarning)
+            reader = pd.read_csv(
+                fh, encoding="utf-8", sep=r"\s+", header=None, names=["doc", "word", "count"],
+                index_col=False, dtype=np.float64, chunksize=CHUNK_LINES, skip_blank_lines=False,
+                engine="c",
+            )
+        while True:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", pd.errors.ParserWarning)
+                frame = next(reader, None)
+            if frame is None:
+                return
             block = frame.to_numpy()
             if len(block):
                 yield line, block
             line += len(block)
     except pd.errors.EmptyDataError:
         return
-    except (ValueError, pd.errors.ParserError) as exc:
+    except (ValueError, pd.errors.ParserError, pd.errors.ParserWarning) as exc:
         _locate_syntax_error(path)
         raise DataError(path, f"unparseable triples ({exc})") from None
 
@@ -212,7 +217,7 @@ def ingest_docword(
         raise DataError(path, "source file not found")
     vocab_path = Path(vocab) if vocab is not None else default_vocab_path(path)
     words = read_vocab(vocab_path) if vocab_path is not None else None
-    with _open_text(path) as fh:
+    with decoding_errors(path), open_binary(path) as fh:
         D, W, NNZ = _read_header(fh, path)
         if D == 0:
             raise DataError(path, "empty source: header says 0 documents", line=1)

@@ -23,6 +23,7 @@ import numpy as np
 
 from .corpus import Manifest
 from .errors import DataError
+from .textio import numbered_lines
 from .writer import DEFAULT_PARTITION_ROWS, new_corpus
 
 TOKEN = re.compile(r"[^\W\d_]+")
@@ -45,13 +46,8 @@ def _documents(source: Path) -> Iterator[tuple[str, str]]:
             except OSError as exc:
                 raise DataError(p, f"cannot read ({exc})") from None
     elif source.is_file():
-        with open(source, "rb") as fh:
-            for lineno, raw in enumerate(fh, start=1):
-                try:
-                    yield str(lineno), raw.decode("utf-8")
-                except UnicodeDecodeError as exc:
-                    raise DataError(source, f"not UTF-8 text (byte {exc.start})",
-                                    line=lineno) from None
+        for lineno, line in numbered_lines(source):
+            yield str(lineno), line
     else:
         raise DataError(source, "source not found")
 
@@ -61,7 +57,7 @@ def read_stopwords(path: str | Path) -> set[str]:
     path = Path(path)
     if not path.is_file():
         raise DataError(path, "stop-word file not found")
-    return {w.strip().lower() for w in path.read_text(encoding="utf-8").splitlines() if w.strip()}
+    return {w.strip().lower() for _, w in numbered_lines(path) if w.strip()}
 
 
 def build_vocabulary(
