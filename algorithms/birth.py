@@ -1,0 +1,71 @@
+"""Birth moves (Hughes & Sudderth 2013, Sec. 3.1; supplement Sec. 2): choose a target, create
+new components by a fresh DP-mixture VB run on the collected data, adopt them over a lap."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from .allocation import StickBreaking
+from .init import seeded_summary
+from .local import batch_step
+from .mixture import DPMixture
+from .obs.base import Data, ObsModel
+from .summary import Summary
+
+
+@dataclass(frozen=True)
+class BirthConfig:
+    """Supplement Sec. 2 settings: tau (Eq. 23), N' (collection cap), K', I', prune fraction."""
+
+    per_lap: int = 1
+    tau: float = 0.1
+    max_collect: int = 10_000
+    fresh_K: int = 10
+    max_iter: int = 100
+    prune_fraction: float = 1 / 20
+    tol: float = 1e-6
+
+
+def choose_targets(uids: np.ndarray, N: np.ndarray, laps_since: np.ndarray, n: int,
+                   rng: np.random.Generator) -> list[int]:
+    """Supplement Eq. 22: p(k' = k) ∝ N_k · L_k², drawn without replacement."""
+    w = np.maximum(N, 0) * np.maximum(laps_since, 1) ** 2
+    if w.sum() <= 0:
+        return []
+    n = min(n, int((w > 0).sum()))
+    return [int(u) for u in rng.choice(uids, size=n, replace=False, p=w / w.sum())]
+
+
+def fresh_vb(X: Data, obs: ObsModel, alloc: StickBreaking, K: int, rng: np.random.Generator,
+             max_iter: int, tol: float) -> Summary:
+    """Full-data VB for a K-component DP mixture on X (Sec. 2.2), from k-means++ seeds; stops
+    after ``max_iter`` iterations or when the ELBO's relative change falls below ``tol``."""
+    uids = np.arange(K)
+    S = seeded_summary(X, obs, K, uids, rng)
+    old = -np.inf
+    for _ in range(max_iter):
+        model = DPMixture.from_summary(obs, alloc, S)
+        S = batch_step(X, obs, model.globals()).summary
+        elbo = DPMixture.from_summary(obs, alloc, S).elbo(S)
+        if abs(elbo - old) <= tol * abs(elbo):
+            break
+        old = elbo
+    return S
+
+
+def create(X: Data, obs: ObsModel, alloc: StickBreaking, new_uids: np.ndarray,
+           cfg: BirthConfig, rng: np.random.Generator) -> Summary | None:
+    """Creation: fresh VB on the targeted data, prune components with N_j < ε N', and return the
+    kept components' summary S' under ``new_uids`` — or None when J' <= 1 (abort)."""
+    n = X.shape[0]
+    if n < 2 * cfg.fresh_K:
+        return None
+    S = fresh_vb(X, obs, alloc, cfg.fresh_K, rng, cfg.max_iter, cfg.tol)
+    keep = np.flatnonzero(cfg.prune_fraction * n <= S.N)
+    if len(keep) <= 1:
+        return None
+    keep = keep[np.argsort(-S.N[keep], kind="stable")]
+    return Summary(uids=new_uids[: len(keep)], N=S.N[keep],
+                   stats={k: v[keep] for k, v in S.stats.items()}, H=np.zeros(len(keep)))

@@ -1,0 +1,82 @@
+"""The one interface every observation model implements (conjugate exponential families).
+
+Statistics and posteriors are plain dicts of arrays whose first axis runs over components, so
+they add, slice and travel to Dask workers without custom serialisation.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any, ClassVar
+
+import numpy as np
+import scipy.sparse as sp
+
+Data = np.ndarray | sp.csr_matrix
+Arrays = dict[str, np.ndarray]
+
+
+class ObsModel(ABC):
+    """p(x | phi_k) in an exponential family with conjugate prior H(phi | lambda_0)."""
+
+    name: ClassVar[str]
+
+    @abstractmethod
+    def stat_shapes(self) -> dict[str, tuple[int, ...]]:
+        """Shape of each per-component statistic (without the component axis)."""
+
+    @abstractmethod
+    def stats(self, X: Data, R: np.ndarray) -> Arrays:
+        """s_k = Σ_n r_nk t(x_n) for responsibilities R (n, K) (Eq. 7)."""
+
+    @abstractmethod
+    def post(self, N: np.ndarray, stats: Arrays) -> Arrays:
+        """Global update lambda_k = lambda_0 + s_k (Eq. 10; supplement Eq. 18)."""
+
+    @abstractmethod
+    def E_loglik(self, X: Data, post: Arrays) -> np.ndarray:
+        """E_q[log p(x_n | phi_k)] for all n, k: an (n, K) array (Eq. 9; supplement Eq. 19)."""
+
+    @abstractmethod
+    def elbo(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:
+        """Observation terms of Eq. 8 for any q(phi): Σ_k E_q[log p(x | phi_k)] summed through
+        the statistics, plus E_q[log H(phi_k) - log q(phi_k)]."""
+
+    @abstractmethod
+    def log_marginal(self, N: np.ndarray, stats: Arrays) -> np.ndarray:
+        """log M(S_k) = log ∫ Π_n p(x_n|phi)^{r_nk} H(phi) dphi from summaries (Eq. 12), per k.
+        Equals the observation ELBO at the optimal q(phi_k)."""
+
+    @abstractmethod
+    def predictive_logpdf(self, X: Data, post: Arrays) -> np.ndarray:
+        """Posterior-predictive log density log ∫ p(x_n | phi) q(phi_k) dphi: (n, K)."""
+
+    @abstractmethod
+    def features(self, X: Data) -> np.ndarray:
+        """Dense vectors in which Euclidean distance separates components (k-means++ seeding)."""
+
+    @abstractmethod
+    def prior(self) -> dict[str, Any]:
+        """The prior's parameters (JSON-able scalars or lists), enough to rebuild the model."""
+
+    @classmethod
+    @abstractmethod
+    def default(cls, X: Data, **overrides: Any) -> ObsModel:
+        """A weak prior scaled to a data sample; every parameter can be overridden."""
+
+    @abstractmethod
+    def check_data(self, X: Data) -> None:
+        """Raise ValueError if X does not fit this model (dimension, sign, sparsity)."""
+
+    def prior_post(self, K: int) -> Arrays:
+        """The posterior of K components that have seen no data (equal to the prior)."""
+        shapes = self.stat_shapes()
+        return self.post(np.zeros(K), {k: np.zeros((K, *s)) for k, s in shapes.items()})
+
+
+def weighted_outer(X: np.ndarray, R: np.ndarray) -> np.ndarray:
+    """Σ_n r_nk x_n x_nᵀ for every k: (K, D, D), one (D x n)(n x D) matrix product per component
+    (measured faster than one product with the n x D² outer products for n >= 1,000, D = 25)."""
+    XT = np.ascontiguousarray(X.T)
+    return np.stack([(XT * R[:, k]) @ X for k in range(R.shape[1])]) if R.shape[1] else (
+        np.zeros((0, X.shape[1], X.shape[1])))

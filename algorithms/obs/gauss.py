@@ -1,0 +1,136 @@
+"""Full-mean, full-covariance Gaussian likelihood with a Normal-Wishart prior.
+
+x ~ N(μ, Λ⁻¹), μ | Λ ~ N(m0, (κ0 Λ)⁻¹), Λ ~ Wishart(ν0, B0⁻¹).
+Statistics: x_k = Σ_n r_nk x_n and S_k = Σ_n r_nk x_n x_nᵀ (Eq. 7).
+Posterior (Eq. 10): κ = κ0 + N, m = (κ0 m0 + x) / κ, ν = ν0 + N,
+B = B0 + S + κ0 m0 m0ᵀ - κ m mᵀ.
+Under q: E[Λ] = ν B⁻¹, E[Λμ] = ν B⁻¹ m, E[μᵀΛμ] = D/κ + ν mᵀB⁻¹m.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+from scipy.special import gammaln
+
+from . import wishart as W
+from .base import Arrays, Data, ObsModel, weighted_outer
+
+
+class Gauss(ObsModel):
+    """Gaussian components with their own mean and full covariance."""
+
+    name = "gauss"
+
+    def __init__(self, D: int, m0: np.ndarray, kappa0: float, nu0: float, B0: np.ndarray) -> None:
+        if nu0 <= D - 1:
+            raise ValueError(f"nu0 must exceed D - 1 = {D - 1}")
+        if kappa0 <= 0:
+            raise ValueError("kappa0 must be positive")
+        self.D = D
+        self.m0 = np.broadcast_to(np.asarray(m0, dtype=float), (D,)).copy()
+        self.kappa0 = float(kappa0)
+        self.nu0 = float(nu0)
+        self.B0 = np.asarray(B0, dtype=float)
+        self._logZ0 = _log_Z_nw(self.kappa0, self.nu0, W.factorize(self.B0)["logdet_B"], D)
+
+    @classmethod
+    def default(cls, X: Data, kappa0: float = 0.01, nu0: float | None = None, scale: float = 0.1,
+                m0: np.ndarray | None = None, B0: np.ndarray | None = None, **_: Any) -> Gauss:
+        """ν0 = D + 2, m0 = data mean and E[Λ⁻¹] = scale · (mean column variance) · I."""
+        X = np.asarray(X, dtype=float)
+        D = X.shape[1]
+        nu0 = D + 2.0 if nu0 is None else float(nu0)
+        m0 = (X.mean(0) if len(X) else np.zeros(D)) if m0 is None else m0
+        if B0 is None:
+            if nu0 <= D + 1:
+                raise ValueError(f"the default B0 needs nu0 > D + 1 = {D + 1}; pass B0")
+            v = float(np.mean(X.var(0))) if len(X) else 1.0
+            B0 = (nu0 - D - 1) * scale * max(v, 1e-12) * np.eye(D)
+        return cls(D, m0, kappa0, nu0, B0)
+
+    def prior(self) -> dict[str, Any]:
+        return {"D": self.D, "m0": self.m0.tolist(), "kappa0": self.kappa0, "nu0": self.nu0,
+                "B0": self.B0.tolist()}
+
+    def check_data(self, X: Data) -> None:
+        if sp.issparse(X):
+            raise ValueError("expected a dense array, got a sparse matrix")
+        if X.ndim != 2 or X.shape[1] != self.D:
+            raise ValueError(f"expected {self.D} columns, got shape {X.shape}")
+
+    def stat_shapes(self) -> dict[str, tuple[int, ...]]:
+        return {"x": (self.D,), "xxT": (self.D, self.D)}
+
+    def stats(self, X: Data, R: np.ndarray) -> Arrays:
+        X = np.asarray(X, dtype=float)
+        return {"x": R.T @ X, "xxT": weighted_outer(X, R)}
+
+    def post(self, N: np.ndarray, stats: Arrays) -> Arrays:
+        N = np.asarray(N, dtype=float)
+        kappa = self.kappa0 + N
+        h = self.kappa0 * self.m0 + stats["x"]
+        m = h / kappa[:, None]
+        B = (self.B0 + stats["xxT"] + self.kappa0 * np.outer(self.m0, self.m0)
+             - kappa[:, None, None] * m[:, :, None] * m[:, None, :])
+        B = 0.5 * (B + np.swapaxes(B, -1, -2))
+        return {"kappa": kappa, "m": m, "nu": self.nu0 + N, **W.factorize(B)}
+
+    def E_loglik(self, X: Data, post: Arrays) -> np.ndarray:
+        """-D/2 log 2π + ½ E[log|Λ|] - ½ (D/κ + ν (x - m)ᵀ B⁻¹ (x - m))."""
+        D = self.D
+        elogdet = W.E_logdet(post["nu"], post["logdet_B"], D)
+        quad = W.mahalanobis(np.asarray(X, dtype=float), post["U"], post["m"])
+        return (-0.5 * D * W.LOG2PI + 0.5 * elogdet
+                - 0.5 * (D / post["kappa"] + post["nu"] * quad))
+
+    def elbo(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:
+        """Σ_k E[log p(x | μ, Λ)] + E[log NW(μ, Λ | λ0)] - E[log q(μ, Λ)] for any q.
+
+        The quadratic forms of data and prior combine into ν tr(B_q⁻¹ M) with
+        M = S + B0 + κ0 m0 m0ᵀ - h mᵀ - m hᵀ + (N + κ0) m mᵀ, h = x + κ0 m0.
+        """
+        D = self.D
+        N = np.asarray(N, dtype=float)
+        kappa, m, nu, logdet = post["kappa"], post["m"], post["nu"], post["logdet_B"]
+        elogdet = W.E_logdet(nu, logdet, D)
+        h = stats["x"] + self.kappa0 * self.m0
+        hm = h[:, :, None] * m[:, None, :]
+        M = (stats["xxT"] + self.B0 + self.kappa0 * np.outer(self.m0, self.m0)
+             - hm - np.swapaxes(hm, -1, -2)
+             + (N + self.kappa0)[:, None, None] * m[:, :, None] * m[:, None, :])
+        tr = W.trace_inv(post["U"], M)
+        data = N * (-0.5 * D * W.LOG2PI + 0.5 * elogdet)
+        prior = -self._logZ0 + 0.5 * (self.nu0 - D) * elogdet
+        entropy = (_log_Z_nw(kappa, nu, logdet, D) - 0.5 * (nu - D) * elogdet
+                   + 0.5 * D * (1.0 + nu))
+        quad = -0.5 * (N + self.kappa0) * D / kappa - 0.5 * nu * tr
+        return float(np.sum(data + prior + entropy + quad))
+
+    def log_marginal(self, N: np.ndarray, stats: Arrays) -> np.ndarray:
+        """-N D/2 log 2π + log Z_NW(λ_k) - log Z_NW(λ0) (Eq. 12)."""
+        post = self.post(N, stats)
+        return (-0.5 * np.asarray(N) * self.D * W.LOG2PI
+                + _log_Z_nw(post["kappa"], post["nu"], post["logdet_B"], self.D) - self._logZ0)
+
+    def predictive_logpdf(self, X: Data, post: Arrays) -> np.ndarray:
+        """Student-t: ν' = ν - D + 1 dof, location m, scale Σ = B (κ + 1) / (κ ν')."""
+        D = self.D
+        kappa = post["kappa"]
+        dof = post["nu"] - D + 1.0
+        c = kappa / (kappa + 1.0)
+        quad = c * W.mahalanobis(np.asarray(X, dtype=float), post["U"], post["m"])
+        logdet_sigma = post["logdet_B"] - D * np.log(c * dof)  # (x-m)ᵀΣ⁻¹(x-m) / ν' = quad
+        return (gammaln(0.5 * (dof + D)) - gammaln(0.5 * dof) - 0.5 * D * np.log(dof * np.pi)
+                - 0.5 * logdet_sigma - 0.5 * (dof + D) * np.log1p(quad))
+
+    def features(self, X: Data) -> np.ndarray:
+        """The items themselves (components differ in location)."""
+        return np.asarray(X, dtype=float)
+
+
+def _log_Z_nw(kappa: np.ndarray, nu: np.ndarray, logdet_B: np.ndarray, D: int) -> np.ndarray:
+    """Log normaliser of Normal-Wishart(m, κ, ν, B⁻¹): D/2 log(2π/κ) + log Z_W(ν, B)."""
+    return 0.5 * D * (W.LOG2PI - np.log(kappa)) + W.log_Z(nu, logdet_B, D)

@@ -1,0 +1,201 @@
+"""The additive summary of (allocation, observation) statistics: the currency of memoized VB.
+
+For components with stable ids ``uids`` a Summary holds, over some set of items,
+``N_k = Σ_n r_nk`` and the observation model's statistics ``s_k = Σ_n r_nk t(x_n)`` (Hughes &
+Sudderth 2013, Eq. 7), the assignment entropies ``H_k = -Σ_n r_nk log r_nk`` and, for planned
+candidate pairs (a, b), the merge entropies ``H_ab = -Σ_n (r_na + r_nb) log(r_na + r_nb)``
+(Sec. 3.2). Summaries of disjoint item sets add (Eq. 11); ``+`` and ``-`` refuse summaries whose
+component ids or pair lists differ. Moves (insert, merge, delete, reorder) are values of their own
+so that a stored summary can be brought up to date by replaying a log of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+import numpy as np
+
+
+def _empty_pairs() -> np.ndarray:
+    return np.zeros((0, 2), dtype=np.int64)
+
+
+@dataclass
+class Summary:
+    """Per-component sums over a set of items, tagged with stable component ids."""
+
+    uids: np.ndarray
+    N: np.ndarray
+    stats: dict[str, np.ndarray]
+    H: np.ndarray
+    n_items: int = 0
+    pairs: np.ndarray = field(default_factory=_empty_pairs)
+    Hpair: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    def __post_init__(self) -> None:
+        self.uids = np.asarray(self.uids, dtype=np.int64)
+        self.pairs = np.asarray(self.pairs, dtype=np.int64).reshape(-1, 2)
+        K = len(self.uids)
+        if self.N.shape != (K,) or self.H.shape != (K,):
+            raise ValueError(f"N {self.N.shape} and H {self.H.shape} must have shape ({K},)")
+        for name, value in self.stats.items():
+            if value.shape[0] != K:
+                raise ValueError(f"statistic {name!r} has {value.shape[0]} rows for {K} components")
+        if self.Hpair.shape != (len(self.pairs),):
+            raise ValueError("Hpair must have one entry per pair")
+
+    @property
+    def K(self) -> int:
+        return len(self.uids)
+
+    @classmethod
+    def zeros(cls, uids: np.ndarray, stat_shapes: dict[str, tuple[int, ...]]) -> Summary:
+        """The summary of no items for components ``uids``."""
+        K = len(uids)
+        return cls(
+            uids=np.asarray(uids, dtype=np.int64),
+            N=np.zeros(K),
+            stats={k: np.zeros((K, *s)) for k, s in stat_shapes.items()},
+            H=np.zeros(K),
+        )
+
+    def copy(self) -> Summary:
+        stats = {k: v.copy() for k, v in self.stats.items()}
+        return Summary(self.uids.copy(), self.N.copy(), stats, self.H.copy(), self.n_items,
+                       self.pairs.copy(), self.Hpair.copy())
+
+    def index(self, uid: int) -> int:
+        """Position of component ``uid``."""
+        hits = np.flatnonzero(self.uids == uid)
+        if len(hits) != 1:
+            raise KeyError(f"component id {uid} not in summary ({self.uids.tolist()})")
+        return int(hits[0])
+
+    def _check_compatible(self, other: Summary) -> None:
+        if not np.array_equal(self.uids, other.uids):
+            raise ValueError(f"component ids differ: {self.uids.tolist()} vs {other.uids.tolist()}")
+        if not np.array_equal(self.pairs, other.pairs):
+            raise ValueError("candidate merge pairs differ")
+        if self.stats.keys() != other.stats.keys():
+            raise ValueError("statistics differ")
+
+    def _combine(self, other: Summary, sign: float) -> Summary:
+        self._check_compatible(other)
+        return Summary(
+            self.uids.copy(),
+            self.N + sign * other.N,
+            {k: v + sign * other.stats[k] for k, v in self.stats.items()},
+            self.H + sign * other.H,
+            self.n_items + int(sign) * other.n_items,
+            self.pairs.copy(),
+            self.Hpair + sign * other.Hpair,
+        )
+
+    def __add__(self, other: Summary) -> Summary:
+        return self._combine(other, 1.0)
+
+    def __sub__(self, other: Summary) -> Summary:
+        return self._combine(other, -1.0)
+
+    def scaled(self, c: float) -> Summary:
+        """Every sum multiplied by ``c`` (stochastic VB's amplification N/|B|)."""
+        return Summary(self.uids.copy(), c * self.N, {k: c * v for k, v in self.stats.items()},
+                       c * self.H, self.n_items, self.pairs.copy(), c * self.Hpair)
+
+    def without_pairs(self) -> Summary:
+        return self.with_pairs(_empty_pairs(), np.zeros(0))
+
+    def with_pairs(self, pairs: np.ndarray, Hpair: np.ndarray) -> Summary:
+        return Summary(self.uids, self.N, self.stats, self.H, self.n_items, pairs, Hpair)
+
+    def pair_entropy(self, uid_a: int, uid_b: int) -> float | None:
+        """H_ab for the pair, if it was planned."""
+        lo, hi = min(uid_a, uid_b), max(uid_a, uid_b)
+        hits = np.flatnonzero((self.pairs[:, 0] == lo) & (self.pairs[:, 1] == hi))
+        return float(self.Hpair[hits[0]]) if len(hits) else None
+
+    def apply(self, move: Move) -> Summary:
+        """This summary with one logged move applied."""
+        return move.apply(self)
+
+
+@dataclass(frozen=True)
+class Insert:
+    """Append components ``uids`` (with zero mass unless ``source`` supplies their sums)."""
+
+    uids: tuple[int, ...]
+
+    def apply(self, s: Summary, source: Summary | None = None) -> Summary:
+        if np.isin(self.uids, s.uids).any():
+            raise ValueError(f"components {self.uids} already present")
+        new = source if source is not None else Summary.zeros(
+            np.array(self.uids), {k: v.shape[1:] for k, v in s.stats.items()})
+        if source is not None and not np.array_equal(source.uids, self.uids):
+            raise ValueError("inserted summary ids do not match the move")
+        return Summary(
+            np.concatenate([s.uids, new.uids]),
+            np.concatenate([s.N, new.N]),
+            {k: np.concatenate([v, new.stats[k]]) for k, v in s.stats.items()},
+            np.concatenate([s.H, new.H]),
+            s.n_items,
+            s.pairs,
+            s.Hpair,
+        )
+
+
+@dataclass(frozen=True)
+class Merge:
+    """Component ``b`` is absorbed into ``a``: r_a <- r_a + r_b, so N, s add and H_a <- H_ab."""
+
+    a: int
+    b: int
+
+    def apply(self, s: Summary) -> Summary:
+        ia, ib = s.index(self.a), s.index(self.b)
+        Hab = s.pair_entropy(self.a, self.b)
+        if Hab is None:
+            raise ValueError(f"no merge entropy recorded for pair ({self.a}, {self.b})")
+        N = s.N.copy()
+        N[ia] += N[ib]
+        H = s.H.copy()
+        H[ia] = Hab
+        stats = {}
+        for k, v in s.stats.items():
+            v = v.copy()
+            v[ia] += v[ib]
+            stats[k] = v
+        keep = np.arange(s.K) != ib
+        touched = np.isin(s.pairs, [self.a, self.b]).any(axis=1)
+        return Summary(s.uids[keep], N[keep], {k: v[keep] for k, v in stats.items()}, H[keep],
+                       s.n_items, s.pairs[~touched], s.Hpair[~touched])
+
+
+@dataclass(frozen=True)
+class Delete:
+    """Remove component ``uid`` (only exact when it carries no mass)."""
+
+    uid: int
+
+    def apply(self, s: Summary) -> Summary:
+        keep = s.uids != self.uid
+        touched = (s.pairs == self.uid).any(axis=1)
+        return Summary(s.uids[keep], s.N[keep], {k: v[keep] for k, v in s.stats.items()},
+                       s.H[keep], s.n_items, s.pairs[~touched], s.Hpair[~touched])
+
+
+@dataclass(frozen=True)
+class Reorder:
+    """Put the components in the order ``uids`` (a permutation of the current ids)."""
+
+    uids: tuple[int, ...]
+
+    def apply(self, s: Summary) -> Summary:
+        order = np.array([s.index(u) for u in self.uids])
+        if len(order) != s.K:
+            raise ValueError("reorder must list every component")
+        return Summary(s.uids[order], s.N[order], {k: v[order] for k, v in s.stats.items()},
+                       s.H[order], s.n_items, s.pairs, s.Hpair)
+
+
+Move = Union[Insert, Merge, Delete, Reorder]  # noqa: UP007 (a runtime alias)
