@@ -10,6 +10,10 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+from bnpmix.algorithms.birth import BirthConfig
+from bnpmix.pipeline.config import ALGORITHMS, OBS_NAMES, SOVB_SCHEDULES, FitConfig
+from bnpmix.pipeline.fit import evaluate, fit
 from bnpmix.storage import (
     DEFAULT_PARTITION_ROWS,
     BnpmixError,
@@ -85,18 +89,73 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_fit(args: argparse.Namespace) -> int:
+    cfg = config_from_args(args)
+    summary = fit(args.corpus_dir, args.out, cfg)
+    print(format_fit(summary, args.out))
+    return 0
+
+
+def config_from_args(args: argparse.Namespace) -> FitConfig:
+    """The FitConfig the flags describe."""
+    moves = tuple(m for m in (args.moves or "").split(",") if m)
+    kappa, delay = SOVB_SCHEDULES[args.sovb_schedule]
+    try:
+        return FitConfig(
+            algorithm=args.algorithm, obs=args.obs, K=args.K, laps=args.laps, moves=moves,
+            seed=args.seed, alpha0=args.alpha0, warm_start=args.warm_start,
+            sovb_kappa=kappa, sovb_delay=delay,
+            birth=BirthConfig(per_lap=args.births_per_lap),
+        )
+    except ValueError as exc:
+        raise BnpmixError(str(exc)) from None
+
+
+def format_fit(summary: dict, out: str | Path) -> str:
+    weights = ", ".join(f"{w:.3f}" for w in sorted(summary["weights"], reverse=True)[:12])
+    return (f"{summary['algorithm']}: K = {summary['K']} components "
+            f"({summary['K_effective']} with more than 1% of the mass), "
+            f"ELBO per item {summary['elbo_per_item']:.4f}, {summary['wall_seconds']:.1f} s\n"
+            f"weights: {weights}{' ...' if summary['K'] > 12 else ''}\nrun directory: {out}")
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    print(json.dumps(evaluate(args.run_dir, args.heldout, args.labels_column)))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from bnpmix.storage import ingest_array
 
-    from bnpmix.datasets import toy_patches
+    from bnpmix.datasets import toy_patch_covariances, toy_patches
 
     X, labels = toy_patches(n=args.n, seed=args.seed)
     with tempfile.TemporaryDirectory(prefix="bnpmix-demo-") as tmp:
-        corpus = Path(tmp) / "toy-patches"
-        ingest_array(X, corpus, partition_rows=args.n // 20, columns={"label": labels})
-        print(f"demo: {args.n} synthetic 5x5 patches (8 edge components) ingested at {corpus}")
-        print(format_info(Corpus(corpus).info()))
+        corpus, run = Path(tmp) / "toy-patches", Path(tmp) / "run"
+        ingest_array(X, corpus, partition_rows=max(1, args.n // 20), columns={"label": labels})
+        print(f"demo: {args.n} synthetic 5x5 patches from 8 zero-mean edge components, "
+              f"20 partitions; memoized VB with births and merges from K = 1")
+        cfg = FitConfig(algorithm="memo", obs="zm-gauss", K=1, laps=args.laps,
+                        moves=("birth", "merge"), seed=args.seed)
+        summary = fit(corpus, run, cfg)
+        print(format_fit(summary, "(temporary)"))
+        scores = evaluate(run, corpus, "label")
+        oracle = oracle_ari(X, labels, toy_patch_covariances())
+        print(f"agreement with the true components: ARI {scores['ari']:.3f} "
+              f"(the true parameters' own assignments: ARI {oracle:.3f}), "
+              f"NMI {scores['nmi']:.3f}")
     return 0
+
+
+def oracle_ari(X, labels, covariances) -> float:
+    """ARI of the assignments the true (equal-weight, zero-mean) components would make."""
+    from bnpmix.algorithms.metrics import adjusted_rand_index
+
+    L = np.linalg.cholesky(covariances)
+    U = np.linalg.inv(L)
+    logdet = 2 * np.log(np.diagonal(L, axis1=1, axis2=2)).sum(1)
+    quad = np.stack([((X @ u.T) ** 2).sum(1) for u in U], axis=1)
+    return adjusted_rand_index(labels, (-0.5 * quad - 0.5 * logdet).argmax(1))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -134,8 +193,33 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one JSON object: kind, n_items, dim, nnz (bow), n_partitions, bytes")
     p.set_defaults(func=cmd_info)
 
+    p = sub.add_parser("fit", help="fit a DP mixture to a corpus and write a run directory")
+    p.add_argument("corpus_dir")
+    p.add_argument("--out", required=True, help="run directory to write")
+    p.add_argument("--algorithm", choices=ALGORITHMS, default="memo",
+                   help="memo (memoized online VB), vb (full-data VB), sovb (stochastic online)")
+    p.add_argument("--obs", choices=OBS_NAMES,
+                   help="observation model (default: gauss for dense, mult for bag-of-words)")
+    p.add_argument("--K", type=_positive_int, default=1, help="initial number of components")
+    p.add_argument("--laps", type=_positive_int, default=20, help="passes through the data")
+    p.add_argument("--moves", default="", help="comma-separated: birth,merge (memo only)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--alpha0", type=float, default=1.0, help="DP concentration")
+    p.add_argument("--births-per-lap", type=_positive_int, default=1)
+    p.add_argument("--sovb-schedule", choices=sorted(SOVB_SCHEDULES), default="a",
+                   help="sovb learning rate (t+d)^-kappa: a (0.5, 10), b (0.5, 100), c (0.9, 10)")
+    p.add_argument("--warm-start", metavar="RUN_DIR", help="start from a previous run's model")
+    p.set_defaults(func=cmd_fit)
+
+    p = sub.add_parser("evaluate", help="held-out log-likelihood, ARI and NMI (prints JSON)")
+    p.add_argument("run_dir")
+    p.add_argument("--heldout", required=True, metavar="CORPUS_DIR")
+    p.add_argument("--labels-column", help="corpus column with true labels (for ARI and NMI)")
+    p.set_defaults(func=cmd_evaluate)
+
     p = sub.add_parser("demo", help="run the main job on an embedded synthetic data set")
     p.add_argument("--n", type=_positive_int, default=20_000, help="number of patches")
+    p.add_argument("--laps", type=_positive_int, default=15)
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo)
     return parser

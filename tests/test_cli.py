@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -73,7 +74,46 @@ def test_info_on_missing_corpus_is_one_line_error(tmp_path):
     assert res.returncode == 1 and "Traceback" in res.stderr
 
 
-def test_demo_runs(tmp_path):
+def test_demo_finds_the_eight_components(tmp_path):
     res = run("demo", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
-    assert "items" in res.stdout
+    assert "K = 8 components (8 with more than 1% of the mass)" in res.stdout
+    found, oracle = map(float, re.findall(r"ARI (\d\.\d+)", res.stdout))
+    assert found >= oracle - 0.02
+
+
+def test_fit_writes_run_directory_and_evaluate_prints_json(tmp_path):
+    rng = np.random.default_rng(1)
+    centers = np.array([[0.0, 0.0], [8.0, 0.0], [0.0, 8.0]])
+    y = rng.integers(0, 3, 600)
+    X = centers[y] + rng.normal(size=(600, 2))
+    from bnpmix.storage import ingest_array
+
+    ingest_array(X, tmp_path / "c", partition_rows=100, columns={"label": y})
+    res = run("fit", str(tmp_path / "c"), "--out", str(tmp_path / "run"), "--K", "1",
+              "--laps", "6", "--moves", "birth,merge", "--seed", "3")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    for key in ("algorithm", "K", "elbo", "elbo_per_item", "laps", "n_items", "wall_seconds",
+                "config"):
+        assert key in summary
+    assert summary["n_items"] == 600 and summary["K_effective"] == 3
+    trace = (tmp_path / "run" / "trace.csv").read_text().splitlines()
+    assert trace[0] == "lap,batch,elbo,K,seconds" and len(trace) > 6
+    assert len(list((tmp_path / "run" / "assignments").glob("part-*.parquet"))) == 6
+    res = run("evaluate", str(tmp_path / "run"), "--heldout", str(tmp_path / "c"),
+              "--labels-column", "label")
+    assert res.returncode == 0, res.stderr
+    scores = json.loads(res.stdout)
+    assert scores["ari"] > 0.95 and scores["K"] == summary["K"]
+    assert np.isfinite(scores["heldout_loglik_per_item"])
+
+
+def test_fit_rejects_a_model_that_does_not_fit_the_corpus(tmp_path):
+    np.save(tmp_path / "x.npy", np.ones((10, 2)))
+    assert run("ingest", str(tmp_path / "x.npy"), str(tmp_path / "c")).returncode == 0
+    res = run("fit", str(tmp_path / "c"), "--out", str(tmp_path / "run"), "--obs", "mult")
+    assert res.returncode == 1 and "does not fit" in res.stderr
+    res = run("fit", str(tmp_path / "c"), "--out", str(tmp_path / "run"), "--algorithm", "vb",
+              "--moves", "merge")
+    assert res.returncode == 1 and "memo" in res.stderr
