@@ -6,6 +6,7 @@ from collections import OrderedDict
 
 import numpy as np
 import scipy.sparse as sp
+
 from bnpmix.storage import Corpus
 
 Data = np.ndarray | sp.csr_matrix

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
+
 from bnpmix.algorithms.birth import BirthConfig
 from bnpmix.pipeline.config import ALGORITHMS, OBS_NAMES, SOVB_SCHEDULES, FitConfig
 from bnpmix.pipeline.fit import evaluate, fit
@@ -125,9 +126,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from bnpmix.storage import ingest_array
-
     from bnpmix.datasets import toy_patch_covariances, toy_patches
+    from bnpmix.storage import ingest_array
 
     X, labels = toy_patches(n=args.n, seed=args.seed)
     with tempfile.TemporaryDirectory(prefix="bnpmix-demo-") as tmp:

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
 from bnpmix.algorithms.allocation import StickBreaking
 from bnpmix.algorithms.init import seeded_summary
 from bnpmix.algorithms.mixture import DPMixture

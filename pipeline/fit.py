@@ -6,11 +6,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from scipy.special import logsumexp
+
 from bnpmix.algorithms.local import hard_assignments
 from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
 from bnpmix.algorithms.mixture import DPMixture
 from bnpmix.storage import BnpmixError, Corpus, RunDir
-from scipy.special import logsumexp
 
 from .config import FitConfig
 from .context import FitContext, initial_model, load_model, make_context

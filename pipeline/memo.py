@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
+
 from bnpmix.algorithms.birth import choose_targets, create
 from bnpmix.algorithms.local import BatchResult, Globals, batch_step
 from bnpmix.algorithms.merge import merge_round, plan_pairs

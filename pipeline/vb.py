@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from bnpmix.algorithms.local import batch_step
 from bnpmix.algorithms.mixture import DPMixture
 from bnpmix.algorithms.summary import Summary

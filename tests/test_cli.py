@@ -9,6 +9,7 @@ import sys
 
 import numpy as np
 import scipy.sparse as sp
+
 from helpers import write_docword
 
 

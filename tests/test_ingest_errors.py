@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+
 from bnpmix.storage import Corpus, CorruptPartitionError
 
 pytestmark = pytest.mark.integration

@@ -12,12 +12,13 @@ import json
 import numpy as np
 import pytest
 import scipy.sparse
+from scipy import integrate, stats
+from scipy.special import digamma
+
 from bnpmix.algorithms.obs import wishart as W
 from bnpmix.algorithms.obs.diag_gauss import DiagGauss
 from bnpmix.algorithms.obs.gauss import Gauss
 from bnpmix.algorithms.obs.zm_gauss import ZeroMeanGauss
-from scipy import integrate, stats
-from scipy.special import digamma
 
 NAMES = ["zm-gauss", "gauss", "diag-gauss"]
 LOG2PI = np.log(2 * np.pi)

@@ -8,9 +8,10 @@ import warnings
 import numpy as np
 import pytest
 import scipy.sparse as sp
+from scipy.special import digamma, gammaln
+
 from bnpmix.algorithms.obs.mult import Mult
 from helpers import random_counts
-from scipy.special import digamma, gammaln
 
 V = 8
 

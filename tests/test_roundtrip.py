@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 import scipy.sparse as sp
-from bnpmix.storage import Corpus, ingest_array, ingest_docword, ingest_npy
-from helpers import random_counts, write_docword
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
+
+from bnpmix.storage import Corpus, ingest_array, ingest_docword, ingest_npy
+from helpers import random_counts, write_docword
 
 SETTINGS = settings(max_examples=30, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])

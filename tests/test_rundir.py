@@ -6,6 +6,7 @@ import json
 
 import numpy as np
 import pytest
+
 from bnpmix.storage import BnpmixError, RunDir
 from bnpmix.storage.atomic import write_json_atomic
 

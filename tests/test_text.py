@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import numpy as np
+
 from bnpmix.storage import Corpus, ingest_text, tokenize
 
 

@@ -45,3 +45,37 @@ def toy_patches(n: int = 100_000, seed: int = 0) -> tuple[np.ndarray, np.ndarray
     z = rng.standard_normal((n, PATCH * PATCH))
     X = np.einsum("nij,nj->ni", chol[labels], z)
     return X, labels
+
+
+def gaussian_clusters(n: int = 200_000, D: int = 10, separated: int = 20, overlapping: int = 5,
+                      seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Full-mean Gaussian clusters of equal size: ``separated`` clusters whose means are drawn
+    N(0, 15² I) (far apart relative to their unit-scale covariances) and ``overlapping`` ones
+    whose means lie within N(c, 1.2² I) of one shared centre c, so their bulks overlap.
+    Covariances are random: A Aᵀ / D + 0.3 I with A standard normal (D x D)."""
+    rng = np.random.default_rng(seed)
+    K = separated + overlapping
+    means = np.concatenate([rng.normal(0, 15.0, (separated, D)),
+                            rng.normal(0, 15.0, D) + rng.normal(0, 1.2, (overlapping, D))])
+    A = rng.normal(size=(K, D, D))
+    covs = A @ A.transpose(0, 2, 1) / D + 0.3 * np.eye(D)
+    labels = rng.permutation(np.arange(n) % K)
+    chol = np.linalg.cholesky(covs)
+    X = means[labels] + np.einsum("nij,nj->ni", chol[labels], rng.standard_normal((n, D)))
+    return X, labels
+
+
+def bag_of_words_topics(n_docs: int = 20_000, V: int = 2_000, K: int = 20, min_len: int = 50,
+                        max_len: int = 200, seed: int = 0):
+    """Documents from a mixture of K multinomial topics (one topic per document): topics
+    θ_k ~ Dir(0.05) over V words; lengths uniform in [min_len, max_len]; equal topic weights.
+    Returns (CSR counts (n_docs, V), labels, topics (K, V))."""
+    import scipy.sparse as sp
+
+    rng = np.random.default_rng(seed)
+    topics = rng.dirichlet(np.full(V, 0.05), size=K)
+    labels = rng.integers(0, K, n_docs)
+    lengths = rng.integers(min_len, max_len + 1, n_docs)
+    blocks = [sp.csr_matrix(rng.multinomial(lengths[s:s + 1000], topics[labels[s:s + 1000]]))
+              for s in range(0, n_docs, 1000)]
+    return sp.vstack(blocks, format="csr").astype(np.float64), labels, topics

@@ -1,0 +1,59 @@
+"""Shared by the benchmark scripts: temporary corpora, one timed fit, scores from assignments."""
+
+from __future__ import annotations
+
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
+from bnpmix.pipeline.config import FitConfig
+from bnpmix.pipeline.fit import fit
+from bnpmix.storage import Corpus, RunDir, ingest_array
+
+WORK = Path(tempfile.mkdtemp(prefix="bnpmix-bench-"))
+
+
+def corpus_of(X, labels: np.ndarray, n_partitions: int, name: str) -> Path:
+    """Ingest X (dense array or CSR) with its labels into n_partitions partitions."""
+    import scipy.sparse as sp
+
+    out = WORK / name
+    rows = -(-X.shape[0] // n_partitions)
+    if sp.issparse(X):
+        from bnpmix.storage.corpus import Manifest
+        from bnpmix.storage.writer import new_corpus
+
+        X = sp.csr_matrix(X)
+        manifest = Manifest(kind="bow", dim=X.shape[1], dtype="int32", columns=("label",))
+        with new_corpus(out, manifest) as writer:
+            for s in range(0, X.shape[0], rows):
+                B = X[s:s + rows]
+                writer.add_bow(B.indptr, B.indices, B.data, {"label": labels[s:s + rows]})
+    else:
+        ingest_array(X, out, partition_rows=rows, columns={"label": labels})
+    return out
+
+
+def run_fit(corpus: Path, cfg: FitConfig, name: str) -> dict:
+    """Fit, then score the run's own hard assignments against the corpus labels."""
+    out = WORK / f"run-{name}"
+    t = time.perf_counter()
+    summary = fit(corpus, out, cfg)
+    seconds = time.perf_counter() - t
+    assigned = RunDir(out).load_assignments()["cluster"].to_numpy()
+    labels = Corpus(corpus).read_all().columns["label"]
+    return {
+        "seconds": seconds, "K": summary["K"], "K_eff": summary["K_effective"],
+        "elbo_per_item": summary["elbo_per_item"], "weights": summary["weights"],
+        "ari": adjusted_rand_index(labels, assigned),
+        "nmi": normalized_mutual_info(labels, assigned),
+        "run": out,
+    }
+
+
+def oracle_ari(log_density: np.ndarray, labels: np.ndarray) -> float:
+    """ARI of the assignments the true parameters would make (argmax of their log densities)."""
+    return adjusted_rand_index(labels, log_density.argmax(1))
