@@ -1,0 +1,571 @@
+"""Memoized VB (Hughes & Sudderth 2013, Sec. 3): summary algebra, exact merges, the monotone
+ELBO, agreement with full-data VB, the bookkeeping of births and merges, reproducibility, the
+stick-breaking expectations and the clustering metrics.
+
+Every engine test runs on a real corpus written to tmp_path with the storage ingesters, so the
+batches are the partitions a user's fit would read. The observation-model mathematics itself is
+tested in test_obs_gaussians.py and test_obs_mult.py and is not repeated here.
+"""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import scipy.sparse as sp
+from scipy import stats as sstats
+from scipy.special import betaln, digamma, gammaln
+from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
+
+from bnpmix.algorithms.allocation import StickBreaking
+from bnpmix.algorithms.local import batch_step, responsibilities, summarize
+from bnpmix.algorithms.merge import MergeConfig, merge_round
+from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
+from bnpmix.algorithms.mixture import DPMixture, optimal_elbo
+from bnpmix.algorithms.obs import obs_class
+from bnpmix.algorithms.summary import Delete, Insert, Merge, Reorder, Summary
+from bnpmix.pipeline.config import FitConfig
+from bnpmix.pipeline.context import initial_model, make_context
+from bnpmix.pipeline.fit import fit
+from bnpmix.pipeline.memo import MemoRun, run_memo
+from bnpmix.pipeline.vb import run_vb
+from bnpmix.storage import Corpus, RunDir, ingest_array, ingest_docword
+from helpers import random_counts, write_docword
+
+OBS = ["gauss", "zm-gauss", "diag-gauss", "mult"]
+
+
+# ------------------------------------------------------------------------- data and corpora
+
+def dense_clusters(rng: np.random.Generator, obs: str, n: int, D: int, K: int,
+                   sep: float = 8.0) -> np.ndarray:
+    """K clusters of about n/K items. For zm-gauss the clusters are zero-mean and differ in the
+    direction of their long axis (what that model separates); otherwise they differ in mean."""
+    z = np.arange(n) % K
+    if obs == "zm-gauss":
+        X = np.empty((n, D))
+        for k in range(K):
+            Q, _ = np.linalg.qr(rng.normal(size=(D, D)))
+            if D == 2:
+                angle = np.pi * k / K
+                Q = np.array([[np.cos(angle), -np.sin(angle)], [np.sin(angle), np.cos(angle)]])
+            scales = np.r_[5.0, np.full(D - 1, 0.2)]
+            rows = z == k
+            X[rows] = (rng.normal(size=(rows.sum(), D)) * scales) @ Q.T
+    else:
+        centers = rng.normal(size=(K, D)) * sep
+        X = centers[z] + rng.normal(size=(n, D))
+    return X[rng.permutation(n)]
+
+
+def bow_clusters(rng: np.random.Generator, n: int, V: int, K: int, length: int = 30) -> np.ndarray:
+    """Documents from K topics, each topic putting most of its mass on its own block of words."""
+    z = np.arange(n) % K
+    blocks = np.array_split(np.arange(V), K)
+    topics = np.full((K, V), 0.02)
+    for k, words in enumerate(blocks):
+        topics[k, words] = 1.0
+    topics /= topics.sum(1, keepdims=True)
+    X = np.stack([rng.multinomial(length, topics[k]) for k in z])
+    return X[rng.permutation(n)]
+
+
+def write_corpus(path: Path, X, rows: int, bow: bool) -> Path:
+    """Ingest X (dense rows, or a count matrix via a UCI docword file) with ``rows`` per
+    partition; returns the corpus directory."""
+    out = path / "corpus"
+    if bow:
+        write_docword(path / "docword.test.txt", sp.csr_matrix(X))
+        ingest_docword(path / "docword.test.txt", out, partition_rows=rows)
+    else:
+        ingest_array(np.asarray(X, dtype=np.float64), out, partition_rows=rows)
+    return out
+
+
+def clustered_corpus(path: Path, obs: str, seed: int, n: int = 300, rows: int = 75, K: int = 3,
+                     D: int = 2, V: int = 12) -> Path:
+    rng = np.random.default_rng(seed)
+    if obs == "mult":
+        return write_corpus(path, bow_clusters(rng, n, V, K), rows, bow=True)
+    return write_corpus(path, dense_clusters(rng, obs, n, D, K), rows, bow=False)
+
+
+def context(corpus_dir: Path, **cfg):
+    return make_context(Corpus(corpus_dir), FitConfig(**cfg))
+
+
+def batches(ctx) -> list:
+    return [ctx.source.get(b) for b in range(len(ctx.source))]
+
+
+def stack(parts: list):
+    return sp.vstack(parts, format="csr") if sp.issparse(parts[0]) else np.concatenate(parts)
+
+
+def small_problem(obs: str, seed: int, n: int = 60, K: int = 4):
+    """Raw data, a default observation model and random soft responsibilities."""
+    rng = np.random.default_rng(seed)
+    if obs == "mult":
+        X = random_counts(rng, n, 15, density=0.4)
+    else:
+        X = dense_clusters(rng, obs, n, 3, 3)
+    R = rng.dirichlet(np.full(K, 0.7), size=n)
+    return X, obs_class(obs).default(X), R, rng
+
+
+def all_pairs(uids: np.ndarray) -> np.ndarray:
+    pairs = np.array([sorted(p) for p in itertools.combinations(uids.tolist(), 2)])
+    return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
+
+
+def merged_R(R: np.ndarray, uids: np.ndarray, a: int, b: int) -> tuple[np.ndarray, np.ndarray]:
+    """Responsibilities with r_a <- r_a + r_b and column b removed."""
+    ia, ib = int(np.flatnonzero(uids == a)[0]), int(np.flatnonzero(uids == b)[0])
+    R = R.copy()
+    R[:, ia] += R[:, ib]
+    keep = np.arange(R.shape[1]) != ib
+    return R[:, keep], uids[keep]
+
+
+def assert_summary_close(got: Summary, want: Summary, rtol: float, pairs: bool = False) -> None:
+    """Same ids; N, every statistic and H equal to ``rtol`` relative to each array's scale."""
+    np.testing.assert_array_equal(got.uids, want.uids)
+    assert got.stats.keys() == want.stats.keys()
+    arrays = [("N", got.N, want.N), ("H", got.H, want.H)]
+    arrays += [(k, got.stats[k], want.stats[k]) for k in want.stats]
+    if pairs:
+        np.testing.assert_array_equal(got.pairs, want.pairs)
+        arrays.append(("Hpair", got.Hpair, want.Hpair))
+    for name, g, w in arrays:
+        scale = max(float(np.max(np.abs(w), initial=0.0)), 1.0)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=rtol * scale, err_msg=name)
+
+
+def assert_summary_equal(got: Summary, want: Summary) -> None:
+    np.testing.assert_array_equal(got.uids, want.uids)
+    np.testing.assert_array_equal(got.N, want.N)
+    np.testing.assert_array_equal(got.H, want.H)
+    assert got.stats.keys() == want.stats.keys()
+    for k in want.stats:
+        np.testing.assert_array_equal(got.stats[k], want.stats[k])
+    np.testing.assert_array_equal(got.pairs, want.pairs)
+    np.testing.assert_array_equal(got.Hpair, want.Hpair)
+    assert got.n_items == want.n_items
+
+
+# ------------------------------------------------------------------------- 1. summary algebra
+
+UIDS = np.array([3, 7, 1, 9])  # deliberately not sorted: ids are labels, not positions
+
+
+@pytest.mark.parametrize("obs", OBS)
+def test_summary_additive_over_item_sets(obs):
+    X, model, R, rng = small_problem(obs, 1)
+    pairs = all_pairs(UIDS)
+    n = X.shape[0]
+    first = np.sort(rng.choice(n, size=n // 3, replace=False))
+    second = np.setdiff1d(np.arange(n), first)
+    log_r = np.log(R)
+    whole = summarize(X, model, R, log_r, UIDS, pairs)
+    part1 = summarize(X[first], model, R[first], log_r[first], UIDS, pairs)
+    part2 = summarize(X[second], model, R[second], log_r[second], UIDS, pairs)
+    total = part1 + part2
+    assert total.n_items == n
+    assert_summary_close(total, whole, rtol=1e-12, pairs=True)
+    # and subtraction takes a part back out
+    assert_summary_close(whole - part2, part1, rtol=1e-10, pairs=True)
+    # the pieces are the documented sums, not just self-consistent
+    np.testing.assert_allclose(whole.N, R.sum(0), rtol=1e-13)
+    np.testing.assert_allclose(whole.H, -(R * log_r).sum(0), rtol=1e-12)
+    assert tuple(pairs[0]) == (1, 3)  # pair (1, 3) in id order: columns 2 and 0
+    m = R[:, 2] + R[:, 0]
+    np.testing.assert_allclose(whole.Hpair[0], -(m * np.log(m)).sum(), rtol=1e-12)
+    assert whole.pair_entropy(3, 1) == whole.pair_entropy(1, 3) == whole.Hpair[0]
+
+
+def test_add_and_subtract_refuse_incompatible_summaries():
+    X, model, R, _ = small_problem("gauss", 2)
+    pairs = all_pairs(UIDS)
+    s = summarize(X, model, R, None, UIDS, pairs)
+    other_ids = summarize(X, model, R, None, np.array([3, 7, 1, 10]), pairs[:0])
+    permuted = summarize(X, model, R[:, [1, 0, 2, 3]], None, UIDS[[1, 0, 2, 3]], pairs)
+    fewer_pairs = summarize(X, model, R, None, UIDS, pairs[:-1])
+    other_pairs = summarize(X, model, R, None, UIDS, pairs[[0, 1, 2, 3, 5, 4]])
+    no_pairs = s.without_pairs()
+    for bad in (other_ids, permuted, fewer_pairs, other_pairs, no_pairs):
+        with pytest.raises(ValueError):
+            s + bad
+        with pytest.raises(ValueError):
+            s - bad
+        with pytest.raises(ValueError):
+            bad + s
+    # the compatible case still works
+    assert (s + s).n_items == 2 * s.n_items
+
+
+@pytest.mark.parametrize("obs", OBS)
+def test_insert_delete_and_reorder_inverse_are_identities(obs):
+    X, model, R, _ = small_problem(obs, 3)
+    s = summarize(X, model, R, None, UIDS, all_pairs(UIDS))
+    # Insert of empty components, then Delete of each, gives s back exactly
+    grown = Insert((20, 21)).apply(s)
+    np.testing.assert_array_equal(grown.uids, [*UIDS, 20, 21])
+    assert np.all(grown.N[-2:] == 0) and np.all(grown.H[-2:] == 0)
+    assert_summary_equal(Delete(21).apply(Delete(20).apply(grown)), s)
+    # Insert with a source summary carries its sums, and Delete still undoes it
+    src = summarize(X, model, R[:, :2], None, np.array([20, 21]))
+    grown = Insert((20, 21)).apply(s, source=src)
+    np.testing.assert_array_equal(grown.N[-2:], src.N)
+    for k in s.stats:
+        np.testing.assert_array_equal(grown.stats[k][-2:], src.stats[k])
+    assert_summary_equal(grown.apply(Delete(20)).apply(Delete(21)), s)
+    with pytest.raises(ValueError):
+        Insert((7,)).apply(s)  # already present
+    # Reorder then its inverse
+    perm = (9, 1, 3, 7)
+    moved = Reorder(perm).apply(s)
+    np.testing.assert_array_equal(moved.uids, perm)
+    for u in perm:  # each component keeps its own sums under its id
+        assert moved.N[moved.index(u)] == s.N[s.index(u)]
+        for k in s.stats:
+            np.testing.assert_array_equal(moved.stats[k][moved.index(u)], s.stats[k][s.index(u)])
+        assert moved.H[moved.index(u)] == s.H[s.index(u)]
+    assert_summary_equal(Reorder(tuple(UIDS.tolist())).apply(moved), s)
+
+
+def test_reorder_refuses_a_non_permutation():
+    """Reorder documents its argument as a permutation of the current ids; a list with a
+    repeated id (and one id missing) has the right length but is not one."""
+    X, model, R, _ = small_problem("diag-gauss", 4)
+    s = summarize(X, model, R, None, UIDS)
+    with pytest.raises(ValueError):
+        Reorder((3, 7, 1)).apply(s)  # one id missing
+    with pytest.raises((ValueError, KeyError)):
+        Reorder((3, 3, 1, 9)).apply(s)  # 7 missing, 3 twice
+
+
+@pytest.mark.parametrize("obs", OBS)
+def test_merge_on_batch_summary_equals_recomputed_summary(obs):
+    X, model, R, _ = small_problem(obs, 5)
+    pairs = all_pairs(UIDS)
+    s = summarize(X, model, R, np.log(R), UIDS, pairs)
+    for a, b in [(3, 7), (7, 3), (1, 9), (9, 3), (1, 7)]:  # both id orders, all positions
+        merged = Merge(a, b).apply(s)
+        Rm, um = merged_R(R, UIDS, a, b)
+        scratch = summarize(X, model, Rm, None, um, merged.pairs)
+        assert_summary_close(merged, scratch, rtol=1e-10, pairs=True)
+        assert merged.n_items == s.n_items
+        assert len(merged.pairs) == len(pairs) - 5  # every pair touching a or b is gone
+    with pytest.raises(ValueError):
+        Merge(3, 7).apply(s.without_pairs())  # no merge entropy recorded
+
+
+# ------------------------------------------------------------------------- 2. merge exactness
+
+@pytest.mark.parametrize("obs", OBS)
+def test_merged_summary_elbo_equals_elbo_from_scratch(obs, tmp_path):
+    corpus = clustered_corpus(tmp_path, obs, seed=11, K=3)
+    ctx = context(corpus, obs=obs, algorithm="vb", K=5, laps=4, seed=2)
+    model, _, _ = run_vb(ctx, initial_model(ctx))
+    g = model.globals()
+    pairs = all_pairs(model.uids)
+    parts = batches(ctx)
+    # the memoized full-data summary: a sum of batch summaries with their pair entropies
+    S = None
+    for X_b in parts:
+        s_b = batch_step(X_b, ctx.obs, g, pairs).summary
+        S = s_b if S is None else S + s_b
+    X = stack(parts)
+    R, _ = responsibilities(X, ctx.obs, g)
+    chosen = [tuple(p) for p in pairs[:: max(1, len(pairs) // 6)]] + [tuple(pairs[-1][::-1])]
+    assert len(chosen) >= 4
+    for a, b in chosen:
+        via_summary = optimal_elbo(ctx.obs, ctx.alloc, Merge(int(a), int(b)).apply(S))
+        Rm, um = merged_R(R, model.uids, a, b)
+        via_scratch = optimal_elbo(ctx.obs, ctx.alloc, summarize(X, ctx.obs, Rm, None, um))
+        assert np.isfinite(via_summary)
+        assert abs(via_summary - via_scratch) <= 1e-8 * abs(via_scratch), (a, b)
+
+
+@pytest.mark.parametrize("obs", OBS)
+def test_merge_round_elbo_is_the_full_data_elbo(obs, tmp_path):
+    """merge_round's accepted merges, replayed on the raw responsibilities, give its reported
+    ELBO and its summary; accepted merges only ever raise the ELBO."""
+    corpus = clustered_corpus(tmp_path, obs, seed=12, K=2)
+    ctx = context(corpus, obs=obs, algorithm="vb", K=6, laps=3, seed=4)
+    model, _, _ = run_vb(ctx, initial_model(ctx))
+    g = model.globals()
+    pairs = all_pairs(model.uids)
+    X = stack(batches(ctx))
+    R, log_r = responsibilities(X, ctx.obs, g)
+    S = summarize(X, ctx.obs, R, log_r, model.uids, pairs)
+    before = optimal_elbo(ctx.obs, ctx.alloc, S)
+    S_m, accepted, elbo = merge_round(ctx.obs, ctx.alloc, S, np.random.default_rng(0),
+                                      MergeConfig())
+    assert accepted, "two true clusters fitted with six components: some merge must help"
+    assert elbo > before
+    uids = model.uids
+    for move in accepted:
+        R, uids = merged_R(R, uids, move.a, move.b)
+    scratch = summarize(X, ctx.obs, R, None, uids)
+    assert_summary_close(S_m.without_pairs(), scratch, rtol=1e-10)
+    assert abs(elbo - optimal_elbo(ctx.obs, ctx.alloc, scratch)) <= 1e-8 * abs(elbo)
+
+
+# ------------------------------------------------------------------------- 3. monotone ELBO
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("obs", OBS)
+def test_memo_elbo_never_decreases_without_moves(obs, seed, tmp_path):
+    rng = np.random.default_rng(1000 + seed)
+    n = int(rng.integers(200, 301))
+    P = int(rng.integers(4, 7))
+    K = int(rng.integers(3, 7))
+    laps = 4
+    rows = -(-n // P)
+    if obs == "mult":
+        X = bow_clusters(rng, n, int(rng.integers(10, 21)), int(rng.integers(2, 5)),
+                         length=int(rng.integers(5, 40)))
+    else:
+        X = dense_clusters(rng, obs, n, int(rng.integers(2, 4)), int(rng.integers(2, 5)),
+                           sep=float(rng.uniform(1.0, 6.0)))
+    corpus = write_corpus(tmp_path, X, rows, bow=obs == "mult")
+    ctx = context(corpus, obs=obs, algorithm="memo", moves=(), K=K, laps=laps, seed=seed)
+    P = len(ctx.source)
+    run = run_memo(ctx, initial_model(ctx))
+    trace = pd.DataFrame(run.trace)
+    assert len(trace) == laps * P and (trace["batch"] >= 0).all()
+    elbo = trace["elbo"].to_numpy()
+    assert np.isnan(elbo[: P - 1]).all()  # incomplete until every batch has a summary
+    elbo = elbo[P - 1:]
+    assert np.isfinite(elbo).all() and len(elbo) == (laps - 1) * P + 1
+    drops = np.diff(elbo)
+    tol = 1e-9 * np.abs(elbo[1:])
+    assert np.all(drops >= -tol), f"ELBO fell by {-drops.min():.3g} at step {drops.argmin()}"
+    # the trace is the exact ELBO of the final state
+    assert elbo[-1] == run.model.elbo(run.S0)
+
+
+# ------------------------------------------------------------------------- 4. memo == vb, 1 batch
+
+@pytest.mark.parametrize("obs", OBS)
+def test_memo_with_one_partition_equals_full_vb(obs, tmp_path):
+    corpus = clustered_corpus(tmp_path, obs, seed=21, n=200, rows=1000)
+    assert Corpus(corpus).n_partitions == 1
+    ctx_m = context(corpus, obs=obs, algorithm="memo", K=4, laps=6, seed=5)
+    ctx_v = context(corpus, obs=obs, algorithm="vb", K=4, laps=6, seed=5)
+    run = run_memo(ctx_m, initial_model(ctx_m))
+    model_v, S_v, trace_v = run_vb(ctx_v, initial_model(ctx_v))
+    cols = ["lap", "batch", "elbo", "K"]
+    tm, tv = pd.DataFrame(run.trace)[cols], pd.DataFrame(trace_v)[cols]
+    assert len(tm) == len(tv) == 6
+    assert np.isfinite(tv["elbo"]).all() and tv["elbo"].nunique() > 1
+    pd.testing.assert_frame_equal(tm, tv, check_exact=True, check_dtype=False)  # lap: 1.0 vs 1
+    model_m = run.model
+    np.testing.assert_array_equal(model_m.uids, model_v.uids)
+    np.testing.assert_array_equal(model_m.a1, model_v.a1)
+    np.testing.assert_array_equal(model_m.a0, model_v.a0)
+    assert model_m.post.keys() == model_v.post.keys()
+    for k in model_v.post:
+        np.testing.assert_array_equal(model_m.post[k], model_v.post[k], err_msg=k)
+    assert_summary_close(run.S0, S_v, rtol=1e-12)
+
+
+# ------------------------------------------------------------------------- 5. S^0 after adoption
+
+@pytest.mark.parametrize("moves", [("birth",), ("birth", "merge")])
+@pytest.mark.parametrize("obs", OBS)
+def test_S0_after_adoption_lap_is_sum_of_recomputed_batch_summaries(obs, moves, tmp_path):
+    corpus = clustered_corpus(tmp_path, obs, seed=31, n=400, rows=100, K=4)
+    laps = 4
+    ctx = context(corpus, obs=obs, algorithm="memo", K=1, laps=laps, moves=moves, seed=1)
+    parts = batches(ctx)
+    visits: list[tuple[int, int, object, object, int]] = []
+
+    def on_visit(lap, batch, g, res):
+        visits.append((lap, batch, g, res, len(run.store.moves)))
+
+    run = MemoRun(ctx, initial_model(ctx), on_visit)
+    K0 = run.model.K
+    adoptions = 0
+    for lap in range(laps):
+        K_before = run.model.K
+        run.lap(lap)
+        mine = [v for v in visits if v[0] == lap]
+        assert sorted(v[1] for v in mine) == list(range(len(parts)))
+        uids_used = mine[0][2].uids
+        assert all(np.array_equal(v[2].uids, uids_used) for v in mine)
+        if len(uids_used) <= K_before:
+            continue
+        adoptions += 1
+        # recompute every batch's summary from scratch under the globals it was visited with
+        total = None
+        for _, b, g, res, _ in mine:
+            s_b = batch_step(parts[b], ctx.obs, g, res.summary.pairs).summary
+            total = s_b if total is None else total + s_b
+        for move in run.store.moves[mine[-1][4]:]:  # the moves made after the lap's last visit
+            total = move.apply(total)
+        total = total.without_pairs()
+        assert total.n_items == ctx.corpus.n_items
+        assert_summary_close(run.S0, total, rtol=1e-9)
+        assert_summary_close(run.store.total(), run.S0, rtol=1e-9)
+        np.testing.assert_array_equal(run.model.uids, run.S0.uids)
+    assert adoptions >= 1, "no birth was adopted"
+    grown = max(len(v[2].uids) for v in visits)
+    assert grown > K0
+
+
+# ------------------------------------------------------------------------- 6. ELBO from summaries
+
+def beta_kl(a1: float, a0: float, b1: float, b0: float) -> float:
+    """KL(Beta(a1, a0) || Beta(b1, b0)) via scipy's entropy and the cross term."""
+    q = sstats.beta(a1, a0)
+    elog_v = digamma(a1) - digamma(a1 + a0)
+    elog_1mv = digamma(a0) - digamma(a1 + a0)
+    cross = (-(gammaln(b1) + gammaln(b0) - gammaln(b1 + b0))
+             + (b1 - 1) * elog_v + (b0 - 1) * elog_1mv)
+    return float(-q.entropy() - cross)
+
+
+@pytest.mark.parametrize("obs", OBS)
+def test_elbo_from_summaries_equals_item_by_item_elbo(obs):
+    X, model, R, rng = small_problem(obs, 6, n=50, K=4)
+    alloc = StickBreaking(alpha0=1.7)
+    # an arbitrary q(v), q(phi): the global update from other responsibilities
+    R_other = rng.dirichlet(np.ones(4), size=X.shape[0])
+    mix = DPMixture.from_summary(model, alloc, summarize(X, model, R_other, None, UIDS))
+    S = summarize(X, model, R, None, UIDS)
+    from_summary = mix.elbo(S)
+    # item by item: Σ_n Σ_k r_nk (E log w_k + E log p(x_n|phi_k) - log r_nk)
+    elog_w = np.empty(4)
+    for k in range(4):
+        elog_w[k] = digamma(mix.a1[k]) - digamma(mix.a1[k] + mix.a0[k]) + sum(
+            digamma(mix.a0[j]) - digamma(mix.a1[j] + mix.a0[j]) for j in range(k))
+    loglik = model.E_loglik(X, mix.post)
+    items = sum(R[n, k] * (elog_w[k] + loglik[n, k] - np.log(R[n, k]))
+                for n in range(X.shape[0]) for k in range(4))
+    # global terms: -KL(q(v_k) || Beta(1, α0)) and E[log H(phi) - log q(phi)] (= the observation
+    # bound with no data)
+    sticks = -sum(beta_kl(mix.a1[k], mix.a0[k], 1.0, alloc.alpha0) for k in range(4))
+    zeros = {k: np.zeros((4, *s)) for k, s in model.stat_shapes().items()}
+    phis = model.elbo(np.zeros(4), zeros, mix.post)
+    by_item = items + sticks + phis
+    assert abs(from_summary - by_item) <= 1e-10 * abs(by_item)
+    # the same number from a summary of a different item order and batching
+    order = rng.permutation(X.shape[0])
+    halves = np.array_split(order, 2)
+    S2 = sum((summarize(X[h], model, R[h], None, UIDS) for h in halves[1:]),
+             summarize(X[halves[0]], model, R[halves[0]], None, UIDS))
+    assert abs(mix.elbo(S2) - by_item) <= 1e-10 * abs(by_item)
+
+
+# ------------------------------------------------------------------------- 7. reproducibility
+
+def test_same_seed_reproduces_trace_and_assignments(tmp_path):
+    corpus = clustered_corpus(tmp_path, "gauss", seed=41, n=300, rows=75, K=4)
+
+    def cfg(seed):
+        return FitConfig(algorithm="memo", obs="gauss", K=2, laps=5, moves=("birth", "merge"),
+                         seed=seed)
+
+    out = {}
+    for name, seed in [("a", 7), ("b", 7), ("c", 8)]:
+        fit(corpus, tmp_path / name, cfg(seed))
+        run = RunDir(tmp_path / name)
+        out[name] = (run.load_trace().drop(columns="seconds"), run.load_assignments(),
+                     run.load_model()[0], run.load_summary())
+    (ta, aa, ma, sa), (tb, ab, mb, sb), (tc, _, _, _) = out["a"], out["b"], out["c"]
+    assert (ta["batch"] == -1).any() and len(ta) > 5
+    pd.testing.assert_frame_equal(ta, tb, check_exact=True)
+    pd.testing.assert_frame_equal(aa, ab, check_exact=True)
+    assert ma.keys() == mb.keys()
+    for k in ma:
+        np.testing.assert_array_equal(ma[k], mb[k], err_msg=k)
+    assert (sa["elbo"], sa["K"], sa["weights"]) == (sb["elbo"], sb["K"], sb["weights"])
+    # the seed is used: another seed starts elsewhere
+    assert not np.array_equal(ta["elbo"].to_numpy(), tc["elbo"].to_numpy(), equal_nan=True)
+
+
+# ------------------------------------------------------------------------- 8. stick-breaking
+
+def test_stick_breaking_expectations_against_monte_carlo():
+    rng = np.random.default_rng(8)
+    sb = StickBreaking(alpha0=2.0)
+    a1 = np.array([3.0, 0.7, 12.0, 1.5, 2.2])
+    a0 = np.array([4.0, 9.0, 1.3, 0.8, 2.0])
+    S = 400_000
+    v = rng.beta(a1, a0, size=(S, len(a1)))
+    log_w = np.log(v) + np.concatenate([np.zeros((S, 1)), np.cumsum(np.log1p(-v), 1)[:, :-1]], 1)
+    se = log_w.std(0) / np.sqrt(S)
+    np.testing.assert_array_less(np.abs(log_w.mean(0) - sb.E_log_w(a1, a0)), 4 * se)
+    w = np.exp(log_w)
+    E_w, rest = sb.E_w(a1, a0)
+    np.testing.assert_array_less(np.abs(w.mean(0) - E_w), 4 * w.std(0) / np.sqrt(S))
+    leftover = 1 - w.sum(1)
+    assert abs(leftover.mean() - rest) < 4 * leftover.std() / np.sqrt(S)
+    assert abs(E_w.sum() + rest - 1.0) < 1e-12
+    assert np.all(E_w > 0) and rest > 0
+    # the weights always sum to 1 with what is left, for any K
+    for K in (0, 1, 7):
+        E_w, rest = sb.E_w(rng.uniform(0.5, 5, K), rng.uniform(0.5, 5, K))
+        assert E_w.shape == (K,) and abs(E_w.sum() + rest - 1.0) < 1e-12
+
+
+def test_stick_breaking_posterior_and_optimal_bound():
+    sb = StickBreaking(alpha0=1.5)
+    N = np.array([10.0, 0.0, 3.5, 40.0])
+    a1, a0 = sb.post(N)
+    np.testing.assert_array_equal(a1, 1 + N)
+    np.testing.assert_allclose(a0, [1.5 + 43.5, 1.5 + 43.5, 1.5 + 40.0, 1.5])
+    # at the optimum the allocation terms collapse to Σ_k log B(a1_k, a0_k) - log B(1, α0)
+    want = float(np.sum(betaln(a1, a0) - betaln(1.0, sb.alpha0)))
+    assert abs(sb.elbo(N, a1, a0) - want) <= 1e-12 * abs(want)
+    # and any other q(v) gives less
+    assert sb.elbo(N, a1 * 1.1, a0) < sb.elbo(N, a1, a0)
+    assert sb.elbo(N, a1, a0 + 0.5) < sb.elbo(N, a1, a0)
+
+
+# ------------------------------------------------------------------------- 9. metrics
+
+@pytest.mark.parametrize("seed", range(6))
+def test_metrics_equal_sklearn_on_random_labelings(seed):
+    rng = np.random.default_rng(seed)
+    n = int(rng.integers(2, 300))
+    a = rng.integers(0, int(rng.integers(1, 8)), size=n)
+    b = rng.integers(0, int(rng.integers(1, 8)), size=n)
+    if seed % 2:  # correlated labelings, not only independent ones
+        b = np.where(rng.random(n) < 0.7, a + 10, b)
+    assert adjusted_rand_index(a, b) == pytest.approx(adjusted_rand_score(a, b), abs=1e-12)
+    assert normalized_mutual_info(a, b) == pytest.approx(normalized_mutual_info_score(a, b),
+                                                         abs=1e-12)
+
+
+@pytest.mark.parametrize("a, b", [
+    ([0, 0, 0, 0], [0, 1, 2, 3]),
+    ([0, 0, 1, 1], [5, 5, 5, 5]),
+    ([0, 1, 2, 3], [0, 1, 2, 3]),
+    ([1, 1, 1], [2, 2, 2]),
+    ([0, 0, 1, 1, 2, 2], [0, 1, 0, 1, 0, 1]),
+])
+def test_metrics_equal_sklearn_on_degenerate_labelings(a, b):
+    assert adjusted_rand_index(a, b) == pytest.approx(adjusted_rand_score(a, b), abs=1e-12)
+    assert normalized_mutual_info(a, b) == pytest.approx(normalized_mutual_info_score(a, b),
+                                                         abs=1e-12)
+
+
+def test_metrics_are_one_for_identical_labelings_up_to_relabeling():
+    rng = np.random.default_rng(9)
+    a = rng.integers(0, 5, size=200)
+    relabel = np.array([40, 3, 17, -2, 8])
+    b = relabel[a]
+    assert adjusted_rand_index(a, b) == pytest.approx(1.0, abs=1e-12)
+    assert normalized_mutual_info(a, b) == pytest.approx(1.0, abs=1e-12)
+    names = np.array(["x", "y", "z", "w", "v"])[a]  # string labels work too
+    assert adjusted_rand_index(names, b) == pytest.approx(1.0, abs=1e-12)
+    assert normalized_mutual_info(names, b) == pytest.approx(1.0, abs=1e-12)
+    c = a.copy()
+    c[:20] = (c[:20] + 1) % 5  # not identical: strictly below 1
+    assert adjusted_rand_index(a, c) < 1 and normalized_mutual_info(a, c) < 1
