@@ -37,6 +37,8 @@ class Summary:
         self.uids = np.asarray(self.uids, dtype=np.int64)
         self.pairs = np.asarray(self.pairs, dtype=np.int64).reshape(-1, 2)
         K = len(self.uids)
+        if len(np.unique(self.uids)) != K:
+            raise ValueError(f"component ids must be unique: {self.uids.tolist()}")
         if self.N.shape != (K,) or self.H.shape != (K,):
             raise ValueError(f"N {self.N.shape} and H {self.H.shape} must have shape ({K},)")
         for name, value in self.stats.items():
@@ -191,9 +193,9 @@ class Reorder:
     uids: tuple[int, ...]
 
     def apply(self, s: Summary) -> Summary:
+        if len(self.uids) != s.K or set(self.uids) != set(s.uids.tolist()):
+            raise ValueError("reorder must list every component exactly once")
         order = np.array([s.index(u) for u in self.uids])
-        if len(order) != s.K:
-            raise ValueError("reorder must list every component")
         return Summary(s.uids[order], s.N[order], {k: v[order] for k, v in s.stats.items()},
                        s.H[order], s.n_items, s.pairs, s.Hpair)
 

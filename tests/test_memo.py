@@ -28,8 +28,8 @@ from bnpmix.algorithms.mixture import DPMixture, optimal_elbo
 from bnpmix.algorithms.obs import obs_class
 from bnpmix.algorithms.summary import Delete, Insert, Merge, Reorder, Summary
 from bnpmix.pipeline.config import FitConfig
-from bnpmix.pipeline.context import initial_model, make_context
-from bnpmix.pipeline.fit import fit
+from bnpmix.pipeline.context import initial_model, load_model, make_context
+from bnpmix.pipeline.fit import evaluate, fit, predictive
 from bnpmix.pipeline.memo import MemoRun, run_memo
 from bnpmix.pipeline.vb import run_vb
 from bnpmix.storage import Corpus, RunDir, ingest_array, ingest_docword
@@ -41,9 +41,10 @@ OBS = ["gauss", "zm-gauss", "diag-gauss", "mult"]
 # ------------------------------------------------------------------------- data and corpora
 
 def dense_clusters(rng: np.random.Generator, obs: str, n: int, D: int, K: int,
-                   sep: float = 8.0) -> np.ndarray:
-    """K clusters of about n/K items. For zm-gauss the clusters are zero-mean and differ in the
-    direction of their long axis (what that model separates); otherwise they differ in mean."""
+                   sep: float = 8.0, labels: bool = False):
+    """K clusters of about n/K items (shuffled; with ``labels``, also their cluster of origin).
+    For zm-gauss the clusters are zero-mean and differ in the direction of their long axis (what
+    that model separates); otherwise they differ in mean."""
     z = np.arange(n) % K
     if obs == "zm-gauss":
         X = np.empty((n, D))
@@ -58,7 +59,8 @@ def dense_clusters(rng: np.random.Generator, obs: str, n: int, D: int, K: int,
     else:
         centers = rng.normal(size=(K, D)) * sep
         X = centers[z] + rng.normal(size=(n, D))
-    return X[rng.permutation(n)]
+    order = rng.permutation(n)
+    return (X[order], z[order]) if labels else X[order]
 
 
 def bow_clusters(rng: np.random.Generator, n: int, V: int, K: int, length: int = 30) -> np.ndarray:
@@ -349,6 +351,40 @@ def test_memo_elbo_never_decreases_without_moves(obs, seed, tmp_path):
     assert elbo[-1] == run.model.elbo(run.S0)
 
 
+@pytest.mark.parametrize("seed", range(2))
+@pytest.mark.parametrize("obs", OBS)
+def test_memo_elbo_with_moves_falls_only_when_births_are_adopted(obs, seed, tmp_path):
+    """With births and merges, the ELBO may drop only during a lap that adopts new components
+    (Sec. 3.1); merges and reordering are accepted only when they raise it, so every lap-end row
+    is at least the lap's last visit, and every other lap is monotone from the previous lap-end
+    state on."""
+    corpus = clustered_corpus(tmp_path, obs, seed=seed, n=400, rows=80, K=4)
+    laps = 6
+    ctx = context(corpus, obs=obs, algorithm="memo", K=2, laps=laps, moves=("birth", "merge"),
+                  seed=seed)
+    run = run_memo(ctx, initial_model(ctx))
+    trace = pd.DataFrame(run.trace)
+    P = len(ctx.source)
+    assert len(trace) == laps * (P + 1)
+    ends = trace[trace["batch"] == -1]
+    assert ends["K"].max() > 2, "no birth was adopted"
+    checked = 0
+    for lap in range(1, laps):
+        rows = trace.iloc[lap * (P + 1): (lap + 1) * (P + 1)]
+        visits, end = rows.iloc[:-1], rows.iloc[-1]
+        prev_end = trace.iloc[lap * (P + 1) - 1]
+        assert prev_end["batch"] == -1 and end["batch"] == -1
+        last = visits["elbo"].iloc[-1]
+        assert end["elbo"] >= last - 1e-9 * abs(last), f"lap {lap}: end-of-lap moves lowered it"
+        if visits["K"].iloc[0] != prev_end["K"]:
+            continue  # an adoption lap
+        seq = np.r_[prev_end["elbo"], visits["elbo"].to_numpy(), end["elbo"]]
+        drops = np.diff(seq)
+        assert np.all(drops >= -1e-9 * np.abs(seq[1:])), f"lap {lap}: ELBO fell"
+        checked += 1
+    assert checked >= 1
+
+
 # ------------------------------------------------------------------------- 4. memo == vb, 1 batch
 
 @pytest.mark.parametrize("obs", OBS)
@@ -569,3 +605,23 @@ def test_metrics_are_one_for_identical_labelings_up_to_relabeling():
     c = a.copy()
     c[:20] = (c[:20] + 1) % 5  # not identical: strictly below 1
     assert adjusted_rand_index(a, c) < 1 and normalized_mutual_info(a, c) < 1
+
+
+# ------------------------------------------------------------------------- evaluate
+
+@pytest.mark.parametrize("obs", ["gauss", "zm-gauss", "diag-gauss"])
+def test_evaluate_scores_agree_with_sklearn_on_heldout_labels(obs, tmp_path):
+    rng = np.random.default_rng(51)
+    X, z = dense_clusters(rng, obs, 600, 2, 4, labels=True)
+    ingest_array(X[:400], tmp_path / "train", partition_rows=100)
+    ingest_array(X[400:], tmp_path / "test", partition_rows=100, columns={"label": z[400:]})
+    cfg = FitConfig(algorithm="memo", obs=obs, K=1, laps=6, moves=("birth", "merge"), seed=3)
+    fit(tmp_path / "train", tmp_path / "run", cfg)
+    out = evaluate(tmp_path / "run", tmp_path / "test", labels_column="label")
+    model = load_model(str(tmp_path / "run"))
+    logp, best = predictive(model, X[400:])
+    assert out["n_items"] == 200 and out["K"] == model.K
+    assert out["heldout_loglik_per_item"] == pytest.approx(logp.mean(), rel=1e-12)
+    assert out["ari"] == pytest.approx(adjusted_rand_score(z[400:], best), abs=1e-12)
+    assert out["nmi"] == pytest.approx(normalized_mutual_info_score(z[400:], best), abs=1e-12)
+    assert out["ari"] > 0.7, out  # four clusters (zm-gauss: overlapping at the origin), K = 1
