@@ -1,8 +1,6 @@
-"""Batches for the local driver: partitions read from the corpus, kept in memory while they fit."""
+"""Driver-side access to a corpus's partitions (samples for priors and seeding, tests)."""
 
 from __future__ import annotations
-
-from collections import OrderedDict
 
 import numpy as np
 import scipy.sparse as sp
@@ -19,31 +17,20 @@ def nbytes(X: Data) -> int:
 
 
 class BatchSource:
-    """Partition i of a corpus as a float64 matrix, with an LRU cache bounded in bytes."""
+    """Partition i of a corpus as a float64 matrix, read through an LRU PartitionCache."""
 
     def __init__(self, corpus: Corpus, cache_bytes: int = 2 << 30) -> None:
+        from .executors import PartitionCache
+
         self.corpus = corpus
-        self.cache_bytes = cache_bytes
-        self._cache: OrderedDict[int, Data] = OrderedDict()
-        self._held = 0
+        self.path = str(corpus.path.resolve())
+        self.cache = PartitionCache(cache_bytes)
 
     def __len__(self) -> int:
         return self.corpus.n_partitions
 
     def get(self, index: int) -> Data:
-        if index in self._cache:
-            self._cache.move_to_end(index)
-            return self._cache[index]
-        X = self.corpus.read(index).X
-        X = X.astype(np.float64, copy=False)
-        size = nbytes(X)
-        if size <= self.cache_bytes:
-            self._cache[index] = X
-            self._held += size
-            while self._held > self.cache_bytes:
-                _, old = self._cache.popitem(last=False)
-                self._held -= nbytes(old)
-        return X
+        return self.cache.get(self.path, index).X
 
     def sample(self, n: int, rng: np.random.Generator) -> Data:
         """About n items drawn uniformly from partitions chosen at random (for initialisation)."""

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
+import shutil
 import sys
 import tempfile
 import traceback
@@ -12,9 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bnpmix.algorithms.birth import BirthConfig
 from bnpmix.pipeline.config import ALGORITHMS, OBS_NAMES, SOVB_SCHEDULES, FitConfig
-from bnpmix.pipeline.fit import evaluate, fit
+from bnpmix.pipeline.fit import evaluate, fit, resume
+from bnpmix.pipeline.jobfile import FIT_KEYS, read_job, resolve
+from bnpmix.pipeline.progress import Progress
+from bnpmix.pipeline.schedule import scheduled_run
 from bnpmix.storage import (
     DEFAULT_PARTITION_ROWS,
     BnpmixError,
@@ -24,8 +29,13 @@ from bnpmix.storage import (
     ingest_npy,
     ingest_text,
 )
+from bnpmix.storage.append import append_corpus
 
 FORMATS = ("npy", "csv", "docword", "text")
+
+
+class UsageError(Exception):
+    """A command line that cannot run (exit code 2)."""
 
 
 def guess_format(src: Path) -> str:
@@ -47,6 +57,8 @@ def guess_format(src: Path) -> str:
 def cmd_ingest(args: argparse.Namespace) -> int:
     src, out = Path(args.src), Path(args.corpus_dir)
     fmt = args.format or guess_format(src)
+    if args.append:
+        return ingest_append(args, src, out, fmt)
     common = {"partition_rows": args.partition_rows, "overwrite": args.overwrite}
     if fmt == "npy":
         manifest = ingest_npy(src, out, **common)
@@ -63,6 +75,26 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             max_df_fraction=args.max_df_fraction, min_doc_length=args.min_doc_length, **common,
         )
     print(f"ingested {manifest.n_items} items into {len(manifest.partitions)} partitions at {out}")
+    return 0
+
+
+def ingest_append(args: argparse.Namespace, src: Path, corpus: Path, fmt: str) -> int:
+    """Ingest into a staged sibling, then move its partitions into the existing corpus."""
+    if fmt == "text":
+        raise BnpmixError(f"{src}: --append takes npy, csv or docword sources (text ingestion "
+                          "builds its own vocabulary)")
+    Corpus(corpus)  # the target must already be a corpus
+    staged = Path(tempfile.mkdtemp(prefix=f".{corpus.name}.append-", dir=corpus.parent))
+    try:
+        args.append = False
+        args.overwrite = True
+        with contextlib.redirect_stdout(io.StringIO()):
+            cmd_ingest(argparse.Namespace(**{**vars(args), "corpus_dir": str(staged / "new")}))
+        added = append_corpus(corpus, staged / "new")
+    finally:
+        shutil.rmtree(staged, ignore_errors=True)
+    print(f"appended {added} partitions to {corpus} "
+          f"(now {Corpus(corpus).n_partitions} partitions)")
     return 0
 
 
@@ -91,25 +123,37 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    cfg = config_from_args(args)
-    summary = fit(args.corpus_dir, args.out, cfg)
-    print(format_fit(summary, args.out))
+    file_keys = read_job(args.config) if args.config else {}
+    flags = {k: getattr(args, k, None) for k in FIT_KEYS if k not in ("corpus", "out")}
+    flags["corpus"], flags["out"] = args.corpus_dir, args.out
+    job = resolve(file_keys, flags, args.config or "flags")
+    if job.corpus is None or job.out is None:
+        raise UsageError("fit needs a corpus and --out (on the command line or in --config)")
+    progress = Progress()
+    try:
+        summary = fit(job.corpus, job.out, job.cfg, progress=progress)
+    finally:
+        progress.close()
+    print(format_fit(summary, job.out))
     return 0
 
 
-def config_from_args(args: argparse.Namespace) -> FitConfig:
-    """The FitConfig the flags describe."""
-    moves = tuple(m for m in (args.moves or "").split(",") if m)
-    kappa, delay = SOVB_SCHEDULES[args.sovb_schedule]
+def cmd_resume(args: argparse.Namespace) -> int:
+    progress = Progress()
     try:
-        return FitConfig(
-            algorithm=args.algorithm, obs=args.obs, K=args.K, laps=args.laps, moves=moves,
-            seed=args.seed, alpha0=args.alpha0, warm_start=args.warm_start,
-            sovb_kappa=kappa, sovb_delay=delay,
-            birth=BirthConfig(per_lap=args.births_per_lap),
-        )
-    except ValueError as exc:
-        raise BnpmixError(str(exc)) from None
+        summary = resume(args.run_dir, progress=progress)
+    finally:
+        progress.close()
+    if summary is None:
+        print(f"{args.run_dir}: the run had already finished; nothing to do")
+    else:
+        print(format_fit(summary, args.run_dir))
+    return 0
+
+
+def cmd_schedule(args: argparse.Namespace) -> int:
+    print(scheduled_run(args.job))
+    return 0
 
 
 def format_fit(summary: dict, out: str | Path) -> str:
@@ -174,6 +218,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--partition-rows", type=_positive_int, default=DEFAULT_PARTITION_ROWS,
                    metavar="N", help=f"items per partition (default {DEFAULT_PARTITION_ROWS})")
     p.add_argument("--overwrite", action="store_true", help="replace an existing corpus directory")
+    p.add_argument("--append", action="store_true",
+                   help="add the source's rows as new partitions of an existing corpus")
     p.add_argument("--vocab", help="docword: vocabulary file (default vocab.NAME.txt beside it)")
     p.add_argument("--label-column", help="csv: column holding a label per item")
     p.add_argument("--time-column", help="csv: column holding an integer time/epoch per item")
@@ -193,23 +239,46 @@ def build_parser() -> argparse.ArgumentParser:
                    help="one JSON object: kind, n_items, dim, nnz (bow), n_partitions, bytes")
     p.set_defaults(func=cmd_info)
 
-    p = sub.add_parser("fit", help="fit a DP mixture to a corpus and write a run directory")
-    p.add_argument("corpus_dir")
-    p.add_argument("--out", required=True, help="run directory to write")
-    p.add_argument("--algorithm", choices=ALGORITHMS, default="memo",
-                   help="memo (memoized online VB), vb (full-data VB), sovb (stochastic online)")
+    p = sub.add_parser("fit", help="fit a DP mixture to a corpus and write a run directory",
+                       description="Options may also come from --config job.toml (same names); "
+                       "flags override the file.")
+    p.add_argument("corpus_dir", nargs="?", help="corpus directory (or `corpus` in the job file)")
+    p.add_argument("--out", help="run directory to write (or `out` in the job file)")
+    p.add_argument("--config", metavar="JOB.toml", help="job file with any of these options")
+    p.add_argument("--algorithm", choices=ALGORITHMS,
+                   help="memo (memoized online VB; default), vb (full-data VB), sovb (stochastic)")
     p.add_argument("--obs", choices=OBS_NAMES,
                    help="observation model (default: gauss for dense, mult for bag-of-words)")
-    p.add_argument("--K", type=_positive_int, default=1, help="initial number of components")
-    p.add_argument("--laps", type=_positive_int, default=20, help="passes through the data")
-    p.add_argument("--moves", default="", help="comma-separated: birth,merge (memo only)")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--alpha0", type=float, default=1.0, help="DP concentration")
-    p.add_argument("--births-per-lap", type=_positive_int, default=1)
-    p.add_argument("--sovb-schedule", choices=sorted(SOVB_SCHEDULES), default="a",
-                   help="sovb learning rate (t+d)^-kappa: a (0.5, 10), b (0.5, 100), c (0.9, 10)")
+    p.add_argument("--K", type=_positive_int, help="initial number of components (default 1)")
+    p.add_argument("--laps", type=_positive_int, help="passes through the data (default 20)")
+    p.add_argument("--moves", help="comma-separated: birth,merge (memo only; default none)")
+    p.add_argument("--seed", type=int, help="random seed (default 0)")
+    p.add_argument("--alpha0", type=float, help="DP concentration (default 1)")
+    p.add_argument("--births-per-lap", type=_positive_int, help="default 1")
+    p.add_argument("--sovb-schedule", choices=sorted(SOVB_SCHEDULES),
+                   help="sovb learning rate (t+d)^-kappa: a (0.5, 10; default), b (0.5, 100), "
+                   "c (0.9, 10)")
     p.add_argument("--warm-start", metavar="RUN_DIR", help="start from a previous run's model")
+    p.add_argument("--scheduler", help="threads (default), synchronous, or tcp://HOST:PORT of a "
+                   "Dask scheduler")
+    p.add_argument("--cluster", metavar="PROFILE.yaml",
+                   help="start or reach a Dask cluster from a profile in cluster-configs/")
+    p.add_argument("--threads", type=_positive_int, help="local threads (default 2)")
+    p.add_argument("--wave", type=_positive_int,
+                   help="batches computed in parallel against the same globals (default 1)")
+    p.add_argument("--checkpoint-every", type=int, metavar="M",
+                   help="also checkpoint every M batch visits (default: after each lap only)")
     p.set_defaults(func=cmd_fit)
+
+    p = sub.add_parser("resume", help="continue a killed run from its last checkpoint")
+    p.add_argument("run_dir")
+    p.set_defaults(func=cmd_resume)
+
+    p = sub.add_parser("schedule", help="scheduled, resumable pipeline runs")
+    ssub = p.add_subparsers(dest="schedule_command", required=True, metavar="ACTION")
+    q = ssub.add_parser("run", help="fit the corpus if it has new partitions; publish a version")
+    q.add_argument("job", metavar="JOB.toml")
+    q.set_defaults(func=cmd_schedule)
 
     p = sub.add_parser("evaluate", help="held-out log-likelihood, ARI and NMI (prints JSON)")
     p.add_argument("run_dir")
@@ -238,6 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         return args.func(args)
+    except UsageError as exc:
+        parser.error(str(exc))
     except BnpmixError as exc:
         if args.debug:
             traceback.print_exc()

@@ -35,6 +35,12 @@ class FitConfig:
     birth: BirthConfig = field(default_factory=BirthConfig)
     merge: MergeConfig = field(default_factory=MergeConfig)
     cache_bytes: int = 2 << 30
+    summary_bytes: int = 1 << 30
+    scheduler: str = "threads"  # threads | synchronous | tcp://HOST:PORT
+    cluster: str | None = None  # cluster-configs/NAME.yaml
+    threads: int = 2
+    wave: int = 1
+    checkpoint_every: int = 0  # batch visits between mid-lap checkpoints (0: after laps only)
 
     def __post_init__(self) -> None:
         if self.algorithm not in ALGORITHMS:
@@ -47,8 +53,21 @@ class FitConfig:
             raise ValueError(f"unknown moves {sorted(bad)}; choose from {MOVES}")
         if self.moves and self.algorithm != "memo":
             raise ValueError("births and merges need --algorithm memo")
-        if self.K < 1 or self.laps < 1:
-            raise ValueError("K and laps must be positive")
+        if self.K < 1 or self.laps < 1 or self.wave < 1 or self.threads < 1:
+            raise ValueError("K, laps, wave and threads must be positive")
+        if not (self.scheduler in ("threads", "synchronous")
+                or self.scheduler.startswith("tcp://")):
+            raise ValueError(f"scheduler must be threads, synchronous or tcp://HOST:PORT, "
+                             f"not {self.scheduler!r}")
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FitConfig:
+        """The inverse of to_dict (nested birth and merge settings included)."""
+        d = dict(d)
+        d["birth"] = BirthConfig(**d.get("birth", {}))
+        d["merge"] = MergeConfig(**d.get("merge", {}))
+        d["moves"] = tuple(d.get("moves", ()))
+        return cls(**d)

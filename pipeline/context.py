@@ -18,6 +18,7 @@ from bnpmix.storage import BnpmixError, Corpus, RunDir
 
 from .batches import BatchSource
 from .config import FitConfig
+from .executors import Executor
 
 
 @dataclass
@@ -38,6 +39,7 @@ class Streams:
 class FitContext:
     corpus: Corpus
     cfg: FitConfig
+    executor: Executor
     source: BatchSource
     obs: ObsModel
     alloc: StickBreaking
@@ -62,7 +64,7 @@ def default_obs_name(corpus: Corpus) -> str:
     return "mult" if corpus.kind == "bow" else "gauss"
 
 
-def make_context(corpus: Corpus, cfg: FitConfig) -> FitContext:
+def make_context(corpus: Corpus, cfg: FitConfig, executor: Executor) -> FitContext:
     """Models with priors scaled to a sample of the data (overridable through cfg.prior)."""
     if cfg.obs is None:
         cfg.obs = default_obs_name(corpus)
@@ -73,7 +75,7 @@ def make_context(corpus: Corpus, cfg: FitConfig) -> FitContext:
     rng = Streams.from_seed(cfg.seed)
     sample = source.sample(cfg.init_sample, np.random.default_rng(cfg.seed))
     obs = obs_class(cfg.obs).default(sample, **cfg.prior)
-    return FitContext(corpus, cfg, source, obs, StickBreaking(cfg.alpha0), rng)
+    return FitContext(corpus, cfg, executor, source, obs, StickBreaking(cfg.alpha0), rng)
 
 
 def initial_model(ctx: FitContext) -> DPMixture:

@@ -1,74 +1,141 @@
-"""Fitting and evaluating from the Python API: what `bnpmix fit` and `bnpmix evaluate` call."""
+"""Fitting, resuming and evaluating from the Python API: what `bnpmix fit`, `bnpmix resume`
+and `bnpmix evaluate` call.
+
+A fit writes ``job.json`` (the corpus and the resolved configuration) first, checkpoints while it
+runs (memo), and writes ``summary.json`` last: a run directory with a summary is finished.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
 
-from bnpmix.algorithms.local import hard_assignments
+from bnpmix.algorithms.local import Globals, hard_assignments
 from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
 from bnpmix.algorithms.mixture import DPMixture
-from bnpmix.storage import BnpmixError, Corpus, RunDir
+from bnpmix.algorithms.obs.base import ObsModel
+from bnpmix.storage import Batch, BnpmixError, Corpus, RunDir
+from bnpmix.storage.atomic import write_json_atomic
 
+from . import checkpoint
 from .config import FitConfig
 from .context import FitContext, initial_model, load_model, make_context
-from .memo import VisitHook, run_memo
+from .executors import DaskExecutor, Executor, LocalExecutor
+from .memo import MemoRun, VisitHook, run_memo
 from .vb import run_sovb, run_vb
 
+Progress = Callable[[MemoRun], None]
 
-def run_engine(ctx: FitContext, on_visit: VisitHook | None = None) -> tuple[DPMixture, float,
-                                                                          list[dict]]:
-    """Run the configured engine; returns the final model, its exact ELBO and the trace."""
-    model = initial_model(ctx)
-    algorithm = ctx.cfg.algorithm
-    if algorithm == "memo":
-        run = run_memo(ctx, model, on_visit)
-        return run.model, run.model.elbo(run.S0), run.trace
-    engine = run_vb if algorithm == "vb" else run_sovb
-    model, S, trace = engine(ctx, model)
-    return model, model.elbo(S), trace
+
+@contextlib.contextmanager
+def open_executor(cfg: FitConfig, corpus: Corpus) -> Iterator[Executor]:
+    """The executor the configuration names: local threads / synchronous, or Dask."""
+    if cfg.cluster is None and not cfg.scheduler.startswith("tcp://"):
+        ex = LocalExecutor(corpus.path, cfg.scheduler, cfg.threads, cfg.cache_bytes)
+        try:
+            yield ex
+        finally:
+            ex.close()
+        return
+    from .clusters import open_client
+
+    with open_client(cfg.scheduler, cfg.cluster) as client:
+        yield DaskExecutor(client, corpus.path, cfg.cache_bytes)
 
 
 def fit(corpus_dir: str | Path, out: str | Path, cfg: FitConfig | None = None,
-        on_visit: VisitHook | None = None) -> dict[str, Any]:
+        on_visit: VisitHook | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """Fit a DP mixture to a corpus and write the run directory; returns summary.json's content."""
     cfg = cfg or FitConfig()
     corpus = Corpus(corpus_dir)
-    ctx = make_context(corpus, cfg)
-    model, elbo, trace = run_engine(ctx, on_visit)
-    run = RunDir(out).create()
-    write_assignments(run, corpus, model)
+    run = RunDir(out)
+    if run.summary_path.exists() or checkpoint.checkpoint_path(run).exists():
+        raise BnpmixError(f"{run.path}: already holds a run (use `bnpmix resume` or another --out)")
+    run.create()
+    write_json_atomic(run.path / "job.json",
+                      {"corpus": str(corpus.path.resolve()), "config": cfg.to_dict()})
+    return _run(corpus, run, cfg, None, on_visit, progress)
+
+
+def resume(run_dir: str | Path, progress: Progress | None = None) -> dict[str, Any] | None:
+    """Continue a run from its last checkpoint; None if it had already finished."""
+    run = RunDir(run_dir)
+    if run.summary_path.exists():
+        return None
+    try:
+        job = json.loads((run.path / "job.json").read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise BnpmixError(f"{run.path}: not a resumable run directory ({exc})") from None
+    cfg = FitConfig.from_dict(job["config"])
+    return _run(Corpus(job["corpus"]), run, cfg, checkpoint.load(run), None, progress)
+
+
+def _run(corpus: Corpus, run: RunDir, cfg: FitConfig, state: dict | None,
+         on_visit: VisitHook | None, progress: Progress | None) -> dict[str, Any]:
+    with open_executor(cfg, corpus) as executor:
+        if isinstance(executor, DaskExecutor):
+            print(f"bnpmix: running on {executor.describe()}", file=sys.stderr)
+        ctx = make_context(corpus, cfg, executor)
+        if cfg.algorithm == "memo":
+            memo = MemoRun(ctx, initial_model(ctx), on_visit)
+            if state is not None:
+                checkpoint.restore(ctx, state, memo)
+
+            run_memo(ctx, memo, lambda r: checkpoint.save(run, r), progress)
+            model, elbo, trace = memo.model, memo.model.elbo(memo.S0), memo.trace
+            memo.store.close()
+        else:
+            engine = run_vb if cfg.algorithm == "vb" else run_sovb
+            model, S, trace = engine(ctx, initial_model(ctx))
+            elbo = model.elbo(S)
+        write_assignments(run, ctx, model)
+    return _publish(run, ctx, model, elbo, trace)
+
+
+def _publish(run: RunDir, ctx: FitContext, model: DPMixture, elbo: float,
+             trace: list[dict]) -> dict[str, Any]:
     arrays, meta = model.to_arrays()
     run.write_model(arrays, meta)
     run.write_trace(trace)
     weights, _ = model.weights()
     summary = {
-        "algorithm": cfg.algorithm,
+        "algorithm": ctx.cfg.algorithm,
         "K": model.K,
         "K_effective": int(np.sum(weights > 0.01)),
         "elbo": elbo,
-        "elbo_per_item": elbo / corpus.n_items,
-        "laps": cfg.laps,
-        "n_items": corpus.n_items,
+        "elbo_per_item": elbo / ctx.corpus.n_items,
+        "laps": ctx.cfg.laps,
+        "n_items": ctx.corpus.n_items,
         "wall_seconds": ctx.elapsed(),
         "obs": ctx.obs.name,
         "weights": weights.tolist(),
-        "config": cfg.to_dict(),
+        "executor": ctx.executor.describe(),
+        "config": ctx.cfg.to_dict(),
     }
     run.write_summary(summary)
+    checkpoint.checkpoint_path(run).unlink(missing_ok=True)
     return summary
 
 
-def write_assignments(run: RunDir, corpus: Corpus, model: DPMixture) -> None:
-    """Hard assignments (most probable component id and its probability) per partition."""
-    g = model.globals()
-    for i in range(corpus.n_partitions):
-        batch = corpus.read(i)
-        cluster, prob = hard_assignments(batch.X.astype(np.float64), model.obs, g)
-        items = batch.columns.get("item", batch.start + np.arange(len(batch)))
+def assign(batch: Batch, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Item ids, most probable component ids and their probabilities for one partition."""
+    cluster, prob = hard_assignments(batch.X, obs, g)
+    items = batch.columns.get("item", batch.start + np.arange(len(batch)))
+    return items, cluster, prob
+
+
+def write_assignments(run: RunDir, ctx: FitContext, model: DPMixture) -> None:
+    """Hard assignments per partition, computed by the executor, written by the driver."""
+    indices = list(range(ctx.corpus.n_partitions))
+    for i, (items, cluster, prob) in zip(
+            indices, ctx.executor.map(assign, indices, model.obs, model.globals()), strict=True):
         run.write_assignments(i, items, cluster, prob)
 
 

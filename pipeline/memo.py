@@ -2,17 +2,26 @@
 
 Each lap visits every batch once in a fresh random order. A visit is Eq. 11: the batch's old
 summary leaves S^0, its new one (from the local step under the current globals) enters, and the
-globals are updated from S^0 (Eq. 10). Births collect targeted data during one lap, are created
-at its end and adopted during the next, with their summaries S' kept beside S^0 until that
-lap's last global update. Merges and reordering happen after a lap's last batch and are
+globals are updated from S^0 (Eq. 10). To keep several workers busy, a wave of W batches is
+computed in parallel against the same globals and then applied one by one in visiting order;
+W = 1 is exactly the paper's algorithm. Births collect targeted data during one lap, are
+created at its end and adopted during the next, with their summaries S' kept beside S^0 until
+that lap's last global update. Merges and reordering happen after a lap's last batch and are
 accepted only when the exact full-data ELBO rises. Per-batch summaries stored before a move are
 brought up to date by replaying the logged moves on them.
+
+The whole state lives in plain attributes so that a checkpoint can save it and ``resume``
+continue to the same result (see pipeline/checkpoint.py).
 """
 
 from __future__ import annotations
 
+import pickle
+import shutil
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -21,7 +30,9 @@ from bnpmix.algorithms.birth import choose_targets, create
 from bnpmix.algorithms.local import BatchResult, Globals, batch_step
 from bnpmix.algorithms.merge import merge_round, plan_pairs
 from bnpmix.algorithms.mixture import DPMixture, optimal_elbo
+from bnpmix.algorithms.obs.base import ObsModel
 from bnpmix.algorithms.summary import Insert, Move, Reorder, Summary
+from bnpmix.storage import Batch
 
 from .context import FitContext
 
@@ -29,24 +40,61 @@ from .context import FitContext
 VisitHook = Callable[[int, int, Globals, BatchResult], None]
 
 
+def visit(batch: Batch, obs: ObsModel, g: Globals, pairs: np.ndarray | None,
+          targets: tuple[int, ...], tau: float) -> BatchResult:
+    """One partition visit, as run by an executor (in a thread or on a Dask worker)."""
+    return batch_step(batch.X, obs, g, pairs, targets, tau)
+
+
 @dataclass
 class SummaryStore:
-    """Per-batch summaries plus the log of moves; a summary read back is replayed up to date."""
+    """Per-batch summaries plus the log of moves; a summary read back is replayed up to date.
 
+    Beyond ``max_bytes`` held in memory, summaries are spilled to files in a temporary
+    directory, so the driver's memory stays bounded whatever the number of batches.
+    """
+
+    max_bytes: int = 1 << 30
     moves: list[Move] = field(default_factory=list)
-    _items: dict[int, tuple[Summary, int]] = field(default_factory=dict)
+    _items: dict[int, tuple[Summary | None, int]] = field(default_factory=dict)
+    _held: int = 0
+    _spill: str | None = None
+
+    @staticmethod
+    def _size(s: Summary) -> int:
+        return int(s.N.nbytes + s.H.nbytes + s.Hpair.nbytes
+                   + sum(v.nbytes for v in s.stats.values()))
+
+    def _spill_path(self, batch: int) -> Path:
+        if self._spill is None:
+            self._spill = tempfile.mkdtemp(prefix="bnpmix-summaries-")
+        return Path(self._spill) / f"{batch}.pkl"
 
     def get(self, batch: int) -> Summary | None:
         if batch not in self._items:
             return None
         summary, seen = self._items[batch]
+        if summary is None:
+            summary = pickle.loads(self._spill_path(batch).read_bytes())
         for move in self.moves[seen:]:
             summary = move.apply(summary)
-        self._items[batch] = (summary, len(self.moves))
+        self._put(batch, summary)
         return summary
 
     def put(self, batch: int, summary: Summary) -> None:
-        self._items[batch] = (summary, len(self.moves))
+        self._put(batch, summary)
+
+    def _put(self, batch: int, summary: Summary) -> None:
+        old = self._items.get(batch)
+        if old is not None and old[0] is not None:
+            self._held -= self._size(old[0])
+        size = self._size(summary)
+        if self._held + size > self.max_bytes:
+            self._spill_path(batch).write_bytes(pickle.dumps(summary, protocol=5))
+            self._items[batch] = (None, len(self.moves))
+        else:
+            self._items[batch] = (summary, len(self.moves))
+            self._held += size
 
     def log(self, move: Move) -> None:
         self.moves.append(move)
@@ -62,6 +110,19 @@ class SummaryStore:
             total = s if total is None else total + s
         return total
 
+    def __getstate__(self) -> dict:
+        """Pickled with every summary brought up to date and in memory (for checkpoints)."""
+        items = {b: (self.get(b), len(self.moves)) for b in sorted(self._items)}
+        return {"max_bytes": self.max_bytes, "moves": list(self.moves), "_items": items,
+                "_held": sum(self._size(s) for s, _ in items.values()), "_spill": None}
+
+    def __setstate__(self, state: dict) -> None:
+        self.__dict__.update(state)
+
+    def close(self) -> None:
+        if self._spill is not None:
+            shutil.rmtree(self._spill, ignore_errors=True)
+
 
 @dataclass
 class Birth:
@@ -73,6 +134,19 @@ class Birth:
     S_new: Summary | None = None
 
 
+@dataclass
+class LapState:
+    """Where a lap stands: its order, planned pairs, birth targets, S' and next position."""
+
+    lap: int
+    order: np.ndarray
+    pairs: np.ndarray | None
+    Hpair: np.ndarray
+    S_prime: Summary | None
+    targets: tuple[int, ...]
+    pos: int = 0
+
+
 def _stack(rows: list):
     return sp.vstack(rows, format="csr") if sp.issparse(rows[0]) else np.concatenate(rows)
 
@@ -82,15 +156,31 @@ class MemoRun:
 
     def __init__(self, ctx: FitContext, model: DPMixture, on_visit: VisitHook | None = None):
         self.ctx = ctx
+        self.on_visit = on_visit
         self.model = model
         self.S0 = Summary.zeros(model.uids, ctx.obs.stat_shapes())
-        self.store = SummaryStore()
+        self.store = SummaryStore(max_bytes=ctx.cfg.summary_bytes)
         self.trace: list[dict] = []
         self.births: list[Birth] = []
         self.laps_since = {int(u): 1 for u in model.uids}
-        self.on_visit = on_visit
-        self.births_on = "birth" in ctx.cfg.moves
-        self.merges_on = "merge" in ctx.cfg.moves
+        self.lap_state: LapState | None = None
+        self.next_lap = 0
+        self.visits = 0
+
+    STATE = ("model", "S0", "store", "trace", "births", "laps_since", "lap_state", "next_lap",
+             "visits")
+
+    @property
+    def births_on(self) -> bool:
+        return "birth" in self.ctx.cfg.moves
+
+    @property
+    def merges_on(self) -> bool:
+        return "merge" in self.ctx.cfg.moves
+
+    @property
+    def finished(self) -> bool:
+        return self.next_lap >= self.ctx.cfg.laps and self.lap_state is None
 
     def _log(self, move: Move) -> None:
         self.store.log(move)
@@ -114,47 +204,63 @@ class MemoRun:
             self.laps_since[u] = 1
         return S_prime
 
-    def _choose_birth_targets(self, lap: int) -> None:
+    def _choose_birth_targets(self, lap: int) -> tuple[int, ...]:
         cfg = self.ctx.cfg
         if not self.births_on or lap > cfg.laps - 3:
-            return  # a birth collected now could not be adopted and then judged by merges
+            return ()  # a birth collected now could not be adopted and then judged by merges
         laps = np.array([self.laps_since[int(u)] for u in self.model.uids])
-        N = self.S0.N if len(self.store) == len(self.ctx.source) else np.ones(self.model.K)
+        N = self.S0.N if self._complete() else np.ones(self.model.K)
         targets = choose_targets(self.model.uids, N, laps, cfg.birth.per_lap, self.ctx.rng.birth)
         self.births = [Birth(t) for t in targets]
         for t in targets:
             self.laps_since[t] = 0
+        return tuple(targets)
 
-    def lap(self, lap: int) -> None:
-        ctx, cfg = self.ctx, self.ctx.cfg
+    def _complete(self) -> bool:
+        return len(self.store) == self.ctx.corpus.n_partitions
+
+    def begin_lap(self) -> None:
+        """Adopt last lap's births, plan merge pairs, choose birth targets, draw the order."""
+        ctx = self.ctx
+        lap = self.next_lap
         S_prime = self._adopt()
         if S_prime is not None:
             self.model = DPMixture.from_summary(ctx.obs, ctx.alloc, self.S0 + S_prime)
-        pairs = plan_pairs(ctx.obs, self.S0, cfg.merge) if self.merges_on else None
-        self._choose_birth_targets(lap)
-        targets = tuple(b.target for b in self.births)
-        order = ctx.rng.order.permutation(len(ctx.source))
-        Hpair = np.zeros(0 if pairs is None else len(pairs))
-        for j, b in enumerate(order):
-            b = int(b)
-            g = self.model.globals()
-            res = batch_step(ctx.source.get(b), ctx.obs, g, pairs, targets, cfg.birth.tau)
+        pairs = plan_pairs(ctx.obs, self.S0, ctx.cfg.merge) if self.merges_on else None
+        targets = self._choose_birth_targets(lap)
+        order = ctx.rng.order.permutation(ctx.corpus.n_partitions)
+        self.lap_state = LapState(lap, order, pairs, np.zeros(0 if pairs is None else len(pairs)),
+                                  S_prime, targets)
+
+    def wave(self) -> None:
+        """Visit the next W batches against the same globals; apply them in visiting order."""
+        ctx, st = self.ctx, self.lap_state
+        batches = [int(b) for b in st.order[st.pos:st.pos + ctx.cfg.wave]]
+        g = self.model.globals()
+        results = ctx.executor.map(visit, batches, ctx.obs, g, st.pairs, st.targets,
+                                   ctx.cfg.birth.tau)
+        for b, res in zip(batches, results, strict=True):
             if self.on_visit is not None:
-                self.on_visit(lap, b, g, res)
-            old = self.store.get(b)
-            new = res.summary.without_pairs()
-            self.S0 = self.S0 + new if old is None else (self.S0 - old.without_pairs()) + new
-            self.store.put(b, res.summary)
-            Hpair = Hpair + res.summary.Hpair
-            self._collect(res)
-            last = j == len(order) - 1
-            use_prime = S_prime is not None and not last  # S' leaves before the last update
-            self.model = DPMixture.from_summary(
-                ctx.obs, ctx.alloc, self.S0 + S_prime if use_prime else self.S0)
-            complete = len(self.store) == len(ctx.source)
-            elbo = self.model.elbo(self.S0) if complete else float("nan")
-            self.trace.append(ctx.trace_row(lap + (j + 1) / len(order), b, elbo, self.model.K))
-        self._end_of_lap(lap, pairs, Hpair)
+                self.on_visit(st.lap, b, g, res)
+            self._apply(b, res)
+
+    def _apply(self, b: int, res: BatchResult) -> None:
+        """Eq. 11 for one batch, then the global update (without S' after the lap's last)."""
+        ctx, st = self.ctx, self.lap_state
+        old = self.store.get(b)
+        new = res.summary.without_pairs()
+        self.S0 = self.S0 + new if old is None else (self.S0 - old.without_pairs()) + new
+        self.store.put(b, res.summary)
+        st.Hpair = st.Hpair + res.summary.Hpair
+        self._collect(res)
+        st.pos += 1
+        self.visits += 1
+        last = st.pos == len(st.order)
+        use_prime = st.S_prime is not None and not last  # S' leaves before the last update
+        self.model = DPMixture.from_summary(
+            ctx.obs, ctx.alloc, self.S0 + st.S_prime if use_prime else self.S0)
+        elbo = self.model.elbo(self.S0) if self._complete() else float("nan")
+        self.trace.append(ctx.trace_row(st.lap + st.pos / len(st.order), b, elbo, self.model.K))
 
     def _collect(self, res: BatchResult) -> None:
         cap = self.ctx.cfg.birth.max_collect
@@ -166,10 +272,11 @@ class MemoRun:
             birth.rows.append(rows)
             birth.n += rows.shape[0]
 
-    def _end_of_lap(self, lap: int, pairs: np.ndarray | None, Hpair: np.ndarray) -> None:
-        ctx = self.ctx
-        if self.merges_on and pairs is not None and len(pairs):
-            S, accepted, _ = merge_round(ctx.obs, ctx.alloc, self.S0.with_pairs(pairs, Hpair),
+    def end_lap(self) -> None:
+        """Merges, reordering and the creation of next lap's births, after the last batch."""
+        ctx, st = self.ctx, self.lap_state
+        if self.merges_on and st.pairs is not None and len(st.pairs):
+            S, accepted, _ = merge_round(ctx.obs, ctx.alloc, self.S0.with_pairs(st.pairs, st.Hpair),
                                          ctx.rng.merge, ctx.cfg.merge)
             for move in accepted:  # S^0 has no pair entropies: replayed on stored summaries only
                 self.store.log(move)
@@ -187,7 +294,10 @@ class MemoRun:
         for u in self.laps_since:
             self.laps_since[u] += 1
         if self.births_on or self.merges_on:  # the state after the lap's moves
-            self.trace.append(ctx.trace_row(lap + 1, -1, self.model.elbo(self.S0), self.model.K))
+            self.trace.append(ctx.trace_row(st.lap + 1, -1, self.model.elbo(self.S0),
+                                            self.model.K))
+        self.lap_state = None
+        self.next_lap += 1
 
     def _reorder(self) -> None:
         """Sort components by decreasing mass when that raises the ELBO (stick-breaking order)."""
@@ -200,9 +310,31 @@ class MemoRun:
                 self.ctx.obs, self.ctx.alloc, self.S0):
             self._log(move)
 
+    def lap(self) -> None:
+        """One whole lap (from wherever the current lap stands)."""
+        if self.lap_state is None:
+            self.begin_lap()
+        while self.lap_state.pos < len(self.lap_state.order):
+            self.wave()
+        self.end_lap()
 
-def run_memo(ctx: FitContext, model: DPMixture, on_visit: VisitHook | None = None) -> MemoRun:
-    run = MemoRun(ctx, model, on_visit)
-    for lap in range(ctx.cfg.laps):
-        run.lap(lap)
+
+def run_memo(ctx: FitContext, run: MemoRun, checkpoint: Callable[[MemoRun], None] | None = None,
+             progress: Callable[[MemoRun], None] | None = None) -> MemoRun:
+    """Run (or continue) the laps; ``checkpoint`` is called after every lap and, when
+    cfg.checkpoint_every = M > 0, after every M batch visits; ``progress`` after every wave."""
+    every = ctx.cfg.checkpoint_every
+    while not run.finished:
+        if run.lap_state is None:
+            run.begin_lap()
+        while run.lap_state.pos < len(run.lap_state.order):
+            before = run.visits
+            run.wave()
+            if progress is not None:
+                progress(run)
+            if checkpoint is not None and every and run.visits // every > before // every:
+                checkpoint(run)
+        run.end_lap()
+        if checkpoint is not None:
+            checkpoint(run)
     return run

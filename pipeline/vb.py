@@ -1,22 +1,23 @@
-"""Full-dataset VB (Sec. 2.2) and stochastic online VB (Sec. 2.3), over the same batch step."""
+"""Full-dataset VB (Sec. 2.2) and stochastic online VB (Sec. 2.3), over the same batch visit."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from bnpmix.algorithms.local import batch_step
 from bnpmix.algorithms.mixture import DPMixture
 from bnpmix.algorithms.summary import Summary
 
 from .context import FitContext
+from .memo import visit
 
 
 def full_pass(ctx: FitContext, model: DPMixture) -> Summary:
-    """Local steps on every batch under the same globals; their summed summary."""
-    g = model.globals()
+    """Local steps on every batch under the same globals; their sum, in partition order."""
+    results = ctx.executor.map(visit, range(ctx.corpus.n_partitions), ctx.obs, model.globals(),
+                               None, (), 0.0)
     total = Summary.zeros(model.uids, ctx.obs.stat_shapes())
-    for b in range(len(ctx.source)):
-        total = total + batch_step(ctx.source.get(b), ctx.obs, g).summary
+    for res in results:
+        total = total + res.summary
     return total
 
 
@@ -27,7 +28,7 @@ def run_vb(ctx: FitContext, model: DPMixture) -> tuple[DPMixture, Summary, list[
     for lap in range(ctx.cfg.laps):
         S = full_pass(ctx, model)
         model = DPMixture.from_summary(ctx.obs, ctx.alloc, S)
-        trace.append(ctx.trace_row(lap + 1, len(ctx.source) - 1, model.elbo(S), model.K))
+        trace.append(ctx.trace_row(lap + 1, ctx.corpus.n_partitions - 1, model.elbo(S), model.K))
     return model, S, trace
 
 
@@ -41,9 +42,9 @@ def run_sovb(ctx: FitContext, model: DPMixture) -> tuple[DPMixture, Summary, lis
     t = 0
     trace = []
     for lap in range(cfg.laps):
-        for b in ctx.rng.order.permutation(len(ctx.source)):
-            X = ctx.source.get(int(b))
-            S_b = batch_step(X, ctx.obs, model.globals()).summary.scaled(n_total / X.shape[0])
+        for b in ctx.rng.order.permutation(ctx.corpus.n_partitions):
+            (res,) = ctx.executor.map(visit, [int(b)], ctx.obs, model.globals(), None, (), 0.0)
+            S_b = res.summary.scaled(n_total / res.summary.n_items)
             t += 1
             rho = (t + cfg.sovb_delay) ** -cfg.sovb_kappa
             S = S_b if S is None else S.scaled(1.0 - rho) + S_b.scaled(rho)

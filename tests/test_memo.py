@@ -29,6 +29,7 @@ from bnpmix.algorithms.obs import obs_class
 from bnpmix.algorithms.summary import Delete, Insert, Merge, Reorder, Summary
 from bnpmix.pipeline.config import FitConfig
 from bnpmix.pipeline.context import initial_model, load_model, make_context
+from bnpmix.pipeline.executors import LocalExecutor
 from bnpmix.pipeline.fit import evaluate, fit, predictive
 from bnpmix.pipeline.memo import MemoRun, run_memo
 from bnpmix.pipeline.vb import run_vb
@@ -96,7 +97,8 @@ def clustered_corpus(path: Path, obs: str, seed: int, n: int = 300, rows: int = 
 
 
 def context(corpus_dir: Path, **cfg):
-    return make_context(Corpus(corpus_dir), FitConfig(**cfg))
+    corpus = Corpus(corpus_dir)
+    return make_context(corpus, FitConfig(**cfg), LocalExecutor(corpus.path, "synchronous"))
 
 
 def batches(ctx) -> list:
@@ -337,7 +339,7 @@ def test_memo_elbo_never_decreases_without_moves(obs, seed, tmp_path):
     corpus = write_corpus(tmp_path, X, rows, bow=obs == "mult")
     ctx = context(corpus, obs=obs, algorithm="memo", moves=(), K=K, laps=laps, seed=seed)
     P = len(ctx.source)
-    run = run_memo(ctx, initial_model(ctx))
+    run = run_memo(ctx, MemoRun(ctx, initial_model(ctx)))
     trace = pd.DataFrame(run.trace)
     assert len(trace) == laps * P and (trace["batch"] >= 0).all()
     elbo = trace["elbo"].to_numpy()
@@ -362,7 +364,7 @@ def test_memo_elbo_with_moves_falls_only_when_births_are_adopted(obs, seed, tmp_
     laps = 6
     ctx = context(corpus, obs=obs, algorithm="memo", K=2, laps=laps, moves=("birth", "merge"),
                   seed=seed)
-    run = run_memo(ctx, initial_model(ctx))
+    run = run_memo(ctx, MemoRun(ctx, initial_model(ctx)))
     trace = pd.DataFrame(run.trace)
     P = len(ctx.source)
     assert len(trace) == laps * (P + 1)
@@ -393,7 +395,7 @@ def test_memo_with_one_partition_equals_full_vb(obs, tmp_path):
     assert Corpus(corpus).n_partitions == 1
     ctx_m = context(corpus, obs=obs, algorithm="memo", K=4, laps=6, seed=5)
     ctx_v = context(corpus, obs=obs, algorithm="vb", K=4, laps=6, seed=5)
-    run = run_memo(ctx_m, initial_model(ctx_m))
+    run = run_memo(ctx_m, MemoRun(ctx_m, initial_model(ctx_m)))
     model_v, S_v, trace_v = run_vb(ctx_v, initial_model(ctx_v))
     cols = ["lap", "batch", "elbo", "K"]
     tm, tv = pd.DataFrame(run.trace)[cols], pd.DataFrame(trace_v)[cols]
@@ -429,7 +431,7 @@ def test_S0_after_adoption_lap_is_sum_of_recomputed_batch_summaries(obs, moves, 
     adoptions = 0
     for lap in range(laps):
         K_before = run.model.K
-        run.lap(lap)
+        run.lap()
         mine = [v for v in visits if v[0] == lap]
         assert sorted(v[1] for v in mine) == list(range(len(parts)))
         uids_used = mine[0][2].uids

@@ -1,0 +1,124 @@
+"""Cluster profiles (cluster-configs/*.yaml): how a fit reaches or starts a Dask cluster.
+
+A profile is loaded explicitly, never dropped into Dask's own configuration search path::
+
+    kind: local | address | ssh | slurm | kubernetes
+    address: tcp://HOST:PORT        # kind address only
+    dask-config: {distributed.comm.timeouts.connect: 5s, ...}   # set while the run lasts
+    cluster: {...}                  # keyword arguments of the library's cluster class
+    scale: 4                        # slurm / kubernetes: workers (or jobs) to ask for
+
+The optional libraries (dask-jobqueue, dask-kubernetes; asyncssh for ssh) are imported only
+when such a profile is opened, with a clear message when missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bnpmix.storage import BnpmixError
+
+# the keys each kind's cluster class accepts (a subset of each library's documented arguments)
+CLUSTER_KEYS: dict[str, set[str]] = {
+    "local": {"n_workers", "threads_per_worker", "processes", "memory_limit", "host",
+              "scheduler_port", "dashboard_address", "silence_logs", "local_directory"},
+    "address": set(),
+    "ssh": {"hosts", "connect_options", "worker_options", "scheduler_options", "worker_class",
+            "remote_python"},
+    "slurm": {"queue", "account", "cores", "memory", "processes", "walltime", "interface",
+              "job_extra_directives", "job_script_prologue", "local_directory",
+              "log_directory", "name", "worker_extra_args"},
+    "kubernetes": {"name", "image", "n_workers", "resources", "env", "namespace",
+                   "worker_command", "port_forward_cluster_ip"},
+}
+LIBRARIES = {  # kind -> (module, class, pip package)
+    "local": ("distributed", "LocalCluster", "distributed"),
+    "ssh": ("distributed", "SSHCluster", "asyncssh"),
+    "slurm": ("dask_jobqueue", "SLURMCluster", "dask-jobqueue"),
+    "kubernetes": ("dask_kubernetes.operator", "KubeCluster", "dask-kubernetes"),
+}
+
+
+@dataclass
+class ClusterProfile:
+    path: str
+    kind: str
+    cluster: dict[str, Any] = field(default_factory=dict)
+    dask_config: dict[str, Any] = field(default_factory=dict)
+    address: str | None = None
+    scale: int | None = None
+
+
+def load_profile(path: str | Path) -> ClusterProfile:
+    """Read and validate a profile; errors name the file and the field."""
+    path = Path(path)
+    try:
+        obj = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BnpmixError(f"{path}: cannot read cluster profile ({exc})") from None
+    except yaml.YAMLError as exc:
+        raise BnpmixError(f"{path}: not valid YAML ({exc})") from None
+    if not isinstance(obj, dict):
+        raise BnpmixError(f"{path}: a cluster profile is a mapping")
+    unknown = set(obj) - {"kind", "cluster", "dask-config", "address", "scale"}
+    if unknown:
+        raise BnpmixError(f"{path}: unknown fields {sorted(unknown)}")
+    kind = obj.get("kind")
+    if kind not in CLUSTER_KEYS:
+        raise BnpmixError(f"{path}: field 'kind' must be one of {sorted(CLUSTER_KEYS)}")
+    cluster = obj.get("cluster") or {}
+    bad = set(cluster) - CLUSTER_KEYS[kind]
+    if bad:
+        raise BnpmixError(f"{path}: field 'cluster' has keys {sorted(bad)} that {kind} does not "
+                          f"accept (allowed: {sorted(CLUSTER_KEYS[kind])})")
+    if kind == "address" and not str(obj.get("address", "")).startswith(("tcp://", "tls://")):
+        raise BnpmixError(f"{path}: field 'address' must be tcp://HOST:PORT")
+    dask_config = obj.get("dask-config") or {}
+    if "distributed.comm.timeouts.connect" not in dask_config:
+        raise BnpmixError(f"{path}: set dask-config 'distributed.comm.timeouts.connect' (5-10 s: "
+                          "the default 30 s stalls recovery after a worker dies)")
+    return ClusterProfile(str(path), kind, cluster, dask_config, obj.get("address"),
+                          obj.get("scale"))
+
+
+def cluster_class(profile: ClusterProfile) -> type:
+    """The library class of the profile's kind, imported now."""
+    module, name, package = LIBRARIES[profile.kind]
+    try:
+        return getattr(importlib.import_module(module), name)
+    except ImportError:
+        raise BnpmixError(f"{profile.path}: kind {profile.kind!r} needs the package {package!r} "
+                          f"(pip install {package})") from None
+
+
+@contextlib.contextmanager
+def open_client(scheduler: str | None = None, profile_path: str | None = None) -> Iterator[Any]:
+    """A distributed.Client for ``tcp://HOST:PORT`` or for a cluster profile (started here and
+    closed at the end when the profile starts one)."""
+    import dask
+    from distributed import Client
+
+    profile = load_profile(profile_path) if profile_path else None
+    settings = profile.dask_config if profile else {"distributed.comm.timeouts.connect": "10s"}
+    with dask.config.set(settings):
+        if profile is None or profile.kind == "address":
+            address = scheduler if profile is None else profile.address
+            try:
+                client = Client(address, timeout="20s")
+            except OSError as exc:
+                raise BnpmixError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
+            with client:
+                yield client
+            return
+        with cluster_class(profile)(**profile.cluster) as cluster:
+            if profile.scale:
+                cluster.scale(profile.scale)
+            with Client(cluster) as client:
+                yield client

@@ -1,0 +1,47 @@
+"""Appending partitions to an existing corpus (for scheduled runs that pick up new data).
+
+The new rows are ingested into a staged corpus first (all checks apply); then its partition files
+are renamed into the corpus under the next partition numbers, and the manifest is replaced
+atomically last. Readers see the old manifest, or the new one with every new file in place.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+from .atomic import fsync_dir, write_json_atomic
+from .corpus import MANIFEST, Corpus, PartitionInfo, partition_name
+from .errors import BnpmixError
+
+
+def check_compatible(corpus: Corpus, new: Corpus) -> None:
+    """Same kind, dimension, dtype, optional columns and vocabulary, or a clear error."""
+    a, b = corpus.manifest, new.manifest
+    for field in ("kind", "dim", "dtype", "columns", "vocab"):
+        if getattr(a, field) != getattr(b, field):
+            raise BnpmixError(f"{corpus.path}: cannot append: the new data's {field} differs "
+                              f"from the corpus's")
+
+
+def append_corpus(target: str | Path, staged: str | Path) -> int:
+    """Move the partitions of the staged corpus into ``target``; returns how many were added."""
+    corpus, new = Corpus(target), Corpus(staged)
+    check_compatible(corpus, new)
+    start = corpus.n_partitions
+    added = []
+    for j, info in enumerate(new.manifest.partitions):
+        name = partition_name(start + j)
+        if (corpus.path / name).exists():
+            raise BnpmixError(f"{corpus.path / name}: exists but is not in the manifest")
+        os.replace(new.path / info.file, corpus.path / name)
+        added.append(PartitionInfo(name, info.rows, info.bytes, info.sha256, info.nnz))
+    fsync_dir(corpus.path)
+    manifest = json.loads((corpus.path / MANIFEST).read_text(encoding="utf-8"))
+    corpus.manifest.partitions.extend(added)
+    manifest.update(corpus.manifest.to_json())
+    write_json_atomic(corpus.path / MANIFEST, manifest)
+    shutil.rmtree(new.path, ignore_errors=True)
+    return len(added)
