@@ -80,8 +80,9 @@ def resume(run_dir: str | Path, progress: Progress | None = None) -> dict[str, A
 def _run(corpus: Corpus, run: RunDir, cfg: FitConfig, state: dict | None,
          on_visit: VisitHook | None, progress: Progress | None) -> dict[str, Any]:
     with open_executor(cfg, corpus) as executor:
+        where = executor.describe()
         if isinstance(executor, DaskExecutor):
-            print(f"bnpmix: running on {executor.describe()}", file=sys.stderr)
+            print(f"bnpmix: running on {where}", file=sys.stderr)
         ctx = make_context(corpus, cfg, executor)
         if cfg.algorithm == "memo":
             memo = MemoRun(ctx, initial_model(ctx), on_visit)
@@ -96,11 +97,11 @@ def _run(corpus: Corpus, run: RunDir, cfg: FitConfig, state: dict | None,
             model, S, trace = engine(ctx, initial_model(ctx))
             elbo = model.elbo(S)
         write_assignments(run, ctx, model)
-    return _publish(run, ctx, model, elbo, trace)
+    return _publish(run, ctx, model, elbo, trace, where)
 
 
 def _publish(run: RunDir, ctx: FitContext, model: DPMixture, elbo: float,
-             trace: list[dict]) -> dict[str, Any]:
+             trace: list[dict], where: str) -> dict[str, Any]:
     arrays, meta = model.to_arrays()
     run.write_model(arrays, meta)
     run.write_trace(trace)
@@ -116,7 +117,7 @@ def _publish(run: RunDir, ctx: FitContext, model: DPMixture, elbo: float,
         "wall_seconds": ctx.elapsed(),
         "obs": ctx.obs.name,
         "weights": weights.tolist(),
-        "executor": ctx.executor.describe(),
+        "executor": where,
         "config": ctx.cfg.to_dict(),
     }
     run.write_summary(summary)

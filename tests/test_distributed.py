@@ -1,0 +1,212 @@
+"""The distributed pipeline for real: `dask scheduler` and `dask worker` processes on 127.0.0.1,
+the CLI in subprocesses, a worker killed by PID mid-lap, the driver killed with SIGKILL."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bnpmix.storage import RunDir, ingest_array
+
+pytestmark = pytest.mark.integration
+
+DASK = str(Path(sys.executable).parent / "dask")  # the `dask` command of this environment
+ENV = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bnpmix(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True, text=True,
+                          timeout=timeout, env=ENV)
+
+
+def start_bnpmix(*args: str) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "bnpmix", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=ENV)
+
+
+class DaskCluster:
+    """A scheduler and two single-threaded workers, each its own process, on loopback."""
+
+    def __init__(self) -> None:
+        port = free_port()
+        self.address = f"tcp://127.0.0.1:{port}"
+        self.scheduler = subprocess.Popen(
+            [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+             "--dashboard-address", "127.0.0.1:0"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+        self.workers = [self.start_worker() for _ in range(2)]
+        self.wait_for_workers(2)
+
+    def start_worker(self) -> subprocess.Popen:
+        return subprocess.Popen(
+            [DASK, "worker", self.address, "--nthreads", "1",
+             "--host", "127.0.0.1", "--no-dashboard", "--death-timeout", "30"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+
+    def wait_for_workers(self, n: int) -> None:
+        from distributed import Client
+
+        deadline = time.time() + 60
+        while True:
+            try:
+                with Client(self.address, timeout="5s") as client:
+                    client.wait_for_workers(n, timeout=60)
+                    return
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def close(self) -> None:
+        for proc in [*self.workers, self.scheduler]:  # only the processes started here
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in [*self.workers, self.scheduler]:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    c = DaskCluster()
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+def make_corpus(path: Path, n: int = 4000, partitions: int = 20, D: int = 3, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    centers = rng.normal(0, 5, (4, D))
+    y = rng.integers(0, 4, n)
+    X = centers[y] + rng.normal(size=(n, D))
+    ingest_array(X, path, partition_rows=n // partitions, columns={"label": y})
+    return path
+
+
+def assert_same_run(a: Path, b: Path, rtol: float = 1e-9) -> None:
+    ta, tb = pd.read_csv(a / "trace.csv"), pd.read_csv(b / "trace.csv")
+    assert len(ta) == len(tb)
+    np.testing.assert_array_equal(ta["batch"], tb["batch"])
+    np.testing.assert_array_equal(ta["K"], tb["K"])
+    np.testing.assert_allclose(ta["elbo"], tb["elbo"], rtol=rtol, equal_nan=True)
+    sa, sb = RunDir(a).load_summary(), RunDir(b).load_summary()
+    assert sa["K"] == sb["K"]
+    np.testing.assert_allclose(sa["elbo"], sb["elbo"], rtol=rtol)
+    xa, xb = RunDir(a).load_assignments(), RunDir(b).load_assignments()
+    np.testing.assert_array_equal(xa["cluster"], xb["cluster"])
+    np.testing.assert_allclose(xa["prob"], xb["prob"], rtol=1e-7)
+
+
+FIT = ("--K", "1", "--laps", "5", "--moves", "birth,merge", "--seed", "7")
+
+
+@pytest.mark.parametrize("wave", ["1", "2"])
+def test_dask_run_equals_threaded_run(tmp_path, cluster, wave):
+    corpus = make_corpus(tmp_path / "corpus")
+    local = bnpmix("fit", str(corpus), "--out", str(tmp_path / "threads"), *FIT, "--wave", wave)
+    assert local.returncode == 0, local.stderr
+    dist = bnpmix("fit", str(corpus), "--out", str(tmp_path / "dask"), *FIT, "--wave", wave,
+                  "--scheduler", cluster.address)
+    assert dist.returncode == 0, dist.stderr
+    assert "dashboard" in dist.stderr  # the Dask dashboard address is printed
+    assert_same_run(tmp_path / "threads", tmp_path / "dask")
+
+
+def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, cluster):
+    corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
+    args = ("--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "3",
+            "--checkpoint-every", "5")
+    ref = bnpmix("fit", str(corpus), "--out", str(tmp_path / "ref"), *args)
+    assert ref.returncode == 0, ref.stderr
+    proc = start_bnpmix("fit", str(corpus), "--out", str(tmp_path / "faulty"), *args,
+                        "--scheduler", cluster.address)
+    ckpt = tmp_path / "faulty" / "checkpoint.pkl"
+    deadline = time.time() + 120
+    while not ckpt.exists():  # a mid-lap checkpoint: the run is inside its first laps
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline
+        time.sleep(0.02)
+    victim = cluster.workers[0]
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait()
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    assert_same_run(tmp_path / "ref", tmp_path / "faulty")
+    cluster.workers[0] = cluster.start_worker()  # leave two workers for the other tests
+    cluster.wait_for_workers(2)
+
+
+def test_driver_sigkill_then_resume_matches_uninterrupted(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
+    args = ("--K", "1", "--laps", "8", "--moves", "birth,merge", "--seed", "5",
+            "--checkpoint-every", "7")
+    ref = bnpmix("fit", str(corpus), "--out", str(tmp_path / "ref"), *args)
+    assert ref.returncode == 0, ref.stderr
+    proc = start_bnpmix("fit", str(corpus), "--out", str(tmp_path / "run"), *args)
+    run = tmp_path / "run"
+    deadline = time.time() + 120
+    while not (run / "checkpoint.pkl").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline
+        time.sleep(0.02)
+    time.sleep(0.3)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert not (run / "summary.json").exists(), "the run finished before it could be killed"
+    res = bnpmix("resume", str(run))
+    assert res.returncode == 0, res.stderr
+    assert_same_run(tmp_path / "ref", run, rtol=1e-12)
+    again = bnpmix("resume", str(run))
+    assert again.returncode == 0 and "already finished" in again.stdout
+
+
+def test_fit_through_cluster_profiles(tmp_path, cluster):
+    corpus = make_corpus(tmp_path / "corpus", n=1000, partitions=5)
+    profile = tmp_path / "address.yaml"
+    profile.write_text(f"kind: address\naddress: {cluster.address}\n"
+                       "dask-config:\n  distributed.comm.timeouts.connect: 5s\n")
+    res = bnpmix("fit", str(corpus), "--out", str(tmp_path / "a"), "--laps", "2",
+                 "--cluster", str(profile))
+    assert res.returncode == 0, res.stderr
+    local = Path(__file__).parents[1] / "cluster-configs" / "local.yaml"
+    res = bnpmix("fit", str(corpus), "--out", str(tmp_path / "b"), "--laps", "2",
+                 "--cluster", str(local))
+    assert res.returncode == 0, res.stderr
+    assert_same_run(tmp_path / "a", tmp_path / "b")
+
+
+def test_job_file_with_flag_override(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", n=600, partitions=3)
+    job = tmp_path / "job.toml"
+    job.write_text(f'corpus = "{corpus}"\nout = "run"\nlaps = 2\nK = 3\nmoves = ["merge"]\n'
+                   'seed = 11\n')
+    res = bnpmix("fit", "--config", str(job), "--laps", "3")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((tmp_path / "run" / "summary.json").read_text())
+    assert summary["config"]["laps"] == 3  # the flag wins
+    assert summary["config"]["K"] == 3 and summary["config"]["seed"] == 11
+    assert summary["config"]["moves"] == ["merge"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text("lapz = 3\n")
+    res = bnpmix("fit", str(corpus), "--out", str(tmp_path / "x"), "--config", str(bad))
+    assert res.returncode == 1 and "lapz" in res.stderr

@@ -1,0 +1,129 @@
+"""Scheduled runs, appended partitions and cluster profiles."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bnpmix.pipeline.clusters import cluster_class, load_profile
+from bnpmix.storage import BnpmixError, Corpus
+
+PROFILES = Path(__file__).parents[1] / "cluster-configs"
+
+
+def bnpmix(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def write_npy(path: Path, n: int, seed: int) -> Path:
+    rng = np.random.default_rng(seed)
+    centers = np.array([[0.0, 0.0], [7.0, 0.0], [0.0, 7.0]])
+    np.save(path, centers[rng.integers(0, 3, n)] + rng.normal(size=(n, 2)))
+    return path
+
+
+def tree_digest(path: Path) -> dict[str, str]:
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+@pytest.fixture
+def job(tmp_path):
+    res = bnpmix("ingest", str(write_npy(tmp_path / "a.npy", 1000, 0)), str(tmp_path / "corpus"),
+                 "--partition-rows", "100")
+    assert res.returncode == 0, res.stderr
+    job = tmp_path / "job.toml"
+    job.write_text('corpus = "corpus"\nlaps = 3\nmoves = "birth,merge"\nthreads = 1\n'
+                   '[schedule]\nruns = "models"\n')
+    return job
+
+
+def test_schedule_publishes_versions_and_is_idempotent(tmp_path, job):
+    models = tmp_path / "models"
+    first = bnpmix("schedule", "run", str(job))
+    assert first.returncode == 0, first.stderr
+    assert "published v0001" in first.stdout and "10 new" in first.stdout
+    assert (models / "latest").read_text().strip() == "v0001"
+    again = bnpmix("schedule", "run", str(job))
+    assert again.returncode == 0 and "no new partitions" in again.stdout
+    before = tree_digest(models / "v0001")
+
+    res = bnpmix("ingest", str(write_npy(tmp_path / "b.npy", 500, 1)), str(tmp_path / "corpus"),
+                 "--partition-rows", "100", "--append")
+    assert res.returncode == 0, res.stderr
+    assert Corpus(tmp_path / "corpus").n_partitions == 15
+    second = bnpmix("schedule", "run", str(job))
+    assert second.returncode == 0, second.stderr
+    assert "published v0002" in second.stdout and "5 new since v0001" in second.stdout
+    assert (models / "latest").read_text().strip() == "v0002"
+    assert tree_digest(models / "v0001") == before  # the old version is intact
+    summary = (models / "v0002" / "summary.json").read_text()
+    assert '"n_items": 1500' in summary and "v0001" in summary  # warm-started from v0001
+
+
+def test_a_held_lock_means_the_call_does_nothing(tmp_path, job):
+    (tmp_path / "models").mkdir()
+    with open(tmp_path / "models" / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        res = bnpmix("schedule", "run", str(job))
+    assert res.returncode == 0 and "in progress" in res.stdout
+    assert not (tmp_path / "models" / "latest").exists()
+
+
+def test_two_concurrent_calls_never_both_run(tmp_path, job):
+    procs = [subprocess.Popen([sys.executable, "-m", "bnpmix", "schedule", "run", str(job)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    assert all(p.returncode == 0 for p in procs), outs
+    published = [o for o, _ in outs if "published" in o]
+    assert len(published) == 1, outs  # the other found the lock held (or nothing new after it)
+    assert sorted(p.name for p in (tmp_path / "models").glob("v*")) == ["v0001"]
+
+
+def test_append_refuses_incompatible_data(tmp_path):
+    np.save(tmp_path / "a.npy", np.ones((10, 2)))
+    np.save(tmp_path / "b.npy", np.ones((10, 3)))
+    assert bnpmix("ingest", str(tmp_path / "a.npy"), str(tmp_path / "c")).returncode == 0
+    before = tree_digest(tmp_path / "c")
+    res = bnpmix("ingest", str(tmp_path / "b.npy"), str(tmp_path / "c"), "--append")
+    assert res.returncode == 1 and "dim differs" in res.stderr
+    assert tree_digest(tmp_path / "c") == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy", "b.npy", "c"]
+
+
+@pytest.mark.parametrize("name", ["local", "address", "ssh", "slurm", "kubernetes"])
+def test_every_profile_loads_and_sets_a_short_connect_timeout(name):
+    profile = load_profile(PROFILES / f"{name}.yaml")
+    assert profile.kind == name
+    assert profile.dask_config["distributed.comm.timeouts.connect"] in ("5s", "10s")
+
+
+@pytest.mark.parametrize("name,package", [("slurm", "dask-jobqueue"),
+                                          ("kubernetes", "dask-kubernetes")])
+def test_optional_libraries_are_imported_lazily(name, package):
+    profile = load_profile(PROFILES / f"{name}.yaml")
+    try:
+        cls = cluster_class(profile)
+    except BnpmixError as exc:  # not installed: a clear message naming the package
+        assert f"pip install {package}" in str(exc)
+    else:
+        assert cls.__name__ in ("SLURMCluster", "KubeCluster")
+
+
+def test_profile_errors_name_the_field(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("kind: local\ncluster: {n_workerz: 2}\n"
+                   "dask-config: {distributed.comm.timeouts.connect: 5s}\n")
+    with pytest.raises(BnpmixError, match="n_workerz"):
+        load_profile(bad)
+    bad.write_text("kind: local\ncluster: {n_workers: 2}\n")
+    with pytest.raises(BnpmixError, match=r"timeouts\.connect"):
+        load_profile(bad)
