@@ -210,3 +210,32 @@ def test_job_file_with_flag_override(tmp_path):
     bad.write_text("lapz = 3\n")
     res = bnpmix("fit", str(corpus), "--out", str(tmp_path / "x"), "--config", str(bad))
     assert res.returncode == 1 and "lapz" in res.stderr
+
+
+@pytest.mark.parametrize("where", ["threads", "dask"])
+def test_a_partition_that_keeps_failing_stops_the_run_and_keeps_the_checkpoint(
+        tmp_path, cluster, where):
+    from bnpmix.pipeline import checkpoint
+    from bnpmix.pipeline.config import FitConfig
+    from bnpmix.pipeline.fit import fit
+    from bnpmix.storage import BnpmixError
+
+    corpus = make_corpus(tmp_path / "corpus", n=1000, partitions=5)
+    victim = corpus / "part-00003.parquet"
+    saved = {}
+
+    def corrupt_after_first_lap(lap, batch, g, res):
+        ckpt = tmp_path / "run" / "checkpoint.pkl"
+        if lap == 1 and not saved:  # lap 0 ended with a checkpoint; now damage a partition
+            saved["bytes"] = ckpt.read_bytes()
+            victim.write_bytes(victim.read_bytes()[:-10])
+
+    cfg = FitConfig(K=2, laps=3, cache_bytes=0, seed=1,
+                    scheduler=cluster.address if where == "dask" else "threads")
+    with pytest.raises(BnpmixError, match="part-00003") as err:
+        fit(corpus, tmp_path / "run", cfg, on_visit=corrupt_after_first_lap)
+    assert "partition 3" in str(err.value)
+    assert (tmp_path / "run" / "checkpoint.pkl").read_bytes() == saved["bytes"]
+    assert not (tmp_path / "run" / "summary.json").exists()
+    state = checkpoint.load(RunDir(tmp_path / "run"))
+    assert state["run"]["next_lap"] == 1
