@@ -82,7 +82,13 @@ def initial_model(ctx: FitContext) -> DPMixture:
     """K = 1; K k-means++ seeds from a sample; or a previous run's model (warm start)."""
     cfg = ctx.cfg
     if cfg.warm_start:
-        return load_model(cfg.warm_start, ctx)
+        model = load_model(cfg.warm_start, ctx)
+        try:
+            ctx.obs.check_data(ctx.source.sample(10, ctx.rng.init))
+        except ValueError as exc:
+            raise BnpmixError(f"{cfg.warm_start}: its model does not fit {ctx.corpus.path}: "
+                              f"{exc}") from None
+        return model
     if cfg.K == 1:
         S = Summary.zeros(ctx.new_uids(1), ctx.obs.stat_shapes())
     else:

@@ -16,6 +16,7 @@ pairs, ...) is shipped once per call, not once per task.
 from __future__ import annotations
 
 import threading
+import uuid
 from abc import ABC, abstractmethod
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -43,7 +44,7 @@ class PartitionCache:
     def get(self, corpus_path: str, index: int) -> Batch:
         with self._lock:
             corpus = self._corpora.get(corpus_path)
-            if corpus is None:
+            if corpus is None or index >= corpus.n_partitions:  # new, or grown by --append
                 corpus = self._corpora[corpus_path] = Corpus(corpus_path)
             key = (corpus_path, index, corpus.manifest.partitions[index].sha256)
             if key in self._items:
@@ -61,10 +62,13 @@ class PartitionCache:
                     self._held -= nbytes(old.X)
         return batch
 
-    def forget(self, corpus_path: str) -> None:
-        """Drop a corpus's manifest (it may have grown by appended partitions)."""
+    def resize(self, max_bytes: int) -> None:
+        """Change the budget, evicting the least recently used partitions beyond it."""
         with self._lock:
-            self._corpora.pop(corpus_path, None)
+            self.max_bytes = max_bytes
+            while self._held > self.max_bytes and self._items:
+                _, old = self._items.popitem(last=False)
+                self._held -= nbytes(old.X)
 
 
 class Executor(ABC):
@@ -120,6 +124,8 @@ def _worker_cache(max_bytes: int) -> PartitionCache:
     global _WORKER_CACHE
     if _WORKER_CACHE is None:
         _WORKER_CACHE = PartitionCache(max_bytes)
+    elif _WORKER_CACHE.max_bytes != max_bytes:
+        _WORKER_CACHE.resize(max_bytes)
     return _WORKER_CACHE
 
 
@@ -143,27 +149,31 @@ class DaskExecutor(Executor):
         self.retries = retries
 
     def map(self, fn: BatchFn, indices: Sequence[int], *shared: Any) -> list[Any]:
-        shared_f = self.client.submit(_identity, shared, pure=False)
+        # one task: the shared arguments ride in its spec (one round trip, still recomputable);
+        # several: they travel once, as the result of a task the others depend on
+        wave = uuid.uuid4().hex
+        shared_arg = (shared if len(indices) == 1
+                      else self.client.submit(_identity, shared, pure=False, key=f"shared-{wave}"))
         futures = [
             self.client.submit(_on_worker, self.corpus_path, int(i), self.cache_bytes, fn,
-                               shared_f, pure=False, retries=self.retries,
-                               key=f"bnpmix-partition-{int(i)}-{shared_f.key}")
+                               shared_arg, pure=False, retries=self.retries,
+                               key=f"bnpmix-partition-{int(i)}-{wave}")
             for i in indices
         ]
         try:
-            results = []
-            for i, f in zip(indices, futures, strict=True):
-                try:
-                    results.append(f.result())
-                except BnpmixError:
-                    raise
-                except Exception as exc:
-                    raise BnpmixError(f"{self.corpus_path}: partition {int(i)} failed after "
-                                      f"{self.retries} retries: {type(exc).__name__}: {exc}"
-                                      ) from exc
-            return results
+            return [self._result(i, f) for i, f in zip(indices, futures, strict=True)]
         finally:
-            self.client.cancel([*futures, shared_f])
+            pending = futures if len(indices) == 1 else [*futures, shared_arg]
+            self.client.cancel(pending)
+
+    def _result(self, index: int, future: Any) -> Any:
+        try:
+            return future.result()
+        except BnpmixError:
+            raise
+        except Exception as exc:
+            raise BnpmixError(f"{self.corpus_path}: partition {int(index)} failed after "
+                              f"{self.retries} retries: {type(exc).__name__}: {exc}") from exc
 
     def describe(self) -> str:
         info = self.client.scheduler_info()

@@ -80,3 +80,11 @@ def weighted_outer(X: np.ndarray, R: np.ndarray) -> np.ndarray:
     XT = np.ascontiguousarray(X.T)
     return np.stack([(XT * R[:, k]) @ X for k in range(R.shape[1])]) if R.shape[1] else (
         np.zeros((0, X.shape[1], X.shape[1])))
+
+
+def check_dense(X: Data, D: int) -> None:
+    """Raise ValueError unless X is a dense (n, D) array."""
+    if sp.issparse(X):
+        raise ValueError("expected a dense array, got a sparse matrix")
+    if X.ndim != 2 or X.shape[1] != D:
+        raise ValueError(f"expected {D} columns, got shape {X.shape}")

@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.special import digamma, gammaln
 
-from .base import Arrays, Data, ObsModel
+from .base import Arrays, Data, ObsModel, check_dense
 
 LOG2PI = np.log(2 * np.pi)
 
@@ -55,10 +54,7 @@ class DiagGauss(ObsModel):
                 "b0": self.b0.tolist()}
 
     def check_data(self, X: Data) -> None:
-        if sp.issparse(X):
-            raise ValueError("expected a dense array, got a sparse matrix")
-        if X.ndim != 2 or X.shape[1] != self.D:
-            raise ValueError(f"expected {self.D} columns, got shape {X.shape}")
+        check_dense(X, self.D)
 
     def stat_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"x": (self.D,), "x2": (self.D,)}

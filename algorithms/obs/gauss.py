@@ -12,11 +12,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.special import gammaln
 
 from . import wishart as W
-from .base import Arrays, Data, ObsModel, weighted_outer
+from .base import Arrays, Data, ObsModel, check_dense, weighted_outer
 
 
 class Gauss(ObsModel):
@@ -56,10 +55,7 @@ class Gauss(ObsModel):
                 "B0": self.B0.tolist()}
 
     def check_data(self, X: Data) -> None:
-        if sp.issparse(X):
-            raise ValueError("expected a dense array, got a sparse matrix")
-        if X.ndim != 2 or X.shape[1] != self.D:
-            raise ValueError(f"expected {self.D} columns, got shape {X.shape}")
+        check_dense(X, self.D)
 
     def stat_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"x": (self.D,), "xxT": (self.D, self.D)}

@@ -9,11 +9,10 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 from scipy.special import gammaln
 
 from . import wishart as W
-from .base import Arrays, Data, ObsModel, weighted_outer
+from .base import Arrays, Data, ObsModel, check_dense, weighted_outer
 
 
 class ZeroMeanGauss(ObsModel):
@@ -45,10 +44,7 @@ class ZeroMeanGauss(ObsModel):
         return {"D": self.D, "nu0": self.nu0, "B0": self.B0.tolist()}
 
     def check_data(self, X: Data) -> None:
-        if sp.issparse(X):
-            raise ValueError("zm-gauss needs dense data")
-        if X.ndim != 2 or X.shape[1] != self.D:
-            raise ValueError(f"expected {self.D} columns, got shape {X.shape}")
+        check_dense(X, self.D)
 
     def stat_shapes(self) -> dict[str, tuple[int, ...]]:
         return {"xxT": (self.D, self.D)}
