@@ -34,7 +34,7 @@ def estep_gflops(n: int = 100_000, D: int = 25, K: int = 25, repeats: int = 5) -
     model = Gauss.default(X)
     R = rng.dirichlet(np.ones(K), n)
     post = model.post(R.sum(0), model.stats(X, R))
-    flops = n * K * (2 * D * D + 3 * D)  # |U_k x - U_k m_k|²: matmul, subtract, square, add
+    flops = n * K * (2 * (D + 1) * D + 2 * D)  # [x 1] @ [Uᵀ; -(U m)ᵀ], then square and add
     M = rng.normal(size=(D, K * D))
 
     def best(f) -> float:

@@ -55,12 +55,16 @@ def trace_inv(U: np.ndarray, M: np.ndarray) -> np.ndarray:
 def mahalanobis(X: np.ndarray, U: np.ndarray, centers: np.ndarray | None = None) -> np.ndarray:
     """(x_n - c_k)ᵀ B_k⁻¹ (x_n - c_k) = |U_k x_n - U_k c_k|² for all n, k.
 
-    One matrix product X [U_1ᵀ ... U_Kᵀ] covers every item and component (batched BLAS, no
-    loop over items), then squares are summed per component.
+    One matrix product [X 1] [U_1ᵀ ... U_Kᵀ; -(U_1 c_1)ᵀ ... -(U_K c_K)ᵀ] covers every item and
+    component, centres included (batched BLAS, no loop over items); then squares are summed.
     """
     n, D = X.shape
     K = U.shape[0]
-    Z = (X @ U.transpose(2, 0, 1).reshape(D, K * D)).reshape(n, K, D)
-    if centers is not None:
-        Z -= np.einsum("kij,kj->ki", U, centers)[None]
+    W = U.transpose(2, 0, 1).reshape(D, K * D)
+    if centers is None:
+        Z = X @ W
+    else:
+        offsets = -np.einsum("kij,kj->ki", U, centers).reshape(1, K * D)
+        Z = np.concatenate([X, np.ones((n, 1))], axis=1) @ np.concatenate([W, offsets])
+    Z = Z.reshape(n, K, D)
     return np.einsum("nkd,nkd->nk", Z, Z)
