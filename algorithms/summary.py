@@ -62,11 +62,6 @@ class Summary:
             H=np.zeros(K),
         )
 
-    def copy(self) -> Summary:
-        stats = {k: v.copy() for k, v in self.stats.items()}
-        return Summary(self.uids.copy(), self.N.copy(), stats, self.H.copy(), self.n_items,
-                       self.pairs.copy(), self.Hpair.copy())
-
     def index(self, uid: int) -> int:
         """Position of component ``uid``."""
         hits = np.flatnonzero(self.uids == uid)

@@ -16,7 +16,7 @@ from typing import Any
 from bnpmix.storage import BnpmixError, RunDir
 from bnpmix.storage.atomic import write_bytes_atomic
 
-from .context import FitContext, Streams
+from .context import FitContext
 from .memo import MemoRun
 
 FORMAT = 1
@@ -66,4 +66,4 @@ def restore(ctx: FitContext, state: dict[str, Any], memo: MemoRun) -> MemoRun:
     return memo
 
 
-__all__ = ["Streams", "checkpoint_path", "load", "restore", "save"]
+__all__ = ["checkpoint_path", "load", "restore", "save"]
