@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
 import shutil
 import sys
@@ -59,23 +57,24 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     fmt = args.format or guess_format(src)
     if args.append:
         return ingest_append(args, src, out, fmt)
-    common = {"partition_rows": args.partition_rows, "overwrite": args.overwrite}
-    if fmt == "npy":
-        manifest = ingest_npy(src, out, **common)
-    elif fmt == "csv":
-        manifest = ingest_csv(
-            src, out, label_column=args.label_column, time_column=args.time_column,
-            id_column=args.id_column, **common,
-        )
-    elif fmt == "docword":
-        manifest = ingest_docword(src, out, vocab=args.vocab, **common)
-    else:
-        manifest = ingest_text(
-            src, out, stopwords=args.stopwords, min_df=args.min_df,
-            max_df_fraction=args.max_df_fraction, min_doc_length=args.min_doc_length, **common,
-        )
+    manifest = ingest_source(args, src, out, fmt, args.overwrite)
     print(f"ingested {manifest.n_items} items into {len(manifest.partitions)} partitions at {out}")
     return 0
+
+
+def ingest_source(args: argparse.Namespace, src: Path, out: Path, fmt: str, overwrite: bool):
+    """Run the ingester of ``fmt`` with the options given on the command line."""
+    common = {"partition_rows": args.partition_rows, "overwrite": overwrite}
+    if fmt == "npy":
+        return ingest_npy(src, out, **common)
+    if fmt == "csv":
+        return ingest_csv(src, out, label_column=args.label_column, time_column=args.time_column,
+                          id_column=args.id_column, **common)
+    if fmt == "docword":
+        return ingest_docword(src, out, vocab=args.vocab, **common)
+    return ingest_text(src, out, stopwords=args.stopwords, min_df=args.min_df,
+                       max_df_fraction=args.max_df_fraction,
+                       min_doc_length=args.min_doc_length, **common)
 
 
 def ingest_append(args: argparse.Namespace, src: Path, corpus: Path, fmt: str) -> int:
@@ -86,10 +85,7 @@ def ingest_append(args: argparse.Namespace, src: Path, corpus: Path, fmt: str) -
     Corpus(corpus)  # the target must already be a corpus
     staged = Path(tempfile.mkdtemp(prefix=f".{corpus.name}.append-", dir=corpus.parent))
     try:
-        args.append = False
-        args.overwrite = True
-        with contextlib.redirect_stdout(io.StringIO()):
-            cmd_ingest(argparse.Namespace(**{**vars(args), "corpus_dir": str(staged / "new")}))
+        ingest_source(args, src, staged / "new", fmt, overwrite=False)
         added = append_corpus(corpus, staged / "new")
     finally:
         shutil.rmtree(staged, ignore_errors=True)
