@@ -262,6 +262,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--threads", type=_positive_int, help="local threads (default 2)")
     p.add_argument("--wave", type=_positive_int,
                    help="batches computed in parallel against the same globals (default 1)")
+    p.add_argument("--cache-bytes", type=int, metavar="BYTES",
+                   help="partitions kept in memory per worker (or locally) across laps "
+                   "(default 2 GiB)")
     p.add_argument("--checkpoint-every", type=int, metavar="M",
                    help="also checkpoint every M batch visits (default: after each lap only)")
     p.set_defaults(func=cmd_fit)
