@@ -54,18 +54,27 @@ def fit(corpus_dir: str | Path, out: str | Path, cfg: FitConfig | None = None,
         on_visit: VisitHook | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """Fit a DP mixture to a corpus and write the run directory; returns summary.json's content."""
     cfg = cfg or FitConfig()
+    for name in ("warm_start", "cluster"):  # job.json must not depend on the working directory
+        if getattr(cfg, name):
+            setattr(cfg, name, str(Path(getattr(cfg, name)).resolve()))
     corpus = Corpus(corpus_dir)
     run = RunDir(out)
-    if run.summary_path.exists() or checkpoint.checkpoint_path(run).exists():
-        raise BnpmixError(f"{run.path}: already holds a run (use `bnpmix resume` or another --out)")
-    run.create()
-    write_json_atomic(run.path / "job.json",
-                      {"corpus": str(corpus.path.resolve()), "config": cfg.to_dict()})
+    if run.path.exists() and any(run.path.iterdir()):
+        what = "holds a run (use `bnpmix resume`)" if (run.path / "job.json").exists() else (
+            "is not empty")
+        raise BnpmixError(f"{run.path}: the output directory {what}; choose another --out")
     return _run(corpus, run, cfg, None, on_visit, progress)
 
 
+def partitions_of(corpus: Corpus) -> list[list[str]]:
+    """The corpus's partitions as [file, sha256] pairs (what a run was fitted to)."""
+    return [[p.file, p.sha256] for p in corpus.manifest.partitions]
+
+
 def resume(run_dir: str | Path, progress: Progress | None = None) -> dict[str, Any] | None:
-    """Continue a run from its last checkpoint; None if it had already finished."""
+    """Continue a run from its last checkpoint; None if it had already finished. A run whose
+    corpus has changed since it started (appended partitions) is refused: resuming it would
+    mix summaries of two different data sets."""
     run = RunDir(run_dir)
     if run.summary_path.exists():
         return None
@@ -73,28 +82,42 @@ def resume(run_dir: str | Path, progress: Progress | None = None) -> dict[str, A
         job = json.loads((run.path / "job.json").read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise BnpmixError(f"{run.path}: not a resumable run directory ({exc})") from None
-    cfg = FitConfig.from_dict(job["config"])
-    return _run(Corpus(job["corpus"]), run, cfg, checkpoint.load(run), None, progress)
+    corpus = Corpus(job["corpus"])
+    if partitions_of(corpus) != job["partitions"]:
+        raise BnpmixError(f"{corpus.path}: the corpus changed since {run.path} started "
+                          f"({len(job['partitions'])} partitions then, {corpus.n_partitions} "
+                          "now); start a new fit")
+    return _run(corpus, run, FitConfig.from_dict(job["config"]), checkpoint.load(run), None,
+                progress)
 
 
 def _run(corpus: Corpus, run: RunDir, cfg: FitConfig, state: dict | None,
          on_visit: VisitHook | None, progress: Progress | None) -> dict[str, Any]:
+    """Set up (validating the configuration against the corpus before anything is written),
+    run the engine, write the run directory."""
     with open_executor(cfg, corpus) as executor:
         where = executor.describe()
         if isinstance(executor, DaskExecutor):
             print(f"bnpmix: running on {where}", file=sys.stderr)
         ctx = make_context(corpus, cfg, executor)
+        model = initial_model(ctx) if state is None else state["run"]["model"]
+        run.create()
+        if state is None:
+            write_json_atomic(run.path / "job.json", {"corpus": str(corpus.path.resolve()),
+                                                      "partitions": partitions_of(corpus),
+                                                      "config": cfg.to_dict()})
         if cfg.algorithm == "memo":
-            memo = MemoRun(ctx, initial_model(ctx), on_visit)
+            memo = MemoRun(ctx, model, on_visit, hold_globals=bool(cfg.warm_start))
             if state is not None:
                 checkpoint.restore(ctx, state, memo)
-
-            run_memo(ctx, memo, lambda r: checkpoint.save(run, r), progress)
+            try:
+                run_memo(ctx, memo, lambda r: checkpoint.save(run, r), progress)
+            finally:
+                memo.store.close()
             model, elbo, trace = memo.model, memo.model.elbo(memo.S0), memo.trace
-            memo.store.close()
         else:
             engine = run_vb if cfg.algorithm == "vb" else run_sovb
-            model, S, trace = engine(ctx, initial_model(ctx))
+            model, S, trace = engine(ctx, model)
             elbo = model.elbo(S)
         write_assignments(run, ctx, model)
     return _publish(run, ctx, model, elbo, trace, where)
@@ -132,12 +155,16 @@ def assign(batch: Batch, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np.ndar
     return items, cluster, prob
 
 
-def write_assignments(run: RunDir, ctx: FitContext, model: DPMixture) -> None:
-    """Hard assignments per partition, computed by the executor, written by the driver."""
-    indices = list(range(ctx.corpus.n_partitions))
-    for i, (items, cluster, prob) in zip(
-            indices, ctx.executor.map(assign, indices, model.obs, model.globals()), strict=True):
-        run.write_assignments(i, items, cluster, prob)
+def write_assignments(run: RunDir, ctx: FitContext, model: DPMixture, wave: int = 8) -> None:
+    """Hard assignments per partition, computed by the executor a few partitions at a time and
+    written by the driver as they arrive (driver memory stays at a few partitions' worth)."""
+    g = model.globals()
+    n = ctx.corpus.n_partitions
+    for start in range(0, n, wave):
+        indices = list(range(start, min(n, start + wave)))
+        results = ctx.executor.map(assign, indices, model.obs, g)
+        for i, (items, cluster, prob) in zip(indices, results, strict=True):
+            run.write_assignments(i, items, cluster, prob)
 
 
 def predictive(model: DPMixture, X) -> tuple[np.ndarray, np.ndarray]:

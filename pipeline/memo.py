@@ -62,7 +62,7 @@ class SummaryStore:
 
     @staticmethod
     def _size(s: Summary) -> int:
-        return int(s.N.nbytes + s.H.nbytes + s.Hpair.nbytes
+        return int(s.N.nbytes + s.H.nbytes + s.Hpair.nbytes + s.pairs.nbytes
                    + sum(v.nbytes for v in s.stats.values()))
 
     def _spill_path(self, batch: int) -> Path:
@@ -70,21 +70,29 @@ class SummaryStore:
             self._spill = tempfile.mkdtemp(prefix="bnpmix-summaries-")
         return Path(self._spill) / f"{batch}.pkl"
 
-    def get(self, batch: int) -> Summary | None:
-        if batch not in self._items:
-            return None
+    def _load(self, batch: int) -> Summary:
+        """The stored summary with the moves logged since it was stored replayed on it."""
         summary, seen = self._items[batch]
         if summary is None:
             summary = pickle.loads(self._spill_path(batch).read_bytes())
         for move in self.moves[seen:]:
             summary = move.apply(summary)
-        self._put(batch, summary)
+        return summary
+
+    def get(self, batch: int) -> Summary | None:
+        """The batch's summary, up to date (None if the batch was never stored). A summary held
+        in memory is kept in its replayed form; a spilled one is not written back."""
+        if batch not in self._items:
+            return None
+        summary = self._load(batch)
+        held, seen = self._items[batch]
+        if held is not None and seen < len(self.moves):
+            self._held += self._size(summary) - self._size(held)
+            self._items[batch] = (summary, len(self.moves))
         return summary
 
     def put(self, batch: int, summary: Summary) -> None:
-        self._put(batch, summary)
-
-    def _put(self, batch: int, summary: Summary) -> None:
+        """Store a batch's new summary: in memory within the budget, else in a spill file."""
         old = self._items.get(batch)
         if old is not None and old[0] is not None:
             self._held -= self._size(old[0])
@@ -106,18 +114,19 @@ class SummaryStore:
         """Σ_b S^b recomputed from the store (the debug check of S^0)."""
         total = None
         for b in sorted(self._items):
-            s = self.get(b).without_pairs()
+            s = self._load(b).without_pairs()
             total = s if total is None else total + s
         return total
 
     def __getstate__(self) -> dict:
-        """Pickled with every summary brought up to date and in memory (for checkpoints)."""
-        items = {b: (self.get(b), len(self.moves)) for b in sorted(self._items)}
-        return {"max_bytes": self.max_bytes, "moves": list(self.moves), "_items": items,
-                "_held": sum(self._size(s) for s, _ in items.values()), "_spill": None}
+        """For checkpoints: every summary up to date (spilled ones read back while pickling)."""
+        return {"max_bytes": self.max_bytes,
+                "items": {b: self._load(b) for b in sorted(self._items)}}
 
     def __setstate__(self, state: dict) -> None:
-        self.__dict__.update(state)
+        self.__init__(max_bytes=state["max_bytes"])
+        for b, summary in state["items"].items():
+            self.put(b, summary)
 
     def close(self) -> None:
         if self._spill is not None:
@@ -154,7 +163,8 @@ def _stack(rows: list):
 class MemoRun:
     """State and steps of one memoized run."""
 
-    def __init__(self, ctx: FitContext, model: DPMixture, on_visit: VisitHook | None = None):
+    def __init__(self, ctx: FitContext, model: DPMixture, on_visit: VisitHook | None = None,
+                 hold_globals: bool = False):
         self.ctx = ctx
         self.on_visit = on_visit
         self.model = model
@@ -166,9 +176,12 @@ class MemoRun:
         self.lap_state: LapState | None = None
         self.next_lap = 0
         self.visits = 0
+        # a warm start's components would fall back to the prior after a first partial S^0
+        # (suppl. Sec. 2.3): its globals are kept until every batch has been visited once
+        self.hold_globals = hold_globals
 
     STATE = ("model", "S0", "store", "trace", "births", "laps_since", "lap_state", "next_lap",
-             "visits")
+             "visits", "hold_globals")
 
     @property
     def births_on(self) -> bool:
@@ -256,10 +269,15 @@ class MemoRun:
         st.pos += 1
         self.visits += 1
         last = st.pos == len(st.order)
-        use_prime = st.S_prime is not None and not last  # S' leaves before the last update
-        self.model = DPMixture.from_summary(
-            ctx.obs, ctx.alloc, self.S0 + st.S_prime if use_prime else self.S0)
-        elbo = self.model.elbo(self.S0) if self._complete() else float("nan")
+        complete = self._complete()
+        if self.hold_globals and not complete:
+            pass  # a warm start's globals stand until every batch has a summary
+        else:
+            self.hold_globals = False
+            use_prime = st.S_prime is not None and not last  # S' leaves before the last update
+            self.model = DPMixture.from_summary(
+                ctx.obs, ctx.alloc, self.S0 + st.S_prime if use_prime else self.S0)
+        elbo = self.model.elbo(self.S0) if complete else float("nan")
         self.trace.append(ctx.trace_row(st.lap + st.pos / len(st.order), b, elbo, self.model.K))
 
     def _collect(self, res: BatchResult) -> None:
@@ -310,12 +328,14 @@ class MemoRun:
                 self.ctx.obs, self.ctx.alloc, self.S0):
             self._log(move)
 
-    def lap(self) -> None:
-        """One whole lap (from wherever the current lap stands)."""
+    def lap(self, after_wave: Callable[[MemoRun], None] | None = None) -> None:
+        """Run the current lap to its end (starting it if needed)."""
         if self.lap_state is None:
             self.begin_lap()
         while self.lap_state.pos < len(self.lap_state.order):
             self.wave()
+            if after_wave is not None:
+                after_wave(self)
         self.end_lap()
 
 
@@ -324,17 +344,19 @@ def run_memo(ctx: FitContext, run: MemoRun, checkpoint: Callable[[MemoRun], None
     """Run (or continue) the laps; ``checkpoint`` is called after every lap and, when
     cfg.checkpoint_every = M > 0, after every M batch visits; ``progress`` after every wave."""
     every = ctx.cfg.checkpoint_every
+    saved_at = run.visits
+
+    def after_wave(r: MemoRun) -> None:
+        nonlocal saved_at
+        if progress is not None:
+            progress(r)
+        if checkpoint is not None and every and r.visits - saved_at >= every:
+            checkpoint(r)
+            saved_at = r.visits
+
     while not run.finished:
-        if run.lap_state is None:
-            run.begin_lap()
-        while run.lap_state.pos < len(run.lap_state.order):
-            before = run.visits
-            run.wave()
-            if progress is not None:
-                progress(run)
-            if checkpoint is not None and every and run.visits // every > before // every:
-                checkpoint(run)
-        run.end_lap()
+        run.lap(after_wave)
         if checkpoint is not None:
             checkpoint(run)
+            saved_at = run.visits
     return run

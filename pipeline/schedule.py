@@ -7,10 +7,13 @@ Model versions live in the job's ``[schedule] runs`` directory as ``v0001/``, ``
    a concurrent call says so and exits 0;
 2. compares the corpus's partitions (file name and checksum) with those the latest version saw;
    with nothing new it says so and exits 0;
-3. fits the whole corpus warm-started from the latest version's model, in ``runs/.work-vNNNN``
-   (a call that was killed mid-fit is resumed from its checkpoint by the next call);
+3. fits the whole corpus warm-started from the latest version's model, in ``runs/.work-vNNNN``;
 4. publishes: renames the work directory to ``vNNNN`` and atomically rewrites ``latest``.
    Older versions are never touched.
+
+A call killed at any point is finished by the next: a work directory with a checkpoint over the
+same partitions is resumed (over changed partitions it is refitted), a finished but unpublished
+one is published, and a version published without its ``latest`` pointer gets the pointer.
 
 Crontab:   */30 * * * *  bnpmix schedule run /srv/bnpmix/job.toml >> /var/log/bnpmix.log 2>&1
 systemd:   a oneshot service running the same command, and a timer with OnCalendar=*:0/30.
@@ -24,11 +27,11 @@ import os
 import shutil
 from pathlib import Path
 
-from bnpmix.storage import BnpmixError, Corpus
+from bnpmix.storage import BnpmixError, Corpus, RunDir
 from bnpmix.storage.atomic import fsync_dir, write_json_atomic, write_text_atomic
 
 from .checkpoint import checkpoint_path
-from .fit import fit, resume
+from .fit import fit, partitions_of, resume
 from .jobfile import read_job, resolve
 
 SEEN = "partitions.json"
@@ -57,39 +60,46 @@ def scheduled_run(job_path: str | Path) -> str:
         return _locked_run(job, runs)
 
 
+def _versions(runs: Path) -> list[str]:
+    return sorted(p.name for p in runs.glob("v[0-9][0-9][0-9][0-9]") if p.is_dir())
+
+
 def _locked_run(job, runs: Path) -> str:
     corpus = Corpus(job.corpus)
-    current = [[p.file, p.sha256] for p in corpus.manifest.partitions]
+    current = partitions_of(corpus)
+    versions = _versions(runs)
+    if versions and latest_version(runs) != versions[-1]:
+        # a call killed between publishing a version and moving the pointer: finish it
+        write_text_atomic(runs / "latest", versions[-1] + "\n")
     latest = latest_version(runs)
-    seen: list = []
-    if latest is not None:
-        seen = json.loads((runs / latest / SEEN).read_text(encoding="utf-8"))
-        new = [p for p in current if p not in seen]
-        if not new:
-            return f"{runs}: no new partitions since {latest}; nothing to do"
-    else:
-        new = current
-    number = 1 + max([int(p.name[1:]) for p in runs.glob("v[0-9]*") if p.is_dir()], default=0)
-    version = f"v{number:04d}"
+    seen = json.loads((runs / latest / SEEN).read_text(encoding="utf-8")) if latest else []
+    new = [p for p in current if p not in seen]
+    if latest is not None and not new:
+        return f"{runs}: no new partitions since {latest}; nothing to do"
+    version = f"v{len(versions) + 1:04d}"
     work = runs / f".work-{version}"
-    if work.exists() and checkpoint_path_exists(work):
-        summary = resume(work)
-    else:
-        shutil.rmtree(work, ignore_errors=True)
-        cfg = job.cfg
-        if latest is not None:
-            cfg.warm_start = str(runs / latest)
-        summary = fit(corpus.path, work, cfg)
-    write_json_atomic(work / SEEN, current)
+    summary = _fit_or_resume(job, corpus, current, work, runs / latest if latest else None)
+    job_json = json.loads((work / "job.json").read_text(encoding="utf-8"))
+    write_json_atomic(work / SEEN, job_json["partitions"])
     os.replace(work, runs / version)
     fsync_dir(runs)
     write_text_atomic(runs / "latest", version + "\n")
-    K = summary["K"] if summary else "?"
-    return (f"{runs}: published {version} (K={K}) from {len(current)} partitions, "
+    return (f"{runs}: published {version} (K={summary['K']}) from {len(current)} partitions, "
             f"{len(new)} new since {latest or 'the start'}")
 
 
-def checkpoint_path_exists(work: Path) -> bool:
-    from bnpmix.storage import RunDir
-
-    return checkpoint_path(RunDir(work)).exists() and (work / "job.json").exists()
+def _fit_or_resume(job, corpus: Corpus, current: list, work: Path, latest: Path | None) -> dict:
+    """The work directory's finished summary, its resumed run (same partitions), or a new fit
+    warm-started from the latest version."""
+    run = RunDir(work)
+    if run.summary_path.exists():  # finished, then killed before it was published
+        return run.load_summary()
+    if checkpoint_path(run).exists() and (work / "job.json").exists():
+        started = json.loads((work / "job.json").read_text(encoding="utf-8"))["partitions"]
+        if started == current:
+            return resume(work)
+    shutil.rmtree(work, ignore_errors=True)
+    cfg = job.cfg
+    if latest is not None:
+        cfg.warm_start = str(latest)
+    return fit(corpus.path, work, cfg)

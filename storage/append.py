@@ -34,8 +34,8 @@ def append_corpus(target: str | Path, staged: str | Path) -> int:
     added = []
     for j, info in enumerate(new.manifest.partitions):
         name = partition_name(start + j)
-        if (corpus.path / name).exists():
-            raise BnpmixError(f"{corpus.path / name}: exists but is not in the manifest")
+        # a file beyond the manifest is debris of an append killed before its manifest was
+        # written (the manifest is what defines the corpus): it is replaced
         os.replace(new.path / info.file, corpus.path / name)
         added.append(PartitionInfo(name, info.rows, info.bytes, info.sha256, info.nnz))
     fsync_dir(corpus.path)

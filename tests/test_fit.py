@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 from scipy.integrate import quad
 
 from bnpmix.pipeline.config import FitConfig
@@ -55,3 +56,50 @@ def test_heldout_predictive_is_a_density(tmp_path):
     total = sum(quad(density, a, b, limit=200)[0]
                 for a, b in [(-np.inf, -3), (-3, 4), (4, np.inf)])
     assert abs(total - 1.0) < 1e-6
+
+
+def test_warm_start_keeps_components_absent_from_the_first_batches(tmp_path):
+    """One cluster lives only in the last partition: a warm start must not lose it to the
+    partial S^0 of its first lap (suppl. Sec. 2.3)."""
+    rng = np.random.default_rng(4)
+    X = np.concatenate([rng.normal(-5, 1, (300, 2)), rng.normal(5, 1, (300, 2)),
+                        rng.normal((0, 9), 1, (200, 2))])
+    ingest_array(X, tmp_path / "c", partition_rows=200)  # partition 3 = the third cluster
+    first = fit(tmp_path / "c", tmp_path / "vb", FitConfig(algorithm="vb", K=3, laps=30))
+    cfg = FitConfig(laps=1, warm_start=str(tmp_path / "vb"))
+    warm = fit(tmp_path / "c", tmp_path / "warm", cfg)
+    np.testing.assert_allclose(sorted(warm["weights"]), sorted(first["weights"]), atol=0.01)
+    assert warm["elbo"] >= first["elbo"] - 1e-6 * abs(first["elbo"])
+
+
+def test_resume_refuses_a_corpus_that_changed(tmp_path):
+    import pickle
+
+    from bnpmix.pipeline.fit import resume
+    from bnpmix.storage import BnpmixError
+    from bnpmix.storage.append import append_corpus
+
+    corpus = clusters(tmp_path)
+    with pytest.raises(KeyboardInterrupt):  # stop the run after its first lap's checkpoint
+        fit(corpus, tmp_path / "run", FitConfig(K=2, laps=4),
+            on_visit=lambda lap, *_: (_ for _ in ()).throw(KeyboardInterrupt) if lap == 1 else 0)
+    assert pickle.loads((tmp_path / "run" / "checkpoint.pkl").read_bytes())["run"]["next_lap"] == 1
+    ingest_array(np.zeros((50, 2)), tmp_path / "more", partition_rows=50,
+                 columns={"label": np.zeros(50, dtype=int)})
+    append_corpus(corpus, tmp_path / "more")
+    with pytest.raises(BnpmixError, match="changed since"):
+        resume(tmp_path / "run")
+
+
+def test_fit_refuses_an_output_directory_that_is_not_its_own(tmp_path):
+    from bnpmix.storage import BnpmixError
+
+    corpus = clusters(tmp_path)
+    (tmp_path / "busy").mkdir()
+    (tmp_path / "busy" / "notes.txt").write_text("mine")
+    with pytest.raises(BnpmixError, match="not empty"):
+        fit(corpus, tmp_path / "busy", FitConfig(laps=1))
+    assert [p.name for p in (tmp_path / "busy").iterdir()] == ["notes.txt"]
+    fit(corpus, tmp_path / "run", FitConfig(laps=1))
+    with pytest.raises(BnpmixError, match="bnpmix resume"):
+        fit(corpus, tmp_path / "run", FitConfig(laps=1))

@@ -127,3 +127,25 @@ def test_profile_errors_name_the_field(tmp_path):
     bad.write_text("kind: local\ncluster: {n_workers: 2}\n")
     with pytest.raises(BnpmixError, match=r"timeouts\.connect"):
         load_profile(bad)
+
+
+def test_a_call_killed_before_moving_the_pointer_is_finished_by_the_next(tmp_path, job):
+    import shutil
+
+    models = tmp_path / "models"
+    assert bnpmix("schedule", "run", str(job)).returncode == 0
+    shutil.copytree(models / "v0001", models / "v0002")  # published, pointer not yet moved
+    res = bnpmix("schedule", "run", str(job))
+    assert res.returncode == 0 and "no new partitions since v0002" in res.stdout
+    assert (models / "latest").read_text().strip() == "v0002"
+
+
+def test_append_replaces_debris_of_a_killed_append(tmp_path):
+    assert bnpmix("ingest", str(write_npy(tmp_path / "a.npy", 200, 0)), str(tmp_path / "c"),
+                  "--partition-rows", "100").returncode == 0
+    (tmp_path / "c" / "part-00002.parquet").write_bytes(b"half a partition")  # not in manifest
+    res = bnpmix("ingest", str(write_npy(tmp_path / "b.npy", 100, 1)), str(tmp_path / "c"),
+                 "--partition-rows", "100", "--append")
+    assert res.returncode == 0, res.stderr
+    corpus = Corpus(tmp_path / "c")
+    assert corpus.n_partitions == 3 and len(corpus.read(2)) == 100
