@@ -44,11 +44,12 @@ def fresh_vb(X: Data, obs: ObsModel, alloc: StickBreaking, K: int, rng: np.rando
     after ``max_iter`` iterations or when the ELBO's relative change falls below ``tol``."""
     uids = np.arange(K)
     S = seeded_summary(X, obs, K, uids, rng)
+    model = DPMixture.from_summary(obs, alloc, S)
     old = -np.inf
     for _ in range(max_iter):
-        model = DPMixture.from_summary(obs, alloc, S)
         S = batch_step(X, obs, model.globals()).summary
-        elbo = DPMixture.from_summary(obs, alloc, S).elbo(S)
+        model = DPMixture.from_summary(obs, alloc, S)
+        elbo = model.elbo(S)
         if abs(elbo - old) <= tol * abs(elbo):
             break
         old = elbo

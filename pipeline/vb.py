@@ -38,7 +38,7 @@ def run_sovb(ctx: FitContext, model: DPMixture) -> tuple[DPMixture, Summary, lis
     this is the interpolation of lambda of Sec. 2.3. The ELBO is measured by a full pass per lap."""
     cfg = ctx.cfg
     n_total = ctx.corpus.n_items
-    S = None
+    S = S_eval = None
     t = 0
     trace = []
     for lap in range(cfg.laps):
@@ -52,4 +52,4 @@ def run_sovb(ctx: FitContext, model: DPMixture) -> tuple[DPMixture, Summary, lis
         S_eval = full_pass(ctx, model)
         trace.append(ctx.trace_row(lap + 1, -1, model.elbo(S_eval), model.K,
                                    effective_K=int(np.sum(0.01 * n_total < S_eval.N))))
-    return model, full_pass(ctx, model), trace
+    return model, S_eval, trace

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import gzip
-import io
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
@@ -21,11 +20,6 @@ def open_binary(path: Path) -> IO[bytes]:
         return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
     except OSError as exc:
         raise DataError(path, f"cannot open ({exc})") from None
-
-
-def open_text(path: Path) -> io.TextIOWrapper:
-    """UTF-8 text of a plain or gzipped file."""
-    return io.TextIOWrapper(open_binary(path), encoding="utf-8")
 
 
 @contextlib.contextmanager

@@ -52,8 +52,9 @@ class ObsModel(ABC):
         """Posterior-predictive log density log ∫ p(x_n | phi) q(phi_k) dphi: (n, K)."""
 
     @abstractmethod
-    def features(self, X: Data) -> np.ndarray:
-        """Dense vectors in which Euclidean distance separates components (k-means++ seeding)."""
+    def features(self, X: Data) -> Data:
+        """Vectors (dense, or CSR) in which Euclidean distance separates components (k-means++
+        seeding)."""
 
     @abstractmethod
     def prior(self) -> dict[str, Any]:

@@ -119,13 +119,14 @@ class Mult(ObsModel):
             out[:, k] += np.bincount(rows, weights=terms, minlength=Xc.shape[0])
         return out
 
-    def features(self, X: Data) -> np.ndarray:
+    def features(self, X: Data) -> sp.csr_matrix:
         """Hellinger embedding sqrt(x_d / n_d): Euclidean distance ∝ Hellinger distance between
-        empirical word distributions. Empty documents map to the zero vector."""
+        empirical word distributions. Empty documents map to the zero vector. Kept sparse: n x V
+        dense would be gigabytes for a news vocabulary."""
         Xc = as_csr(X)
         n_d = np.asarray(Xc.sum(1)).ravel()
         rows = np.repeat(np.arange(Xc.shape[0]), np.diff(Xc.indptr))
         denom = n_d[rows]
         Y = Xc.copy()
         Y.data = np.sqrt(Xc.data / np.where(denom > 0, denom, 1.0))
-        return Y.toarray()
+        return Y
