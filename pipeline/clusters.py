@@ -25,6 +25,8 @@ import yaml
 
 from bnpmix.storage import BnpmixError
 
+from .jobfile import read_config_file
+
 # the keys each kind's cluster class accepts (a subset of each library's documented arguments)
 CLUSTER_KEYS: dict[str, set[str]] = {
     "local": {"n_workers", "threads_per_worker", "processes", "memory_limit", "host",
@@ -59,12 +61,7 @@ class ClusterProfile:
 def load_profile(path: str | Path) -> ClusterProfile:
     """Read and validate a profile; errors name the file and the field."""
     path = Path(path)
-    try:
-        obj = yaml.safe_load(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BnpmixError(f"{path}: cannot read cluster profile ({exc})") from None
-    except yaml.YAMLError as exc:
-        raise BnpmixError(f"{path}: not valid YAML ({exc})") from None
+    obj = read_config_file(path, yaml.safe_load, yaml.YAMLError, "YAML cluster profile")
     if not isinstance(obj, dict):
         raise BnpmixError(f"{path}: a cluster profile is a mapping")
     unknown = set(obj) - {"kind", "cluster", "dask-config", "address", "scale"}

@@ -12,6 +12,7 @@ summary.json.
 from __future__ import annotations
 
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -34,15 +35,21 @@ class Job:
     schedule: dict[str, Any]
 
 
+def read_config_file(path: Path, parse: Callable[[str], Any],
+                     errors: type[Exception] | tuple[type[Exception], ...], what: str) -> Any:
+    """Parse a configuration file; unreadable or malformed files raise a BnpmixError naming it."""
+    try:
+        return parse(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise BnpmixError(f"{path}: cannot read {what} ({exc})") from None
+    except errors as exc:
+        raise BnpmixError(f"{path}: not a valid {what} ({exc})") from None
+
+
 def read_job(path: str | Path) -> dict[str, Any]:
     """The job file's keys (normalised to underscores), checked against the known ones."""
     path = Path(path)
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BnpmixError(f"{path}: cannot read job file ({exc})") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise BnpmixError(f"{path}: not valid TOML ({exc})") from None
+    raw = read_config_file(path, tomllib.loads, tomllib.TOMLDecodeError, "TOML job file")
     job = {k.replace("-", "_"): v for k, v in raw.items()}
     unknown = set(job) - FIT_KEYS - {"schedule"}
     if unknown:
