@@ -67,8 +67,8 @@ def main() -> int:
     print(f"toy patches N={args.n}, D=25 (8 true components); "
           f"ingest {time.perf_counter() - t:.1f} s")
 
-    # bnpmix first: scikit-learn's OpenMP threads keep spinning after its fit and would slow
-    # whatever runs next on a 2-core machine
+    # bnpmix first, so that its timing does not depend on the thread pools (OpenMP, a second
+    # OpenBLAS) that scikit-learn's fit leaves behind in this process
     ours = {}
     for obs in ("gauss", "zm-gauss"):
         cfg = FitConfig(algorithm="memo", obs=obs, K=1, laps=args.laps, moves=("birth", "merge"),
