@@ -16,6 +16,11 @@ def nbytes(X: Data) -> int:
     return int(X.nbytes)
 
 
+def stack_rows(blocks: list[Data]) -> Data:
+    """Row-wise concatenation of dense arrays or CSR matrices."""
+    return sp.vstack(blocks, format="csr") if sp.issparse(blocks[0]) else np.concatenate(blocks)
+
+
 class BatchSource:
     """Partition i of a corpus as a float64 matrix, read through an LRU PartitionCache."""
 
@@ -42,6 +47,6 @@ class BatchSource:
             have += X.shape[0]
             if have >= n:
                 break
-        X = sp.vstack(parts, format="csr") if sp.issparse(parts[0]) else np.concatenate(parts)
+        X = stack_rows(parts)
         take = np.sort(rng.choice(X.shape[0], size=min(n, X.shape[0]), replace=False))
         return X[take]

@@ -57,18 +57,20 @@ class PartitionCache:
             if size <= self.max_bytes and key not in self._items:
                 self._items[key] = batch
                 self._held += size
-                while self._held > self.max_bytes:
-                    _, old = self._items.popitem(last=False)
-                    self._held -= nbytes(old.X)
+                self._evict()
         return batch
+
+    def _evict(self) -> None:
+        """Drop least recently used partitions until the budget holds (lock held)."""
+        while self._held > self.max_bytes and self._items:
+            _, old = self._items.popitem(last=False)
+            self._held -= nbytes(old.X)
 
     def resize(self, max_bytes: int) -> None:
         """Change the budget, evicting the least recently used partitions beyond it."""
         with self._lock:
             self.max_bytes = max_bytes
-            while self._held > self.max_bytes and self._items:
-                _, old = self._items.popitem(last=False)
-                self._held -= nbytes(old.X)
+            self._evict()
 
 
 class Executor(ABC):

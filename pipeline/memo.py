@@ -24,7 +24,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import scipy.sparse as sp
 
 from bnpmix.algorithms.birth import choose_targets, create
 from bnpmix.algorithms.local import BatchResult, Globals, batch_step
@@ -34,6 +33,7 @@ from bnpmix.algorithms.obs.base import ObsModel
 from bnpmix.algorithms.summary import Insert, Move, Reorder, Summary
 from bnpmix.storage import Batch
 
+from .batches import stack_rows
 from .context import FitContext
 
 # called after every batch visit with (lap, batch, globals used, result): for tests and progress
@@ -154,10 +154,6 @@ class LapState:
     S_prime: Summary | None
     targets: tuple[int, ...]
     pos: int = 0
-
-
-def _stack(rows: list):
-    return sp.vstack(rows, format="csr") if sp.issparse(rows[0]) else np.concatenate(rows)
 
 
 class MemoRun:
@@ -305,7 +301,7 @@ class MemoRun:
         self.model = DPMixture.from_summary(ctx.obs, ctx.alloc, self.S0)
         for birth in self.births:
             if birth.n:
-                X = _stack(birth.rows)
+                X = stack_rows(birth.rows)
                 birth.S_new = create(X, ctx.obs, ctx.alloc, ctx.new_uids(ctx.cfg.birth.fresh_K),
                                      ctx.cfg.birth, ctx.rng.birth)
             birth.rows = []
