@@ -1,7 +1,8 @@
-"""Global parameters of a DP mixture and its exact ELBO from summaries (Eq. 8).
+"""A fitted mixture: q(weights) from an allocation model and q(phi_k) from an observation model.
 
-The ELBO is Σ_k [allocation terms + observation terms] + Σ_k H_k: everything comes from a
-Summary (N, statistics, entropies), so evaluating it costs O(K · stat), independent of N.
+Every engine's result is a Mixture(obs, alloc) over components with stable ids. Its exact ELBO
+comes from a Summary (N, statistics, entropies; Eq. 8) in O(K · stat), independent of N; its
+posterior predictive mixes the components' predictives with the mass left for new components.
 """
 
 from __future__ import annotations
@@ -11,56 +12,100 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.special import logsumexp
 
-from .allocation import StickBreaking
-from .local import Globals
-from .obs.base import Arrays, ObsModel
+from .alloc import Allocation, StickBreaking, alloc_from_params
+from .obs import obs_from_prior
+from .obs.base import Arrays, Data, ObsModel
 from .summary import Summary
+from .vb.local import Globals, hard_assignments
+
+KIND = "mixture"
 
 
 @dataclass
-class DPMixture:
-    """q(v) and q(phi) for components ``uids`` (nested truncation: q(z_n > K) = 0)."""
+class Mixture:
+    """q(weights) and q(phi) for components ``uids`` (nested truncation: q(z_n > K) = 0)."""
 
     obs: ObsModel
-    alloc: StickBreaking
+    alloc: Allocation
     uids: np.ndarray
     post: Arrays
-    a1: np.ndarray
-    a0: np.ndarray
+    alloc_post: Arrays
 
     @classmethod
-    def from_summary(cls, obs: ObsModel, alloc: StickBreaking, S: Summary) -> DPMixture:
+    def from_summary(cls, obs: ObsModel, alloc: Allocation, S: Summary) -> Mixture:
         """The global update of Eq. 10 from a full-data summary."""
-        a1, a0 = alloc.post(S.N)
-        return cls(obs, alloc, S.uids.copy(), obs.post(S.N, S.stats), a1, a0)
+        return cls(obs, alloc, S.uids.copy(), obs.post(S.N, S.stats), alloc.post(S.N))
 
     @property
     def K(self) -> int:
         return len(self.uids)
 
     def globals(self) -> Globals:
-        return Globals(self.uids, self.post, self.alloc.E_log_w(self.a1, self.a0))
+        """What a local step needs: ids, q(phi) and E[log w] (Eq. 9)."""
+        return Globals(self.uids, self.post, self.alloc.E_log_w(self.alloc_post))
 
     def elbo(self, S: Summary) -> float:
-        """Eq. 8 for this q(v), q(phi) and the q(z) summarised by S."""
+        """Eq. 8 for this q(w), q(phi) and the q(z) summarised by S."""
         if not np.array_equal(S.uids, self.uids):
             raise ValueError("summary and model have different components")
-        return (self.alloc.elbo(S.N, self.a1, self.a0)
+        return (self.alloc.elbo(S.N, self.alloc_post)
                 + self.obs.elbo(S.N, S.stats, self.post) + float(S.H.sum()))
 
     def weights(self) -> tuple[np.ndarray, float]:
         """E[w_k] of the active components and the expected mass beyond them."""
-        return self.alloc.E_w(self.a1, self.a0)
+        return self.alloc.E_w(self.alloc_post)
+
+    def log_joint_predictive(self, X: Data) -> np.ndarray:
+        """log E[w_k] + log p(x_n | q(phi_k)) for the K active components and, in a last column,
+        log E[w_rest] + log p(x_n | prior) for a new one (-inf when no mass is left): (n, K+1)."""
+        w, rest = self.weights()
+        logp = np.log(np.maximum(w, 1e-300)) + self.obs.predictive_logpdf(X, self.post)
+        new = (np.log(rest) + self.obs.predictive_logpdf(X, self.obs.prior_post(1))
+               if rest > 0 else np.full((X.shape[0], 1), -np.inf))
+        return np.concatenate([logp, new], axis=1)
+
+    def score_samples(self, X: Data) -> np.ndarray:
+        """Posterior predictive log p(x_n | fit) = log[Σ_k E[w_k] p(x_n | q(phi_k))
+        + E[w_rest] p(x_n | prior)], new components' mass included."""
+        return logsumexp(self.log_joint_predictive(X), axis=1)
+
+    def predict_proba(self, X: Data) -> np.ndarray:
+        """P(item n belongs to active component k | x_n) under the posterior predictive,
+        normalised over the K active components: (n, K)."""
+        logp = self.log_joint_predictive(X)[:, :-1]
+        return np.exp(logp - logsumexp(logp, axis=1, keepdims=True))
+
+    def assign(self, X: Data) -> tuple[np.ndarray, np.ndarray]:
+        """Hard assignments under q(z) (Eq. 9): component id of each item and its probability."""
+        return hard_assignments(X, self.obs, self.globals())
 
     def to_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Arrays (uids, a1, a0, post_*) and a JSON description (model, prior) for saving."""
-        arrays = {"uids": self.uids, "a1": self.a1, "a0": self.a0}
+        """Arrays (uids, alloc_*, post_*) and a JSON description (kind, models, priors)."""
+        arrays = {"uids": self.uids}
+        arrays.update({f"alloc_{k}": v for k, v in self.alloc_post.items()})
         arrays.update({f"post_{k}": v for k, v in self.post.items()})
-        meta = {"obs": self.obs.name, "prior": self.obs.prior(), "alpha0": self.alloc.alpha0}
+        meta = {"kind": KIND, "obs": self.obs.name, "prior": self.obs.prior(),
+                "alloc": {"name": self.alloc.name, "params": self.alloc.params()}}
         return arrays, json.loads(json.dumps(meta))
 
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any],
+                    obs: ObsModel | None = None) -> Mixture:
+        """The inverse of to_arrays (``obs`` given: reuse that model instead of rebuilding it).
+        Models saved before the allocation interface (no ``kind``) are DP mixtures."""
+        obs = obs if obs is not None else obs_from_prior(meta["obs"], meta["prior"])
+        post = {k.removeprefix("post_"): v for k, v in arrays.items() if k.startswith("post_")}
+        if "kind" not in meta:
+            return cls(obs, StickBreaking(meta["alpha0"]), arrays["uids"], post,
+                       {"a1": arrays["a1"], "a0": arrays["a0"]})
+        alloc = alloc_from_params(meta["alloc"]["name"], meta["alloc"]["params"])
+        alloc_post = {k.removeprefix("alloc_"): v for k, v in arrays.items()
+                      if k.startswith("alloc_")}
+        return cls(obs, alloc, arrays["uids"], post, alloc_post)
 
-def optimal_elbo(obs: ObsModel, alloc: StickBreaking, S: Summary) -> float:
+
+def optimal_elbo(obs: ObsModel, alloc: Allocation, S: Summary) -> float:
     """The ELBO after the global update from S: the criterion of merges and other moves."""
-    return DPMixture.from_summary(obs, alloc, S).elbo(S)
+    return Mixture.from_summary(obs, alloc, S).elbo(S)

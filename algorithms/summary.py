@@ -112,6 +112,26 @@ class Summary:
         hits = np.flatnonzero((self.pairs[:, 0] == lo) & (self.pairs[:, 1] == hi))
         return float(self.Hpair[hits[0]]) if len(hits) else None
 
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The summary as named arrays (for checkpoints and spill files; no pickle)."""
+        arrays = {"uids": self.uids, "N": self.N, "H": self.H, "n_items": np.array(self.n_items),
+                  "pairs": self.pairs, "Hpair": self.Hpair}
+        arrays.update({f"stat_{k}": v for k, v in self.stats.items()})
+        return arrays
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray]) -> Summary:
+        """The inverse of to_arrays."""
+        stats = {k.removeprefix("stat_"): np.asarray(v) for k, v in arrays.items()
+                 if k.startswith("stat_")}
+        return cls(np.asarray(arrays["uids"]), np.asarray(arrays["N"]), stats,
+                   np.asarray(arrays["H"]), int(arrays["n_items"]), np.asarray(arrays["pairs"]),
+                   np.asarray(arrays["Hpair"]))
+
+    def nbytes(self) -> int:
+        """Memory held by the summary's arrays."""
+        return int(sum(v.nbytes for v in self.to_arrays().values()))
+
     def apply(self, move: Move) -> Summary:
         """This summary with one logged move applied."""
         return move.apply(self)

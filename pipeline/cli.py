@@ -13,10 +13,11 @@ from pathlib import Path
 
 import numpy as np
 
-from bnpmix.pipeline.config import ALGORITHMS, OBS_NAMES, SOVB_SCHEDULES, FitConfig
-from bnpmix.pipeline.fit import evaluate, fit, resume
-from bnpmix.pipeline.jobfile import FIT_KEYS, read_job, resolve
-from bnpmix.pipeline.progress import Progress
+from bnpmix.pipeline.config import Option, options
+from bnpmix.pipeline.evaluate import evaluate
+from bnpmix.pipeline.fit import fit, job_config, resume
+from bnpmix.pipeline.jobfile import load_job
+from bnpmix.pipeline.runtime.progress import Progress
 from bnpmix.pipeline.schedule import scheduled_run
 from bnpmix.storage import (
     DEFAULT_PARTITION_ROWS,
@@ -119,15 +120,14 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
-    file_keys = read_job(args.config) if args.config else {}
-    flags = {k: getattr(args, k, None) for k in FIT_KEYS if k not in ("corpus", "out")}
-    flags["corpus"], flags["out"] = args.corpus_dir, args.out
-    job = resolve(file_keys, flags, args.config or "flags")
+    flags = {o.name: getattr(args, o.name) for o in options() if o.name != "corpus"}
+    flags["corpus"] = args.corpus_dir
+    job = load_job(args.config, flags)
     if job.corpus is None or job.out is None:
         raise UsageError("fit needs a corpus and --out (on the command line or in --config)")
     progress = Progress()
     try:
-        summary = fit(job.corpus, job.out, job.cfg, progress=progress)
+        summary = fit(job.corpus, job.out, job.config, progress=progress)
     finally:
         progress.close()
     print(format_fit(summary, job.out))
@@ -175,8 +175,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         ingest_array(X, corpus, partition_rows=max(1, args.n // 20), columns={"label": labels})
         print(f"demo: {args.n} synthetic 5x5 patches from 8 zero-mean edge components, "
               f"20 partitions; memoized VB with births and merges from K = 1")
-        cfg = FitConfig(algorithm="memo", obs="zm-gauss", K=1, laps=args.laps,
-                        moves=("birth", "merge"), seed=args.seed)
+        cfg = job_config(algorithm="memo", obs="zm-gauss", K=1, laps=args.laps,
+                         moves=("birth", "merge"), seed=args.seed)
         summary = fit(corpus, run, cfg)
         print(format_fit(summary, "(temporary)"))
         scores = evaluate(run, corpus, "label")
@@ -239,34 +239,10 @@ def build_parser() -> argparse.ArgumentParser:
                        description="Options may also come from --config job.toml (same names); "
                        "flags override the file.")
     p.add_argument("corpus_dir", nargs="?", help="corpus directory (or `corpus` in the job file)")
-    p.add_argument("--out", help="run directory to write (or `out` in the job file)")
     p.add_argument("--config", metavar="JOB.toml", help="job file with any of these options")
-    p.add_argument("--algorithm", choices=ALGORITHMS,
-                   help="memo (memoized online VB; default), vb (full-data VB), sovb (stochastic)")
-    p.add_argument("--obs", choices=OBS_NAMES,
-                   help="observation model (default: gauss for dense, mult for bag-of-words)")
-    p.add_argument("--K", type=_positive_int, help="initial number of components (default 1)")
-    p.add_argument("--laps", type=_positive_int, help="passes through the data (default 20)")
-    p.add_argument("--moves", help="comma-separated: birth,merge (memo only; default none)")
-    p.add_argument("--seed", type=int, help="random seed (default 0)")
-    p.add_argument("--alpha0", type=float, help="DP concentration (default 1)")
-    p.add_argument("--births-per-lap", type=_positive_int, help="default 1")
-    p.add_argument("--sovb-schedule", choices=sorted(SOVB_SCHEDULES),
-                   help="sovb learning rate (t+d)^-kappa: a (0.5, 10; default), b (0.5, 100), "
-                   "c (0.9, 10)")
-    p.add_argument("--warm-start", metavar="RUN_DIR", help="start from a previous run's model")
-    p.add_argument("--scheduler", help="threads (default), synchronous, or tcp://HOST:PORT of a "
-                   "Dask scheduler")
-    p.add_argument("--cluster", metavar="PROFILE.yaml",
-                   help="start or reach a Dask cluster from a profile in cluster-configs/")
-    p.add_argument("--threads", type=_positive_int, help="local threads (default 2)")
-    p.add_argument("--wave", type=_positive_int,
-                   help="batches computed in parallel against the same globals (default 1)")
-    p.add_argument("--cache-bytes", type=int, metavar="BYTES",
-                   help="partitions kept in memory per worker (or locally) across laps "
-                   "(default 2 GiB)")
-    p.add_argument("--checkpoint-every", type=int, metavar="M",
-                   help="also checkpoint every M batch visits (default: after each lap only)")
+    for row in options():
+        if row.name != "corpus":
+            add_option(p, row)
     p.set_defaults(func=cmd_fit)
 
     p = sub.add_parser("resume", help="continue a killed run from its last checkpoint")
@@ -291,6 +267,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo)
     return parser
+
+
+def add_option(parser: argparse.ArgumentParser, row: Option) -> None:
+    """One row of the option table as a flag (default None: not given, so a job file's value or
+    the engine's default applies)."""
+
+    def parse(text: str):
+        try:
+            return row.parse(text)
+        except (TypeError, ValueError) as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    where = f"; {', '.join(row.engines)}" if row.engines else ""
+    default = "" if row.default is None or row.default == {} else f" (default {row.default}"
+    parser.add_argument(row.flag, dest=row.name, type=parse, choices=row.choices,
+                        metavar=None if row.choices else row.name.upper(),
+                        help=row.help + (f"{default}{where})" if default else (
+                            f" ({where[2:]})" if where else "")))
 
 
 def _positive_int(text: str) -> int:

@@ -1,73 +1,296 @@
-"""The configuration of a fit: one dataclass, saved resolved in summary.json."""
+"""The configuration of a fit: run, model and engine options, and the one table that drives them.
+
+Each option is a field of a frozen dataclass — ``RunConfig`` (where and how the run executes),
+``ModelConfig`` (observation model, its prior, the allocation prior) or an engine's own
+``Config`` (registered with the engine) — with its help text in the field's metadata. The table
+(``options()``) is derived from those fields: it builds the ``bnpmix fit`` flags, checks and
+parses job-file keys, and ``JobConfig.to_dict()`` is what job.json and summary.json record.
+Nested engine settings flatten with their field's name as a prefix (``birth.tau`` is
+``birth_tau``, flag ``--birth-tau``). Configurations are resolved once (defaults < job file <
+flags) and never mutated afterwards.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import json
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from bnpmix.algorithms.birth import BirthConfig
-from bnpmix.algorithms.merge import MergeConfig
+from bnpmix.algorithms.alloc import ALLOCATIONS
+from bnpmix.storage import BnpmixError
 
-ALGORITHMS = ("memo", "vb", "sovb")
+from .runtime.engine import ENGINES, engine_class, engine_names
+
 OBS_NAMES = ("gauss", "zm-gauss", "diag-gauss", "mult")
-MOVES = ("birth", "merge")
-# learning-rate schedules rho_t = (t + delay)^-kappa of Hughes & Sudderth (2013), Sec. 4
-SOVB_SCHEDULES = {"a": (0.5, 10.0), "b": (0.5, 100.0), "c": (0.9, 10.0)}
+SCHEDULERS = "threads (default), synchronous, or tcp://HOST:PORT of a Dask scheduler"
 
 
-@dataclass
-class FitConfig:
-    """Everything that determines a fit; with the same corpus and seed, the same result."""
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+        raise ValueError(f"expected an integer, not {value!r}")
+    return int(value)
 
-    algorithm: str = "memo"
-    obs: str | None = None  # default: gauss for dense corpora, mult for bag-of-words
-    K: int = 1
-    laps: int = 20
-    moves: tuple[str, ...] = ()
-    seed: int = 0
-    alpha0: float = 1.0
-    prior: dict[str, Any] = field(default_factory=dict)
-    init_sample: int = 10_000
-    warm_start: str | None = None
-    sovb_kappa: float = 0.5
-    sovb_delay: float = 10.0
-    birth: BirthConfig = field(default_factory=BirthConfig)
-    merge: MergeConfig = field(default_factory=MergeConfig)
-    cache_bytes: int = 2 << 30
-    summary_bytes: int = 1 << 30
-    scheduler: str = "threads"  # threads | synchronous | tcp://HOST:PORT
-    cluster: str | None = None  # cluster-configs/NAME.yaml
-    threads: int = 2
-    wave: int = 1
-    checkpoint_every: int = 0  # batch visits between mid-lap checkpoints (0: after laps only)
+
+def _float(value: Any) -> float:
+    if isinstance(value, bool):
+        raise ValueError(f"expected a number, not {value!r}")
+    return float(value)
+
+
+def _str(value: Any) -> str:
+    if not isinstance(value, str):
+        raise ValueError(f"expected a string, not {value!r}")
+    return value
+
+
+def names(value: Any) -> tuple[str, ...]:
+    """A list of names: a TOML/JSON list or a comma-separated string."""
+    if isinstance(value, str):
+        return tuple(v for v in (p.strip() for p in value.split(",")) if v)
+    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise ValueError(f"expected a list of names, not {value!r}")
+
+
+def table(value: Any) -> dict[str, Any]:
+    """A table of parameters: a TOML table, or a JSON object on the command line."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"expected a JSON object ({exc})") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"expected a table, not {value!r}")
+    return dict(value)
+
+
+PARSERS: dict[type, Callable[[Any], Any]] = {int: _int, float: _float, str: _str}
+
+
+def opt(default: Any, help: str, *, parse: Callable[[Any], Any] | None = None,
+        choices: tuple[str, ...] | Callable[[], list[str]] | None = None,
+        factory: Callable[[], Any] | None = None) -> Any:
+    """A configuration field with its help text, parser and choices (the table's row)."""
+    meta = {"help": help, "parse": parse, "choices": choices}
+    if factory is not None:
+        return field(default_factory=factory, metadata=meta)
+    return field(default=default, metadata=meta)
+
+
+def _check_positive(cfg: Any, *names_: str) -> None:
+    for name in names_:
+        if getattr(cfg, name) < 1:
+            raise ValueError(f"{name} must be a positive integer, not {getattr(cfg, name)}")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Where the run reads and writes, how it executes, and how it checkpoints."""
+
+    corpus: str | None = opt(None, "corpus directory", parse=_str)
+    out: str | None = opt(None, "run directory to write", parse=_str)
+    seed: int = opt(0, "random seed")
+    scheduler: str = opt("threads", SCHEDULERS)
+    cluster: str | None = opt(None, "start or reach a Dask cluster from a profile in "
+                              "cluster-configs/ (PROFILE.yaml)", parse=_str)
+    threads: int = opt(2, "local threads")
+    wave: int = opt(1, "batches computed in parallel against the same globals")
+    cache_bytes: int = opt(2 << 30, "bytes of partitions kept in memory per worker (or "
+                           "locally) across laps")
+    summary_bytes: int = opt(1 << 30, "bytes of per-partition state the driver keeps in "
+                             "memory before spilling it to disk")
+    checkpoint_every: int = opt(0, "also checkpoint every M batch visits (0: after each lap)")
+    warm_start: str | None = opt(None, "start from a previous run's model (RUN_DIR)", parse=_str)
 
     def __post_init__(self) -> None:
-        if self.algorithm not in ALGORITHMS:
-            raise ValueError(f"algorithm must be one of {ALGORITHMS}, not {self.algorithm!r}")
-        if self.obs is not None and self.obs not in OBS_NAMES:
-            raise ValueError(f"obs must be one of {OBS_NAMES}, not {self.obs!r}")
-        self.moves = tuple(self.moves)
-        bad = set(self.moves) - set(MOVES)
-        if bad:
-            raise ValueError(f"unknown moves {sorted(bad)}; choose from {MOVES}")
-        if self.moves and self.algorithm != "memo":
-            raise ValueError("births and merges need --algorithm memo")
-        if self.K < 1 or self.laps < 1 or self.wave < 1 or self.threads < 1:
-            raise ValueError("K, laps, wave and threads must be positive")
+        _check_positive(self, "threads", "wave")
+        if self.checkpoint_every < 0 or self.cache_bytes < 0 or self.summary_bytes < 0:
+            raise ValueError("checkpoint_every, cache_bytes and summary_bytes must be >= 0")
         if not (self.scheduler in ("threads", "synchronous")
                 or self.scheduler.startswith("tcp://")):
             raise ValueError(f"scheduler must be threads, synchronous or tcp://HOST:PORT, "
                              f"not {self.scheduler!r}")
 
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """The observation model and its prior, and the allocation prior."""
+
+    obs: str | None = opt(None, "observation model (default: gauss for dense corpora, mult for "
+                          "bag-of-words)", parse=_str, choices=OBS_NAMES)
+    prior: dict[str, Any] = opt(None, "observation prior parameters, keyed by the model's "
+                                "names (mult: lam0; gauss: m0, kappa0, nu0, B0, scale; ...); a "
+                                "[prior] table in a job file, a JSON object on the command line",
+                                parse=table, factory=dict)
+    alloc: str = opt("dp", "allocation prior over the mixture weights",
+                     choices=lambda: sorted(ALLOCATIONS))
+    alpha0: float = opt(1.0, "DP concentration")
+    init_sample: int = opt(10_000, "items sampled to scale the default prior and seed K > 1")
+
+    def __post_init__(self) -> None:
+        if self.obs is not None and self.obs not in OBS_NAMES:
+            raise ValueError(f"obs must be one of {OBS_NAMES}, not {self.obs!r}")
+        if self.alloc not in ALLOCATIONS:
+            raise ValueError(f"alloc must be one of {sorted(ALLOCATIONS)}, not {self.alloc!r}")
+        if not self.alpha0 > 0:
+            raise ValueError(f"alpha0 must be positive, not {self.alpha0}")
+        _check_positive(self, "init_sample")
+
+
+SECTIONS: dict[str, type] = {"run": RunConfig, "model": ModelConfig}
+
+
+@dataclass(frozen=True)
+class Option:
+    """One row of the table: a job-file key, a ``--flag`` and a field of a config dataclass."""
+
+    name: str
+    section: str  # job (the algorithm) | run | model | engine
+    path: tuple[str, ...]  # field path inside the section's dataclass
+    parse: Callable[[Any], Any]
+    default: Any
+    help: str
+    choices: tuple[str, ...] | None
+    engines: tuple[str, ...] = ()  # engine options: the engines that take it
+
+    @property
+    def flag(self) -> str:
+        return "--" + self.name.replace("_", "-")
+
+
+def _default(f: dataclasses.Field) -> Any:
+    if f.default is not dataclasses.MISSING:
+        return f.default
+    return f.default_factory() if f.default_factory is not dataclasses.MISSING else None
+
+
+def _rows(cls: type, section: str, prefix: tuple[str, ...] = ()) -> list[Option]:
+    """Table rows of a config dataclass, nested dataclasses flattened with a name prefix."""
+    rows = []
+    for f in dataclasses.fields(cls):
+        default = _default(f)
+        if dataclasses.is_dataclass(default):
+            rows += _rows(type(default), section, (*prefix, f.name))
+            continue
+        meta = f.metadata
+        choices = meta.get("choices")
+        choices = tuple(choices()) if callable(choices) else choices
+        parse = meta.get("parse") or PARSERS.get(type(default))
+        if parse is None:
+            raise TypeError(f"{cls.__name__}.{f.name}: give the field a parser (opt(parse=...))")
+        rows.append(Option("_".join((*prefix, f.name)), section, (*prefix, f.name), parse,
+                           default, meta.get("help", ""), choices))
+    return rows
+
+
+def options() -> list[Option]:
+    """The whole table: run and model options, then every registered engine's options (an
+    option several engines share, e.g. ``laps``, is one row naming all of them)."""
+    algorithm = Option("algorithm", "job", ("algorithm",), _str, "memo",
+                       "the engine: " + "; ".join(f"{n}: {ENGINES[n].summary}"
+                                                  for n in engine_names()),
+                       tuple(engine_names()))
+    rows = [algorithm, *(r for section, cls in SECTIONS.items() for r in _rows(cls, section))]
+    engine_rows: dict[str, Option] = {}
+    for name in engine_names():
+        for r in _rows(ENGINES[name].Config, "engine"):
+            seen = engine_rows.get(r.name)
+            engine_rows[r.name] = dataclasses.replace(
+                seen or r, engines=(*(seen.engines if seen else ()), name))
+    clash = {r.name for r in rows} & set(engine_rows)
+    if clash:
+        raise TypeError(f"engine options {sorted(clash)} clash with run or model options")
+    return rows + list(engine_rows.values())
+
+
+@dataclass(frozen=True)
+class JobConfig:
+    """The resolved configuration of one fit."""
+
+    algorithm: str = "memo"
+    run: RunConfig = field(default_factory=RunConfig)
+    model: ModelConfig = field(default_factory=ModelConfig)
+    engine: Any = None  # the engine's Config; None: its defaults
+
+    def __post_init__(self) -> None:
+        cls = engine_class(self.algorithm).Config
+        if self.engine is None:
+            object.__setattr__(self, "engine", cls())
+        elif not isinstance(self.engine, cls):
+            raise ValueError(f"{self.algorithm} takes a {cls.__name__}, "
+                             f"not a {type(self.engine).__name__}")
+
     def to_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
+        return {"algorithm": self.algorithm, "run": dataclasses.asdict(self.run),
+                "model": dataclasses.asdict(self.model),
+                "engine": dataclasses.asdict(self.engine)}
 
     @classmethod
-    def from_dict(cls, d: dict[str, Any]) -> FitConfig:
-        """The inverse of to_dict (nested birth and merge settings included)."""
-        d = dict(d)
-        d["birth"] = BirthConfig(**d.get("birth", {}))
-        d["merge"] = MergeConfig(**d.get("merge", {}))
-        d["moves"] = tuple(d.get("moves", ()))
-        return cls(**d)
+    def from_dict(cls, d: dict[str, Any]) -> JobConfig:
+        """The inverse of to_dict (what job.json holds)."""
+        config = engine_class(d["algorithm"]).Config
+        return cls(d["algorithm"], RunConfig(**d["run"]), ModelConfig(**d["model"]),
+                   _build(config, d["engine"]))
+
+    def replace(self, **changes: Any) -> JobConfig:
+        """A copy with some run or model fields changed (``run_out=...``, ``model_obs=...``)."""
+        run = {k[4:]: v for k, v in changes.items() if k.startswith("run_")}
+        model = {k[6:]: v for k, v in changes.items() if k.startswith("model_")}
+        if len(run) + len(model) != len(changes):
+            raise TypeError(f"replace takes run_* and model_* fields, not {sorted(changes)}")
+        return dataclasses.replace(self, run=dataclasses.replace(self.run, **run),
+                                   model=dataclasses.replace(self.model, **model))
+
+
+def _build(cls: type, values: dict[str, Any]) -> Any:
+    """A config dataclass from a (possibly nested) dict, nested dataclasses rebuilt."""
+    kwargs = {}
+    for f in dataclasses.fields(cls):
+        if f.name not in values:
+            continue
+        default = _default(f)
+        value = values[f.name]
+        if dataclasses.is_dataclass(default) and isinstance(value, dict):
+            value = _build(type(default), value)
+        elif isinstance(value, list):
+            value = tuple(value)
+        kwargs[f.name] = value
+    return cls(**kwargs)
+
+
+def resolve(values: dict[str, Any], source: str) -> JobConfig:
+    """The configuration from flat option values (defaults < job file < flags, already merged;
+    keys as in the table). Unknown keys, options of another engine and bad values are errors
+    naming ``source`` (the job file, or "flags") and the key."""
+    algorithm = values.get("algorithm", "memo")
+    if not isinstance(algorithm, str) or algorithm not in engine_names():
+        raise BnpmixError(f"{source}: algorithm: unknown {algorithm!r}; choose from "
+                          f"{engine_names()}")
+    table_ = {o.name: o for o in options()}
+    nested: dict[str, dict[str, Any]] = {"run": {}, "model": {}, "engine": {}}
+    for key, value in values.items():
+        if key == "algorithm":
+            continue
+        if key not in table_:
+            raise BnpmixError(f"{source}: unknown option {key!r}")
+        row = table_[key]
+        if row.section == "engine" and algorithm not in row.engines:
+            raise BnpmixError(f"{source}: option {key!r} does not apply to --algorithm "
+                              f"{algorithm} (it is an option of {', '.join(row.engines)})")
+        try:
+            parsed = row.parse(value)
+        except (TypeError, ValueError) as exc:
+            raise BnpmixError(f"{source}: {key}: {exc}") from None
+        if row.choices is not None and parsed not in row.choices:
+            raise BnpmixError(f"{source}: {key}: {parsed!r} is not one of {list(row.choices)}")
+        target = nested[row.section]
+        for part in row.path[:-1]:
+            target = target.setdefault(part, {})
+        target[row.path[-1]] = parsed
+    try:
+        return JobConfig(algorithm, RunConfig(**nested["run"]), ModelConfig(**nested["model"]),
+                         _build(engine_class(algorithm).Config, nested["engine"]))
+    except (TypeError, ValueError) as exc:
+        raise BnpmixError(f"{source}: {exc}") from None

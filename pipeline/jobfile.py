@@ -1,12 +1,12 @@
 """Job files (`bnpmix fit --config job.toml`, `bnpmix schedule run job.toml`).
 
-A job file takes every `bnpmix fit` option as a top-level key (hyphens or underscores):
-``corpus``, ``out``, ``algorithm``, ``obs``, ``K``, ``laps``, ``moves`` (list or "birth,merge"),
-``seed``, ``alpha0``, ``births_per_lap``, ``sovb_schedule``, ``warm_start``, ``scheduler``,
-``cluster``, ``threads``, ``wave``, ``checkpoint_every``, ``cache_bytes``; and, for scheduled
-runs, a ``[schedule]`` table with ``runs`` (the directory of published model versions). Flags
-given on the command line override the file; the resolved configuration is saved in the run's
-summary.json.
+A job file takes every option of the table in pipeline/config.py as a top-level key (hyphens or
+underscores): run options (``corpus``, ``out``, ``seed``, ``scheduler``, ...), model options
+(``obs``, ``alpha0``, and the observation prior as a ``[prior]`` table keyed by the model's
+parameter names), and the chosen engine's options (``laps``, ``moves``, ``birth_tau``, ...); for
+scheduled runs, a ``[schedule]`` table with ``runs`` (the directory of published model
+versions). Unknown keys are errors naming the file and the key. Flags given on the command line
+override the file; the resolved configuration is saved in the run's job.json and summary.json.
 """
 
 from __future__ import annotations
@@ -17,22 +17,26 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bnpmix.algorithms.birth import BirthConfig
 from bnpmix.storage import BnpmixError
 
-from .config import SOVB_SCHEDULES, FitConfig
+from .config import JobConfig, options, resolve
 
-FIT_KEYS = {"corpus", "out", "algorithm", "obs", "K", "laps", "moves", "seed", "alpha0",
-            "births_per_lap", "sovb_schedule", "warm_start", "scheduler", "cluster", "threads",
-            "wave", "checkpoint_every", "cache_bytes"}
+PATH_KEYS = ("corpus", "out", "warm_start", "cluster")  # relative to the job file's folder
+SCHEDULE_KEYS = ("runs",)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Job:
-    corpus: str | None
-    out: str | None
-    cfg: FitConfig
+    config: JobConfig
     schedule: dict[str, Any]
+
+    @property
+    def corpus(self) -> str | None:
+        return self.config.run.corpus
+
+    @property
+    def out(self) -> str | None:
+        return self.config.run.out
 
 
 def read_config_file(path: Path, parse: Callable[[str], Any],
@@ -46,38 +50,31 @@ def read_config_file(path: Path, parse: Callable[[str], Any],
         raise BnpmixError(f"{path}: not a valid {what} ({exc})") from None
 
 
-def read_job(path: str | Path) -> dict[str, Any]:
-    """The job file's keys (normalised to underscores), checked against the known ones."""
+def read_job(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The job file's option values (keys with underscores, paths made absolute) and its
+    ``[schedule]`` table."""
     path = Path(path)
     raw = read_config_file(path, tomllib.loads, tomllib.TOMLDecodeError, "TOML job file")
-    job = {k.replace("-", "_"): v for k, v in raw.items()}
-    unknown = set(job) - FIT_KEYS - {"schedule"}
-    if unknown:
-        raise BnpmixError(f"{path}: unknown keys {sorted(unknown)} (known: {sorted(FIT_KEYS)})")
-    if "cluster" in job and not Path(job["cluster"]).is_absolute():
-        job["cluster"] = str(path.parent / job["cluster"])
-    for key in ("corpus", "out", "warm_start"):
-        if key in job and not Path(job[key]).is_absolute():
-            job[key] = str((path.parent / job[key]).resolve())
-    return job
+    values = {k.replace("-", "_"): v for k, v in raw.items()}
+    schedule = values.pop("schedule", {})
+    known = {o.name for o in options()}
+    for key in values:
+        if key not in known:
+            raise BnpmixError(f"{path}: unknown key {key!r} (see `bnpmix fit --help` for the "
+                              "options; [schedule] and [prior] are tables)")
+    if not isinstance(schedule, dict) or set(schedule) - set(SCHEDULE_KEYS):
+        raise BnpmixError(f"{path}: [schedule] takes only {list(SCHEDULE_KEYS)}")
+    for key in PATH_KEYS:
+        if isinstance(values.get(key), str) and not Path(values[key]).is_absolute():
+            values[key] = str((path.parent / values[key]).resolve())
+    if isinstance(schedule.get("runs"), str) and not Path(schedule["runs"]).is_absolute():
+        schedule["runs"] = str((path.parent / schedule["runs"]).resolve())
+    return values, schedule
 
 
-def resolve(file_keys: dict[str, Any], flags: dict[str, Any], source: str = "flags") -> Job:
+def load_job(path: str | Path | None, flags: dict[str, Any]) -> Job:
     """Defaults < job file < flags (flags whose value is None were not given)."""
-    merged = {**file_keys, **{k: v for k, v in flags.items() if v is not None}}
-    moves = merged.get("moves", ())
-    if isinstance(moves, str):
-        moves = tuple(m for m in moves.split(",") if m)
-    schedule = merged.get("sovb_schedule", "a")
-    if schedule not in SOVB_SCHEDULES:
-        raise BnpmixError(f"{source}: sovb_schedule must be one of {sorted(SOVB_SCHEDULES)}")
-    kappa, delay = SOVB_SCHEDULES[schedule]
-    fields = {k: merged[k] for k in ("algorithm", "obs", "K", "laps", "seed", "alpha0",
-                                     "warm_start", "scheduler", "cluster", "threads", "wave",
-                                     "checkpoint_every", "cache_bytes") if k in merged}
-    try:
-        cfg = FitConfig(**fields, moves=tuple(moves), sovb_kappa=kappa, sovb_delay=delay,
-                        birth=BirthConfig(per_lap=int(merged.get("births_per_lap", 1))))
-    except (TypeError, ValueError) as exc:
-        raise BnpmixError(f"{source}: {exc}") from None
-    return Job(merged.get("corpus"), merged.get("out"), cfg, dict(merged.get("schedule", {})))
+    values, schedule = read_job(path) if path else ({}, {})
+    merged = {**values, **{k: v for k, v in flags.items() if v is not None}}
+    source = f"{path} (with the flags given)" if path and flags else str(path or "flags")
+    return Job(resolve(merged, source), schedule)

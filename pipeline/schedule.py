@@ -30,9 +30,9 @@ from pathlib import Path
 from bnpmix.storage import BnpmixError, Corpus, RunDir
 from bnpmix.storage.atomic import fsync_dir, write_json_atomic, write_text_atomic
 
-from .checkpoint import checkpoint_path
 from .fit import fit, partitions_of, resume
-from .jobfile import read_job, resolve
+from .jobfile import Job, load_job
+from .runtime import checkpoint
 
 SEEN = "partitions.json"
 
@@ -44,7 +44,7 @@ def latest_version(runs: Path) -> str | None:
 
 def scheduled_run(job_path: str | Path) -> str:
     """One scheduled call; returns the line to print."""
-    job = resolve(read_job(job_path), {}, str(job_path))
+    job = load_job(job_path, {})
     runs_dir = job.schedule.get("runs") or job.out
     if job.corpus is None or runs_dir is None:
         raise BnpmixError(f"{job_path}: a scheduled job needs `corpus` and `[schedule] runs`")
@@ -64,7 +64,7 @@ def _versions(runs: Path) -> list[str]:
     return sorted(p.name for p in runs.glob("v[0-9][0-9][0-9][0-9]") if p.is_dir())
 
 
-def _locked_run(job, runs: Path) -> str:
+def _locked_run(job: Job, runs: Path) -> str:
     corpus = Corpus(job.corpus)
     current = partitions_of(corpus)
     versions = _versions(runs)
@@ -88,18 +88,17 @@ def _locked_run(job, runs: Path) -> str:
             f"{len(new)} new since {latest or 'the start'}")
 
 
-def _fit_or_resume(job, corpus: Corpus, current: list, work: Path, latest: Path | None) -> dict:
+def _fit_or_resume(job: Job, corpus: Corpus, current: list, work: Path,
+                   latest: Path | None) -> dict:
     """The work directory's finished summary, its resumed run (same partitions), or a new fit
     warm-started from the latest version."""
     run = RunDir(work)
     if run.summary_path.exists():  # finished, then killed before it was published
         return run.load_summary()
-    if checkpoint_path(run).exists() and (work / "job.json").exists():
+    if checkpoint.exists(run) and (work / "job.json").exists():
         started = json.loads((work / "job.json").read_text(encoding="utf-8"))["partitions"]
         if started == current:
             return resume(work)
     shutil.rmtree(work, ignore_errors=True)
-    cfg = job.cfg
-    if latest is not None:
-        cfg.warm_start = str(latest)
-    return fit(corpus.path, work, cfg)
+    config = job.config if latest is None else job.config.replace(run_warm_start=str(latest))
+    return fit(corpus.path, work, config)

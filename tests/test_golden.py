@@ -17,8 +17,7 @@ import numpy as np
 import pytest
 
 from bnpmix.datasets import bag_of_words_topics, gaussian_clusters, toy_patches
-from bnpmix.pipeline.config import FitConfig
-from bnpmix.pipeline.fit import fit
+from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.storage import RunDir, ingest_array, ingest_docword
 from helpers import write_docword
 
@@ -27,21 +26,23 @@ BM = ("birth", "merge")
 
 # name -> (data set, partitions, fit options)
 CASES: dict[str, tuple[str, int, dict]] = {
-    "patches-memo-bm": ("patches", 12, dict(algorithm="memo", obs="zm-gauss", K=1, laps=8,
-                                            moves=BM, seed=0)),
-    "patches-memo-wave2": ("patches", 12, dict(algorithm="memo", obs="zm-gauss", K=4, laps=4,
-                                               seed=1, wave=2)),
-    "patches-vb": ("patches", 12, dict(algorithm="vb", obs="zm-gauss", K=6, laps=6, seed=0)),
-    "patches-sovb": ("patches", 12, dict(algorithm="sovb", obs="zm-gauss", K=6, laps=3, seed=0,
-                                         sovb_kappa=0.5, sovb_delay=100.0)),
-    "gauss-memo-bm": ("gauss", 8, dict(algorithm="memo", obs="gauss", K=1, laps=8, moves=BM,
-                                       seed=2)),
-    "gauss-vb": ("gauss", 8, dict(algorithm="vb", obs="gauss", K=8, laps=5, seed=0)),
-    "diag-memo-merge": ("gauss", 8, dict(algorithm="memo", obs="diag-gauss", K=10, laps=5,
-                                         moves=("merge",), seed=0)),
-    "topics-memo-bm": ("topics", 6, dict(algorithm="memo", obs="mult", K=1, laps=8, moves=BM,
-                                         seed=0)),
-    "topics-sovb": ("topics", 6, dict(algorithm="sovb", obs="mult", K=6, laps=3, seed=3)),
+    "patches-memo-bm": ("patches", 12, {"algorithm": "memo", "obs": "zm-gauss", "K": 1,
+                                        "laps": 8, "moves": BM, "seed": 0}),
+    "patches-memo-wave2": ("patches", 12, {"algorithm": "memo", "obs": "zm-gauss", "K": 4,
+                                           "laps": 4, "seed": 1, "wave": 2}),
+    "patches-vb": ("patches", 12, {"algorithm": "vb", "obs": "zm-gauss", "K": 6, "laps": 6,
+                                   "seed": 0}),
+    "patches-sovb": ("patches", 12, {"algorithm": "sovb", "obs": "zm-gauss", "K": 6, "laps": 3,
+                                     "seed": 0, "sovb_kappa": 0.5, "sovb_delay": 100.0}),
+    "gauss-memo-bm": ("gauss", 8, {"algorithm": "memo", "obs": "gauss", "K": 1, "laps": 8,
+                                   "moves": BM, "seed": 2}),
+    "gauss-vb": ("gauss", 8, {"algorithm": "vb", "obs": "gauss", "K": 8, "laps": 5, "seed": 0}),
+    "diag-memo-merge": ("gauss", 8, {"algorithm": "memo", "obs": "diag-gauss", "K": 10,
+                                     "laps": 5, "moves": ("merge",), "seed": 0}),
+    "topics-memo-bm": ("topics", 6, {"algorithm": "memo", "obs": "mult", "K": 1, "laps": 8,
+                                     "moves": BM, "seed": 0}),
+    "topics-sovb": ("topics", 6, {"algorithm": "sovb", "obs": "mult", "K": 6, "laps": 3,
+                                  "seed": 3}),
 }
 
 
@@ -66,7 +67,7 @@ def make_corpus(data: str, partitions: int, root: Path) -> Path:
 def run_case(name: str, root: Path) -> dict[str, np.ndarray]:
     data, partitions, options = CASES[name]
     corpus = make_corpus(data, partitions, root)
-    summary = fit(corpus, root / f"run-{name}", FitConfig(**options))
+    summary = fit(corpus, root / f"run-{name}", job_config(**options))
     run = RunDir(root / f"run-{name}")
     trace = run.load_trace().drop(columns=["seconds"])
     assigned = run.load_assignments()

@@ -14,6 +14,14 @@ from bnpmix.storage import (
 
 __version__ = "0.1.0"
 
+
+def load(run_dir: str) -> object:
+    """The fitted model of a finished run directory, whatever engine produced it: ``weights_``,
+    ``means_``, ``predict``, ``predict_proba``, ``score_samples`` (bnpmix.pipeline.evaluate)."""
+    from bnpmix.pipeline.evaluate import load as load_run
+
+    return load_run(run_dir)
+
 __all__ = [
     "BnpmixError",
     "Corpus",
@@ -25,4 +33,5 @@ __all__ = [
     "ingest_docword",
     "ingest_npy",
     "ingest_text",
+    "load",
 ]

@@ -3,29 +3,32 @@ new components by a fresh DP-mixture VB run on the collected data, adopt them ov
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .allocation import StickBreaking
+from ..alloc import Allocation
+from ..mixture import Mixture
+from ..obs.base import Data, ObsModel
+from ..summary import Summary
 from .init import seeded_summary
 from .local import batch_step
-from .mixture import DPMixture
-from .obs.base import Data, ObsModel
-from .summary import Summary
 
 
 @dataclass(frozen=True)
 class BirthConfig:
     """Supplement Sec. 2 settings: tau (Eq. 23), N' (collection cap), K', I', prune fraction."""
 
-    per_lap: int = 1
-    tau: float = 0.1
-    max_collect: int = 10_000
-    fresh_K: int = 10
-    max_iter: int = 100
-    prune_fraction: float = 1 / 20
-    tol: float = 1e-6
+    per_lap: int = field(default=1, metadata={"help": "birth targets per lap"})
+    tau: float = field(default=0.1, metadata={
+        "help": "collect an item for a target when its responsibility exceeds this (Eq. 23)"})
+    max_collect: int = field(default=10_000, metadata={"help": "items collected per birth (N')"})
+    fresh_K: int = field(default=10, metadata={"help": "components of a birth's fresh VB run"})
+    max_iter: int = field(default=100, metadata={"help": "iterations of a birth's fresh VB"})
+    prune_fraction: float = field(default=1 / 20, metadata={
+        "help": "keep new components with at least this fraction of the collected items"})
+    tol: float = field(default=1e-6, metadata={
+        "help": "relative ELBO change that stops a birth's fresh VB"})
 
 
 def choose_targets(uids: np.ndarray, N: np.ndarray, laps_since: np.ndarray, n: int,
@@ -38,17 +41,17 @@ def choose_targets(uids: np.ndarray, N: np.ndarray, laps_since: np.ndarray, n: i
     return [int(u) for u in rng.choice(uids, size=n, replace=False, p=w / w.sum())]
 
 
-def fresh_vb(X: Data, obs: ObsModel, alloc: StickBreaking, K: int, rng: np.random.Generator,
+def fresh_vb(X: Data, obs: ObsModel, alloc: Allocation, K: int, rng: np.random.Generator,
              max_iter: int, tol: float) -> Summary:
     """Full-data VB for a K-component DP mixture on X (Sec. 2.2), from k-means++ seeds; stops
     after ``max_iter`` iterations or when the ELBO's relative change falls below ``tol``."""
     uids = np.arange(K)
     S = seeded_summary(X, obs, K, uids, rng)
-    model = DPMixture.from_summary(obs, alloc, S)
+    model = Mixture.from_summary(obs, alloc, S)
     old = -np.inf
     for _ in range(max_iter):
         S = batch_step(X, obs, model.globals()).summary
-        model = DPMixture.from_summary(obs, alloc, S)
+        model = Mixture.from_summary(obs, alloc, S)
         elbo = model.elbo(S)
         if abs(elbo - old) <= tol * abs(elbo):
             break
@@ -56,7 +59,7 @@ def fresh_vb(X: Data, obs: ObsModel, alloc: StickBreaking, K: int, rng: np.rando
     return S
 
 
-def create(X: Data, obs: ObsModel, alloc: StickBreaking, new_uids: np.ndarray,
+def create(X: Data, obs: ObsModel, alloc: Allocation, new_uids: np.ndarray,
            cfg: BirthConfig, rng: np.random.Generator) -> Summary | None:
     """Creation: fresh VB on the targeted data, prune components with N_j < ε N', and return the
     kept components' summary S' under ``new_uids`` — or None when J' <= 1 (abort)."""

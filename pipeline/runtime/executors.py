@@ -3,7 +3,9 @@
 ``executor.map(fn, indices, *shared)`` applies ``fn(batch, *shared)`` to each partition in
 ``indices`` and returns the results in the order of ``indices`` (never in completion order), so
 local and distributed runs reduce identically. ``shared`` (the global parameters, the lap's merge
-pairs, ...) is shipped once per call, not once per task.
+pairs, ...) is shipped once per call, not once per task. With ``payloads=[p_1, ...]`` (one per
+index: a partition's own state from the driver's store, its random seed) the call is
+``fn(batch, p_i, *shared)``: a payload travels with its partition's task only.
 
 - ``LocalExecutor``: in this process, ``threads`` (a thread pool) or ``synchronous``.
 - ``DaskExecutor``: a ``distributed.Client``. Each worker reads its partitions itself (pyarrow)
@@ -15,62 +17,19 @@ pairs, ...) is shipped once per call, not once per task.
 
 from __future__ import annotations
 
-import threading
+import contextlib
 import uuid
 from abc import ABC, abstractmethod
-from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from bnpmix.storage import Batch, BnpmixError, Corpus
+from bnpmix.storage import BnpmixError, Corpus
 
-from .batches import nbytes
+from .data import PartitionCache
 
 BatchFn = Callable[..., Any]
-
-
-class PartitionCache:
-    """Partitions of one or more corpora kept in memory, least recently used evicted first."""
-
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
-        self._items: OrderedDict[tuple[str, int, str], Batch] = OrderedDict()
-        self._held = 0
-        self._lock = threading.Lock()
-        self._corpora: dict[str, Corpus] = {}
-
-    def get(self, corpus_path: str, index: int) -> Batch:
-        with self._lock:
-            corpus = self._corpora.get(corpus_path)
-            if corpus is None or index >= corpus.n_partitions:  # new, or grown by --append
-                corpus = self._corpora[corpus_path] = Corpus(corpus_path)
-            key = (corpus_path, index, corpus.manifest.partitions[index].sha256)
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        batch = corpus.read(index)
-        batch.X = batch.X.astype("float64", copy=False)
-        size = nbytes(batch.X)
-        with self._lock:
-            if size <= self.max_bytes and key not in self._items:
-                self._items[key] = batch
-                self._held += size
-                self._evict()
-        return batch
-
-    def _evict(self) -> None:
-        """Drop least recently used partitions until the budget holds (lock held)."""
-        while self._held > self.max_bytes and self._items:
-            _, old = self._items.popitem(last=False)
-            self._held -= nbytes(old.X)
-
-    def resize(self, max_bytes: int) -> None:
-        """Change the budget, evicting the least recently used partitions beyond it."""
-        with self._lock:
-            self.max_bytes = max_bytes
-            self._evict()
 
 
 class Executor(ABC):
@@ -79,7 +38,8 @@ class Executor(ABC):
     corpus_path: str
 
     @abstractmethod
-    def map(self, fn: BatchFn, indices: Sequence[int], *shared: Any) -> list[Any]:
+    def map(self, fn: BatchFn, indices: Sequence[int], *shared: Any,
+            payloads: Sequence[Any] | None = None) -> list[Any]:
         """Results of fn on partitions ``indices``, in that order."""
 
     def close(self) -> None:
@@ -102,13 +62,17 @@ class LocalExecutor(Executor):
         self.cache = PartitionCache(cache_bytes)
         self._pool = ThreadPoolExecutor(workers) if mode == "threads" else None
 
-    def map(self, fn: BatchFn, indices: Sequence[int], *shared: Any) -> list[Any]:
-        def one(i: int) -> Any:
-            return fn(self.cache.get(self.corpus_path, i), *shared)
+    def map(self, fn: BatchFn, indices: Sequence[int], *shared: Any,
+            payloads: Sequence[Any] | None = None) -> list[Any]:
+        tasks = _tasks(indices, payloads)
 
-        if self._pool is None or len(indices) == 1:
-            return [one(i) for i in indices]
-        return list(self._pool.map(one, indices))
+        def one(task: tuple[int, tuple]) -> Any:
+            i, own = task
+            return fn(self.cache.get(self.corpus_path, i), *own, *shared)
+
+        if self._pool is None or len(tasks) == 1:
+            return [one(t) for t in tasks]
+        return list(self._pool.map(one, tasks))
 
     def close(self) -> None:
         if self._pool is not None:
@@ -135,9 +99,18 @@ def _identity(x: Any) -> Any:
     return x
 
 
-def _on_worker(corpus_path: str, index: int, cache_bytes: int, fn: BatchFn,
+def _tasks(indices: Sequence[int], payloads: Sequence[Any] | None) -> list[tuple[int, tuple]]:
+    """(partition, its own leading arguments): (payload,) when payloads are given, else ()."""
+    if payloads is None:
+        return [(int(i), ()) for i in indices]
+    if len(payloads) != len(indices):
+        raise ValueError(f"{len(payloads)} payloads for {len(indices)} partitions")
+    return [(int(i), (p,)) for i, p in zip(indices, payloads, strict=True)]
+
+
+def _on_worker(corpus_path: str, index: int, cache_bytes: int, fn: BatchFn, own: tuple,
                shared: tuple) -> Any:
-    return fn(_worker_cache(cache_bytes).get(corpus_path, index), *shared)
+    return fn(_worker_cache(cache_bytes).get(corpus_path, index), *own, *shared)
 
 
 class DaskExecutor(Executor):
@@ -150,17 +123,19 @@ class DaskExecutor(Executor):
         self.cache_bytes = cache_bytes
         self.retries = retries
 
-    def map(self, fn: BatchFn, indices: Sequence[int], *shared: Any) -> list[Any]:
+    def map(self, fn: BatchFn, indices: Sequence[int], *shared: Any,
+            payloads: Sequence[Any] | None = None) -> list[Any]:
+        tasks = _tasks(indices, payloads)
         # one task: the shared arguments ride in its spec (one round trip, still recomputable);
         # several: they travel once, as the result of a task the others depend on
         wave = uuid.uuid4().hex
         shared_arg = (shared if len(indices) == 1
                       else self.client.submit(_identity, shared, pure=False, key=f"shared-{wave}"))
         futures = [
-            self.client.submit(_on_worker, self.corpus_path, int(i), self.cache_bytes, fn,
+            self.client.submit(_on_worker, self.corpus_path, i, self.cache_bytes, fn, own,
                                shared_arg, pure=False, retries=self.retries,
-                               key=f"bnpmix-partition-{int(i)}-{wave}")
-            for i in indices
+                               key=f"bnpmix-partition-{i}-{wave}")
+            for i, own in tasks
         ]
         try:
             return [self._result(i, f) for i, f in zip(indices, futures, strict=True)]
@@ -181,3 +156,21 @@ class DaskExecutor(Executor):
         info = self.client.scheduler_info()
         return (f"dask at {self.client.scheduler.address} ({len(info.get('workers', {}))} "
                 f"workers; dashboard {self.client.dashboard_link})")
+
+
+@contextlib.contextmanager
+def open_executor(corpus: Corpus, scheduler: str = "threads", cluster: str | None = None,
+                  threads: int = 2, cache_bytes: int = 2 << 30) -> Iterator[Executor]:
+    """The executor a run names: local threads / synchronous, or a Dask cluster reached by
+    address or started from a profile."""
+    if cluster is None and not scheduler.startswith("tcp://"):
+        ex = LocalExecutor(corpus.path, scheduler, threads, cache_bytes)
+        try:
+            yield ex
+        finally:
+            ex.close()
+        return
+    from bnpmix.pipeline.clusters import open_client
+
+    with open_client(scheduler, cluster) as client:
+        yield DaskExecutor(client, corpus.path, cache_bytes)

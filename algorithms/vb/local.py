@@ -12,8 +12,8 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp, xlogy
 
-from .obs.base import Arrays, Data, ObsModel
-from .summary import Summary
+from ..obs.base import Arrays, Data, ObsModel
+from ..summary import Summary
 
 PAIR_BLOCK = 256  # pairs per block when computing merge entropies (bounds memory at n x 256)
 

@@ -1,4 +1,4 @@
-"""A one-line progress display on a terminal (lap, batch, K, ELBO); silent otherwise."""
+"""A one-line progress display on a terminal (the engine's status line); silent otherwise."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import sys
 import time
 from typing import TextIO
 
-from .memo import MemoRun
+from .engine import Engine
 
 
 class Progress:
@@ -18,15 +18,12 @@ class Progress:
         self.interval = interval
         self._last = 0.0
 
-    def __call__(self, run: MemoRun) -> None:
+    def __call__(self, engine: Engine) -> None:
         now = time.monotonic()
-        if not self.enabled or now - self._last < self.interval or not run.trace:
+        if not self.enabled or now - self._last < self.interval or not engine.trace:
             return
         self._last = now
-        st, row = run.lap_state, run.trace[-1]
-        where = f"batch {st.pos}/{len(st.order)}" if st is not None else "lap end"
-        self.stream.write(f"\r\x1b[Klap {int(row['lap'] - 1e-9) + 1}/{run.ctx.cfg.laps} "
-                          f"{where}  K={row['K']}  ELBO={row['elbo']:.6g}")
+        self.stream.write(f"\r\x1b[K{engine.status()}")
         self.stream.flush()
 
     def close(self) -> None:

@@ -2,23 +2,25 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
-from .allocation import StickBreaking
-from .mixture import optimal_elbo
-from .obs.base import ObsModel
-from .summary import Merge, Summary
+from ..alloc import Allocation
+from ..mixture import optimal_elbo
+from ..obs.base import ObsModel
+from ..summary import Merge, Summary
 
 
 @dataclass(frozen=True)
 class MergeConfig:
     """Pairs to plan per lap (all pairs up to ``max_pairs``) and merge attempts per lap."""
 
-    max_pairs: int = 5000
-    partners: int = 10
-    max_attempts: int = 50
+    max_pairs: int = field(default=5000, metadata={
+        "help": "plan all pairs up to this many, else each component's best partners"})
+    partners: int = field(default=10, metadata={"help": "partners planned per component "
+                                                        "beyond max_pairs (Eq. 12 score)"})
+    max_attempts: int = field(default=50, metadata={"help": "merges tried per lap"})
 
 
 def merge_scores(obs: ObsModel, S: Summary, pairs: np.ndarray) -> np.ndarray:
@@ -53,7 +55,7 @@ def _sorted(pairs: np.ndarray) -> np.ndarray:
     return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
 
 
-def merge_round(obs: ObsModel, alloc: StickBreaking, S: Summary, rng: np.random.Generator,
+def merge_round(obs: ObsModel, alloc: Allocation, S: Summary, rng: np.random.Generator,
                 cfg: MergeConfig) -> tuple[Summary, list[Merge], float]:
     """Several merges after a lap: k_a uniformly among components with untried pairs, k_b with
     probability ∝ exp(Eq. 12 score); accept only if the exact full-data ELBO rises. A component

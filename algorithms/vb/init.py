@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import scipy.sparse as sp
 
+from ..obs.base import Data, ObsModel
+from ..summary import Summary
 from .local import summarize
-from .obs.base import Data, ObsModel
-from .summary import Summary
 
 
 def sq_distances(F: Data, C: np.ndarray) -> np.ndarray:

@@ -1,0 +1,87 @@
+"""What the variational engines (memo, vb, sovb) share: the partition visit, a full pass, the
+initial model, and the checkpoint codecs of their models and summaries."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+
+import numpy as np
+
+from bnpmix.algorithms.mixture import Mixture
+from bnpmix.algorithms.obs.base import ObsModel
+from bnpmix.algorithms.summary import Summary
+from bnpmix.algorithms.vb.init import seeded_summary
+from bnpmix.algorithms.vb.local import BatchResult, Globals, batch_step
+from bnpmix.storage import Batch, BnpmixError
+from bnpmix.storage.arrays import ArrayFile
+
+from ..runtime.context import FitContext
+from ..runtime.models import read_model
+
+Items = Iterator[tuple[str, np.ndarray]]
+
+
+def visit(batch: Batch, obs: ObsModel, g: Globals, pairs: np.ndarray | None = None,
+          targets: tuple[int, ...] = (), tau: float = 0.1) -> BatchResult:
+    """One partition visit, as run by an executor (in a thread or on a Dask worker)."""
+    return batch_step(batch.X, obs, g, pairs, targets, tau)
+
+
+def full_pass(ctx: FitContext, model: Mixture) -> Summary:
+    """Local steps on every batch under the same globals; their sum, in partition order."""
+    results = ctx.executor.map(visit, range(ctx.corpus.n_partitions), ctx.obs, model.globals())
+    total = Summary.zeros(model.uids, ctx.obs.stat_shapes())
+    for res in results:
+        total = total + res.summary
+    return total
+
+
+def initial_model(ctx: FitContext, K: int) -> Mixture:
+    """K = 1; K k-means++ seeds from a sample; or a previous run's model (warm start), whose
+    component ids the new ones continue after."""
+    if ctx.warm_start:
+        model = read_model(ctx.warm_start)
+        if model.obs.name != ctx.obs.name:
+            raise BnpmixError(f"{ctx.warm_start}: warm start from a {model.obs.name} model into "
+                              f"{ctx.obs.name}")
+        try:
+            model.obs.check_data(ctx.source.sample(10, ctx.rng.init))
+        except ValueError as exc:
+            raise BnpmixError(f"{ctx.warm_start}: its model does not fit {ctx.corpus.path}: "
+                              f"{exc}") from None
+        ctx.obs = model.obs
+        ctx.next_uid = int(model.uids.max()) + 1 if model.K else 0
+        return model
+    if K == 1:
+        S = Summary.zeros(ctx.new_uids(1), ctx.obs.stat_shapes())
+    else:
+        sample = ctx.source.sample(ctx.init_sample, ctx.rng.init)
+        S = seeded_summary(sample, ctx.obs, K, ctx.new_uids(K), ctx.rng.init)
+    return Mixture.from_summary(ctx.obs, ctx.alloc, S)
+
+
+def summary_items(prefix: str, S: Summary | None) -> Items:
+    if S is not None:
+        for k, v in S.to_arrays().items():
+            yield f"{prefix}/{k}", v
+
+
+def summary_from(arrays: ArrayFile, prefix: str) -> Summary | None:
+    group = arrays.group(prefix)
+    return Summary.from_arrays(group) if group else None
+
+
+def model_items(prefix: str, model: Mixture) -> Items:
+    """The model's arrays, and its description as a JSON byte array under ``meta``."""
+    arrays, meta = model.to_arrays()
+    yield f"{prefix}/meta", np.frombuffer(json.dumps(meta).encode("utf-8"), np.uint8)
+    for k, v in arrays.items():
+        yield f"{prefix}/{k}", v
+
+
+def model_from(arrays: ArrayFile, prefix: str, ctx: FitContext) -> Mixture:
+    """A checkpointed model, over the context's (restored) observation model."""
+    group = arrays.group(prefix)
+    meta = json.loads(group.pop("meta").tobytes().decode("utf-8"))
+    return Mixture.from_arrays(group, meta, obs=ctx.obs)

@@ -1,0 +1,74 @@
+"""``bnpmix.load(RUN_DIR)``: a fitted model with scikit-learn-style accessors, whatever engine
+produced it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from bnpmix.algorithms.mixture import Mixture
+from bnpmix.algorithms.obs.base import Data
+
+from ..runtime.models import read_model
+
+
+class FittedModel:
+    """A fitted mixture read from a run directory.
+
+    Attributes
+    ----------
+    weights_ : (K,) expected weights E[w_k] of the active components.
+    weight_new_ : expected mass left for components not yet seen.
+    means_ : (K, D) posterior-mean component parameters (mean vectors for Gaussians, expected
+        word distributions for multinomials).
+    component_ids_ : (K,) the stable component ids used in the run's assignments.
+    n_components_ : number of active components.
+    """
+
+    def __init__(self, model: Mixture, run_dir: str | Path | None = None) -> None:
+        self.model = model
+        self.run_dir = None if run_dir is None else Path(run_dir)
+        self.weights_, self.weight_new_ = model.weights()
+        self.means_ = model.obs.means(model.post)
+        self.component_ids_ = model.uids
+        self.n_components_ = model.K
+
+    def _data(self, X: Any) -> Data:
+        import scipy.sparse as sp
+
+        X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.asarray(X, np.float64)
+        if X.ndim != 2:
+            raise ValueError(f"expected a 2-d array of items, got shape {X.shape}")
+        try:
+            self.model.obs.check_data(X)
+        except ValueError as exc:
+            raise ValueError(f"X does not fit this {self.model.obs.name} model: {exc}") from None
+        return X
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Posterior-predictive log density of each item, new components' mass included."""
+        return self.model.score_samples(self._data(X))
+
+    def score(self, X: Any) -> float:
+        """Mean posterior-predictive log density per item."""
+        return float(np.mean(self.score_samples(X)))
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """(n, K) probabilities over the active components (columns in ``component_ids_``
+        order) under the posterior predictive."""
+        return self.model.predict_proba(self._data(X))
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Index (0..K-1, as in ``weights_``) of each item's most probable active component."""
+        return self.model.log_joint_predictive(self._data(X))[:, :-1].argmax(axis=1)
+
+    def __repr__(self) -> str:
+        return (f"FittedModel({self.model.obs.name}, K={self.n_components_}"
+                f"{'' if self.run_dir is None else f', {self.run_dir}'})")
+
+
+def load(run_dir: str | Path) -> FittedModel:
+    """The fitted model of a finished run directory."""
+    return FittedModel(read_model(str(run_dir)), run_dir)

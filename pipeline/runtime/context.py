@@ -1,0 +1,112 @@
+"""What every engine starts from: the corpus and its executor, the models (priors scaled to a
+sample of the data), the seeded random streams, the component-id counter and the clock."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from bnpmix.algorithms.alloc import Allocation, alloc_from_params
+from bnpmix.algorithms.obs import ObsModel, obs_class
+from bnpmix.storage import BnpmixError, Corpus
+
+from .data import BatchSource
+from .executors import Executor
+
+STREAMS = ("init", "order", "birth", "merge")
+PARTITION_STREAM = 7  # first spawn-key word of per-partition streams (the run streams use 0-3)
+
+
+@dataclass
+class Streams:
+    """Independent random streams, so that e.g. the batch order does not depend on births."""
+
+    init: np.random.Generator
+    order: np.random.Generator
+    birth: np.random.Generator
+    merge: np.random.Generator
+
+    @classmethod
+    def from_seed(cls, seed: int) -> Streams:
+        return cls(*(np.random.default_rng(s) for s in np.random.SeedSequence(seed).spawn(4)))
+
+    def states(self) -> dict[str, Any]:
+        """The bit generators' states (JSON-able dicts)."""
+        return {name: getattr(self, name).bit_generator.state for name in STREAMS}
+
+    def set_states(self, states: dict[str, Any]) -> None:
+        for name in STREAMS:
+            getattr(self, name).bit_generator.state = states[name]
+
+
+def partition_seed(seed: int, partition: int, pass_: int) -> np.random.SeedSequence:
+    """The seed of partition ``partition``'s stream in pass ``pass_``: a function of (seed,
+    partition, pass) only, so a result never depends on which worker ran what."""
+    return np.random.SeedSequence(seed, spawn_key=(PARTITION_STREAM, partition, pass_))
+
+
+@dataclass
+class FitContext:
+    corpus: Corpus
+    seed: int
+    executor: Executor
+    source: BatchSource
+    obs: ObsModel
+    alloc: Allocation
+    rng: Streams
+    init_sample: int = 10_000
+    wave: int = 1
+    summary_bytes: int = 1 << 30
+    warm_start: str | None = None
+    started: float = field(default_factory=time.perf_counter)
+    next_uid: int = 0
+
+    def new_uids(self, n: int) -> np.ndarray:
+        uids = np.arange(self.next_uid, self.next_uid + n, dtype=np.int64)
+        self.next_uid += n
+        return uids
+
+    def elapsed(self) -> float:
+        return time.perf_counter() - self.started
+
+    def trace_row(self, lap: float, batch: int, elbo: float, K: int, **extra: Any) -> dict:
+        return {"lap": lap, "batch": batch, "elbo": elbo, "K": K,
+                "seconds": round(self.elapsed(), 6), **extra}
+
+    def partition_rng(self, partition: int, pass_: int) -> np.random.Generator:
+        return np.random.default_rng(partition_seed(self.seed, partition, pass_))
+
+
+def default_obs_name(corpus: Corpus) -> str:
+    return "mult" if corpus.kind == "bow" else "gauss"
+
+
+def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> FitContext:
+    """Models with priors scaled to a sample of the data (overridable through ``model.prior``);
+    ``run`` and ``model`` are the resolved RunConfig and ModelConfig."""
+    obs_name = model.obs or default_obs_name(corpus)
+    if (obs_name == "mult") != (corpus.kind == "bow"):
+        raise BnpmixError(f"{corpus.path}: observation model {obs_name!r} does not fit a "
+                          f"{corpus.kind} corpus")
+    source = BatchSource(corpus, run.cache_bytes)
+    sample = source.sample(model.init_sample, np.random.default_rng(run.seed))
+    try:
+        obs = obs_class(obs_name).default(sample, **model.prior)
+    except TypeError as exc:
+        raise BnpmixError(f"prior: {exc} (the {obs_name} model's prior parameters are "
+                          f"{prior_keys(obs_name)})") from None
+    alloc = alloc_from_params(model.alloc, {"alpha0": model.alpha0})
+    return FitContext(corpus, run.seed, executor, source, obs, alloc, Streams.from_seed(run.seed),
+                      model.init_sample, run.wave, run.summary_bytes, run.warm_start)
+
+
+def prior_keys(obs_name: str) -> list[str]:
+    """The names a ``[prior]`` table may set for an observation model: its default()'s
+    keyword parameters (the prior's own parameters, plus ``scale``)."""
+    import inspect
+
+    params = inspect.signature(obs_class(obs_name).default).parameters
+    return [n for n, p in params.items() if n != "X" and p.kind is p.KEYWORD_OR_POSITIONAL]

@@ -1,0 +1,125 @@
+"""The engine contract: what the runtime (fit, resume, progress, checkpoints, the scheduled run)
+needs of an inference algorithm, and the registry that maps ``--algorithm`` names to engines.
+
+An engine steps an explicit state. The runtime owns everything around it: it builds the
+FitContext, calls ``start()`` (or ``restore()`` from a checkpoint), calls ``step()`` until
+``done``, shows ``status()``, writes checkpoints from ``state()`` when a step ends a lap (and
+every M visits when asked), keeps ``trace`` (rows with at least lap, batch, elbo, K, seconds),
+and finally writes ``result()`` — a fitted model and the objective — into the run directory.
+
+To add an engine: subclass Engine with a frozen ``Config`` dataclass (its fields become
+``bnpmix fit`` flags and job-file keys, see pipeline/config.py) and decorate it with
+``@register``. It must not need anything else in pipeline/.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from bnpmix.algorithms.mixture import Mixture
+from bnpmix.storage.arrays import ArrayFile
+
+from .context import FitContext
+
+State = tuple[dict[str, Any], Iterator[tuple[str, np.ndarray]]]
+
+
+@dataclass(frozen=True)
+class Step:
+    """What one step did: partition visits made, and whether it ended a lap (a pass, a sweep)."""
+
+    visits: int = 0
+    lap_end: bool = False
+
+
+@dataclass
+class Fitted:
+    """An engine's result: the fitted model and its objective values (e.g. ``{"elbo": ...}``;
+    the runtime adds each one per item)."""
+
+    model: Mixture
+    objective: dict[str, float] = field(default_factory=dict)
+
+
+class Engine(ABC):
+    """One inference algorithm behind the runtime. Subclasses set ``name`` and ``Config``."""
+
+    name: ClassVar[str]
+    Config: ClassVar[type]
+    summary: ClassVar[str] = ""  # one line for --help
+
+    def __init__(self, ctx: FitContext, cfg: Any) -> None:
+        self.ctx = ctx
+        self.cfg = cfg
+        self.trace: list[dict[str, Any]] = []
+
+    @abstractmethod
+    def start(self) -> None:
+        """Set up the initial state from the context (initial model, warm start, ...)."""
+
+    @abstractmethod
+    def step(self) -> Step:
+        """Advance by one unit of work (a wave of visits, a lap end, a pass, a sweep)."""
+
+    @property
+    @abstractmethod
+    def done(self) -> bool:
+        """True when there is nothing left to do."""
+
+    @abstractmethod
+    def state(self) -> State:
+        """The state for a checkpoint: JSON-able meta and (name, array) pairs, produced lazily so
+        that large per-partition state streams to disk."""
+
+    @abstractmethod
+    def restore(self, meta: dict[str, Any], arrays: ArrayFile) -> None:
+        """Put a checkpointed state back (the context's streams and counters are restored by
+        the runtime)."""
+
+    @abstractmethod
+    def result(self) -> Fitted:
+        """The fitted model and objective (called once ``done``)."""
+
+    def status(self) -> str:
+        """One line for the progress display."""
+        row = self.trace[-1] if self.trace else {}
+        return f"K={row.get('K', '?')}  ELBO={row.get('elbo', float('nan')):.6g}"
+
+    def close(self) -> None:
+        """Release what the engine holds (spill directories)."""
+        return None
+
+
+ENGINES: dict[str, type[Engine]] = {}
+
+
+def register(cls: type[Engine]) -> type[Engine]:
+    """Class decorator: make an engine available as ``--algorithm cls.name``."""
+    if not isinstance(getattr(cls, "name", None), str) or not cls.name:
+        raise TypeError(f"{cls.__name__} needs a class attribute `name`")
+    existing = ENGINES.get(cls.name)
+    if existing is not None and existing is not cls:
+        raise ValueError(f"an engine called {cls.name!r} is already registered "
+                         f"({existing.__module__}.{existing.__qualname__})")
+    ENGINES[cls.name] = cls
+    return cls
+
+
+def engine_class(name: str) -> type[Engine]:
+    """The engine registered as ``name`` (the built-in ones are loaded on first use)."""
+    import bnpmix.pipeline.engines  # noqa: F401  (registers memo, vb, sovb)
+
+    if name not in ENGINES:
+        raise ValueError(f"unknown algorithm {name!r}; choose from {sorted(ENGINES)}")
+    return ENGINES[name]
+
+
+def engine_names() -> list[str]:
+    import bnpmix.pipeline.engines  # noqa: F401
+
+    return sorted(ENGINES)

@@ -1,0 +1,34 @@
+"""Fitted models in run directories, by kind: ``model.npz`` (arrays) + ``model.json`` (what
+they mean, with a ``kind``). Reading dispatches on the kind, never on an engine's name."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from bnpmix.algorithms.mixture import KIND, Mixture
+from bnpmix.storage import BnpmixError, RunDir
+
+# kind -> reader(arrays, meta); models saved before kinds existed are DP mixtures
+READERS: dict[str, Callable[[dict[str, np.ndarray], dict[str, Any]], Any]] = {
+    KIND: Mixture.from_arrays,
+}
+
+
+def write_model(run: RunDir, model: Mixture) -> None:
+    arrays, meta = model.to_arrays()
+    run.write_model(arrays, meta)
+
+
+def read_model(run_dir: str) -> Mixture:
+    """The fitted model saved in a run directory, whatever engine produced it."""
+    arrays, meta = RunDir(run_dir).load_model()
+    kind = meta.get("kind", KIND)
+    if kind not in READERS:
+        raise BnpmixError(f"{run_dir}: model of unknown kind {kind!r} (known: {sorted(READERS)})")
+    try:
+        return READERS[kind](arrays, meta)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BnpmixError(f"{run_dir}: model unreadable ({type(exc).__name__}: {exc})") from None

@@ -1,0 +1,122 @@
+"""The driver's per-partition state store: the authoritative copy of each partition's state.
+
+Memo keeps each batch's Summary here; EP will keep its per-item sites. Values are stored with the
+length of the store's move log at the time; a value read back has the moves logged since replayed
+on it (a memo birth inserts components, a merge merges the same pair), never guessed from
+positions. Beyond ``max_bytes`` held in memory, values are spilled to ``.npz`` files (no pickle)
+in a temporary directory, so the driver's memory stays bounded whatever the number of partitions.
+A worker may cache a copy next to its partition only keyed by ``version(partition)``, the count
+of puts the driver has seen, so a stale or lost worker copy is rebuilt from this one.
+"""
+
+from __future__ import annotations
+
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, Protocol, TypeVar
+
+import numpy as np
+
+T = TypeVar("T")
+
+
+class Replayable(Protocol[T]):
+    def apply(self, value: T) -> T: ...
+
+
+@dataclass(frozen=True)
+class Codec(Generic[T]):
+    """How a state value becomes named arrays and back (spill files, checkpoints)."""
+
+    to_arrays: Callable[[T], dict[str, np.ndarray]]
+    from_arrays: Callable[[dict[str, np.ndarray]], T]
+
+    def nbytes(self, value: T) -> int:
+        return int(sum(np.asarray(v).nbytes for v in self.to_arrays(value).values()))
+
+
+ARRAYS: Codec[dict[str, np.ndarray]] = Codec(dict, dict)  # values that are dicts of arrays
+
+
+@dataclass
+class StateStore(Generic[T]):
+    """Per-partition values plus a log of moves replayed on values stored before them."""
+
+    codec: Codec[T]
+    max_bytes: int = 1 << 30
+    moves: list[Any] = field(default_factory=list)
+    _items: dict[int, tuple[T | None, int]] = field(default_factory=dict)
+    _versions: dict[int, int] = field(default_factory=dict)
+    _held: int = 0
+    _spill: str | None = None
+
+    def _spill_path(self, key: int) -> Path:
+        if self._spill is None:
+            self._spill = tempfile.mkdtemp(prefix="bnpmix-state-")
+        return Path(self._spill) / f"{key}.npz"
+
+    def _load(self, key: int) -> T:
+        """The stored value with the moves logged since it was stored replayed on it."""
+        value, seen = self._items[key]
+        if value is None:
+            with np.load(self._spill_path(key), allow_pickle=False) as z:
+                value = self.codec.from_arrays({k: z[k] for k in z.files})
+        for move in self.moves[seen:]:
+            value = move.apply(value)
+        return value
+
+    def get(self, key: int) -> T | None:
+        """The partition's value, up to date (None if never stored). A value held in memory is
+        kept in its replayed form; a spilled one is not written back."""
+        if key not in self._items:
+            return None
+        value = self._load(key)
+        held, seen = self._items[key]
+        if held is not None and seen < len(self.moves):
+            self._held += self.codec.nbytes(value) - self.codec.nbytes(held)
+            self._items[key] = (value, len(self.moves))
+        return value
+
+    def put(self, key: int, value: T) -> None:
+        """Store a partition's new value: in memory within the budget, else in a spill file."""
+        old = self._items.get(key)
+        if old is not None and old[0] is not None:
+            self._held -= self.codec.nbytes(old[0])
+        size = self.codec.nbytes(value)
+        if self._held + size > self.max_bytes:
+            np.savez(self._spill_path(key), **self.codec.to_arrays(value))
+            self._items[key] = (None, len(self.moves))
+        else:
+            self._items[key] = (value, len(self.moves))
+            self._held += size
+        self._versions[key] = self._versions.get(key, 0) + 1
+
+    def version(self, key: int) -> int:
+        """How many times the partition's value was stored (0: never)."""
+        return self._versions.get(key, 0)
+
+    def log(self, move: Replayable[T]) -> None:
+        self.moves.append(move)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def __contains__(self, key: int) -> bool:
+        return key in self._items
+
+    def keys(self) -> list[int]:
+        return sorted(self._items)
+
+    def items(self) -> Iterator[tuple[int, T]]:
+        """Every stored value, up to date, one at a time in key order (checkpoints stream
+        through this, so spilled values are never all in memory at once)."""
+        for key in sorted(self._items):
+            yield key, self._load(key)
+
+    def close(self) -> None:
+        if self._spill is not None:
+            shutil.rmtree(self._spill, ignore_errors=True)
+            self._spill = None
