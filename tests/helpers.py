@@ -27,3 +27,32 @@ def random_counts(rng: np.random.Generator, D: int, V: int, density: float) -> s
     X = sp.random(D, V, density=density, format="csr", random_state=rng, dtype=np.float64)
     X.data = rng.integers(1, 6, size=X.nnz).astype(np.float64)
     return X
+
+
+def engine_for(corpus_dir: Path, **options):
+    """A started engine over a corpus, in this process (synchronous executor); options as in
+    job files."""
+    from bnpmix.pipeline.fit import job_config
+    from bnpmix.pipeline.runtime.context import make_context
+    from bnpmix.pipeline.runtime.engine import engine_class
+    from bnpmix.pipeline.runtime.executors import LocalExecutor
+    from bnpmix.storage import Corpus
+
+    job = job_config(**options)
+    corpus = Corpus(corpus_dir)
+    ctx = make_context(corpus, job.run, job.model, LocalExecutor(corpus.path, "synchronous"))
+    engine = engine_class(job.algorithm)(ctx, job.engine)
+    engine.start()
+    return engine
+
+
+def run_to_end(engine):
+    while not engine.done:
+        engine.step()
+    return engine
+
+
+def run_lap(engine) -> None:
+    """Step the engine up to and including its next lap end."""
+    while not engine.step().lap_end:
+        pass

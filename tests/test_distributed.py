@@ -140,7 +140,7 @@ def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, cluster):
     assert ref.returncode == 0, ref.stderr
     proc = start_bnpmix("fit", str(corpus), "--out", str(tmp_path / "faulty"), *args,
                         "--scheduler", cluster.address)
-    ckpt = tmp_path / "faulty" / "checkpoint.pkl"
+    ckpt = tmp_path / "faulty" / "checkpoint.npz"
     deadline = time.time() + 120
     while not ckpt.exists():  # a mid-lap checkpoint: the run is inside its first laps
         assert proc.poll() is None, proc.communicate()
@@ -165,7 +165,7 @@ def test_driver_sigkill_then_resume_matches_uninterrupted(tmp_path):
     proc = start_bnpmix("fit", str(corpus), "--out", str(tmp_path / "run"), *args)
     run = tmp_path / "run"
     deadline = time.time() + 120
-    while not (run / "checkpoint.pkl").exists():
+    while not (run / "checkpoint.npz").exists():
         assert proc.poll() is None, proc.communicate()
         assert time.time() < deadline
         time.sleep(0.02)
@@ -203,9 +203,10 @@ def test_job_file_with_flag_override(tmp_path):
     res = bnpmix("fit", "--config", str(job), "--laps", "3")
     assert res.returncode == 0, res.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["config"]["laps"] == 3  # the flag wins
-    assert summary["config"]["K"] == 3 and summary["config"]["seed"] == 11
-    assert summary["config"]["moves"] == ["merge"]
+    engine, run = summary["config"]["engine"], summary["config"]["run"]
+    assert engine["laps"] == 3  # the flag wins
+    assert engine["K"] == 3 and run["seed"] == 11
+    assert engine["moves"] == ["merge"]
     bad = tmp_path / "bad.toml"
     bad.write_text("lapz = 3\n")
     res = bnpmix("fit", str(corpus), "--out", str(tmp_path / "x"), "--config", str(bad))
@@ -215,27 +216,26 @@ def test_job_file_with_flag_override(tmp_path):
 @pytest.mark.parametrize("where", ["threads", "dask"])
 def test_a_partition_that_keeps_failing_stops_the_run_and_keeps_the_checkpoint(
         tmp_path, cluster, where):
-    from bnpmix.pipeline import checkpoint
-    from bnpmix.pipeline.config import FitConfig
-    from bnpmix.pipeline.fit import fit
+    from bnpmix.pipeline.fit import fit, job_config
+    from bnpmix.pipeline.runtime import checkpoint
     from bnpmix.storage import BnpmixError
 
     corpus = make_corpus(tmp_path / "corpus", n=1000, partitions=5)
     victim = corpus / "part-00003.parquet"
     saved = {}
 
-    def corrupt_after_first_lap(lap, batch, g, res):
-        ckpt = tmp_path / "run" / "checkpoint.pkl"
-        if lap == 1 and not saved:  # lap 0 ended with a checkpoint; now damage a partition
+    def corrupt_after_first_lap(engine, step):
+        ckpt = tmp_path / "run" / "checkpoint.npz"
+        if step.lap_end and not saved:  # lap 0 ended with a checkpoint; now damage a partition
             saved["bytes"] = ckpt.read_bytes()
             victim.write_bytes(victim.read_bytes()[:-10])
 
-    cfg = FitConfig(K=2, laps=3, cache_bytes=0, seed=1,
-                    scheduler=cluster.address if where == "dask" else "threads")
+    cfg = job_config(K=2, laps=3, cache_bytes=0, seed=1,
+                     scheduler=cluster.address if where == "dask" else "threads")
     with pytest.raises(BnpmixError, match="part-00003") as err:
-        fit(corpus, tmp_path / "run", cfg, on_visit=corrupt_after_first_lap)
+        fit(corpus, tmp_path / "run", cfg, on_step=corrupt_after_first_lap)
     assert "partition 3" in str(err.value)
-    assert (tmp_path / "run" / "checkpoint.pkl").read_bytes() == saved["bytes"]
+    assert (tmp_path / "run" / "checkpoint.npz").read_bytes() == saved["bytes"]
     assert not (tmp_path / "run" / "summary.json").exists()
-    state = checkpoint.load(RunDir(tmp_path / "run"))
-    assert state["run"]["next_lap"] == 1
+    with checkpoint.open_checkpoint(RunDir(tmp_path / "run"), "memo") as ckpt:
+        assert ckpt.meta["state"]["next_lap"] == 1

@@ -7,9 +7,8 @@ import pandas as pd
 import pytest
 from scipy.integrate import quad
 
-from bnpmix.pipeline.config import FitConfig
-from bnpmix.pipeline.context import load_model
-from bnpmix.pipeline.fit import fit, predictive
+from bnpmix.pipeline.evaluate import load
+from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.storage import ingest_array
 
 
@@ -24,21 +23,21 @@ def clusters(tmp_path, n=600, D=2, seed=0):
 
 def test_warm_start_continues_from_the_saved_model(tmp_path):
     corpus = clusters(tmp_path)
-    first = fit(corpus, tmp_path / "a", FitConfig(K=1, laps=6, moves=("birth", "merge")))
+    first = fit(corpus, tmp_path / "a", job_config(K=1, laps=6, moves=("birth", "merge")))
     assert first["K"] >= 3
-    second = fit(corpus, tmp_path / "b", FitConfig(laps=2, warm_start=str(tmp_path / "a")))
+    second = fit(corpus, tmp_path / "b", job_config(laps=2, warm_start=str(tmp_path / "a")))
     trace = pd.read_csv(tmp_path / "b" / "trace.csv")
     assert (trace["K"] == first["K"]).all()  # starts from the saved components, not K = 1
     # the saved components are already fitted: the warm run starts at the first run's ELBO
     assert second["elbo"] >= first["elbo"] - 1e-6 * abs(first["elbo"])
-    saved, warm = load_model(str(tmp_path / "a")), load_model(str(tmp_path / "b"))
-    np.testing.assert_array_equal(np.sort(saved.uids), np.sort(warm.uids))
+    saved, warm = load(tmp_path / "a"), load(tmp_path / "b")
+    np.testing.assert_array_equal(np.sort(saved.component_ids_), np.sort(warm.component_ids_))
 
 
 def test_vb_and_sovb_write_one_trace_row_per_lap(tmp_path):
     corpus = clusters(tmp_path)
     for algorithm in ("vb", "sovb"):
-        s = fit(corpus, tmp_path / algorithm, FitConfig(algorithm=algorithm, K=4, laps=5))
+        s = fit(corpus, tmp_path / algorithm, job_config(algorithm=algorithm, K=4, laps=5))
         trace = pd.read_csv(tmp_path / algorithm / "trace.csv")
         assert len(trace) == 5 and trace["lap"].tolist() == [1, 2, 3, 4, 5]
         assert np.isfinite(trace["elbo"]).all() and s["K"] == 4
@@ -50,9 +49,9 @@ def test_heldout_predictive_is_a_density(tmp_path):
     rng = np.random.default_rng(2)
     X = np.concatenate([rng.normal(-3, 1, (300, 1)), rng.normal(4, 0.5, (300, 1))])
     ingest_array(X, tmp_path / "c", partition_rows=100)
-    fit(tmp_path / "c", tmp_path / "run", FitConfig(K=1, laps=5, moves=("birth", "merge")))
-    model = load_model(str(tmp_path / "run"))
-    density = lambda x: float(np.exp(predictive(model, np.array([[x]]))[0][0]))  # noqa: E731
+    fit(tmp_path / "c", tmp_path / "run", job_config(K=1, laps=5, moves=("birth", "merge")))
+    model = load(tmp_path / "run")
+    density = lambda x: float(np.exp(model.score_samples(np.array([[x]]))[0]))  # noqa: E731
     total = sum(quad(density, a, b, limit=200)[0]
                 for a, b in [(-np.inf, -3), (-3, 4), (4, np.inf)])
     assert abs(total - 1.0) < 1e-6
@@ -65,25 +64,24 @@ def test_warm_start_keeps_components_absent_from_the_first_batches(tmp_path):
     X = np.concatenate([rng.normal(-5, 1, (300, 2)), rng.normal(5, 1, (300, 2)),
                         rng.normal((0, 9), 1, (200, 2))])
     ingest_array(X, tmp_path / "c", partition_rows=200)  # partition 3 = the third cluster
-    first = fit(tmp_path / "c", tmp_path / "vb", FitConfig(algorithm="vb", K=3, laps=30))
-    cfg = FitConfig(laps=1, warm_start=str(tmp_path / "vb"))
+    first = fit(tmp_path / "c", tmp_path / "vb", job_config(algorithm="vb", K=3, laps=30))
+    cfg = job_config(laps=1, warm_start=str(tmp_path / "vb"))
     warm = fit(tmp_path / "c", tmp_path / "warm", cfg)
     np.testing.assert_allclose(sorted(warm["weights"]), sorted(first["weights"]), atol=0.01)
     assert warm["elbo"] >= first["elbo"] - 1e-6 * abs(first["elbo"])
 
 
 def test_resume_refuses_a_corpus_that_changed(tmp_path):
-    import pickle
-
     from bnpmix.pipeline.fit import resume
     from bnpmix.storage import BnpmixError
     from bnpmix.storage.append import append_corpus
 
     corpus = clusters(tmp_path)
     with pytest.raises(KeyboardInterrupt):  # stop the run after its first lap's checkpoint
-        fit(corpus, tmp_path / "run", FitConfig(K=2, laps=4),
-            on_visit=lambda lap, *_: (_ for _ in ()).throw(KeyboardInterrupt) if lap == 1 else 0)
-    assert pickle.loads((tmp_path / "run" / "checkpoint.pkl").read_bytes())["run"]["next_lap"] == 1
+        fit(corpus, tmp_path / "run", job_config(K=2, laps=4),
+            on_step=lambda e, s: (_ for _ in ()).throw(KeyboardInterrupt) if s.lap_end else 0)
+    with np.load(tmp_path / "run" / "checkpoint.npz", allow_pickle=False) as z:
+        assert "model/uids" in z.files
     ingest_array(np.zeros((50, 2)), tmp_path / "more", partition_rows=50,
                  columns={"label": np.zeros(50, dtype=int)})
     append_corpus(corpus, tmp_path / "more")
@@ -98,8 +96,8 @@ def test_fit_refuses_an_output_directory_that_is_not_its_own(tmp_path):
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(BnpmixError, match="not empty"):
-        fit(corpus, tmp_path / "busy", FitConfig(laps=1))
+        fit(corpus, tmp_path / "busy", job_config(laps=1))
     assert [p.name for p in (tmp_path / "busy").iterdir()] == ["notes.txt"]
-    fit(corpus, tmp_path / "run", FitConfig(laps=1))
+    fit(corpus, tmp_path / "run", job_config(laps=1))
     with pytest.raises(BnpmixError, match="bnpmix resume"):
-        fit(corpus, tmp_path / "run", FitConfig(laps=1))
+        fit(corpus, tmp_path / "run", job_config(laps=1))

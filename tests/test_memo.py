@@ -20,21 +20,17 @@ from scipy import stats as sstats
 from scipy.special import betaln, digamma, gammaln
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
-from bnpmix.algorithms.allocation import StickBreaking
-from bnpmix.algorithms.local import batch_step, responsibilities, summarize
-from bnpmix.algorithms.merge import MergeConfig, merge_round
+from bnpmix.algorithms.alloc import StickBreaking
+from bnpmix.algorithms.vb.local import batch_step, responsibilities, summarize
+from bnpmix.algorithms.vb.merge import MergeConfig, merge_round
 from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
-from bnpmix.algorithms.mixture import DPMixture, optimal_elbo
+from bnpmix.algorithms.mixture import Mixture, optimal_elbo
 from bnpmix.algorithms.obs import obs_class
 from bnpmix.algorithms.summary import Delete, Insert, Merge, Reorder, Summary
-from bnpmix.pipeline.config import FitConfig
-from bnpmix.pipeline.context import initial_model, load_model, make_context
-from bnpmix.pipeline.executors import LocalExecutor
-from bnpmix.pipeline.fit import evaluate, fit, predictive
-from bnpmix.pipeline.memo import MemoRun, run_memo
-from bnpmix.pipeline.vb import run_vb
+from bnpmix.pipeline.evaluate import evaluate, load
+from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.storage import Corpus, RunDir, ingest_array, ingest_docword
-from helpers import random_counts, write_docword
+from helpers import engine_for, random_counts, run_lap, run_to_end, write_docword
 
 OBS = ["gauss", "zm-gauss", "diag-gauss", "mult"]
 
@@ -94,11 +90,6 @@ def clustered_corpus(path: Path, obs: str, seed: int, n: int = 300, rows: int = 
     if obs == "mult":
         return write_corpus(path, bow_clusters(rng, n, V, K), rows, bow=True)
     return write_corpus(path, dense_clusters(rng, obs, n, D, K), rows, bow=False)
-
-
-def context(corpus_dir: Path, **cfg):
-    corpus = Corpus(corpus_dir)
-    return make_context(corpus, FitConfig(**cfg), LocalExecutor(corpus.path, "synchronous"))
 
 
 def batches(ctx) -> list:
@@ -272,8 +263,8 @@ def test_merge_on_batch_summary_equals_recomputed_summary(obs):
 @pytest.mark.parametrize("obs", OBS)
 def test_merged_summary_elbo_equals_elbo_from_scratch(obs, tmp_path):
     corpus = clustered_corpus(tmp_path, obs, seed=11, K=3)
-    ctx = context(corpus, obs=obs, algorithm="vb", K=5, laps=4, seed=2)
-    model, _, _ = run_vb(ctx, initial_model(ctx))
+    vb = run_to_end(engine_for(corpus, obs=obs, algorithm="vb", K=5, laps=4, seed=2))
+    ctx, model = vb.ctx, vb.model
     g = model.globals()
     pairs = all_pairs(model.uids)
     parts = batches(ctx)
@@ -299,8 +290,8 @@ def test_merge_round_elbo_is_the_full_data_elbo(obs, tmp_path):
     """merge_round's accepted merges, replayed on the raw responsibilities, give its reported
     ELBO and its summary; accepted merges only ever raise the ELBO."""
     corpus = clustered_corpus(tmp_path, obs, seed=12, K=2)
-    ctx = context(corpus, obs=obs, algorithm="vb", K=6, laps=3, seed=4)
-    model, _, _ = run_vb(ctx, initial_model(ctx))
+    vb = run_to_end(engine_for(corpus, obs=obs, algorithm="vb", K=6, laps=3, seed=4))
+    ctx, model = vb.ctx, vb.model
     g = model.globals()
     pairs = all_pairs(model.uids)
     X = stack(batches(ctx))
@@ -337,9 +328,9 @@ def test_memo_elbo_never_decreases_without_moves(obs, seed, tmp_path):
         X = dense_clusters(rng, obs, n, int(rng.integers(2, 4)), int(rng.integers(2, 5)),
                            sep=float(rng.uniform(1.0, 6.0)))
     corpus = write_corpus(tmp_path, X, rows, bow=obs == "mult")
-    ctx = context(corpus, obs=obs, algorithm="memo", moves=(), K=K, laps=laps, seed=seed)
-    P = len(ctx.source)
-    run = run_memo(ctx, MemoRun(ctx, initial_model(ctx)))
+    run = run_to_end(engine_for(corpus, obs=obs, algorithm="memo", moves=(), K=K, laps=laps,
+                                seed=seed))
+    P = len(run.ctx.source)
     trace = pd.DataFrame(run.trace)
     assert len(trace) == laps * P and (trace["batch"] >= 0).all()
     elbo = trace["elbo"].to_numpy()
@@ -362,11 +353,10 @@ def test_memo_elbo_with_moves_falls_only_when_births_are_adopted(obs, seed, tmp_
     state on."""
     corpus = clustered_corpus(tmp_path, obs, seed=seed, n=400, rows=80, K=4)
     laps = 6
-    ctx = context(corpus, obs=obs, algorithm="memo", K=2, laps=laps, moves=("birth", "merge"),
-                  seed=seed)
-    run = run_memo(ctx, MemoRun(ctx, initial_model(ctx)))
+    run = run_to_end(engine_for(corpus, obs=obs, algorithm="memo", K=2, laps=laps,
+                                moves=("birth", "merge"), seed=seed))
     trace = pd.DataFrame(run.trace)
-    P = len(ctx.source)
+    P = len(run.ctx.source)
     assert len(trace) == laps * (P + 1)
     ends = trace[trace["batch"] == -1]
     assert ends["K"].max() > 2, "no birth was adopted"
@@ -393,10 +383,9 @@ def test_memo_elbo_with_moves_falls_only_when_births_are_adopted(obs, seed, tmp_
 def test_memo_with_one_partition_equals_full_vb(obs, tmp_path):
     corpus = clustered_corpus(tmp_path, obs, seed=21, n=200, rows=1000)
     assert Corpus(corpus).n_partitions == 1
-    ctx_m = context(corpus, obs=obs, algorithm="memo", K=4, laps=6, seed=5)
-    ctx_v = context(corpus, obs=obs, algorithm="vb", K=4, laps=6, seed=5)
-    run = run_memo(ctx_m, MemoRun(ctx_m, initial_model(ctx_m)))
-    model_v, S_v, trace_v = run_vb(ctx_v, initial_model(ctx_v))
+    run = run_to_end(engine_for(corpus, obs=obs, algorithm="memo", K=4, laps=6, seed=5))
+    vb = run_to_end(engine_for(corpus, obs=obs, algorithm="vb", K=4, laps=6, seed=5))
+    model_v, S_v, trace_v = vb.model, vb.S, vb.trace
     cols = ["lap", "batch", "elbo", "K"]
     tm, tv = pd.DataFrame(run.trace)[cols], pd.DataFrame(trace_v)[cols]
     assert len(tm) == len(tv) == 6
@@ -404,8 +393,8 @@ def test_memo_with_one_partition_equals_full_vb(obs, tmp_path):
     pd.testing.assert_frame_equal(tm, tv, check_exact=True, check_dtype=False)  # lap: 1.0 vs 1
     model_m = run.model
     np.testing.assert_array_equal(model_m.uids, model_v.uids)
-    np.testing.assert_array_equal(model_m.a1, model_v.a1)
-    np.testing.assert_array_equal(model_m.a0, model_v.a0)
+    for k in model_v.alloc_post:
+        np.testing.assert_array_equal(model_m.alloc_post[k], model_v.alloc_post[k], err_msg=k)
     assert model_m.post.keys() == model_v.post.keys()
     for k in model_v.post:
         np.testing.assert_array_equal(model_m.post[k], model_v.post[k], err_msg=k)
@@ -419,19 +408,20 @@ def test_memo_with_one_partition_equals_full_vb(obs, tmp_path):
 def test_S0_after_adoption_lap_is_sum_of_recomputed_batch_summaries(obs, moves, tmp_path):
     corpus = clustered_corpus(tmp_path, obs, seed=31, n=400, rows=100, K=4)
     laps = 4
-    ctx = context(corpus, obs=obs, algorithm="memo", K=1, laps=laps, moves=moves, seed=1)
+    run = engine_for(corpus, obs=obs, algorithm="memo", K=1, laps=laps, moves=moves, seed=1)
+    ctx = run.ctx
     parts = batches(ctx)
     visits: list[tuple[int, int, object, object, int]] = []
 
     def on_visit(lap, batch, g, res):
         visits.append((lap, batch, g, res, len(run.store.moves)))
 
-    run = MemoRun(ctx, initial_model(ctx), on_visit)
+    run.on_visit = on_visit
     K0 = run.model.K
     adoptions = 0
     for lap in range(laps):
         K_before = run.model.K
-        run.lap()
+        run_lap(run)
         mine = [v for v in visits if v[0] == lap]
         assert sorted(v[1] for v in mine) == list(range(len(parts)))
         uids_used = mine[0][2].uids
@@ -449,7 +439,8 @@ def test_S0_after_adoption_lap_is_sum_of_recomputed_batch_summaries(obs, moves, 
         total = total.without_pairs()
         assert total.n_items == ctx.corpus.n_items
         assert_summary_close(run.S0, total, rtol=1e-9)
-        assert_summary_close(run.store.total(), run.S0, rtol=1e-9)
+        stored = [s.without_pairs() for _, s in run.store.items()]
+        assert_summary_close(sum(stored[1:], stored[0]), run.S0, rtol=1e-9)
         np.testing.assert_array_equal(run.model.uids, run.S0.uids)
     assert adoptions >= 1, "no birth was adopted"
     grown = max(len(v[2].uids) for v in visits)
@@ -474,20 +465,21 @@ def test_elbo_from_summaries_equals_item_by_item_elbo(obs):
     alloc = StickBreaking(alpha0=1.7)
     # an arbitrary q(v), q(phi): the global update from other responsibilities
     R_other = rng.dirichlet(np.ones(4), size=X.shape[0])
-    mix = DPMixture.from_summary(model, alloc, summarize(X, model, R_other, None, UIDS))
+    mix = Mixture.from_summary(model, alloc, summarize(X, model, R_other, None, UIDS))
+    a1, a0 = mix.alloc_post["a1"], mix.alloc_post["a0"]
     S = summarize(X, model, R, None, UIDS)
     from_summary = mix.elbo(S)
     # item by item: Σ_n Σ_k r_nk (E log w_k + E log p(x_n|phi_k) - log r_nk)
     elog_w = np.empty(4)
     for k in range(4):
-        elog_w[k] = digamma(mix.a1[k]) - digamma(mix.a1[k] + mix.a0[k]) + sum(
-            digamma(mix.a0[j]) - digamma(mix.a1[j] + mix.a0[j]) for j in range(k))
+        elog_w[k] = digamma(a1[k]) - digamma(a1[k] + a0[k]) + sum(
+            digamma(a0[j]) - digamma(a1[j] + a0[j]) for j in range(k))
     loglik = model.E_loglik(X, mix.post)
     items = sum(R[n, k] * (elog_w[k] + loglik[n, k] - np.log(R[n, k]))
                 for n in range(X.shape[0]) for k in range(4))
     # global terms: -KL(q(v_k) || Beta(1, α0)) and E[log H(phi) - log q(phi)] (= the observation
     # bound with no data)
-    sticks = -sum(beta_kl(mix.a1[k], mix.a0[k], 1.0, alloc.alpha0) for k in range(4))
+    sticks = -sum(beta_kl(a1[k], a0[k], 1.0, alloc.alpha0) for k in range(4))
     zeros = {k: np.zeros((4, *s)) for k, s in model.stat_shapes().items()}
     phis = model.elbo(np.zeros(4), zeros, mix.post)
     by_item = items + sticks + phis
@@ -506,8 +498,8 @@ def test_same_seed_reproduces_trace_and_assignments(tmp_path):
     corpus = clustered_corpus(tmp_path, "gauss", seed=41, n=300, rows=75, K=4)
 
     def cfg(seed):
-        return FitConfig(algorithm="memo", obs="gauss", K=2, laps=5, moves=("birth", "merge"),
-                         seed=seed)
+        return job_config(algorithm="memo", obs="gauss", K=2, laps=5, moves=("birth", "merge"),
+                          seed=seed)
 
     out = {}
     for name, seed in [("a", 7), ("b", 7), ("c", 8)]:
@@ -538,9 +530,9 @@ def test_stick_breaking_expectations_against_monte_carlo():
     v = rng.beta(a1, a0, size=(S, len(a1)))
     log_w = np.log(v) + np.concatenate([np.zeros((S, 1)), np.cumsum(np.log1p(-v), 1)[:, :-1]], 1)
     se = log_w.std(0) / np.sqrt(S)
-    np.testing.assert_array_less(np.abs(log_w.mean(0) - sb.E_log_w(a1, a0)), 4 * se)
+    np.testing.assert_array_less(np.abs(log_w.mean(0) - sb.E_log_w({"a1": a1, "a0": a0})), 4 * se)
     w = np.exp(log_w)
-    E_w, rest = sb.E_w(a1, a0)
+    E_w, rest = sb.E_w({"a1": a1, "a0": a0})
     np.testing.assert_array_less(np.abs(w.mean(0) - E_w), 4 * w.std(0) / np.sqrt(S))
     leftover = 1 - w.sum(1)
     assert abs(leftover.mean() - rest) < 4 * leftover.std() / np.sqrt(S)
@@ -548,22 +540,27 @@ def test_stick_breaking_expectations_against_monte_carlo():
     assert np.all(E_w > 0) and rest > 0
     # the weights always sum to 1 with what is left, for any K
     for K in (0, 1, 7):
-        E_w, rest = sb.E_w(rng.uniform(0.5, 5, K), rng.uniform(0.5, 5, K))
+        E_w, rest = sb.E_w({"a1": rng.uniform(0.5, 5, K), "a0": rng.uniform(0.5, 5, K)})
         assert E_w.shape == (K,) and abs(E_w.sum() + rest - 1.0) < 1e-12
 
 
 def test_stick_breaking_posterior_and_optimal_bound():
     sb = StickBreaking(alpha0=1.5)
     N = np.array([10.0, 0.0, 3.5, 40.0])
-    a1, a0 = sb.post(N)
+    q = sb.post(N)
+    a1, a0 = q["a1"], q["a0"]
     np.testing.assert_array_equal(a1, 1 + N)
     np.testing.assert_allclose(a0, [1.5 + 43.5, 1.5 + 43.5, 1.5 + 40.0, 1.5])
     # at the optimum the allocation terms collapse to Σ_k log B(a1_k, a0_k) - log B(1, α0)
     want = float(np.sum(betaln(a1, a0) - betaln(1.0, sb.alpha0)))
-    assert abs(sb.elbo(N, a1, a0) - want) <= 1e-12 * abs(want)
+    assert abs(sb.elbo(N, q) - want) <= 1e-12 * abs(want)
     # and any other q(v) gives less
-    assert sb.elbo(N, a1 * 1.1, a0) < sb.elbo(N, a1, a0)
-    assert sb.elbo(N, a1, a0 + 0.5) < sb.elbo(N, a1, a0)
+    assert sb.elbo(N, {"a1": a1 * 1.1, "a0": a0}) < sb.elbo(N, q)
+    assert sb.elbo(N, {"a1": a1, "a0": a0 + 0.5}) < sb.elbo(N, q)
+    # the CRP's predictive rule: existing components by their counts, a new one by α0
+    w, new = sb.predictive_weights(N)
+    np.testing.assert_array_equal(w, N)
+    assert new == 1.5 and sb.new_component_probability(N) == 1.5 / (N.sum() + 1.5)
 
 
 # ------------------------------------------------------------------------- 9. metrics
@@ -617,12 +614,13 @@ def test_evaluate_scores_agree_with_sklearn_on_heldout_labels(obs, tmp_path):
     X, z = dense_clusters(rng, obs, 600, 2, 4, labels=True)
     ingest_array(X[:400], tmp_path / "train", partition_rows=100)
     ingest_array(X[400:], tmp_path / "test", partition_rows=100, columns={"label": z[400:]})
-    cfg = FitConfig(algorithm="memo", obs=obs, K=1, laps=6, moves=("birth", "merge"), seed=3)
+    cfg = job_config(algorithm="memo", obs=obs, K=1, laps=6, moves=("birth", "merge"), seed=3)
     fit(tmp_path / "train", tmp_path / "run", cfg)
     out = evaluate(tmp_path / "run", tmp_path / "test", labels_column="label")
-    model = load_model(str(tmp_path / "run"))
-    logp, best = predictive(model, X[400:])
-    assert out["n_items"] == 200 and out["K"] == model.K
+    model = load(tmp_path / "run")
+    logp = model.score_samples(X[400:])
+    best = model.component_ids_[model.predict(X[400:])]
+    assert out["n_items"] == 200 and out["K"] == model.n_components_
     assert out["heldout_loglik_per_item"] == pytest.approx(logp.mean(), rel=1e-12)
     assert out["ari"] == pytest.approx(adjusted_rand_score(z[400:], best), abs=1e-12)
     assert out["nmi"] == pytest.approx(normalized_mutual_info_score(z[400:], best), abs=1e-12)

@@ -6,9 +6,8 @@ import io
 
 import numpy as np
 
-from bnpmix.pipeline.config import FitConfig
-from bnpmix.pipeline.fit import fit
-from bnpmix.pipeline.progress import Progress
+from bnpmix.pipeline.fit import fit, job_config
+from bnpmix.pipeline.runtime.progress import Progress
 from bnpmix.storage import ingest_array
 
 
@@ -23,7 +22,7 @@ def test_progress_line_on_a_terminal_and_silence_elsewhere(tmp_path):
     tty, pipe = Terminal(), io.StringIO()
     for name, stream in (("tty", tty), ("pipe", pipe)):
         progress = Progress(stream, interval=0.0)
-        fit(tmp_path / "c", tmp_path / name, FitConfig(K=2, laps=2), progress=progress)
+        fit(tmp_path / "c", tmp_path / name, job_config(K=2, laps=2), progress=progress)
         progress.close()
     assert pipe.getvalue() == ""
     shown = tty.getvalue()
