@@ -1,0 +1,191 @@
+"""Checkpoints are arrays + JSON and are never executed: a pickle planted in a run directory (or
+in a scheduled run's work directory) is refused with an error naming the file, and runs nothing.
+Killed vb and sovb runs resume to the result of an uninterrupted run, as memo does."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bnpmix.pipeline.fit import fit, job_config, resume
+from bnpmix.pipeline.runtime import checkpoint
+from bnpmix.storage import BnpmixError, RunDir, ingest_array
+
+pytestmark = pytest.mark.integration
+
+
+class Payload:
+    """Unpickling this creates ``marker``: proof that the file's code ran."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return (os.system, (f"touch {self.marker}",))
+
+
+def bnpmix(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def snapshot(path: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
+            if p.is_file()}
+
+
+def corpus(tmp_path: Path, n: int = 600) -> Path:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(n, 2)) + rng.integers(0, 3, (n, 1)) * 6.0
+    ingest_array(X, tmp_path / "corpus", partition_rows=n // 6)
+    return tmp_path / "corpus"
+
+
+def interrupted_run(tmp_path: Path, **options) -> Path:
+    """A run directory stopped by KeyboardInterrupt after its first lap's checkpoint."""
+    def stop(engine, step):
+        if step.lap_end:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        fit(corpus(tmp_path), tmp_path / "run", job_config(laps=3, **options), on_step=stop)
+    assert (tmp_path / "run" / "checkpoint.npz").exists()
+    return tmp_path / "run"
+
+
+PLANTS = {
+    # an .npz whose member is a pickled object array (what np.save does for object arrays)
+    "object-array npz": lambda path, marker: np.savez(path, x=np.array([Payload(marker)],
+                                                                       dtype=object)),
+    # a bare pickle under the checkpoint's name
+    "raw pickle": lambda path, marker: path.write_bytes(pickle.dumps(Payload(marker))),
+}
+
+
+@pytest.mark.parametrize("plant", sorted(PLANTS))
+def test_resume_refuses_a_pickle_checkpoint_and_runs_nothing(tmp_path, plant):
+    run = interrupted_run(tmp_path)
+    marker = tmp_path / "pwned"
+    target = run / "checkpoint.npz"
+    PLANTS[plant](target, marker)
+    if not target.exists():  # np.savez appends .npz to names without it
+        Path(str(target) + ".npz").rename(target)
+    before = snapshot(run)
+    res = bnpmix("resume", str(run))
+    assert res.returncode == 1
+    assert "checkpoint.npz" in res.stderr and "not a bnpmix" in res.stderr, res.stderr
+    assert not marker.exists()
+    assert snapshot(run) == before  # nothing created, nothing changed
+
+
+def test_a_legacy_pickle_checkpoint_is_refused_by_name(tmp_path):
+    run = interrupted_run(tmp_path)
+    marker = tmp_path / "pwned"
+    (run / "checkpoint.npz").unlink()
+    (run / "checkpoint.pkl").write_bytes(pickle.dumps(Payload(marker)))
+    with pytest.raises(BnpmixError, match=r"checkpoint\.pkl.*never loaded"):
+        resume(run)
+    assert not marker.exists()
+
+
+def test_a_payload_proves_it_would_run(tmp_path):
+    """The payload is not a dud: loading it with pickle does create the marker."""
+    marker = tmp_path / "pwned"
+    pickle.loads(pickle.dumps(Payload(marker)))
+    assert marker.exists()
+
+
+def test_schedule_run_refuses_a_planted_work_checkpoint(tmp_path):
+    data = tmp_path / "a.npy"
+    np.save(data, np.random.default_rng(1).normal(size=(600, 2)))
+    assert bnpmix("ingest", str(data), str(tmp_path / "corpus"),
+                  "--partition-rows", "100").returncode == 0
+    job = tmp_path / "job.toml"
+    job.write_text('corpus = "corpus"\nlaps = 2\nthreads = 1\n[schedule]\nruns = "models"\n')
+    # a call killed mid-fit leaves .work-v0001 with job.json and a checkpoint: plant one there
+    work = tmp_path / "models" / ".work-v0001"
+
+    def stop(engine, step):
+        if step.lap_end:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        fit(tmp_path / "corpus", work, job_config(laps=2, threads=1), on_step=stop)
+    marker = tmp_path / "pwned"
+    PLANTS["raw pickle"](work / "checkpoint.npz", marker)
+    res = bnpmix("schedule", "run", str(job))
+    assert res.returncode == 1 and "checkpoint.npz" in res.stderr, res.stderr
+    assert not marker.exists()
+    assert not (tmp_path / "models" / "v0001").exists()
+    assert not (tmp_path / "models" / "latest").exists()
+
+
+def test_checkpoint_of_another_engine_or_version_is_refused(tmp_path):
+    run = interrupted_run(tmp_path)
+    with checkpoint.open_checkpoint(RunDir(run), "memo") as ckpt:
+        meta = dict(ckpt.meta)
+        arrays = {name: ckpt[name] for name in ckpt}
+    with pytest.raises(BnpmixError, match="engine 'memo'"):
+        checkpoint.open_checkpoint(RunDir(run), "vb")
+    from bnpmix.storage.arrays import write_arrays_atomic
+
+    write_arrays_atomic(run / "checkpoint.npz", {**meta, "version": 99}, arrays.items())
+    with pytest.raises(BnpmixError, match="version 99"):
+        resume(run)
+
+
+def test_checkpoint_round_trip_continues_exactly(tmp_path):
+    """Stopping after a lap and resuming in-process gives the uninterrupted run's numbers."""
+    run = interrupted_run(tmp_path, K=1, moves="birth,merge", seed=4)
+    resumed = resume(run)
+    whole = fit(tmp_path / "corpus", tmp_path / "whole",
+                job_config(laps=3, K=1, moves="birth,merge", seed=4))
+    assert resumed["elbo"] == whole["elbo"] and resumed["K"] == whole["K"]
+    a = (run / "trace.csv").read_text().splitlines()
+    b = (tmp_path / "whole" / "trace.csv").read_text().splitlines()
+    assert [r.split(",")[:4] for r in a] == [r.split(",")[:4] for r in b]
+
+
+@pytest.mark.parametrize("algorithm", ["vb", "sovb"])
+def test_vb_and_sovb_killed_with_sigkill_resume_to_the_same_result(tmp_path, algorithm):
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(40_000, 6)) + rng.integers(0, 4, (40_000, 1)) * 4.0
+    ingest_array(X, tmp_path / "corpus", partition_rows=2_000)
+    args = ("--algorithm", algorithm, "--K", "6", "--laps", "30", "--seed", "2",
+            "--checkpoint-every", "3")
+    ref = bnpmix("fit", str(tmp_path / "corpus"), "--out", str(tmp_path / "ref"), *args)
+    assert ref.returncode == 0, ref.stderr
+    run = tmp_path / "run"
+    proc = subprocess.Popen([sys.executable, "-m", "bnpmix", "fit", str(tmp_path / "corpus"),
+                             "--out", str(run), *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while not (run / "checkpoint.npz").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)  # at once: a few laps in, well before the 30th
+    proc.wait()
+    assert not (run / "summary.json").exists(), "the run finished before it could be killed"
+    with checkpoint.open_checkpoint(RunDir(run), algorithm) as ckpt:  # resume has work to keep
+        progress = ckpt.meta["laps_done"], ckpt.meta["state"].get("t", 0)
+    assert progress[0] < 30 and (progress[0] > 0 or progress[1] > 0), progress
+    res = bnpmix("resume", str(run))
+    assert res.returncode == 0, res.stderr
+    want = json.loads((tmp_path / "ref" / "summary.json").read_text())
+    got = json.loads((run / "summary.json").read_text())
+    assert got["elbo"] == pytest.approx(want["elbo"], rel=1e-12) and got["K"] == want["K"]
+    ta = RunDir(tmp_path / "ref").load_trace().drop(columns="seconds")
+    tb = RunDir(run).load_trace().drop(columns="seconds")
+    np.testing.assert_allclose(tb.to_numpy(), ta.to_numpy(), rtol=1e-12)
+    aa, ab = RunDir(tmp_path / "ref").load_assignments(), RunDir(run).load_assignments()
+    np.testing.assert_array_equal(aa["cluster"], ab["cluster"])
