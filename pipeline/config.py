@@ -28,15 +28,26 @@ SCHEDULERS = "threads (default), synchronous, or tcp://HOST:PORT of a Dask sched
 
 
 def _int(value: Any) -> int:
-    if isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-        raise ValueError(f"expected an integer, not {value!r}")
-    return int(value)
+    """An integer: a TOML integer, or its text on the command line."""
+    try:
+        if isinstance(value, str):
+            return int(value.strip())
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    except ValueError:
+        pass
+    raise ValueError(f"expected an integer, not {value!r}")
 
 
 def _float(value: Any) -> float:
-    if isinstance(value, bool):
-        raise ValueError(f"expected a number, not {value!r}")
-    return float(value)
+    """A number: a TOML integer or float, or its text on the command line."""
+    try:
+        if isinstance(value, str) or (isinstance(value, int | float)
+                                      and not isinstance(value, bool)):
+            return float(value)
+    except ValueError:
+        pass
+    raise ValueError(f"expected a number, not {value!r}")
 
 
 def _str(value: Any) -> str:
@@ -69,14 +80,16 @@ def table(value: Any) -> dict[str, Any]:
 PARSERS: dict[type, Callable[[Any], Any]] = {int: _int, float: _float, str: _str}
 
 
+def meta(help: str, parse: Callable[[Any], Any] | None = None,
+         choices: tuple[str, ...] | Callable[[], list[str]] | None = None) -> dict[str, Any]:
+    """A field's row of the table: help text, parser (default: by the default's type), choices."""
+    return {"help": help, "parse": parse, "choices": choices}
+
+
 def opt(default: Any, help: str, *, parse: Callable[[Any], Any] | None = None,
-        choices: tuple[str, ...] | Callable[[], list[str]] | None = None,
-        factory: Callable[[], Any] | None = None) -> Any:
-    """A configuration field with its help text, parser and choices (the table's row)."""
-    meta = {"help": help, "parse": parse, "choices": choices}
-    if factory is not None:
-        return field(default_factory=factory, metadata=meta)
-    return field(default=default, metadata=meta)
+        choices: tuple[str, ...] | Callable[[], list[str]] | None = None) -> Any:
+    """A configuration field with an immutable default and its row of the table."""
+    return field(default=default, metadata=meta(help, parse, choices))
 
 
 def _check_positive(cfg: Any, *names_: str) -> None:
@@ -120,10 +133,10 @@ class ModelConfig:
 
     obs: str | None = opt(None, "observation model (default: gauss for dense corpora, mult for "
                           "bag-of-words)", parse=_str, choices=OBS_NAMES)
-    prior: dict[str, Any] = opt(None, "observation prior parameters, keyed by the model's "
-                                "names (mult: lam0; gauss: m0, kappa0, nu0, B0, scale; ...); a "
-                                "[prior] table in a job file, a JSON object on the command line",
-                                parse=table, factory=dict)
+    prior: dict[str, Any] = field(default_factory=dict, metadata=meta(
+        "observation prior parameters, keyed by the model's names (mult: lam0; gauss: m0, "
+        "kappa0, nu0, B0, scale; ...); a [prior] table in a job file, a JSON object on the "
+        "command line", table))
     alloc: str = opt("dp", "allocation prior over the mixture weights",
                      choices=lambda: sorted(ALLOCATIONS))
     alpha0: float = opt(1.0, "DP concentration")

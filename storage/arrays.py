@@ -93,8 +93,9 @@ def read_arrays(path: str | Path, fmt: str, version: int) -> ArrayFile:
         if blob.dtype != np.uint8 or blob.ndim != 1:
             raise ValueError("its description is not text")
         meta = json.loads(blob.tobytes().decode("utf-8"))
-        if not isinstance(meta, dict) or meta.get("format") != fmt:
-            raise ValueError(f"its format is {meta.get('format') if isinstance(meta, dict) else meta!r}")
+        found = meta.get("format") if isinstance(meta, dict) else meta
+        if found != fmt:
+            raise ValueError(f"its format is {found!r}")
         if meta.get("version") != version:
             raise ValueError(f"version {meta.get('version')} is not {version}")
     except (ValueError, KeyError, OSError, UnicodeDecodeError, zipfile.BadZipFile) as exc:

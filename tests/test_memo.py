@@ -21,12 +21,12 @@ from scipy.special import betaln, digamma, gammaln
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from bnpmix.algorithms.alloc import StickBreaking
-from bnpmix.algorithms.vb.local import batch_step, responsibilities, summarize
-from bnpmix.algorithms.vb.merge import MergeConfig, merge_round
 from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
 from bnpmix.algorithms.mixture import Mixture, optimal_elbo
 from bnpmix.algorithms.obs import obs_class
 from bnpmix.algorithms.summary import Delete, Insert, Merge, Reorder, Summary
+from bnpmix.algorithms.vb.local import batch_step, responsibilities, summarize
+from bnpmix.algorithms.vb.merge import MergeConfig, merge_round
 from bnpmix.pipeline.evaluate import evaluate, load
 from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.storage import Corpus, RunDir, ingest_array, ingest_docword

@@ -1,0 +1,165 @@
+"""One table drives the command line, job files and job.json: every option is accepted as a
+flag and as a job-file key and comes back resolved in job.json; unknown keys are refused."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bnpmix.pipeline.cli import build_parser
+from bnpmix.pipeline.config import JobConfig, options
+from bnpmix.pipeline.fit import fit, job_config
+from bnpmix.pipeline.jobfile import load_job, read_job
+from bnpmix.storage import BnpmixError, ingest_array
+
+SPECIAL = {"scheduler": "synchronous", "moves": ("merge",), "prior": {"kappa0": 0.5}}
+
+
+def example(row):
+    """A valid value of the option that differs from its default (where it can)."""
+    if row.name in SPECIAL:
+        return SPECIAL[row.name]
+    if row.choices:
+        others = [c for c in row.choices if c != row.default]
+        return others[0] if others else row.choices[0]
+    if row.default is None or isinstance(row.default, str):
+        return f"/data/{row.name}"
+    if isinstance(row.default, int):
+        return row.default + 1
+    if isinstance(row.default, float):
+        return row.default * 1.5 if row.default else 0.5
+    raise AssertionError(f"no example for {row.name}")
+
+
+def as_text(value) -> str:
+    if isinstance(value, tuple):
+        return ",".join(value)
+    if isinstance(value, dict):
+        return json.dumps(value)
+    return str(value)
+
+
+def as_toml(key: str, value) -> str:
+    if isinstance(value, dict):
+        return f"[{key}]\n" + "".join(f"{k} = {json.dumps(v)}\n" for k, v in value.items())
+    if isinstance(value, tuple):
+        return f"{key} = {json.dumps(list(value))}\n"
+    return f"{key} = {json.dumps(value)}\n"
+
+
+def resolved(config: JobConfig, row):
+    """The option's value in config.to_dict(), which job.json and summary.json record."""
+    d = config.to_dict()
+    if row.section == "job":
+        return d["algorithm"]
+    value = d[row.section]
+    for part in row.path:
+        value = value[part]
+    return tuple(value) if isinstance(value, list) else value
+
+
+ROWS = options()
+
+
+def test_the_table_covers_every_config_field():
+    names = [r.name for r in ROWS]
+    assert len(names) == len(set(names))
+    for expected in ("algorithm", "corpus", "out", "seed", "scheduler", "cluster", "threads",
+                     "wave", "cache_bytes", "summary_bytes", "checkpoint_every", "warm_start",
+                     "obs", "prior", "alloc", "alpha0", "init_sample", "K", "laps", "moves",
+                     "birth_per_lap", "birth_tau", "birth_max_collect", "birth_fresh_K",
+                     "birth_max_iter", "birth_prune_fraction", "birth_tol", "merge_max_pairs",
+                     "merge_partners", "merge_max_attempts", "sovb_kappa", "sovb_delay"):
+        assert expected in names, expected
+    shared = {r.name: r.engines for r in ROWS if r.section == "engine"}
+    assert set(shared["laps"]) >= {"memo", "vb", "sovb"} and shared["moves"] == ("memo",)
+
+
+@pytest.mark.parametrize("row", ROWS, ids=[r.name for r in ROWS])
+def test_each_option_is_a_flag_a_job_key_and_a_resolved_value(row, tmp_path):
+    value = example(row)
+    algorithm = row.engines[0] if row.engines else "memo"
+    base = [] if row.name == "algorithm" else ["--algorithm", algorithm]
+    # 1. argparse
+    if row.name != "corpus":
+        args = build_parser().parse_args(["fit", "c", "--out", "o", *base, row.flag,
+                                          as_text(value)])
+        assert getattr(args, row.name) == value
+        flags = {r.name: getattr(args, r.name) for r in ROWS if r.name != "corpus"}
+        flags["corpus"] = "c"
+        assert resolved(load_job(None, flags).config, row) == value
+    # 2. a job file
+    job = tmp_path / "job.toml"
+    head = "" if row.name == "algorithm" else f'algorithm = "{algorithm}"\n'
+    job.write_text(head + as_toml(row.name, value))
+    config = load_job(job, {}).config
+    want = value if row.name not in ("corpus", "out", "warm_start", "cluster") else (
+        str(Path(value).resolve()))  # paths in job files are taken relative to the file
+    assert resolved(config, row) == want
+    # 3. job.json's form round-trips to the same configuration
+    assert JobConfig.from_dict(json.loads(json.dumps(config.to_dict()))) == config
+
+
+def test_job_json_records_the_resolved_configuration(tmp_path):
+    rng = np.random.default_rng(0)
+    ingest_array(rng.normal(size=(300, 2)), tmp_path / "corpus", partition_rows=100)
+    job = tmp_path / "job.toml"
+    job.write_text('corpus = "corpus"\nout = "run"\nlaps = 2\nK = 2\nmoves = "merge"\n'
+                   'seed = 3\nscheduler = "synchronous"\nalpha0 = 2.5\nbirth_tau = 0.2\n'
+                   'merge_max_attempts = 7\nsummary_bytes = 1000\n[prior]\nkappa0 = 0.5\n'
+                   'scale = 0.3\n')
+    config = load_job(job, {"laps": 3}).config
+    summary = fit(config.run.corpus, config.run.out, config)
+    saved = json.loads((tmp_path / "run" / "job.json").read_text())["config"]
+    want = config.replace(model_obs="gauss").to_dict()
+    assert saved == json.loads(json.dumps(want))
+    assert json.loads(json.dumps(summary["config"])) == saved
+    assert saved["engine"]["laps"] == 3 and saved["engine"]["merge"]["max_attempts"] == 7
+    assert saved["model"]["prior"] == {"kappa0": 0.5, "scale": 0.3}
+    assert saved["model"]["obs"] == "gauss"  # the default, resolved from the corpus
+
+
+def test_the_prior_table_reaches_the_model(tmp_path):
+    from bnpmix.pipeline.evaluate import load
+
+    rng = np.random.default_rng(1)
+    ingest_array(rng.normal(size=(200, 2)), tmp_path / "corpus", partition_rows=100)
+    fit(tmp_path / "corpus", tmp_path / "run",
+        job_config(laps=1, prior={"kappa0": 0.25, "nu0": 7.0}))
+    prior = load(tmp_path / "run").model.obs.prior()
+    assert prior["kappa0"] == 0.25 and prior["nu0"] == 7.0
+    with pytest.raises(BnpmixError, match="lam0"):
+        fit(tmp_path / "corpus", tmp_path / "bad", job_config(laps=1, prior={"lam0": 0.1}))
+    assert not (tmp_path / "bad").exists()
+
+
+def test_unknown_and_misplaced_keys_are_errors_naming_file_and_key(tmp_path):
+    job = tmp_path / "job.toml"
+    job.write_text("laps = 2\nlapz = 3\n")
+    with pytest.raises(BnpmixError, match=r"job\.toml: unknown key 'lapz'"):
+        read_job(job)
+    job.write_text('algorithm = "vb"\nmoves = "merge"\n')
+    with pytest.raises(BnpmixError, match=r"job\.toml: option 'moves' does not apply to "
+                                          r"--algorithm vb"):
+        load_job(job, {})
+    job.write_text('laps = "many"\n')
+    with pytest.raises(BnpmixError, match=r"job\.toml: laps: expected an integer"):
+        load_job(job, {})
+    job.write_text("wave = 0\n")
+    with pytest.raises(BnpmixError, match="wave must be a positive integer"):
+        load_job(job, {})
+    job.write_text("[schedule]\nrunz = 1\n")
+    with pytest.raises(BnpmixError, match=r"\[schedule\] takes only"):
+        read_job(job)
+
+
+def test_configurations_are_frozen():
+    config = job_config(K=2)
+    with pytest.raises(AttributeError):
+        config.engine.K = 3
+    with pytest.raises(AttributeError):
+        config.run.seed = 1
+    assert config.replace(run_seed=5).run.seed == 5 and config.run.seed == 0
