@@ -8,9 +8,12 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from helpers import write_docword
+
+pytestmark = pytest.mark.integration
 
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:

@@ -101,3 +101,40 @@ def test_fit_refuses_an_output_directory_that_is_not_its_own(tmp_path):
     fit(corpus, tmp_path / "run", job_config(laps=1))
     with pytest.raises(BnpmixError, match="bnpmix resume"):
         fit(corpus, tmp_path / "run", job_config(laps=1))
+
+
+@pytest.mark.parametrize("algorithm", ["memo", "vb", "sovb"])
+def test_load_scores_like_evaluate_for_every_engine(tmp_path, algorithm):
+    import bnpmix
+    from bnpmix.pipeline.evaluate import evaluate
+    from bnpmix.storage import Corpus
+
+    corpus = clusters(tmp_path, n=900, D=3)
+    options = {"moves": "birth,merge"} if algorithm == "memo" else {}
+    fit(corpus, tmp_path / "run", job_config(algorithm=algorithm, K=2, laps=4, **options))
+    rng = np.random.default_rng(9)
+    y = rng.integers(0, 3, 300)
+    Xh = rng.normal(0, 6, (3, 3))[y] + rng.normal(size=(300, 3))
+    ingest_array(Xh, tmp_path / "heldout", partition_rows=70, columns={"label": y})
+    scores = evaluate(tmp_path / "run", tmp_path / "heldout", labels_column="label")
+    model = bnpmix.load(tmp_path / "run")
+    X = Corpus(tmp_path / "heldout").read_all().X
+    logp = model.score_samples(X)
+    assert scores["heldout_loglik_per_item"] == pytest.approx(logp.mean(), rel=1e-12)
+    assert model.score(X) == pytest.approx(logp.mean(), rel=1e-12)
+    summary = pd.read_json(tmp_path / "run" / "summary.json", typ="series")
+    np.testing.assert_allclose(model.weights_, summary["weights"], rtol=1e-12)
+    P = model.predict_proba(X)
+    assert P.shape == (300, model.n_components_)
+    np.testing.assert_allclose(P.sum(1), 1.0, rtol=1e-12)
+    np.testing.assert_array_equal(model.predict(X), P.argmax(1))
+    # the mixture's own density at the saved parameters, by hand (with the new components' mass)
+    m = model.model
+    by_hand = np.log(sum(w * np.exp(m.obs.predictive_logpdf(X, m.post)[:, k])
+                         for k, w in enumerate(model.weights_))
+                     + model.weight_new_ * np.exp(
+                         m.obs.predictive_logpdf(X, m.obs.prior_post(1))[:, 0]))
+    np.testing.assert_allclose(logp, by_hand, rtol=1e-10)
+    assert model.means_.shape == (model.n_components_, 3)
+    with pytest.raises(ValueError, match="does not fit"):
+        model.score_samples(X[:, :2])

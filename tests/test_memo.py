@@ -625,3 +625,27 @@ def test_evaluate_scores_agree_with_sklearn_on_heldout_labels(obs, tmp_path):
     assert out["ari"] == pytest.approx(adjusted_rand_score(z[400:], best), abs=1e-12)
     assert out["nmi"] == pytest.approx(normalized_mutual_info_score(z[400:], best), abs=1e-12)
     assert out["ari"] > 0.7, out  # four clusters (zm-gauss: overlapping at the origin), K = 1
+
+
+# ------------------------------------------------------------------------- S' and the last visit
+
+def test_births_count_in_every_update_of_their_lap_but_the_last(tmp_path):
+    """During an adoption lap the globals come from S^0 + S'; the lap's last update uses S^0
+    alone, so the lap's last trace row is the optimal ELBO of the batches' own summaries, the
+    state its merges and the next lap start from."""
+    corpus = clustered_corpus(tmp_path, "gauss", seed=31, n=400, rows=50, K=4)
+    run = engine_for(corpus, obs="gauss", algorithm="memo", K=1, laps=6, moves="birth", seed=1)
+    checked = 0
+    while not run.done and checked == 0:
+        run.step()
+        st = run.lap_state
+        if st is None or st.S_prime is None or st.pos == 0:
+            continue
+        S = run.S0 if st.pos == len(st.order) else run.S0 + st.S_prime
+        want = Mixture.from_summary(run.ctx.obs, run.ctx.alloc, S)
+        for k in want.post:
+            np.testing.assert_array_equal(run.model.post[k], want.post[k])
+        if st.pos == len(st.order):
+            assert run.trace[-1]["elbo"] == optimal_elbo(run.ctx.obs, run.ctx.alloc, run.S0)
+            checked += 1
+    assert checked, "no birth was adopted"
