@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
-from bnpmix.pipeline.config import FitConfig
+from bnpmix.pipeline.config import JobConfig
 from bnpmix.pipeline.fit import fit
 from bnpmix.storage import Corpus, RunDir, ingest_array
 
@@ -37,7 +37,7 @@ def corpus_of(X, labels: np.ndarray, n_partitions: int, name: str) -> Path:
     return out
 
 
-def run_fit(corpus: Path, cfg: FitConfig, name: str) -> dict:
+def run_fit(corpus: Path, cfg: JobConfig, name: str) -> dict:
     """Fit, then score the run's own hard assignments against the corpus labels."""
     out = WORK / f"run-{name}"
     t = time.perf_counter()

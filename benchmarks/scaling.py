@@ -30,9 +30,9 @@ import pandas as pd
 
 from _common import WORK
 from bnpmix.datasets import toy_patches
-from bnpmix.pipeline.config import FitConfig
-from bnpmix.pipeline.executors import DaskExecutor, LocalExecutor
-from bnpmix.pipeline.fit import fit
+from bnpmix.pipeline.config import JobConfig
+from bnpmix.pipeline.fit import fit, job_config
+from bnpmix.pipeline.runtime.executors import DaskExecutor, LocalExecutor
 from bnpmix.storage import ingest_array
 
 DASK = str(Path(sys.executable).parent / "dask")
@@ -123,8 +123,8 @@ def main() -> int:
           f"{args.laps} laps (times of the last lap)")
     print(f"{'executor':<36} {'s/lap':>7} {'ELBO/item':>10} {'task overhead':>14}")
 
-    def cfg(**kw) -> FitConfig:
-        return FitConfig(algorithm="memo", obs="gauss", K=25, laps=args.laps, **kw)
+    def cfg(**kw) -> JobConfig:
+        return job_config(algorithm="memo", obs="gauss", K=25, laps=args.laps, **kw)
 
     out = WORK / "threads"
     fit(corpus, out, cfg(scheduler="threads"))

@@ -14,7 +14,7 @@ import numpy as np
 
 from _common import corpus_of, run_fit
 from bnpmix.datasets import bag_of_words_topics
-from bnpmix.pipeline.config import FitConfig
+from bnpmix.pipeline.fit import job_config
 from bnpmix.storage import RunDir
 
 
@@ -33,7 +33,7 @@ def main() -> int:
     corpus = corpus_of(X, labels, 20, "topics")
     print(f"topics: {args.docs} documents, V=2000, 20 true topics, {X.nnz} non-zeros, "
           f"20 partitions")
-    cfg = FitConfig(algorithm="memo", obs="mult", K=1, laps=args.laps, moves=("birth", "merge"),
+    cfg = job_config(algorithm="memo", obs="mult", K=1, laps=args.laps, moves=("birth", "merge"),
                     seed=args.seed)
     r = run_fit(corpus, cfg, "memo-bm")
     arrays, _ = RunDir(r["run"]).load_model()

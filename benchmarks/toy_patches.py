@@ -18,7 +18,8 @@ import numpy as np
 
 from _common import corpus_of, oracle_ari, run_fit
 from bnpmix.datasets import toy_patch_covariances, toy_patches
-from bnpmix.pipeline.config import SOVB_SCHEDULES, FitConfig
+from bnpmix.pipeline.engines.sovb import SCHEDULES as SOVB_SCHEDULES
+from bnpmix.pipeline.fit import job_config
 
 
 def true_log_density(X: np.ndarray) -> np.ndarray:
@@ -47,7 +48,7 @@ def main() -> int:
           f"{'seconds':>8}  pass")
     passes = 0
     for seed in range(args.seeds):
-        cfg = FitConfig(algorithm="memo", obs="zm-gauss", K=1, laps=args.laps,
+        cfg = job_config(algorithm="memo", obs="zm-gauss", K=1, laps=args.laps,
                         moves=("birth", "merge"), seed=seed)
         r = run_fit(corpus, cfg, f"memo-bm-{seed}")
         ok = r["K_eff"] == 8 and r["ari"] >= oracle - 0.02
@@ -62,10 +63,10 @@ def main() -> int:
     if not args.no_baselines:
         print(f"\nfixed K=25 baselines (Fig. 2), {args.laps} laps, seed 0")
         print(f"{'method':<22} {'K>1%':>5} {'ARI':>7} {'ELBO/item':>10} {'seconds':>8}")
-        runs = [(f"sovb {s} (k={k}, d={d:g})", FitConfig(
+        runs = [(f"sovb {s} (k={k}, d={d:g})", job_config(
             algorithm="sovb", obs="zm-gauss", K=25, laps=args.laps, sovb_kappa=k,
             sovb_delay=d)) for s, (k, d) in SOVB_SCHEDULES.items()]
-        runs.append(("memo, no moves", FitConfig(algorithm="memo", obs="zm-gauss", K=25,
+        runs.append(("memo, no moves", job_config(algorithm="memo", obs="zm-gauss", K=25,
                                                   laps=args.laps)))
         for name, cfg in runs:
             r = run_fit(corpus, cfg, name.split()[0] + name.split()[1])

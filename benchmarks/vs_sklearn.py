@@ -24,7 +24,7 @@ from _common import corpus_of, run_fit
 from bnpmix.algorithms.metrics import adjusted_rand_index
 from bnpmix.algorithms.obs.gauss import Gauss
 from bnpmix.datasets import toy_patches
-from bnpmix.pipeline.config import FitConfig
+from bnpmix.pipeline.fit import job_config
 
 
 def estep_gflops(n: int = 100_000, D: int = 25, K: int = 25, repeats: int = 5) -> None:
@@ -71,7 +71,7 @@ def main() -> int:
     # OpenBLAS) that scikit-learn's fit leaves behind in this process
     ours = {}
     for obs in ("gauss", "zm-gauss"):
-        cfg = FitConfig(algorithm="memo", obs=obs, K=1, laps=args.laps, moves=("birth", "merge"),
+        cfg = job_config(algorithm="memo", obs=obs, K=1, laps=args.laps, moves=("birth", "merge"),
                         seed=args.seed)
         ours[obs] = run_fit(corpus, cfg, f"memo-{obs}")
 

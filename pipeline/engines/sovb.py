@@ -26,6 +26,9 @@ from .common import (
 )
 
 
+SCHEDULES = {"a": (0.5, 10.0), "b": (0.5, 100.0), "c": (0.9, 10.0)}  # (kappa, delay), Sec. 4
+
+
 @dataclass(frozen=True)
 class SOVBConfig:
     K: int = opt(1, "initial number of components")
