@@ -69,6 +69,30 @@ class ObsModel(ABC):
     def check_data(self, X: Data) -> None:
         """Raise ValueError if X does not fit this model (dimension, sign, sparsity)."""
 
+    @abstractmethod
+    def predictive_state(self, post: Arrays) -> Arrays:
+        """The state of the one-item path, built once from a posterior: new arrays (never views
+        of post), first axis = component, so it saves with np.savez and travels to workers."""
+
+    @abstractmethod
+    def predictive_logpdf_state(self, state: Arrays, X: Data) -> np.ndarray:
+        """predictive_logpdf of one item or a few (n, K) from a predictive state, in time
+        independent of the data size: O(K D²) per item for full Gaussians, O(K nnz) for Mult."""
+
+    @abstractmethod
+    def absorb(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
+        """Add one item x with weight w ≥ 0 (a responsibility) to component k, in place:
+        the state becomes that of λ_k + w t(x)."""
+
+    @abstractmethod
+    def remove(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
+        """The exact inverse of absorb: λ_k - w t(x), in place. Raises ValueError, leaving the
+        state untouched, if the result would not be a valid posterior."""
+
+    @abstractmethod
+    def means(self, post: Arrays) -> np.ndarray:
+        """Posterior-mean component parameters, (K, D) or (K, V)."""
+
     def prior_post(self, K: int) -> Arrays:
         """The posterior of K components that have seen no data (equal to the prior)."""
         shapes = self.stat_shapes()
@@ -89,3 +113,39 @@ def check_dense(X: Data, D: int) -> None:
         raise ValueError("expected a dense array, got a sparse matrix")
     if X.ndim != 2 or X.shape[1] != D:
         raise ValueError(f"expected {D} columns, got shape {X.shape}")
+
+
+def check_weight(w: float) -> float:
+    """w as a float; ValueError unless it is finite and non-negative."""
+    w = float(w)
+    if not (np.isfinite(w) and w >= 0):
+        raise ValueError(f"the weight must be finite and non-negative, got {w}")
+    return w
+
+
+def check_component(k: int, K: int) -> int:
+    """k as an int; IndexError unless 0 <= k < K (a negative k would silently wrap)."""
+    k = int(k)
+    if not 0 <= k < K:
+        raise IndexError(f"component {k} out of range for {K} components")
+    return k
+
+
+def dense_items(X: Data, D: int) -> np.ndarray:
+    """One item (D,) or a few (n, D) as a float (n, D) array; ValueError otherwise."""
+    if sp.issparse(X):
+        raise ValueError("expected a dense array, got a sparse matrix")
+    X = np.asarray(X, dtype=float)
+    X = X[None, :] if X.ndim == 1 else X
+    check_dense(X, D)
+    return X
+
+
+def dense_item(x: Data, D: int) -> np.ndarray:
+    """One finite item, (D,) or (1, D), as a float (D,) array; ValueError otherwise."""
+    X = dense_items(x, D)
+    if X.shape[0] != 1:
+        raise ValueError(f"expected one item, got {X.shape[0]}")
+    if not np.all(np.isfinite(X)):
+        raise ValueError("the item must be finite")
+    return X[0]

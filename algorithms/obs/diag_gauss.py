@@ -5,6 +5,8 @@ Statistics: x_k = Σ_n r_nk x_n and x2_k = Σ_n r_nk x_n² (elementwise; Eq. 7).
 Posterior (Eq. 10): κ = κ0 + N, m = (κ0 m0 + x) / κ, a = a0 + N/2,
 b = b0 + ½ (x2 + κ0 m0² - κ m²).
 Under q: E[λ_d] = a / b_d, E[log λ_d] = ψ(a) - log b_d, E[λ_d μ_d²] = 1/κ + (a/b_d) m_d².
+One item x with weight w: κ' = κ + w, m' = (κ m + w x) / κ', a' = a + w/2,
+b' = b + ½ (w κ / κ') (x - m)².
 """
 
 from __future__ import annotations
@@ -14,7 +16,16 @@ from typing import Any
 import numpy as np
 from scipy.special import digamma, gammaln
 
-from .base import Arrays, Data, ObsModel, check_dense
+from .base import (
+    Arrays,
+    Data,
+    ObsModel,
+    check_component,
+    check_dense,
+    check_weight,
+    dense_item,
+    dense_items,
+)
 
 LOG2PI = np.log(2 * np.pi)
 
@@ -38,8 +49,7 @@ class DiagGauss(ObsModel):
 
     @classmethod
     def default(cls, X: Data, kappa0: float = 0.01, a0: float = 1.0, scale: float = 0.1,
-                m0: np.ndarray | None = None, b0: np.ndarray | None = None,
-                **_: Any) -> DiagGauss:
+                m0: np.ndarray | None = None, b0: np.ndarray | None = None) -> DiagGauss:
         """m0 = data mean and b0_d = a0 · scale · var_d, so 1/E[λ_d] = scale · var_d."""
         X = np.asarray(X, dtype=float)
         D = X.shape[1]
@@ -125,6 +135,59 @@ class DiagGauss(ObsModel):
     def features(self, X: Data) -> np.ndarray:
         """The items themselves (components differ in location)."""
         return np.asarray(X, dtype=float)
+
+    def predictive_state(self, post: Arrays) -> Arrays:
+        """κ, m, a, b (copies): everything the one-item path needs, O(K D)."""
+        return {key: np.array(post[key], dtype=float) for key in ("kappa", "m", "a", "b")}
+
+    def predictive_logpdf_state(self, state: Arrays, X: Data) -> np.ndarray:
+        """The product of Student-t's of predictive_logpdf, for all items and components at
+        once: O(K D) per item."""
+        X = dense_items(X, self.D)
+        kappa, m, a, b = state["kappa"], state["m"], state["a"], state["b"]
+        dof = 2.0 * a
+        s2 = b * ((kappa + 1.0) / (a * kappa))[:, None]
+        const = self.D * (gammaln(0.5 * (dof + 1)) - gammaln(0.5 * dof)
+                          - 0.5 * np.log(dof * np.pi)) - 0.5 * np.log(s2).sum(1)
+        z2 = (X[:, None, :] - m[None]) ** 2 / (dof[:, None] * s2)[None]
+        return -0.5 * (dof + 1) * np.log1p(z2).sum(2) + const
+
+    def absorb(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
+        """κ' = κ + w, m' = m + (w / κ') (x - m), a' = a + w/2, b' = b + ½ (w κ / κ') (x - m)²:
+        O(D)."""
+        k = check_component(k, len(state["kappa"]))
+        x, w = dense_item(x, self.D), check_weight(w)
+        kappa = state["kappa"][k]
+        kappa_new = kappa + w
+        d = x - state["m"][k]
+        state["b"][k] += (0.5 * w * kappa / kappa_new) * d**2
+        state["m"][k] += (w / kappa_new) * d
+        state["kappa"][k] = kappa_new
+        state["a"][k] += 0.5 * w
+
+    def remove(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
+        """Inverse of absorb from the current κ', m': κ = κ' - w, m = m' - (w / κ) (x - m'),
+        a = a' - w/2, b = b' - ½ (w κ' / κ) (x - m')² (ValueError unless κ, a, b stay > 0)."""
+        k = check_component(k, len(state["kappa"]))
+        x, w = dense_item(x, self.D), check_weight(w)
+        kappa = state["kappa"][k]
+        kappa_new = kappa - w
+        a_new = state["a"][k] - 0.5 * w
+        if not (kappa_new > 0 and a_new > 0):
+            raise ValueError(f"removing weight {w} leaves kappa = {kappa_new}, a = {a_new}: "
+                             "they must stay positive")
+        d = x - state["m"][k]
+        b_new = state["b"][k] - (0.5 * w * kappa / kappa_new) * d**2
+        if not np.all(b_new > 0):
+            raise ValueError("the removal would leave a non-positive rate b")
+        state["b"][k] = b_new
+        state["m"][k] -= (w / kappa_new) * d
+        state["kappa"][k] = kappa_new
+        state["a"][k] = a_new
+
+    def means(self, post: Arrays) -> np.ndarray:
+        """E[μ_k] = m_k (from a posterior or a predictive state)."""
+        return np.array(post["m"], dtype=float)
 
 
 def _log_Z_ng(kappa: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:

@@ -5,6 +5,8 @@ Statistics: x_k = Σ_n r_nk x_n and S_k = Σ_n r_nk x_n x_nᵀ (Eq. 7).
 Posterior (Eq. 10): κ = κ0 + N, m = (κ0 m0 + x) / κ, ν = ν0 + N,
 B = B0 + S + κ0 m0 m0ᵀ - κ m mᵀ.
 Under q: E[Λ] = ν B⁻¹, E[Λμ] = ν B⁻¹ m, E[μᵀΛμ] = D/κ + ν mᵀB⁻¹m.
+One item x with weight w: κ' = κ + w, m' = (κ m + w x) / κ', ν' = ν + w,
+B' = B + (w κ / κ') (x - m)(x - m)ᵀ, a rank-one update of B's Cholesky factor.
 """
 
 from __future__ import annotations
@@ -15,7 +17,17 @@ import numpy as np
 from scipy.special import gammaln
 
 from . import wishart as W
-from .base import Arrays, Data, ObsModel, check_dense, weighted_outer
+from .base import (
+    Arrays,
+    Data,
+    ObsModel,
+    check_component,
+    check_dense,
+    check_weight,
+    dense_item,
+    dense_items,
+    weighted_outer,
+)
 
 
 class Gauss(ObsModel):
@@ -37,7 +49,7 @@ class Gauss(ObsModel):
 
     @classmethod
     def default(cls, X: Data, kappa0: float = 0.01, nu0: float | None = None, scale: float = 0.1,
-                m0: np.ndarray | None = None, B0: np.ndarray | None = None, **_: Any) -> Gauss:
+                m0: np.ndarray | None = None, B0: np.ndarray | None = None) -> Gauss:
         """ν0 = D + 2, m0 = data mean and E[Λ⁻¹] = scale · (mean column variance) · I."""
         X = np.asarray(X, dtype=float)
         D = X.shape[1]
@@ -125,6 +137,62 @@ class Gauss(ObsModel):
     def features(self, X: Data) -> np.ndarray:
         """The items themselves (components differ in location)."""
         return np.asarray(X, dtype=float)
+
+    def predictive_state(self, post: Arrays) -> Arrays:
+        """κ, m, ν, the lower Cholesky factor L of B (B = L Lᵀ) and log|B| = 2 Σ log diag L."""
+        L = np.linalg.cholesky(post["B"])
+        return {"kappa": np.array(post["kappa"], dtype=float),
+                "m": np.array(post["m"], dtype=float), "nu": np.array(post["nu"], dtype=float),
+                "L": L, "logdet_B": W.logdet_from_chol(L)}
+
+    def predictive_logpdf_state(self, state: Arrays, X: Data) -> np.ndarray:
+        """The Student-t of predictive_logpdf with (x - m)ᵀ B⁻¹ (x - m) = |z|², L z = x - m:
+        one triangular solve per item and component, O(K D²) per item."""
+        X = dense_items(X, self.D)
+        D = self.D
+        kappa = state["kappa"]
+        dof = state["nu"] - D + 1.0
+        c = kappa / (kappa + 1.0)
+        Z = W.solve_lower(state["L"], X[:, None, :] - state["m"][None, :, :])
+        quad = c * np.einsum("nkd,nkd->nk", Z, Z)
+        logdet_sigma = state["logdet_B"] - D * np.log(c * dof)
+        return (gammaln(0.5 * (dof + D)) - gammaln(0.5 * dof) - 0.5 * D * np.log(dof * np.pi)
+                - 0.5 * logdet_sigma - 0.5 * (dof + D) * np.log1p(quad))
+
+    def absorb(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
+        """κ' = κ + w, m' = m + (w / κ') (x - m), ν' = ν + w and B' = B + (w κ / κ') (x - m)(x - m)ᵀ
+        as a rank-one update of L_k, O(D²); log|B_k| from the new diagonal."""
+        k = check_component(k, len(state["kappa"]))
+        x, w = dense_item(x, self.D), check_weight(w)
+        kappa = state["kappa"][k]
+        kappa_new = kappa + w
+        d = x - state["m"][k]
+        W.chol_rank1(state["L"][k], np.sqrt(w * kappa / kappa_new) * d, +1)
+        state["m"][k] += (w / kappa_new) * d
+        state["kappa"][k] = kappa_new
+        state["nu"][k] += w
+        state["logdet_B"][k] = W.logdet_from_chol(state["L"][k])
+
+    def remove(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
+        """Inverse of absorb from the current κ', m': κ = κ' - w, m = m' - (w / κ) (x - m'),
+        ν = ν' - w and B = B' - (w κ' / κ) (x - m')(x - m')ᵀ, a rank-one downdate of L_k."""
+        k = check_component(k, len(state["kappa"]))
+        x, w = dense_item(x, self.D), check_weight(w)
+        kappa_new = state["kappa"][k] - w
+        nu_new = state["nu"][k] - w
+        if not (kappa_new > 0 and nu_new > self.D - 1):
+            raise ValueError(f"removing weight {w} leaves kappa = {kappa_new}, nu = {nu_new}: "
+                             f"they must stay above 0 and D - 1")
+        d = x - state["m"][k]
+        W.chol_rank1(state["L"][k], np.sqrt(w * state["kappa"][k] / kappa_new) * d, -1)
+        state["m"][k] -= (w / kappa_new) * d
+        state["kappa"][k] = kappa_new
+        state["nu"][k] = nu_new
+        state["logdet_B"][k] = W.logdet_from_chol(state["L"][k])
+
+    def means(self, post: Arrays) -> np.ndarray:
+        """E[μ_k] = m_k (from a posterior or a predictive state)."""
+        return np.array(post["m"], dtype=float)
 
 
 def _log_Z_nw(kappa: np.ndarray, nu: np.ndarray, logdet_B: np.ndarray, D: int) -> np.ndarray:

@@ -8,6 +8,7 @@ this convention, but every log likelihood, log evidence and ELBO here excludes i
 θ_k ~ Dir(λ0) (symmetric or full λ0 ∈ ℝ₊^V). Statistics: wc_k = Σ_n r_nk x_n (Eq. 7).
 Posterior: λ_k = λ0 + wc_k (Eq. 10), with E[log θ_kw] = ψ(λ_kw) - ψ(Σ_v λ_kv).
 logB(λ) = Σ_w log Γ(λ_w) - log Γ(Σ_w λ_w) is the log normaliser of Dir(λ).
+One document x with weight w: λ_k' = λ_k + w x, on x's non-zero words only.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma, gammaln
 
-from .base import Arrays, Data, ObsModel
+from .base import Arrays, Data, ObsModel, check_component, check_weight
 
 
 def log_B(lam: np.ndarray) -> np.ndarray:
@@ -57,7 +58,7 @@ class Mult(ObsModel):
         self._log_B0 = float(log_B(lam0))
 
     @classmethod
-    def default(cls, X: Data, lam0: float | np.ndarray = 0.1, **_: Any) -> Mult:
+    def default(cls, X: Data, lam0: float | np.ndarray = 0.1) -> Mult:
         """Symmetric Dir(λ0) over the columns of X (λ0 = 0.1: sparse topics)."""
         return cls(np.shape(X)[1], lam0)
 
@@ -130,3 +131,69 @@ class Mult(ObsModel):
         Y = Xc.copy()
         Y.data = np.sqrt(Xc.data / np.where(denom > 0, denom, 1.0))
         return Y
+
+    def predictive_state(self, post: Arrays) -> Arrays:
+        """λ (K, V), copied, and its row sums Σ_w λ_kw (K,), kept up to date by absorb/remove."""
+        lam = np.array(post["lam"], dtype=float)
+        return {"lam": lam, "lam_sum": lam.sum(-1)}
+
+    def predictive_logpdf_state(self, state: Arrays, X: Data) -> np.ndarray:
+        """The Dirichlet-multinomial of predictive_logpdf from the state's row sums, reading λ only
+        at each document's non-zero words: O(K nnz), independent of V."""
+        Xc = self._docs(X)
+        lam, lam_sum = state["lam"], state["lam_sum"]
+        n, nnz = Xc.shape[0], Xc.nnz
+        n_d = np.asarray(Xc.sum(1)).ravel()
+        lam_nz = lam[:, Xc.indices]  # (K, nnz)
+        terms = gammaln(lam_nz + Xc.data) - gammaln(lam_nz)
+        per_doc = sp.csr_matrix((np.ones(nnz), np.arange(nnz), Xc.indptr), shape=(n, nnz))
+        return (gammaln(lam_sum)[None, :] - gammaln(lam_sum[None, :] + n_d[:, None])
+                + per_doc @ terms.T)
+
+    def absorb(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
+        """λ_kw' = λ_kw + w x_w on the document's non-zero words and Σ_w λ_kw' = Σ_w λ_kw + w n_d:
+        a sparse row update, O(nnz)."""
+        k = check_component(k, len(state["lam_sum"]))
+        idx, counts = self._doc(x)
+        w = check_weight(w)
+        state["lam"][k, idx] += w * counts
+        state["lam_sum"][k] += w * counts.sum()
+
+    def remove(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
+        """λ_kw = λ_kw' - w x_w on the document's non-zero words, and the row sum likewise
+        (ValueError if some λ_kw would not stay positive)."""
+        k = check_component(k, len(state["lam_sum"]))
+        idx, counts = self._doc(x)
+        w = check_weight(w)
+        new = state["lam"][k, idx] - w * counts
+        if not np.all(new > 0):
+            raise ValueError("the removal would leave a non-positive Dirichlet parameter: the "
+                             "document was not absorbed into this component with this weight")
+        state["lam"][k, idx] = new
+        state["lam_sum"][k] -= w * counts.sum()
+
+    def means(self, post: Arrays) -> np.ndarray:
+        """E[θ_k] = λ_k / Σ_w λ_kw: the expected word distributions (K, V)."""
+        lam = post["lam"]
+        return lam / lam.sum(-1, keepdims=True)
+
+    def _docs(self, X: Data) -> sp.csr_matrix:
+        """One document (V,) or a few (n, V), dense or sparse, as canonical float CSR."""
+        if not sp.issparse(X):
+            X = np.asarray(X, dtype=float)
+            X = X[None, :] if X.ndim == 1 else X
+        Xc = as_csr(X)
+        if Xc.shape[1] != self.V:
+            raise ValueError(f"expected {self.V} columns (vocabulary size), got shape {Xc.shape}")
+        return Xc
+
+    def _doc(self, x: Data) -> tuple[np.ndarray, np.ndarray]:
+        """The non-zero words of one document and their counts (non-negative, finite)."""
+        Xc = self._docs(x)
+        if Xc.shape[0] != 1:
+            raise ValueError(f"expected one document, got {Xc.shape[0]}")
+        keep = Xc.data != 0
+        idx, counts = Xc.indices[keep], Xc.data[keep]
+        if not np.all(np.isfinite(counts) & (counts > 0)):
+            raise ValueError("word counts must be finite and non-negative")
+        return idx, counts

@@ -2,6 +2,7 @@
 
 x ~ N(0, Λ⁻¹), Λ ~ Wishart(ν0, B0⁻¹). Statistics: S_k = Σ_n r_nk x_n x_nᵀ (Eq. 13).
 Posterior: ν_k = ν0 + N_k, B_k = B0 + S_k (Eq. 18).
+One item x with weight w: ν' = ν + w, B' = B + w x xᵀ (a rank-one update of B's Cholesky factor).
 """
 
 from __future__ import annotations
@@ -12,7 +13,17 @@ import numpy as np
 from scipy.special import gammaln
 
 from . import wishart as W
-from .base import Arrays, Data, ObsModel, check_dense, weighted_outer
+from .base import (
+    Arrays,
+    Data,
+    ObsModel,
+    check_component,
+    check_dense,
+    check_weight,
+    dense_item,
+    dense_items,
+    weighted_outer,
+)
 
 
 class ZeroMeanGauss(ObsModel):
@@ -30,15 +41,18 @@ class ZeroMeanGauss(ObsModel):
 
     @classmethod
     def default(cls, X: Data, nu0: float | None = None, scale: float = 1.0,
-                **_: Any) -> ZeroMeanGauss:
-        """ν0 = D + 2 and E[Λ⁻¹] = scale · (mean of x_d²) · I: a weak prior at the data's scale."""
+                B0: np.ndarray | None = None) -> ZeroMeanGauss:
+        """ν0 = D + 2 and E[Λ⁻¹] = scale · (mean of x_d²) · I: a weak prior at the data's scale;
+        an explicit B0 replaces the data-scaled one."""
         X = np.asarray(X)
         D = X.shape[1]
         nu0 = D + 2.0 if nu0 is None else float(nu0)
-        if nu0 <= D + 1:
-            raise ValueError(f"nu0 must exceed D + 1 = {D + 1} for a data-scaled B0")
-        s2 = float(np.mean(X**2)) if X.size else 1.0
-        return cls(D, nu0, (nu0 - D - 1) * scale * max(s2, 1e-12) * np.eye(D))
+        if B0 is None:
+            if nu0 <= D + 1:
+                raise ValueError(f"nu0 must exceed D + 1 = {D + 1} for a data-scaled B0; pass B0")
+            s2 = float(np.mean(X**2)) if X.size else 1.0
+            B0 = (nu0 - D - 1) * scale * max(s2, 1e-12) * np.eye(D)
+        return cls(D, nu0, B0)
 
     def prior(self) -> dict[str, Any]:
         return {"D": self.D, "nu0": self.nu0, "B0": self.B0.tolist()}
@@ -93,3 +107,47 @@ class ZeroMeanGauss(ObsModel):
         X = np.asarray(X, dtype=float)
         norm2 = np.maximum((X**2).sum(1), 1e-300)
         return (X[:, :, None] * X[:, None, :]).reshape(len(X), -1) / norm2[:, None]
+
+    def predictive_state(self, post: Arrays) -> Arrays:
+        """ν, the lower Cholesky factor L of B (B = L Lᵀ) and log|B| = 2 Σ log diag L."""
+        L = np.linalg.cholesky(post["B"])
+        return {"nu": np.array(post["nu"], dtype=float), "L": L,
+                "logdet_B": W.logdet_from_chol(L)}
+
+    def predictive_logpdf_state(self, state: Arrays, X: Data) -> np.ndarray:
+        """The Student-t of predictive_logpdf with xᵀ B⁻¹ x = |z|², L z = x: one triangular
+        solve per item and component, O(K D²) per item."""
+        X = dense_items(X, self.D)
+        D = self.D
+        dof = state["nu"] - D + 1.0
+        L = state["L"]
+        Z = W.solve_lower(L, np.broadcast_to(X[:, None, :], (len(X), L.shape[0], D)))
+        quad = np.einsum("nkd,nkd->nk", Z, Z)
+        logdet_sigma = state["logdet_B"] - D * np.log(dof)
+        return (gammaln(0.5 * (dof + D)) - gammaln(0.5 * dof) - 0.5 * D * np.log(dof * np.pi)
+                - 0.5 * logdet_sigma - 0.5 * (dof + D) * np.log1p(quad))
+
+    def absorb(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
+        """ν' = ν + w and B' = B + w x xᵀ as a rank-one update of L_k, O(D²); log|B_k| from the
+        new diagonal."""
+        k = check_component(k, len(state["nu"]))
+        x, w = dense_item(x, self.D), check_weight(w)
+        W.chol_rank1(state["L"][k], np.sqrt(w) * x, +1)
+        state["nu"][k] += w
+        state["logdet_B"][k] = W.logdet_from_chol(state["L"][k])
+
+    def remove(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
+        """ν = ν' - w and B = B' - w x xᵀ, a rank-one downdate of L_k (ValueError if B would not
+        be positive definite or ν would not exceed D - 1)."""
+        k = check_component(k, len(state["nu"]))
+        x, w = dense_item(x, self.D), check_weight(w)
+        nu_new = state["nu"][k] - w
+        if not nu_new > self.D - 1:
+            raise ValueError(f"removing weight {w} leaves nu = {nu_new}: it must exceed D - 1")
+        W.chol_rank1(state["L"][k], np.sqrt(w) * x, -1)
+        state["nu"][k] = nu_new
+        state["logdet_B"][k] = W.logdet_from_chol(state["L"][k])
+
+    def means(self, post: Arrays) -> np.ndarray:
+        """E[μ_k] = 0: zeros (K, D)."""
+        return np.zeros((len(post["nu"]), self.D))

@@ -25,7 +25,6 @@ from .common import (
     visit,
 )
 
-
 SCHEDULES = {"a": (0.5, 10.0), "b": (0.5, 100.0), "c": (0.9, 10.0)}  # (kappa, delay), Sec. 4
 
 

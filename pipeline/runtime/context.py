@@ -3,6 +3,7 @@ sample of the data), the seeded random streams, the component-id counter and the
 
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -106,7 +107,5 @@ def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> Fi
 def prior_keys(obs_name: str) -> list[str]:
     """The names a ``[prior]`` table may set for an observation model: its default()'s
     keyword parameters (the prior's own parameters, plus ``scale``)."""
-    import inspect
-
     params = inspect.signature(obs_class(obs_name).default).parameters
-    return [n for n, p in params.items() if n != "X" and p.kind is p.KEYWORD_OR_POSITIONAL]
+    return [n for n, p in params.items() if n != "X" and p.kind is p.POSITIONAL_OR_KEYWORD]
