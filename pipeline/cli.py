@@ -280,7 +280,8 @@ def add_option(parser: argparse.ArgumentParser, row: Option) -> None:
             raise argparse.ArgumentTypeError(str(exc)) from None
 
     where = f"; {', '.join(row.engines)}" if row.engines else ""
-    default = "" if row.default is None or row.default == {} else f" (default {row.default}"
+    shown = "none" if row.default == () else row.default
+    default = "" if row.default is None or row.default == {} else f" (default {shown}"
     parser.add_argument(row.flag, dest=row.name, type=parse, choices=row.choices,
                         metavar=None if row.choices else row.name.upper(),
                         help=row.help + (f"{default}{where})" if default else (

@@ -24,7 +24,7 @@ from bnpmix.storage import BnpmixError
 from .runtime.engine import ENGINES, engine_class, engine_names
 
 OBS_NAMES = ("gauss", "zm-gauss", "diag-gauss", "mult")
-SCHEDULERS = "threads (default), synchronous, or tcp://HOST:PORT of a Dask scheduler"
+SCHEDULERS = "threads, synchronous, or tcp://HOST:PORT of a Dask scheduler"
 
 
 def _int(value: Any) -> int:
@@ -273,10 +273,13 @@ def _build(cls: type, values: dict[str, Any]) -> Any:
     return cls(**kwargs)
 
 
-def resolve(values: dict[str, Any], source: str) -> JobConfig:
+def resolve(values: dict[str, Any], source: str,
+            origins: dict[str, str] | None = None) -> JobConfig:
     """The configuration from flat option values (defaults < job file < flags, already merged;
     keys as in the table). Unknown keys, options of another engine and bad values are errors
-    naming ``source`` (the job file, or "flags") and the key."""
+    naming the key and where it came from: ``origins[key]`` (the job file, "flags"), else
+    ``source``."""
+    origins = origins or {}
     algorithm = values.get("algorithm", "memo")
     if not isinstance(algorithm, str) or algorithm not in engine_names():
         raise BnpmixError(f"{source}: algorithm: unknown {algorithm!r}; choose from "
@@ -286,18 +289,19 @@ def resolve(values: dict[str, Any], source: str) -> JobConfig:
     for key, value in values.items():
         if key == "algorithm":
             continue
+        where = origins.get(key, source)
         if key not in table_:
-            raise BnpmixError(f"{source}: unknown option {key!r}")
+            raise BnpmixError(f"{where}: unknown option {key!r}")
         row = table_[key]
         if row.section == "engine" and algorithm not in row.engines:
-            raise BnpmixError(f"{source}: option {key!r} does not apply to --algorithm "
+            raise BnpmixError(f"{where}: option {key!r} does not apply to --algorithm "
                               f"{algorithm} (it is an option of {', '.join(row.engines)})")
         try:
             parsed = row.parse(value)
         except (TypeError, ValueError) as exc:
-            raise BnpmixError(f"{source}: {key}: {exc}") from None
+            raise BnpmixError(f"{where}: {key}: {exc}") from None
         if row.choices is not None and parsed not in row.choices:
-            raise BnpmixError(f"{source}: {key}: {parsed!r} is not one of {list(row.choices)}")
+            raise BnpmixError(f"{where}: {key}: {parsed!r} is not one of {list(row.choices)}")
         target = nested[row.section]
         for part in row.path[:-1]:
             target = target.setdefault(part, {})

@@ -75,6 +75,7 @@ def read_job(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
 def load_job(path: str | Path | None, flags: dict[str, Any]) -> Job:
     """Defaults < job file < flags (flags whose value is None were not given)."""
     values, schedule = read_job(path) if path else ({}, {})
-    merged = {**values, **{k: v for k, v in flags.items() if v is not None}}
-    source = f"{path} (with the flags given)" if path and flags else str(path or "flags")
-    return Job(resolve(merged, source), schedule)
+    given = {k: v for k, v in flags.items() if v is not None}
+    origins = {**{k: str(path) for k in values}, **dict.fromkeys(given, "flags")}
+    source = f"{path} with the flags given" if path and given else str(path or "flags")
+    return Job(resolve({**values, **given}, source, origins), schedule)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -16,10 +17,23 @@ from bnpmix.algorithms.vb.local import BatchResult, Globals, batch_step
 from bnpmix.storage import Batch, BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 
+from ..config import opt
 from ..runtime.context import FitContext
 from ..runtime.models import read_model
 
 Items = Iterator[tuple[str, np.ndarray]]
+
+
+@dataclass(frozen=True)
+class LapsConfig:
+    """What every variational engine takes: the initial K and the passes through the data."""
+
+    K: int = opt(1, "initial number of components")
+    laps: int = opt(20, "passes through the data")
+
+    def __post_init__(self) -> None:
+        if self.K < 1 or self.laps < 1:
+            raise ValueError("K and laps must be positive")
 
 
 def visit(batch: Batch, obs: ObsModel, g: Globals, pairs: np.ndarray | None = None,

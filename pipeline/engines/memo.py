@@ -34,6 +34,7 @@ from ..runtime.engine import Engine, Fitted, State, Step, register
 from ..runtime.store import Codec, StateStore
 from .common import (
     Items,
+    LapsConfig,
     initial_model,
     model_from,
     model_items,
@@ -50,21 +51,17 @@ VisitHook = Callable[[int, int, Globals, BatchResult], None]
 
 
 @dataclass(frozen=True)
-class MemoConfig:
-    K: int = opt(1, "initial number of components")
-    laps: int = opt(20, "passes through the data")
-    moves: tuple[str, ...] = opt((), "comma-separated moves: birth,merge (default none)",
-                                 parse=names)
+class MemoConfig(LapsConfig):
+    moves: tuple[str, ...] = opt((), "comma-separated moves: birth,merge", parse=names)
     birth: BirthConfig = field(default_factory=BirthConfig)
     merge: MergeConfig = field(default_factory=MergeConfig)
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         object.__setattr__(self, "moves", tuple(self.moves))
         bad = set(self.moves) - set(MOVES)
         if bad:
             raise ValueError(f"unknown moves {sorted(bad)}; choose from {MOVES}")
-        if self.K < 1 or self.laps < 1:
-            raise ValueError("K and laps must be positive")
 
 
 @dataclass
@@ -94,7 +91,7 @@ class LapState:
 class MemoEngine(Engine):
     name = "memo"
     Config = MemoConfig
-    summary = "memoized online VB (default): births, merges, exact ELBO"
+    summary = "memoized online VB: births, merges, exact ELBO"
 
     on_visit: VisitHook | None = None
 

@@ -16,6 +16,7 @@ from bnpmix.storage.arrays import ArrayFile
 from ..config import opt
 from ..runtime.engine import Engine, Fitted, State, Step, register
 from .common import (
+    LapsConfig,
     full_pass,
     initial_model,
     model_from,
@@ -29,16 +30,13 @@ SCHEDULES = {"a": (0.5, 10.0), "b": (0.5, 100.0), "c": (0.9, 10.0)}  # (kappa, d
 
 
 @dataclass(frozen=True)
-class SOVBConfig:
-    K: int = opt(1, "initial number of components")
-    laps: int = opt(20, "passes through the data")
+class SOVBConfig(LapsConfig):
     sovb_kappa: float = opt(0.5, "sovb learning-rate decay kappa in (t + delay)^-kappa "
                             "(schedules a, b: 0.5; c: 0.9)")
     sovb_delay: float = opt(10.0, "sovb learning-rate delay (schedules a, c: 10; b: 100)")
 
     def __post_init__(self) -> None:
-        if self.K < 1 or self.laps < 1:
-            raise ValueError("K and laps must be positive")
+        super().__post_init__()
         if not (0.5 <= self.sovb_kappa <= 1.0) or self.sovb_delay < 0:
             raise ValueError("sovb_kappa must lie in [0.5, 1] and sovb_delay be >= 0 "
                              "(Robbins-Monro conditions)")

@@ -9,19 +9,21 @@ from typing import Any
 from bnpmix.algorithms.mixture import Mixture
 from bnpmix.storage.arrays import ArrayFile
 
-from ..config import opt
 from ..runtime.engine import Engine, Fitted, State, Step, register
-from .common import full_pass, initial_model, model_from, model_items, summary_from, summary_items
+from .common import (
+    LapsConfig,
+    full_pass,
+    initial_model,
+    model_from,
+    model_items,
+    summary_from,
+    summary_items,
+)
 
 
 @dataclass(frozen=True)
-class VBConfig:
-    K: int = opt(1, "initial number of components")
-    laps: int = opt(20, "passes through the data")
-
-    def __post_init__(self) -> None:
-        if self.K < 1 or self.laps < 1:
-            raise ValueError("K and laps must be positive")
+class VBConfig(LapsConfig):
+    """vb takes K and laps only."""
 
 
 @register
