@@ -78,3 +78,20 @@ def test_plain_array_values():
     np.testing.assert_array_equal(store.get(3)["sites"], np.arange(6.0).reshape(2, 3))
     assert store.get(4) is None and 3 in store and 4 not in store
     store.close()
+
+
+def test_items_are_read_back_one_at_a_time(monkeypatch):
+    """A checkpoint streams the store: reading the first value must not load the others."""
+    store = StateStore(SUMMARIES, max_bytes=0)  # everything spilled
+    for b in range(50):
+        store.put(b, summary(b))
+    loads = []
+    real = SUMMARIES.from_arrays
+    monkeypatch.setattr(store, "codec", type(SUMMARIES)(SUMMARIES.to_arrays,
+                                                        lambda a: loads.append(1) or real(a)))
+    items = store.items()
+    key, first = next(items)
+    assert key == 0 and len(loads) == 1
+    assert_same(first, summary(0))
+    assert sum(1 for _ in items) == 49 and len(loads) == 50
+    store.close()
