@@ -4,9 +4,12 @@ For components with stable ids ``uids`` a Summary holds, over some set of items,
 ``N_k = Σ_n r_nk`` and the observation model's statistics ``s_k = Σ_n r_nk t(x_n)`` (Hughes &
 Sudderth 2013, Eq. 7), the assignment entropies ``H_k = -Σ_n r_nk log r_nk`` and, for planned
 candidate pairs (a, b), the merge entropies ``H_ab = -Σ_n (r_na + r_nb) log(r_na + r_nb)``
-(Sec. 3.2). Summaries of disjoint item sets add (Eq. 11); ``+`` and ``-`` refuse summaries whose
-component ids or pair lists differ. Moves (insert, merge, delete, reorder) are values of their own
-so that a stored summary can be brought up to date by replaying a log of them.
+(Sec. 3.2), and for planned groups G (a birth's origin and its newborns) the group entropies
+``H_G = -Σ_n s_nG log s_nG`` with ``s_nG = Σ_{k∈G} r_nk``, so that merging a whole group back into
+one component has an exact ELBO too. Summaries of disjoint item sets add (Eq. 11); ``+`` and
+``-`` refuse summaries whose component ids, pairs or groups differ. Moves (insert, merge, group
+merge, delete, reorder) are values of their own so that a stored summary can be brought up to date
+by replaying a log of them.
 """
 
 from __future__ import annotations
@@ -21,6 +24,10 @@ def _empty_pairs() -> np.ndarray:
     return np.zeros((0, 2), dtype=np.int64)
 
 
+def _empty_groups() -> np.ndarray:
+    return np.zeros((0, 0), dtype=np.int64)
+
+
 @dataclass
 class Summary:
     """Per-component sums over a set of items, tagged with stable component ids."""
@@ -32,10 +39,15 @@ class Summary:
     n_items: int = 0
     pairs: np.ndarray = field(default_factory=_empty_pairs)
     Hpair: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    groups: np.ndarray = field(default_factory=_empty_groups)  # rows of ids, padded with -1
+    Hgroup: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     def __post_init__(self) -> None:
         self.uids = np.asarray(self.uids, dtype=np.int64)
         self.pairs = np.asarray(self.pairs, dtype=np.int64).reshape(-1, 2)
+        self.groups = np.asarray(self.groups, dtype=np.int64)
+        if self.groups.ndim != 2 or self.Hgroup.shape != (len(self.groups),):
+            raise ValueError("groups must be a 2-d array with one Hgroup entry per row")
         K = len(self.uids)
         if len(np.unique(self.uids)) != K:
             raise ValueError(f"component ids must be unique: {self.uids.tolist()}")
@@ -74,6 +86,8 @@ class Summary:
             raise ValueError(f"component ids differ: {self.uids.tolist()} vs {other.uids.tolist()}")
         if not np.array_equal(self.pairs, other.pairs):
             raise ValueError("candidate merge pairs differ")
+        if not np.array_equal(self.groups, other.groups):
+            raise ValueError("candidate merge groups differ")
         if self.stats.keys() != other.stats.keys():
             raise ValueError("statistics differ")
 
@@ -87,6 +101,8 @@ class Summary:
             self.n_items + int(sign) * other.n_items,
             self.pairs.copy(),
             self.Hpair + sign * other.Hpair,
+            self.groups.copy(),
+            self.Hgroup + sign * other.Hgroup,
         )
 
     def __add__(self, other: Summary) -> Summary:
@@ -98,13 +114,20 @@ class Summary:
     def scaled(self, c: float) -> Summary:
         """Every sum multiplied by ``c`` (stochastic VB's amplification N/|B|)."""
         return Summary(self.uids.copy(), c * self.N, {k: c * v for k, v in self.stats.items()},
-                       c * self.H, self.n_items, self.pairs.copy(), c * self.Hpair)
+                       c * self.H, self.n_items, self.pairs.copy(), c * self.Hpair,
+                       self.groups.copy(), c * self.Hgroup)
 
     def without_pairs(self) -> Summary:
+        """The summary without planned pairs and groups and their merge entropies (S^0)."""
         return self.with_pairs(_empty_pairs(), np.zeros(0))
 
-    def with_pairs(self, pairs: np.ndarray, Hpair: np.ndarray) -> Summary:
-        return Summary(self.uids, self.N, self.stats, self.H, self.n_items, pairs, Hpair)
+    def with_pairs(self, pairs: np.ndarray, Hpair: np.ndarray,
+                   groups: np.ndarray | None = None, Hgroup: np.ndarray | None = None) -> Summary:
+        """The same sums with these planned pairs (and groups) and their merge entropies."""
+        groups = _empty_groups() if groups is None else groups
+        Hgroup = np.zeros(0) if Hgroup is None else Hgroup
+        return Summary(self.uids, self.N, self.stats, self.H, self.n_items, pairs, Hpair,
+                       groups, Hgroup)
 
     def pair_entropy(self, uid_a: int, uid_b: int) -> float | None:
         """H_ab for the pair, if it was planned."""
@@ -112,10 +135,34 @@ class Summary:
         hits = np.flatnonzero((self.pairs[:, 0] == lo) & (self.pairs[:, 1] == hi))
         return float(self.Hpair[hits[0]]) if len(hits) else None
 
+    def group_entropy(self, members: tuple[int, ...]) -> float | None:
+        """H_G for the group with exactly these members (in this order), if it was planned."""
+        row = np.full(self.groups.shape[1], -1, dtype=np.int64)
+        if len(members) > len(row):
+            return None
+        row[: len(members)] = members
+        hits = np.flatnonzero((self.groups == row).all(axis=1))
+        return float(self.Hgroup[hits[0]]) if len(hits) else None
+
+    def _select(self, keep: np.ndarray, touched: np.ndarray, H: np.ndarray | None = None,
+                N: np.ndarray | None = None, stats: dict[str, np.ndarray] | None = None
+                ) -> Summary:
+        """Components at positions ``keep`` (a mask or an order), without the pairs and groups
+        that involve any id in ``touched``; N, H and stats optionally replaced first."""
+        N = self.N if N is None else N
+        H = self.H if H is None else H
+        stats = self.stats if stats is None else stats
+        pair_ok = ~np.isin(self.pairs, touched).any(axis=1)
+        group_ok = ~np.isin(self.groups, touched).any(axis=1)
+        return Summary(self.uids[keep], N[keep], {k: v[keep] for k, v in stats.items()},
+                       H[keep], self.n_items, self.pairs[pair_ok], self.Hpair[pair_ok],
+                       self.groups[group_ok], self.Hgroup[group_ok])
+
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The summary as named arrays (for checkpoints and spill files; no pickle)."""
         arrays = {"uids": self.uids, "N": self.N, "H": self.H, "n_items": np.array(self.n_items),
-                  "pairs": self.pairs, "Hpair": self.Hpair}
+                  "pairs": self.pairs, "Hpair": self.Hpair, "groups": self.groups,
+                  "Hgroup": self.Hgroup}
         arrays.update({f"stat_{k}": v for k, v in self.stats.items()})
         return arrays
 
@@ -126,7 +173,8 @@ class Summary:
                  if k.startswith("stat_")}
         return cls(np.asarray(arrays["uids"]), np.asarray(arrays["N"]), stats,
                    np.asarray(arrays["H"]), int(arrays["n_items"]), np.asarray(arrays["pairs"]),
-                   np.asarray(arrays["Hpair"]))
+                   np.asarray(arrays["Hpair"]), np.asarray(arrays["groups"]),
+                   np.asarray(arrays["Hgroup"]))
 
     def nbytes(self) -> int:
         """Memory held by the summary's arrays."""
@@ -158,7 +206,26 @@ class Insert:
             s.n_items,
             s.pairs,
             s.Hpair,
+            s.groups,
+            s.Hgroup,
         )
+
+
+def _absorb(s: Summary, keep: int, gone: tuple[int, ...], H_new: float) -> Summary:
+    """r_keep <- r_keep + Σ_gone r_gone: N and statistics add, H_keep becomes the union's
+    entropy; the gone components, and every pair or group that involved any of them, leave."""
+    ik = s.index(keep)
+    ig = [s.index(b) for b in gone]
+    N = s.N.copy()
+    N[ik] += N[ig].sum()
+    H = s.H.copy()
+    H[ik] = H_new
+    stats = {}
+    for k, v in s.stats.items():
+        v = v.copy()
+        v[ik] += v[ig].sum(axis=0)
+        stats[k] = v
+    return s._select(~np.isin(s.uids, gone), np.array([keep, *gone]), H, N, stats)
 
 
 @dataclass(frozen=True)
@@ -169,23 +236,25 @@ class Merge:
     b: int
 
     def apply(self, s: Summary) -> Summary:
-        ia, ib = s.index(self.a), s.index(self.b)
         Hab = s.pair_entropy(self.a, self.b)
         if Hab is None:
             raise ValueError(f"no merge entropy recorded for pair ({self.a}, {self.b})")
-        N = s.N.copy()
-        N[ia] += N[ib]
-        H = s.H.copy()
-        H[ia] = Hab
-        stats = {}
-        for k, v in s.stats.items():
-            v = v.copy()
-            v[ia] += v[ib]
-            stats[k] = v
-        keep = np.arange(s.K) != ib
-        touched = np.isin(s.pairs, [self.a, self.b]).any(axis=1)
-        return Summary(s.uids[keep], N[keep], {k: v[keep] for k, v in stats.items()}, H[keep],
-                       s.n_items, s.pairs[~touched], s.Hpair[~touched])
+        return _absorb(s, self.a, (self.b,), Hab)
+
+
+@dataclass(frozen=True)
+class MergeGroup:
+    """Components ``gone`` are all absorbed into ``keep`` at once (a birth undone: its newborns
+    returned to their origin), with H_keep <- H_G of the planned group (keep, *gone)."""
+
+    keep: int
+    gone: tuple[int, ...]
+
+    def apply(self, s: Summary) -> Summary:
+        HG = s.group_entropy((self.keep, *self.gone))
+        if HG is None:
+            raise ValueError(f"no merge entropy recorded for group {(self.keep, *self.gone)}")
+        return _absorb(s, self.keep, self.gone, HG)
 
 
 @dataclass(frozen=True)
@@ -195,10 +264,7 @@ class Delete:
     uid: int
 
     def apply(self, s: Summary) -> Summary:
-        keep = s.uids != self.uid
-        touched = (s.pairs == self.uid).any(axis=1)
-        return Summary(s.uids[keep], s.N[keep], {k: v[keep] for k, v in s.stats.items()},
-                       s.H[keep], s.n_items, s.pairs[~touched], s.Hpair[~touched])
+        return s._select(s.uids != self.uid, np.array([self.uid]))
 
 
 @dataclass(frozen=True)
@@ -211,8 +277,7 @@ class Reorder:
         if len(self.uids) != s.K or set(self.uids) != set(s.uids.tolist()):
             raise ValueError("reorder must list every component exactly once")
         order = np.array([s.index(u) for u in self.uids])
-        return Summary(s.uids[order], s.N[order], {k: v[order] for k, v in s.stats.items()},
-                       s.H[order], s.n_items, s.pairs, s.Hpair)
+        return s._select(order, np.zeros(0, dtype=np.int64))
 
 
-Move = Union[Insert, Merge, Delete, Reorder]  # noqa: UP007 (a runtime alias)
+Move = Union[Insert, Merge, MergeGroup, Delete, Reorder]  # noqa: UP007 (a runtime alias)

@@ -25,7 +25,7 @@ from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_inf
 from bnpmix.algorithms.mixture import Mixture, optimal_elbo
 from bnpmix.algorithms.obs import obs_class
 from bnpmix.algorithms.summary import Delete, Insert, Merge, Reorder, Summary
-from bnpmix.algorithms.vb.local import batch_step, responsibilities, summarize
+from bnpmix.algorithms.vb.local import Plan, batch_step, responsibilities, summarize
 from bnpmix.algorithms.vb.merge import MergeConfig, merge_round
 from bnpmix.pipeline.evaluate import evaluate, load
 from bnpmix.pipeline.fit import fit, job_config
@@ -271,7 +271,7 @@ def test_merged_summary_elbo_equals_elbo_from_scratch(obs, tmp_path):
     # the memoized full-data summary: a sum of batch summaries with their pair entropies
     S = None
     for X_b in parts:
-        s_b = batch_step(X_b, ctx.obs, g, pairs).summary
+        s_b = batch_step(X_b, ctx.obs, g, Plan(pairs)).summary
         S = s_b if S is None else S + s_b
     X = stack(parts)
     R, _ = responsibilities(X, ctx.obs, g)
@@ -432,7 +432,7 @@ def test_S0_after_adoption_lap_is_sum_of_recomputed_batch_summaries(obs, moves, 
         # recompute every batch's summary from scratch under the globals it was visited with
         total = None
         for _, b, g, res, _ in mine:
-            s_b = batch_step(parts[b], ctx.obs, g, res.summary.pairs).summary
+            s_b = batch_step(parts[b], ctx.obs, g, Plan(res.summary.pairs, res.summary.groups)).summary
             total = s_b if total is None else total + s_b
         for move in run.store.moves[mine[-1][4]:]:  # the moves made after the lap's last visit
             total = move.apply(total)

@@ -27,6 +27,17 @@ class Globals:
     Elogw: np.ndarray
 
 
+@dataclass(frozen=True)
+class Plan:
+    """What a lap asks of every local step besides the summary: merge entropies of the planned
+    pairs and groups, and the rows collected for birth targets (r_nk' > tau, suppl. Eq. 23)."""
+
+    pairs: np.ndarray | None = None
+    groups: np.ndarray | None = None
+    targets: tuple[int, ...] = ()
+    tau: float = 0.1
+
+
 @dataclass
 class BatchResult:
     """A batch's summary and, for each birth target, the rows with r_nk' > tau (suppl. Eq. 23)."""
@@ -61,24 +72,41 @@ def pair_entropies(R: np.ndarray, uids: np.ndarray, pairs: np.ndarray) -> np.nda
     return out
 
 
+def group_entropies(R: np.ndarray, uids: np.ndarray, groups: np.ndarray) -> np.ndarray:
+    """H_G = -Σ_n s_nG log s_nG, s_nG = Σ_{k∈G} r_nk, for rows of ids padded with -1: the
+    entropy a component would have after absorbing the rest of its group."""
+    if len(groups) == 0:
+        return np.zeros(0)
+    pos = {int(u): i for i, u in enumerate(uids)}
+    M = np.zeros((len(uids), len(groups)))
+    for j, row in enumerate(groups):
+        M[[pos[int(u)] for u in row if u >= 0], j] = 1.0
+    S = R @ M
+    return -xlogy(S, S).sum(axis=0)
+
+
 def summarize(X: Data, obs: ObsModel, R: np.ndarray, log_r: np.ndarray | None,
-              uids: np.ndarray, pairs: np.ndarray | None = None) -> Summary:
-    """Eq. 7 statistics of a batch, its entropies and the planned pairs' merge entropies."""
+              uids: np.ndarray, pairs: np.ndarray | None = None,
+              groups: np.ndarray | None = None) -> Summary:
+    """Eq. 7 statistics of a batch, its entropies and the planned pairs' and groups' merge
+    entropies."""
     pairs = np.zeros((0, 2), np.int64) if pairs is None else pairs
+    groups = np.zeros((0, 0), np.int64) if groups is None else groups
     H = entropies(R, np.log(np.maximum(R, 1e-300)) if log_r is None else log_r)
     return Summary(uids=uids.copy(), N=R.sum(axis=0), stats=obs.stats(X, R), H=H,
-                   n_items=X.shape[0], pairs=pairs, Hpair=pair_entropies(R, uids, pairs))
+                   n_items=X.shape[0], pairs=pairs, Hpair=pair_entropies(R, uids, pairs),
+                   groups=groups, Hgroup=group_entropies(R, uids, groups))
 
 
-def batch_step(X: Data, obs: ObsModel, g: Globals, pairs: np.ndarray | None = None,
-               targets: tuple[int, ...] = (), tau: float = 0.1) -> BatchResult:
+def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> BatchResult:
     """Local step on one batch (Eq. 9), its summary (Eq. 7) and any birth collection."""
+    plan = plan or Plan()
     R, log_r = responsibilities(X, obs, g)
-    summary = summarize(X, obs, R, log_r, g.uids, pairs)
+    summary = summarize(X, obs, R, log_r, g.uids, plan.pairs, plan.groups)
     collected = {}
-    for uid in targets:
+    for uid in plan.targets:
         k = int(np.flatnonzero(g.uids == uid)[0])
-        collected[uid] = X[np.flatnonzero(R[:, k] > tau)]
+        collected[uid] = X[np.flatnonzero(R[:, k] > plan.tau)]
     return BatchResult(summary, collected)
 
 

@@ -13,7 +13,7 @@ from bnpmix.algorithms.mixture import Mixture
 from bnpmix.algorithms.obs.base import ObsModel
 from bnpmix.algorithms.summary import Summary
 from bnpmix.algorithms.vb.init import seeded_summary
-from bnpmix.algorithms.vb.local import BatchResult, Globals, batch_step
+from bnpmix.algorithms.vb.local import BatchResult, Globals, Plan, batch_step
 from bnpmix.storage import Batch, BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 
@@ -36,10 +36,9 @@ class LapsConfig:
             raise ValueError("K and laps must be positive")
 
 
-def visit(batch: Batch, obs: ObsModel, g: Globals, pairs: np.ndarray | None = None,
-          targets: tuple[int, ...] = (), tau: float = 0.1) -> BatchResult:
+def visit(batch: Batch, obs: ObsModel, g: Globals, plan: Plan | None = None) -> BatchResult:
     """One partition visit, as run by an executor (in a thread or on a Dask worker)."""
-    return batch_step(batch.X, obs, g, pairs, targets, tau)
+    return batch_step(batch.X, obs, g, plan)
 
 
 def full_pass(ctx: FitContext, model: Mixture) -> Summary:

@@ -24,7 +24,7 @@ import numpy as np
 from bnpmix.algorithms.mixture import Mixture, optimal_elbo
 from bnpmix.algorithms.summary import Insert, Move, Reorder, Summary
 from bnpmix.algorithms.vb.birth import BirthConfig, choose_targets, create
-from bnpmix.algorithms.vb.local import BatchResult, Globals
+from bnpmix.algorithms.vb.local import BatchResult, Globals, Plan
 from bnpmix.algorithms.vb.merge import MergeConfig, merge_round, plan_pairs
 from bnpmix.storage.arrays import ArrayFile
 
@@ -204,8 +204,8 @@ class MemoEngine(Engine):
         ctx, st = self.ctx, self.lap_state
         batches = [int(b) for b in st.order[st.pos:st.pos + ctx.wave]]
         g = self.model.globals()
-        results = ctx.executor.map(visit, batches, ctx.obs, g, st.pairs, st.targets,
-                                   self.cfg.birth.tau)
+        plan = Plan(st.pairs, None, st.targets, self.cfg.birth.tau)
+        results = ctx.executor.map(visit, batches, ctx.obs, g, plan)
         for b, res in zip(batches, results, strict=True):
             if self.on_visit is not None:
                 self.on_visit(st.lap, b, g, res)
