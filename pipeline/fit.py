@@ -151,6 +151,7 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
     for key, value in fitted.objective.items():
         summary[key] = value
         summary[f"{key}_per_item"] = value / ctx.corpus.n_items
+    summary.update(fitted.info)
     summary.update({
         "laps": laps_done,
         "n_items": ctx.corpus.n_items,

@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..alloc import Allocation
-from ..mixture import Mixture
+from ..mixture import Mixture, optimal_elbo
 from ..obs.base import Data, ObsModel
-from ..summary import Summary
+from ..summary import MergeGroup, Summary
 from .init import seeded_summary
-from .local import batch_step
+from .local import Plan, batch_step
+from .merge import MergeConfig, merge_round
 
 
 @dataclass(frozen=True)
@@ -59,17 +60,62 @@ def fresh_vb(X: Data, obs: ObsModel, alloc: Allocation, K: int, rng: np.random.G
     return S
 
 
+def refine(X: Data, obs: ObsModel, alloc: Allocation, S: Summary, rng: np.random.Generator,
+           max_iter: int, tol: float) -> Summary:
+    """Merge rounds inside a birth's fresh model: with every pair's exact merge entropy on the
+    collected data (Sec. 3.2), merges that raise the fresh ELBO are accepted, then VB runs again
+    from the merged model; until a round accepts nothing. Fresh VB from K' seeds often cuts one
+    cluster into wedges that only a chain of merges puts back together."""
+    for _ in range(S.K):
+        model = Mixture.from_summary(obs, alloc, S)
+        iu, ju = np.triu_indices(S.K, k=1)
+        pairs = np.stack([S.uids[iu], S.uids[ju]], axis=1)
+        S_p = batch_step(X, obs, model.globals(), Plan(pairs)).summary
+        merged, accepted, _ = merge_round(obs, alloc, S_p, rng,
+                                          MergeConfig(max_attempts=len(pairs)))
+        if not accepted:
+            return S
+        S = merged.without_pairs()
+        old = -np.inf
+        for _ in range(max_iter):
+            model = Mixture.from_summary(obs, alloc, S)
+            S = batch_step(X, obs, model.globals()).summary
+            elbo = model.elbo(S)
+            if abs(elbo - old) <= tol * abs(elbo):
+                break
+            old = elbo
+    return S
+
+
 def create(X: Data, obs: ObsModel, alloc: Allocation, new_uids: np.ndarray,
            cfg: BirthConfig, rng: np.random.Generator) -> Summary | None:
-    """Creation: fresh VB on the targeted data, prune components with N_j < ε N', and return the
-    kept components' summary S' under ``new_uids`` — or None when J' <= 1 (abort)."""
+    """Creation: fresh VB on the targeted data, merges inside it (refine), prune components with
+    N_j < ε N', and return the kept components' summary S' under ``new_uids`` — or None when
+    J' <= 1 (abort)."""
     n = X.shape[0]
     if n < 2 * cfg.fresh_K:
         return None
     S = fresh_vb(X, obs, alloc, cfg.fresh_K, rng, cfg.max_iter, cfg.tol)
+    S = refine(X, obs, alloc, S, rng, cfg.max_iter, cfg.tol)
     keep = np.flatnonzero(cfg.prune_fraction * n <= S.N)
     if len(keep) <= 1:
         return None
     keep = keep[np.argsort(-S.N[keep], kind="stable")]
     return Summary(uids=new_uids[: len(keep)], N=S.N[keep],
                    stats={k: v[keep] for k, v in S.stats.items()}, H=np.zeros(len(keep)))
+
+
+def verify(obs: ObsModel, alloc: Allocation, S: Summary,
+           families: list[tuple[int, tuple[int, ...]]]) -> tuple[Summary, list[MergeGroup]]:
+    """Propose-and-verify births: after their adoption lap, a birth's newborns stay only if the
+    exact full-data ELBO with them exceeds the ELBO with all of them merged back into their
+    origin (MergeGroup, exact from the recorded group entropy). Returns the summary after the
+    undone births and the moves that undid them."""
+    undone = []
+    for origin, newborns in families:
+        move = MergeGroup(origin, newborns)
+        candidate = move.apply(S)
+        if optimal_elbo(obs, alloc, candidate) >= optimal_elbo(obs, alloc, S):
+            S = candidate
+            undone.append(move)
+    return S, undone

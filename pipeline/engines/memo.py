@@ -23,7 +23,7 @@ import numpy as np
 
 from bnpmix.algorithms.mixture import Mixture, optimal_elbo
 from bnpmix.algorithms.summary import Insert, Move, Reorder, Summary
-from bnpmix.algorithms.vb.birth import BirthConfig, choose_targets, create
+from bnpmix.algorithms.vb.birth import BirthConfig, choose_targets, create, verify
 from bnpmix.algorithms.vb.local import BatchResult, Globals, Plan
 from bnpmix.algorithms.vb.merge import MergeConfig, merge_round, plan_pairs
 from bnpmix.storage.arrays import ArrayFile
@@ -52,12 +52,18 @@ VisitHook = Callable[[int, int, Globals, BatchResult], None]
 
 @dataclass(frozen=True)
 class MemoConfig(LapsConfig):
-    moves: tuple[str, ...] = opt((), "comma-separated moves: birth,merge", parse=names)
+    laps: int = opt(100, "most passes through the data (a run stops earlier on convergence)")
+    moves: tuple[str, ...] = opt(MOVES, "comma-separated moves: birth,merge ('' for none)",
+                                 parse=names)
+    tol: float = opt(1e-6, "converged when a lap accepts no move, keeps K and changes the ELBO "
+                     "by less than this per item (0: run every lap)")
     birth: BirthConfig = field(default_factory=BirthConfig)
     merge: MergeConfig = field(default_factory=MergeConfig)
 
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.tol < 0:
+            raise ValueError(f"tol must be >= 0, not {self.tol}")
         object.__setattr__(self, "moves", tuple(self.moves))
         bad = set(self.moves) - set(MOVES)
         if bad:
@@ -76,7 +82,8 @@ class Birth:
 
 @dataclass
 class LapState:
-    """Where a lap stands: its order, planned pairs, birth targets, S' and next position."""
+    """Where a lap stands: its order, planned pairs, birth targets, S' with the families being
+    adopted (origin, newborns) and their planned groups, and the next position."""
 
     lap: int
     order: np.ndarray
@@ -85,6 +92,21 @@ class LapState:
     S_prime: Summary | None
     targets: tuple[int, ...]
     pos: int = 0
+    groups: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
+    Hgroup: np.ndarray = field(default_factory=lambda: np.zeros(0))
+
+    @property
+    def families(self) -> list[tuple[int, tuple[int, ...]]]:
+        return [(int(row[0]), tuple(int(u) for u in row[1:] if u >= 0)) for row in self.groups]
+
+
+def family_groups(families: list[tuple[int, tuple[int, ...]]]) -> np.ndarray:
+    """Rows (origin, newborn, ...) padded with -1."""
+    width = 1 + max((len(n) for _, n in families), default=0)
+    rows = np.full((len(families), width), -1, dtype=np.int64)
+    for i, (origin, newborns) in enumerate(families):
+        rows[i, : 1 + len(newborns)] = (origin, *newborns)
+    return rows
 
 
 @register
@@ -110,6 +132,10 @@ class MemoEngine(Engine):
         self.lap_state: LapState | None = None
         self.next_lap = 0
         self.hold_globals = False
+        self.failed: dict[int, float] = {}  # origin id -> its N when its birth failed
+        self.best: tuple[float, int, Mixture] | None = None  # (ELBO, lap, model) at lap ends
+        self.last_elbo: float | None = None  # the previous lap end's
+        self.stopped = ""
 
     @property
     def births_on(self) -> bool:
@@ -121,7 +147,7 @@ class MemoEngine(Engine):
 
     @property
     def done(self) -> bool:
-        return self.next_lap >= self.cfg.laps and self.lap_state is None
+        return self.lap_state is None and (self.next_lap >= self.cfg.laps or bool(self.stopped))
 
     def step(self) -> Step:
         """A wave of visits, starting the lap first if needed; or, after its last wave, the
@@ -141,7 +167,14 @@ class MemoEngine(Engine):
                 f"ELBO={row['elbo']:.6g}")
 
     def result(self) -> Fitted:
-        return Fitted(self.model, {"elbo": self.model.elbo(self.S0)})
+        """The final state, or the best lap-end state if a later lap ended lower."""
+        elbo = self.model.elbo(self.S0)
+        info = {"stopped": self.stopped or f"the maximum of {self.cfg.laps} laps"}
+        if self.best is not None and self.best[0] > elbo:
+            best_elbo, lap, model = self.best
+            info["returned"] = f"the best lap-end state (lap {lap}), not the last"
+            return Fitted(model, {"elbo": best_elbo}, info)
+        return Fitted(self.model, {"elbo": elbo}, info)
 
     def close(self) -> None:
         if hasattr(self, "store"):
@@ -153,12 +186,15 @@ class MemoEngine(Engine):
         self.store.log(move)
         self.S0 = move.apply(self.S0)
 
-    def _adopt(self) -> Summary | None:
-        """Insert created components into S^0 (zero mass) and return S' to keep beside it."""
-        created = [b.S_new for b in self.births if b.S_new is not None]
+    def _adopt(self) -> tuple[Summary | None, list[tuple[int, tuple[int, ...]]]]:
+        """Insert created components into S^0 (zero mass); return S' to keep beside it and the
+        families (origin, newborns) to verify at the lap's end."""
+        done = [b for b in self.births if b.S_new is not None]
+        created = [b.S_new for b in done]
+        families = [(b.target, tuple(int(u) for u in b.S_new.uids)) for b in done]
         self.births = []
         if not created:
-            return None
+            return None, []
         uids = tuple(int(u) for s in created for u in s.uids)
         self._log(Insert(uids))
         S_prime = Summary.zeros(self.S0.uids, self.ctx.obs.stat_shapes())
@@ -169,15 +205,21 @@ class MemoEngine(Engine):
                 S_prime.stats[k][idx] = s.stats[k]
         for u in uids:
             self.laps_since[u] = 1
-        return S_prime
+        return S_prime, families
 
     def _choose_birth_targets(self, lap: int) -> tuple[int, ...]:
         if not self.births_on or lap > self.cfg.laps - 3:
             return ()  # a birth collected now could not be adopted and then judged by merges
         laps = np.array([self.laps_since[int(u)] for u in self.model.uids])
         N = self.S0.N if self._complete() else np.ones(self.model.K)
-        targets = choose_targets(self.model.uids, N, laps, self.cfg.birth.per_lap,
-                                 self.ctx.rng.birth)
+        # a component whose birth failed is not retried until its mass changed by 10 %
+        open_ = np.array([not (int(u) in self.failed and abs(n - self.failed[int(u)])
+                               <= 0.1 * self.failed[int(u)])
+                          for u, n in zip(self.model.uids, N, strict=True)], dtype=bool)
+        if not open_.any():
+            return ()
+        targets = choose_targets(self.model.uids[open_], N[open_], laps[open_],
+                                 self.cfg.birth.per_lap, self.ctx.rng.birth)
         self.births = [Birth(t) for t in targets]
         for t in targets:
             self.laps_since[t] = 0
@@ -190,21 +232,22 @@ class MemoEngine(Engine):
         """Adopt last lap's births, plan merge pairs, choose birth targets, draw the order."""
         ctx = self.ctx
         lap = self.next_lap
-        S_prime = self._adopt()
+        S_prime, families = self._adopt()
         if S_prime is not None:
             self.model = Mixture.from_summary(ctx.obs, ctx.alloc, self.S0 + S_prime)
         pairs = plan_pairs(ctx.obs, self.S0, self.cfg.merge) if self.merges_on else None
         targets = self._choose_birth_targets(lap)
         order = ctx.rng.order.permutation(ctx.corpus.n_partitions)
+        groups = family_groups(families)
         self.lap_state = LapState(lap, order, pairs, np.zeros(0 if pairs is None else len(pairs)),
-                                  S_prime, targets)
+                                  S_prime, targets, 0, groups, np.zeros(len(groups)))
 
     def wave(self) -> int:
         """Visit the next W batches against the same globals; apply them in visiting order."""
         ctx, st = self.ctx, self.lap_state
         batches = [int(b) for b in st.order[st.pos:st.pos + ctx.wave]]
         g = self.model.globals()
-        plan = Plan(st.pairs, None, st.targets, self.cfg.birth.tau)
+        plan = Plan(st.pairs, st.groups, st.targets, self.cfg.birth.tau)
         results = ctx.executor.map(visit, batches, ctx.obs, g, plan)
         for b, res in zip(batches, results, strict=True):
             if self.on_visit is not None:
@@ -222,6 +265,7 @@ class MemoEngine(Engine):
         self.S0 = self.S0 + new if old is None else (self.S0 - old.without_pairs()) + new
         self.store.put(b, res.summary)
         st.Hpair = st.Hpair + res.summary.Hpair
+        st.Hgroup = st.Hgroup + res.summary.Hgroup
         self._collect(res)
         st.pos += 1
         last = st.pos == len(st.order)
@@ -245,15 +289,34 @@ class MemoEngine(Engine):
             birth.n += rows.shape[0]
 
     def end_lap(self) -> None:
-        """Merges, reordering and the creation of next lap's births, after the last batch."""
+        """Verification of the births adopted this lap, merges, reordering and the creation of
+        next lap's births, after the last batch; then the convergence test."""
         ctx, st = self.ctx, self.lap_state
-        if self.merges_on and st.pairs is not None and len(st.pairs):
-            S, accepted, _ = merge_round(ctx.obs, ctx.alloc, self.S0.with_pairs(st.pairs, st.Hpair),
-                                         ctx.rng.merge, self.cfg.merge)
-            for move in accepted:  # S^0 has no pair entropies: replayed on stored summaries only
+        pairs = st.pairs if st.pairs is not None else np.zeros((0, 2), np.int64)
+        S = self.S0.with_pairs(pairs, st.Hpair, st.groups, st.Hgroup)
+        moved = False
+        if len(st.groups):
+            S, undone = verify(ctx.obs, ctx.alloc, S, st.families)
+            for move in undone:  # S^0 has no group entropies: replayed on stored summaries only
+                self.store.log(move)
+                self.failed[move.keep] = float(S.N[S.index(move.keep)])
+                for u in move.gone:
+                    self.laps_since.pop(u, None)
+            for origin, _ in st.families:
+                if not any(m.keep == origin for m in undone):
+                    self.failed.pop(origin, None)
+            moved = len(undone) < len(st.groups)  # a birth kept
+        if self.merges_on and len(S.pairs):
+            S, accepted, _ = merge_round(ctx.obs, ctx.alloc, S, ctx.rng.merge, self.cfg.merge)
+            for move in accepted:
                 self.store.log(move)
                 self.laps_since.pop(move.b, None)
-            self.S0 = S.without_pairs()
+                self.failed.pop(move.b, None)
+                for birth in self.births:  # a target merged away: its data is now move.a's
+                    if birth.target == move.b:
+                        birth.target = move.a
+            moved = moved or bool(accepted)
+        self.S0 = S.without_pairs()
         if self.births_on or self.merges_on:
             self._reorder()
         self.model = Mixture.from_summary(ctx.obs, ctx.alloc, self.S0)
@@ -262,14 +325,32 @@ class MemoEngine(Engine):
                 X = stack_rows(birth.rows)
                 birth.S_new = create(X, ctx.obs, ctx.alloc, ctx.new_uids(self.cfg.birth.fresh_K),
                                      self.cfg.birth, ctx.rng.birth)
+            if birth.S_new is None and birth.target in self.laps_since:
+                self.failed[birth.target] = float(self.S0.N[self.S0.index(birth.target)])
             birth.rows = []
         for u in self.laps_since:
             self.laps_since[u] += 1
+        elbo = self.model.elbo(self.S0)
         if self.births_on or self.merges_on:  # the state after the lap's moves
-            self.trace.append(ctx.trace_row(st.lap + 1, -1, self.model.elbo(self.S0),
-                                            self.model.K))
+            self.trace.append(ctx.trace_row(st.lap + 1, -1, elbo, self.model.K))
+        self._check_convergence(st, elbo, moved)
+        if self.best is None or elbo > self.best[0]:
+            self.best = (elbo, st.lap + 1, self.model)
         self.lap_state = None
         self.next_lap += 1
+
+    def _check_convergence(self, st: LapState, elbo: float, moved: bool) -> None:
+        """Converged: a complete lap that adopted, kept and merged nothing, has no birth
+        waiting, and changed the ELBO by less than tol per item."""
+        quiet = (st.S_prime is None and not moved
+                 and not any(b.S_new is not None for b in self.births))
+        previous, self.last_elbo = self.last_elbo, elbo
+        if not (self.cfg.tol > 0 and quiet and previous is not None and self._complete()):
+            return
+        change = abs(elbo - previous) / self.ctx.corpus.n_items
+        if change < self.cfg.tol:
+            self.stopped = (f"converged at lap {st.lap + 1}: ELBO change {change:.3g} per item "
+                            f"< tol {self.cfg.tol:g}, no move accepted, K = {self.model.K}")
 
     def _reorder(self) -> None:
         """Sort components by decreasing mass when that raises the ELBO (stick-breaking order)."""
@@ -289,6 +370,10 @@ class MemoEngine(Engine):
         meta: dict[str, Any] = {
             "next_lap": self.next_lap,
             "hold_globals": self.hold_globals,
+            "failed": [[u, n] for u, n in self.failed.items()],
+            "best": None if self.best is None else list(self.best[:2]),
+            "last_elbo": self.last_elbo,
+            "stopped": self.stopped,
             "laps_since": [[u, n] for u, n in self.laps_since.items()],
             "stored": self.store.keys(),
             "births": [{"target": b.target, "n": b.n, "rows": bool(b.rows)}
@@ -301,6 +386,8 @@ class MemoEngine(Engine):
 
     def _state_arrays(self) -> Items:
         yield from model_items("model", self.model)
+        if self.best is not None:
+            yield from model_items("best", self.best[2])
         yield from summary_items("S0", self.S0)
         for i, b in enumerate(self.births):
             if b.rows:
@@ -311,6 +398,8 @@ class MemoEngine(Engine):
         if st is not None:
             yield "lap/order", st.order
             yield "lap/Hpair", st.Hpair
+            yield "lap/groups", st.groups
+            yield "lap/Hgroup", st.Hgroup
             if st.pairs is not None:
                 yield "lap/pairs", st.pairs
             yield from summary_items("lap/S_prime", st.S_prime)
@@ -322,6 +411,12 @@ class MemoEngine(Engine):
         self.S0 = summary_from(arrays, "S0")
         self.next_lap = meta["next_lap"]
         self.hold_globals = meta["hold_globals"]
+        self.failed = {int(u): float(n) for u, n in meta["failed"]}
+        if meta["best"] is not None:
+            self.best = (float(meta["best"][0]), int(meta["best"][1]),
+                         model_from(arrays, "best", self.ctx))
+        self.last_elbo = meta["last_elbo"]
+        self.stopped = meta["stopped"]
         self.laps_since = {int(u): int(n) for u, n in meta["laps_since"]}
         for key in meta["stored"]:
             self.store.put(int(key), summary_from(arrays, f"store/{key}"))
@@ -334,4 +429,5 @@ class MemoEngine(Engine):
             self.lap_state = LapState(
                 lap["lap"], arrays["lap/order"], arrays["lap/pairs"] if lap["pairs"] else None,
                 arrays["lap/Hpair"], summary_from(arrays, "lap/S_prime"),
-                tuple(int(t) for t in lap["targets"]), lap["pos"])
+                tuple(int(t) for t in lap["targets"]), lap["pos"], arrays["lap/groups"],
+                arrays["lap/Hgroup"])

@@ -39,11 +39,12 @@ class Step:
 
 @dataclass
 class Fitted:
-    """An engine's result: the fitted model and its objective values (e.g. ``{"elbo": ...}``;
-    the runtime adds each one per item)."""
+    """An engine's result: the fitted model, its objective values (e.g. ``{"elbo": ...}``; the
+    runtime adds each one per item) and notes for summary.json (e.g. ``{"stopped": ...}``)."""
 
     model: Mixture
     objective: dict[str, float] = field(default_factory=dict)
+    info: dict[str, str] = field(default_factory=dict)
 
 
 class Engine(ABC):
