@@ -154,10 +154,12 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
 def format_fit(summary: dict, out: str | Path) -> str:
     weights = ", ".join(f"{w:.3f}" for w in sorted(summary["weights"], reverse=True)[:12])
-    return (f"{summary['algorithm']}: K = {summary['K']} components "
-            f"({summary['K_effective']} with more than 1% of the mass), "
-            f"ELBO per item {summary['elbo_per_item']:.4f}, {summary['wall_seconds']:.1f} s\n"
-            f"weights: {weights}{' ...' if summary['K'] > 12 else ''}\nrun directory: {out}")
+    lines = [f"{summary['algorithm']}: K = {summary['K']} components "
+             f"({summary['K_effective']} with more than 1% of the mass), "
+             f"ELBO per item {summary['elbo_per_item']:.4f}, {summary['wall_seconds']:.1f} s"]
+    lines += [f"{key}: {summary[key]}" for key in ("stopped", "returned") if key in summary]
+    lines += [f"weights: {weights}{' ...' if summary['K'] > 12 else ''}", f"run directory: {out}"]
+    return "\n".join(lines)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -175,9 +177,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         ingest_array(X, corpus, partition_rows=max(1, args.n // 20), columns={"label": labels})
         print(f"demo: {args.n} synthetic 5x5 patches from 8 zero-mean edge components, "
               f"20 partitions; memoized VB with births and merges from K = 1")
-        cfg = job_config(algorithm="memo", obs="zm-gauss", K=1, laps=args.laps,
-                         moves=("birth", "merge"), seed=args.seed)
-        summary = fit(corpus, run, cfg)
+        laps = {} if args.laps is None else {"laps": args.laps}
+        summary = fit(corpus, run, job_config(obs="zm-gauss", seed=args.seed, **laps))
         print(format_fit(summary, "(temporary)"))
         scores = evaluate(run, corpus, "label")
         oracle = oracle_ari(X, labels, toy_patch_covariances())
@@ -263,7 +264,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("demo", help="run the main job on an embedded synthetic data set")
     p.add_argument("--n", type=_positive_int, default=20_000, help="number of patches")
-    p.add_argument("--laps", type=_positive_int, default=15)
+    p.add_argument("--laps", type=_positive_int,
+                   help="most laps (default: memo's, stopping on convergence)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo)
     return parser

@@ -430,16 +430,37 @@ def test_defaults_scale_to_data():
     g = Gauss.default(X)
     assert g.nu0 == 5.0 and g.kappa0 == 0.01
     np.testing.assert_allclose(g.m0, X.mean(0))
-    # E[Λ⁻¹] = B0 / (ν0 - D - 1) = scale · mean column variance · I
-    np.testing.assert_allclose(g.B0 / (g.nu0 - 4), 0.1 * X.var(0).mean() * np.eye(3))
+    # E[Λ⁻¹] = B0 / (ν0 - D - 1) = scale · (0.9 C + 0.1 (tr C / 3) I), C the sample covariance
+    C = np.cov(X, rowvar=False, bias=True)
+    shrunk = 0.9 * C + 0.1 * np.trace(C) / 3 * np.eye(3)
+    np.testing.assert_allclose(g.B0 / (g.nu0 - 4), 0.1 * shrunk, rtol=1e-12)
     d = DiagGauss.default(X, a0=3.0)
     np.testing.assert_allclose(d.m0, X.mean(0))
-    np.testing.assert_allclose(d.b0 / d.a0, 0.1 * X.var(0))  # 1 / E[λ_d] = scale · var_d
-    for m in (g, d):
-        np.testing.assert_array_equal(m.features(X), X)
+    np.testing.assert_allclose(d.b0 / d.a0, 0.1 * np.diag(shrunk), rtol=1e-12)  # 1 / E[λ_d]
+    # features: the items whitened by the prior's scale (identity Gram after whitening)
+    U = np.linalg.inv(np.linalg.cholesky(g.B0))  # B0⁻¹ = Uᵀ U
+    Fg = g.features(X)
+    np.testing.assert_allclose(Fg, (X - g.m0) @ U.T, rtol=1e-12)
+    np.testing.assert_allclose(Fg.T @ Fg / len(X), U @ C @ U.T, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(d.features(X), (X - d.m0) / np.sqrt(d.b0), rtol=1e-12)
     for m in (g, d):
         m.check_data(X)
         with pytest.raises(ValueError, match="columns"):
             m.check_data(X[:, :2])
         with pytest.raises(ValueError, match="sparse"):
             m.check_data(scipy.sparse.csr_matrix(X))
+
+
+@pytest.mark.parametrize("name", ["gauss", "zm-gauss", "diag-gauss"])
+def test_default_prior_has_a_floor_for_constant_columns(name):
+    """Constant columns (digits has constant pixels) leave the data's covariance singular; the
+    shrunk default keeps every eigenvalue of E[Σ] at least scale · 0.1 · mean variance."""
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(300, 4)) * [1.0, 10.0, 0.0, 1e-9]
+    cls = {"gauss": Gauss, "zm-gauss": ZeroMeanGauss, "diag-gauss": DiagGauss}[name]
+    m = cls.default(X)
+    scale = m.B0 / (m.nu0 - 5) if name != "diag-gauss" else np.diag(m.b0 / m.a0)
+    M = (np.cov(X, rowvar=False, bias=True) if name != "zm-gauss" else X.T @ X / len(X))
+    floor = 0.1 * np.trace(M) / 4 * (1.0 if name == "zm-gauss" else 0.1)
+    assert np.linalg.eigvalsh(scale).min() >= floor * (1 - 1e-12)
+    np.testing.assert_array_less(0, np.linalg.eigvalsh(scale))

@@ -17,12 +17,14 @@ import numpy as np
 from scipy.special import digamma, gammaln
 
 from .base import (
+    SHRINKAGE,
     Arrays,
     Data,
     ObsModel,
     check_component,
     check_dense,
     check_weight,
+    data_scale_matrix,
     dense_item,
     dense_items,
 )
@@ -49,14 +51,16 @@ class DiagGauss(ObsModel):
 
     @classmethod
     def default(cls, X: Data, kappa0: float = 0.01, a0: float = 1.0, scale: float = 0.1,
-                m0: np.ndarray | None = None, b0: np.ndarray | None = None) -> DiagGauss:
-        """m0 = data mean and b0_d = a0 · scale · var_d, so 1/E[λ_d] = scale · var_d."""
+                m0: np.ndarray | None = None, b0: np.ndarray | None = None,
+                shrinkage: float = SHRINKAGE) -> DiagGauss:
+        """m0 = data mean and b0_d = a0 · scale · v_d, so 1/E[λ_d] = scale · v_d, with v the
+        column variances shrunk towards their mean (the diagonal of data_scale_matrix)."""
         X = np.asarray(X, dtype=float)
         D = X.shape[1]
         m0 = (X.mean(0) if len(X) else np.zeros(D)) if m0 is None else m0
         if b0 is None:
             var = X.var(0) if len(X) else np.ones(D)
-            b0 = a0 * scale * np.maximum(var, 1e-12)
+            b0 = a0 * scale * np.diag(data_scale_matrix(np.diag(var), shrinkage))
         return cls(D, m0, kappa0, a0, b0)
 
     def prior(self) -> dict[str, Any]:
@@ -133,8 +137,9 @@ class DiagGauss(ObsModel):
         return out + const
 
     def features(self, X: Data) -> np.ndarray:
-        """The items themselves (components differ in location)."""
-        return np.asarray(X, dtype=float)
+        """The items standardised by the prior's scale, (x - m0) / √b0: components differ in
+        location, each dimension in its own units."""
+        return (np.asarray(X, dtype=float) - self.m0) / np.sqrt(self.b0)
 
     def predictive_state(self, post: Arrays) -> Arrays:
         """κ, m, a, b (copies): everything the one-item path needs, O(K D)."""

@@ -18,12 +18,14 @@ from scipy.special import gammaln
 
 from . import wishart as W
 from .base import (
+    SHRINKAGE,
     Arrays,
     Data,
     ObsModel,
     check_component,
     check_dense,
     check_weight,
+    data_scale_matrix,
     dense_item,
     dense_items,
     weighted_outer,
@@ -45,12 +47,17 @@ class Gauss(ObsModel):
         self.kappa0 = float(kappa0)
         self.nu0 = float(nu0)
         self.B0 = np.asarray(B0, dtype=float)
-        self._logZ0 = _log_Z_nw(self.kappa0, self.nu0, W.factorize(self.B0)["logdet_B"], D)
+        prior = W.factorize(self.B0)
+        self._logZ0 = _log_Z_nw(self.kappa0, self.nu0, prior["logdet_B"], D)
+        self._U0 = prior["U"]
 
     @classmethod
     def default(cls, X: Data, kappa0: float = 0.01, nu0: float | None = None, scale: float = 0.1,
-                m0: np.ndarray | None = None, B0: np.ndarray | None = None) -> Gauss:
-        """ν0 = D + 2, m0 = data mean and E[Λ⁻¹] = scale · (mean column variance) · I."""
+                m0: np.ndarray | None = None, B0: np.ndarray | None = None,
+                shrinkage: float = SHRINKAGE) -> Gauss:
+        """ν0 = D + 2, m0 = the data mean and E[Λ⁻¹] = scale · C, C the sample's covariance
+        shrunk towards its mean variance (data_scale_matrix): a cluster is expected to spread
+        like a tenth of the data, in the data's own directions and units."""
         X = np.asarray(X, dtype=float)
         D = X.shape[1]
         nu0 = D + 2.0 if nu0 is None else float(nu0)
@@ -58,8 +65,8 @@ class Gauss(ObsModel):
         if B0 is None:
             if nu0 <= D + 1:
                 raise ValueError(f"the default B0 needs nu0 > D + 1 = {D + 1}; pass B0")
-            v = float(np.mean(X.var(0))) if len(X) else 1.0
-            B0 = (nu0 - D - 1) * scale * max(v, 1e-12) * np.eye(D)
+            C = np.atleast_2d(np.cov(X, rowvar=False, bias=True)) if len(X) > 1 else np.eye(D)
+            B0 = (nu0 - D - 1) * scale * data_scale_matrix(C, shrinkage)
         return cls(D, m0, kappa0, nu0, B0)
 
     def prior(self) -> dict[str, Any]:
@@ -135,8 +142,9 @@ class Gauss(ObsModel):
                 - 0.5 * logdet_sigma - 0.5 * (dof + D) * np.log1p(quad))
 
     def features(self, X: Data) -> np.ndarray:
-        """The items themselves (components differ in location)."""
-        return np.asarray(X, dtype=float)
+        """The items whitened by the prior's scale, U0 (x - m0) with B0⁻¹ = U0ᵀ U0: components
+        differ in location, measured in the data's own units and directions."""
+        return (np.asarray(X, dtype=float) - self.m0) @ self._U0.T
 
     def predictive_state(self, post: Arrays) -> Arrays:
         """κ, m, ν, the lower Cholesky factor L of B (B = L Lᵀ) and log|B| = 2 Σ log diag L."""

@@ -14,12 +14,14 @@ from scipy.special import gammaln
 
 from . import wishart as W
 from .base import (
+    SHRINKAGE,
     Arrays,
     Data,
     ObsModel,
     check_component,
     check_dense,
     check_weight,
+    data_scale_matrix,
     dense_item,
     dense_items,
     weighted_outer,
@@ -37,21 +39,23 @@ class ZeroMeanGauss(ObsModel):
         self.D = D
         self.nu0 = float(nu0)
         self.B0 = np.asarray(B0, dtype=float)
-        self._logdet_B0 = W.factorize(self.B0)["logdet_B"]
+        prior = W.factorize(self.B0)
+        self._logdet_B0 = prior["logdet_B"]
+        self._U0 = prior["U"]
 
     @classmethod
     def default(cls, X: Data, nu0: float | None = None, scale: float = 1.0,
-                B0: np.ndarray | None = None) -> ZeroMeanGauss:
-        """ν0 = D + 2 and E[Λ⁻¹] = scale · (mean of x_d²) · I: a weak prior at the data's scale;
-        an explicit B0 replaces the data-scaled one."""
-        X = np.asarray(X)
+                B0: np.ndarray | None = None, shrinkage: float = SHRINKAGE) -> ZeroMeanGauss:
+        """ν0 = D + 2 and E[Λ⁻¹] = scale · C, C the sample's second-moment matrix E[x xᵀ]
+        shrunk towards its mean (data_scale_matrix); an explicit B0 replaces it."""
+        X = np.asarray(X, dtype=float)
         D = X.shape[1]
         nu0 = D + 2.0 if nu0 is None else float(nu0)
         if B0 is None:
             if nu0 <= D + 1:
                 raise ValueError(f"nu0 must exceed D + 1 = {D + 1} for a data-scaled B0; pass B0")
-            s2 = float(np.mean(X**2)) if X.size else 1.0
-            B0 = (nu0 - D - 1) * scale * max(s2, 1e-12) * np.eye(D)
+            M = X.T @ X / len(X) if len(X) else np.eye(D)
+            B0 = (nu0 - D - 1) * scale * data_scale_matrix(M, shrinkage)
         return cls(D, nu0, B0)
 
     def prior(self) -> dict[str, Any]:
@@ -103,8 +107,9 @@ class ZeroMeanGauss(ObsModel):
                 - 0.5 * logdet_sigma - 0.5 * (dof + D) * np.log1p(quad))
 
     def features(self, X: Data) -> np.ndarray:
-        """Sign-free direction of each item: vec(x xᵀ) / |x|² (components differ in covariance)."""
-        X = np.asarray(X, dtype=float)
+        """Sign-free direction of each item whitened by the prior's scale (y = U0 x):
+        vec(y yᵀ) / |y|² (components differ in covariance)."""
+        X = np.asarray(X, dtype=float) @ self._U0.T
         norm2 = np.maximum((X**2).sum(1), 1e-300)
         return (X[:, :, None] * X[:, None, :]).reshape(len(X), -1) / norm2[:, None]
 
