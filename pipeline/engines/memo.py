@@ -207,18 +207,24 @@ class MemoEngine(Engine):
             self.laps_since[u] = 1
         return S_prime, families
 
-    def _choose_birth_targets(self, lap: int) -> tuple[int, ...]:
+    def _open(self, N: np.ndarray, adopting: set[int]) -> np.ndarray:
+        """Components a birth may target: not an origin whose newborns take over its data in
+        this lap, and not one whose birth failed, until its mass has changed by 10 %."""
+        return np.array([int(u) not in adopting
+                         and not (int(u) in self.failed and abs(n - self.failed[int(u)])
+                                  <= 0.1 * self.failed[int(u)])
+                         for u, n in zip(self.S0.uids, N, strict=True)], dtype=bool)
+
+    def _choose_birth_targets(self, lap: int, adopting: set[int]) -> tuple[int, ...]:
+        """Targets ∝ N_k L_k² (suppl. Eq. 22) among the open components."""
         if not self.births_on or lap > self.cfg.laps - 3:
             return ()  # a birth collected now could not be adopted and then judged by merges
-        laps = np.array([self.laps_since[int(u)] for u in self.model.uids])
-        N = self.S0.N if self._complete() else np.ones(self.model.K)
-        # a component whose birth failed is not retried until its mass changed by 10 %
-        open_ = np.array([not (int(u) in self.failed and abs(n - self.failed[int(u)])
-                               <= 0.1 * self.failed[int(u)])
-                          for u, n in zip(self.model.uids, N, strict=True)], dtype=bool)
+        laps = np.array([self.laps_since[int(u)] for u in self.S0.uids])
+        N = self.S0.N if self._complete() else np.ones(self.S0.K)
+        open_ = self._open(N, adopting)
         if not open_.any():
             return ()
-        targets = choose_targets(self.model.uids[open_], N[open_], laps[open_],
+        targets = choose_targets(self.S0.uids[open_], N[open_], laps[open_],
                                  self.cfg.birth.per_lap, self.ctx.rng.birth)
         self.births = [Birth(t) for t in targets]
         for t in targets:
@@ -236,7 +242,7 @@ class MemoEngine(Engine):
         if S_prime is not None:
             self.model = Mixture.from_summary(ctx.obs, ctx.alloc, self.S0 + S_prime)
         pairs = plan_pairs(ctx.obs, self.S0, self.cfg.merge) if self.merges_on else None
-        targets = self._choose_birth_targets(lap)
+        targets = self._choose_birth_targets(lap, {origin for origin, _ in families})
         order = ctx.rng.order.permutation(ctx.corpus.n_partitions)
         groups = family_groups(families)
         self.lap_state = LapState(lap, order, pairs, np.zeros(0 if pairs is None else len(pairs)),
@@ -325,7 +331,8 @@ class MemoEngine(Engine):
                 X = stack_rows(birth.rows)
                 birth.S_new = create(X, ctx.obs, ctx.alloc, ctx.new_uids(self.cfg.birth.fresh_K),
                                      self.cfg.birth, ctx.rng.birth)
-            if birth.S_new is None and birth.target in self.laps_since:
+            tried = birth.n >= 2 * self.cfg.birth.fresh_K  # too few rows is not a failure
+            if tried and birth.S_new is None and birth.target in self.laps_since:
                 self.failed[birth.target] = float(self.S0.N[self.S0.index(birth.target)])
             birth.rows = []
         for u in self.laps_since:
@@ -341,9 +348,11 @@ class MemoEngine(Engine):
 
     def _check_convergence(self, st: LapState, elbo: float, moved: bool) -> None:
         """Converged: a complete lap that adopted, kept and merged nothing, has no birth
-        waiting, and changed the ELBO by less than tol per item."""
+        waiting and none left to try (every component's birth failed), and changed the ELBO by
+        less than tol per item."""
         quiet = (st.S_prime is None and not moved
-                 and not any(b.S_new is not None for b in self.births))
+                 and not any(b.S_new is not None for b in self.births)
+                 and not (self.births_on and self._open(self.S0.N, set()).any()))
         previous, self.last_elbo = self.last_elbo, elbo
         if not (self.cfg.tol > 0 and quiet and previous is not None and self._complete()):
             return
