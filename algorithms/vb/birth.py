@@ -30,6 +30,8 @@ class BirthConfig:
         "help": "keep new components with at least this fraction of the collected items"})
     tol: float = field(default=1e-6, metadata={
         "help": "relative ELBO change that stops a birth's fresh VB"})
+    attempts: int = field(default=3, metadata={
+        "help": "fresh VB runs a birth tries before it counts as failed"})
 
 
 def choose_targets(uids: np.ndarray, N: np.ndarray, laps_since: np.ndarray, n: int,
@@ -91,14 +93,17 @@ def create(X: Data, obs: ObsModel, alloc: Allocation, new_uids: np.ndarray,
            cfg: BirthConfig, rng: np.random.Generator) -> Summary | None:
     """Creation: fresh VB on the targeted data, merges inside it (refine), prune components with
     N_j < ε N', and return the kept components' summary S' under ``new_uids`` — or None when
-    J' <= 1 (abort)."""
+    J' <= 1 in each of ``attempts`` runs (abort)."""
     n = X.shape[0]
     if n < 2 * cfg.fresh_K:
         return None
-    S = fresh_vb(X, obs, alloc, cfg.fresh_K, rng, cfg.max_iter, cfg.tol)
-    S = refine(X, obs, alloc, S, rng, cfg.max_iter, cfg.tol)
-    keep = np.flatnonzero(cfg.prune_fraction * n <= S.N)
-    if len(keep) <= 1:
+    for _ in range(cfg.attempts):  # fresh VB from new seeds when one run keeps <= 1 component
+        S = fresh_vb(X, obs, alloc, cfg.fresh_K, rng, cfg.max_iter, cfg.tol)
+        S = refine(X, obs, alloc, S, rng, cfg.max_iter, cfg.tol)
+        keep = np.flatnonzero(cfg.prune_fraction * n <= S.N)
+        if len(keep) > 1:
+            break
+    else:
         return None
     keep = keep[np.argsort(-S.N[keep], kind="stable")]
     return Summary(uids=new_uids[: len(keep)], N=S.N[keep],
