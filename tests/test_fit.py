@@ -138,3 +138,46 @@ def test_load_scores_like_evaluate_for_every_engine(tmp_path, algorithm):
     assert model.means_.shape == (model.n_components_, 3)
     with pytest.raises(ValueError, match="does not fit"):
         model.score_samples(X[:, :2])
+
+
+def blobs(tmp_path, n=3000, rows=300, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 4, n)
+    X = np.array([[0, 0], [8, 0], [0, 8], [8, 8]], float)[y] + rng.normal(size=(n, 2))
+    ingest_array(X, tmp_path / "blobs", partition_rows=rows, columns={"label": y})
+    return tmp_path / "blobs"
+
+
+def test_plain_defaults_find_four_blobs_and_stop_on_convergence(tmp_path):
+    from bnpmix.pipeline.config import JobConfig
+
+    summary = fit(blobs(tmp_path), tmp_path / "run", JobConfig())
+    assert summary["K"] == 4 and summary["config"]["engine"]["moves"] == ("birth", "merge")
+    assert summary["laps"] < summary["config"]["engine"]["laps"]
+    assert summary["stopped"].startswith(f"converged at lap {summary['laps']}")
+    trace = pd.read_csv(tmp_path / "run" / "trace.csv")
+    ends = trace[trace["batch"] == -1]
+    assert len(ends) == summary["laps"] and ends["K"].iloc[-1] == 4
+    fixed = fit(blobs(tmp_path / "b"), tmp_path / "fixed", job_config(laps=5, tol=0))
+    assert fixed["laps"] == 5 and fixed["stopped"] == "the maximum of 5 laps"
+
+
+def test_many_one_row_partitions_still_get_births(tmp_path):
+    """Births collect across partitions up to the cap, so tiny partitions do not starve them."""
+    summary = fit(blobs(tmp_path, n=240, rows=1), tmp_path / "run", job_config(laps=12))
+    assert summary["n_items"] == 240 and summary["K"] == 4
+
+
+def test_the_best_lap_end_state_is_returned_when_a_later_one_is_lower(tmp_path):
+    from helpers import engine_for, run_to_end
+
+    engine = run_to_end(engine_for(blobs(tmp_path), laps=4, tol=0))
+    final = engine.result()
+    assert "returned" not in final.info
+    elbo, lap, model = engine.best
+    assert lap == 4
+    assert elbo == final.objective["elbo"]  # the last lap end was the best
+    engine.best = (elbo + 1.0, 2, model)  # pretend an earlier lap ended higher
+    chosen = engine.result()
+    assert chosen.model is model and chosen.objective["elbo"] == elbo + 1.0
+    assert chosen.info["returned"] == "the best lap-end state (lap 2), not the last"

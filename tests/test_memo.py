@@ -24,7 +24,7 @@ from bnpmix.algorithms.alloc import StickBreaking
 from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
 from bnpmix.algorithms.mixture import Mixture, optimal_elbo
 from bnpmix.algorithms.obs import obs_class
-from bnpmix.algorithms.summary import Delete, Insert, Merge, Reorder, Summary
+from bnpmix.algorithms.summary import Delete, Insert, Merge, MergeGroup, Reorder, Summary
 from bnpmix.algorithms.vb.local import Plan, batch_step, responsibilities, summarize
 from bnpmix.algorithms.vb.merge import MergeConfig, merge_round
 from bnpmix.pipeline.evaluate import evaluate, load
@@ -256,6 +256,63 @@ def test_merge_on_batch_summary_equals_recomputed_summary(obs):
         assert len(merged.pairs) == len(pairs) - 5  # every pair touching a or b is gone
     with pytest.raises(ValueError):
         Merge(3, 7).apply(s.without_pairs())  # no merge entropy recorded
+
+
+@pytest.mark.parametrize("obs", OBS)
+def test_group_merge_on_batch_summary_equals_recomputed_summary(obs):
+    """MergeGroup (a birth undone) on a summary with its group entropy recorded equals the
+    summary of the responsibilities with the whole group added into its first member; summaries
+    with groups stay additive."""
+    X, model, R, _ = small_problem(obs, 8)
+    groups = np.array([[7, 1, 9], [1, 3, -1]])
+    half = X.shape[0] // 2
+    parts = [summarize(X[sl], model, R[sl], None, UIDS, all_pairs(UIDS), groups)
+             for sl in (slice(0, half), slice(half, None))]
+    s = parts[0] + parts[1]
+    whole = summarize(X, model, R, None, UIDS, all_pairs(UIDS), groups)
+    assert_summary_close(s, whole, rtol=1e-12, pairs=True)
+    np.testing.assert_allclose(s.Hgroup, whole.Hgroup, rtol=1e-12)
+    merged = MergeGroup(7, (1, 9)).apply(s)
+    Rm = R.copy()
+    i7, i1, i9 = (int(np.flatnonzero(np.equal(UIDS, u))[0]) for u in (7, 1, 9))
+    Rm[:, i7] += Rm[:, i1] + Rm[:, i9]
+    keep = ~np.isin(UIDS, [1, 9])
+    scratch = summarize(X, model, Rm[:, keep], None, UIDS[keep], merged.pairs)
+    assert_summary_close(merged, scratch, rtol=1e-10, pairs=True)
+    assert len(merged.groups) == 0  # the other group shared component 1: its entropy is void
+    with pytest.raises(ValueError, match="no merge entropy"):
+        MergeGroup(7, (9, 1)).apply(s)  # only the planned group, in its order
+    # the recorded group entropy is the entropy of the summed responsibilities
+    union = R[:, i7] + R[:, i1] + R[:, i9]
+    assert s.group_entropy((7, 1, 9)) == pytest.approx(-np.sum(union * np.log(union)),
+                                                        rel=1e-12)
+
+
+def test_verify_keeps_a_birth_only_when_the_full_elbo_says_so():
+    """Two well-separated clusters held by one origin: newborns that split them are kept;
+    newborns that cut a single cluster in two are merged back (and the ELBO rises by it)."""
+    from bnpmix.algorithms.vb.birth import verify
+
+    rng = np.random.default_rng(3)
+    X = np.concatenate([rng.normal(-6, 1, (300, 2)), rng.normal(6, 1, (300, 2))])
+    obs, alloc = obs_class("gauss").default(X), StickBreaking(1.0)
+
+    def summary_of(z, uids, groups):
+        R = np.eye(len(uids))[z]
+        R = 0.98 * R + 0.02 / len(uids)  # soft, so entropies are not all zero
+        return summarize(X, obs, R, None, np.array(uids), None, groups)
+
+    right = summary_of(np.r_[np.zeros(300, int), np.ones(300, int)] + 1, [0, 1, 2],
+                       np.array([[0, 1, 2]]))
+    kept, undone = verify(obs, alloc, right, [(0, (1, 2))])
+    assert undone == [] and kept.K == 3
+    one = X[300:]  # a single cluster, cut in two halves by the newborns
+    obs = obs_class("gauss").default(one)
+    R = np.eye(3)[(one[:, 0] > 6).astype(int) + 1] * 0.98 + 0.02 / 3
+    wedges = summarize(one, obs, R, None, np.array([0, 1, 2]), None, np.array([[0, 1, 2]]))
+    back, undone = verify(obs, alloc, wedges, [(0, (1, 2))])
+    assert undone == [MergeGroup(0, (1, 2))] and back.K == 1
+    assert optimal_elbo(obs, alloc, back) > optimal_elbo(obs, alloc, wedges)
 
 
 # ------------------------------------------------------------------------- 2. merge exactness
