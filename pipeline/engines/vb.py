@@ -9,6 +9,7 @@ from typing import Any
 from bnpmix.algorithms.mixture import Mixture
 from bnpmix.storage.arrays import ArrayFile
 
+from ..config import opt
 from ..runtime.engine import Engine, Fitted, State, Step, register
 from .common import (
     LapsConfig,
@@ -23,7 +24,14 @@ from .common import (
 
 @dataclass(frozen=True)
 class VBConfig(LapsConfig):
-    """vb takes K and laps only."""
+    laps: int = opt(100, "most passes through the data (a run stops earlier on convergence)")
+    tol: float = opt(1e-6, "converged when a lap changes the ELBO by less than this per item "
+                     "(0: run every lap)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.tol < 0:
+            raise ValueError(f"tol must be >= 0, not {self.tol}")
 
 
 @register
@@ -36,31 +44,40 @@ class VBEngine(Engine):
         self.model = initial_model(self.ctx, self.cfg.K)
         self.S = None
         self.laps_done = 0
+        self.stopped = ""
 
     @property
     def done(self) -> bool:
-        return self.laps_done >= self.cfg.laps
+        return self.laps_done >= self.cfg.laps or bool(self.stopped)
 
     def step(self) -> Step:
         ctx = self.ctx
         self.S = full_pass(ctx, self.model)
         self.model = Mixture.from_summary(ctx.obs, ctx.alloc, self.S)
         self.laps_done += 1
-        self.trace.append(ctx.trace_row(self.laps_done, ctx.corpus.n_partitions - 1,
-                                        self.model.elbo(self.S), self.model.K))
+        elbo = self.model.elbo(self.S)
+        if self.trace and self.cfg.tol > 0:
+            change = abs(elbo - self.trace[-1]["elbo"]) / ctx.corpus.n_items
+            if change < self.cfg.tol:
+                self.stopped = (f"converged at lap {self.laps_done}: ELBO change {change:.3g} "
+                                f"per item < tol {self.cfg.tol:g}")
+        self.trace.append(ctx.trace_row(self.laps_done, ctx.corpus.n_partitions - 1, elbo,
+                                        self.model.K))
         return Step(visits=ctx.corpus.n_partitions, lap_end=True)
 
     def status(self) -> str:
         return f"lap {self.laps_done}/{self.cfg.laps}  " + super().status()
 
     def result(self) -> Fitted:
-        return Fitted(self.model, {"elbo": self.model.elbo(self.S)})
+        stopped = self.stopped or f"the maximum of {self.cfg.laps} laps"
+        return Fitted(self.model, {"elbo": self.model.elbo(self.S)}, {"stopped": stopped})
 
     def state(self) -> State:
         items = [*model_items("model", self.model), *summary_items("S", self.S)]
-        return {"laps_done": self.laps_done}, iter(items)
+        return {"laps_done": self.laps_done, "stopped": self.stopped}, iter(items)
 
     def restore(self, meta: dict[str, Any], arrays: ArrayFile) -> None:
         self.model = model_from(arrays, "model", self.ctx)
         self.S = summary_from(arrays, "S")
         self.laps_done = int(meta["laps_done"])
+        self.stopped = meta["stopped"]
