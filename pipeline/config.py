@@ -116,9 +116,11 @@ class RunConfig:
                              "memory before spilling it to disk")
     checkpoint_every: int = opt(0, "also checkpoint every M batch visits (0: after each lap)")
     warm_start: str | None = opt(None, "start from a previous run's model (RUN_DIR)", parse=_str)
+    restarts: int = opt(1, "independent runs (streams from seed, seed + 1, ...; the same prior); "
+                        "the one with the highest objective is kept")
 
     def __post_init__(self) -> None:
-        _check_positive(self, "threads", "wave")
+        _check_positive(self, "threads", "wave", "restarts")
         if self.checkpoint_every < 0 or self.cache_bytes < 0 or self.summary_bytes < 0:
             raise ValueError("checkpoint_every, cache_bytes and summary_bytes must be >= 0")
         if not (self.scheduler in ("threads", "synchronous")

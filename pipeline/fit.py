@@ -9,6 +9,7 @@ summary is finished; one with only a checkpoint is resumable.
 
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from collections.abc import Callable
@@ -22,8 +23,8 @@ from bnpmix.storage.atomic import write_json_atomic
 
 from .config import JobConfig, resolve
 from .runtime import checkpoint
-from .runtime.context import FitContext, default_obs_name, make_context
-from .runtime.engine import Engine, Fitted, Step, engine_class
+from .runtime.context import FitContext, Streams, default_obs_name, make_context
+from .runtime.engine import Best, Engine, Fitted, Step, engine_class
 from .runtime.executors import DaskExecutor, open_executor
 from .runtime.models import write_model
 
@@ -95,36 +96,57 @@ def resume(run_dir: str | Path, progress: ProgressHook | None = None,
 
 def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
          progress: ProgressHook | None, on_step: StepHook | None) -> dict[str, Any]:
+    """Restart r runs with the streams of seed + r over the same context and prior; each is
+    driven to its end with checkpoints (which carry the best finished restart so far)."""
     r = job.run
     with open_executor(corpus, r.scheduler, r.cluster, r.threads, r.cache_bytes) as executor:
         where = executor.describe()
         if isinstance(executor, DaskExecutor):
             print(f"bnpmix: running on {where}", file=sys.stderr)
         ctx = make_context(corpus, job.run, job.model, executor)
-        engine = engine_class(job.algorithm)(ctx, job.engine)
-        try:
-            laps_done = 0
-            if ckpt is None:
-                engine.start()
-            else:
-                laps_done = checkpoint.restore(engine, ckpt)
-            run.create()
-            if not (run.path / "job.json").exists():
-                write_json_atomic(run.path / "job.json", {"corpus": str(corpus.path.resolve()),
-                                                          "partitions": partitions_of(corpus),
-                                                          "config": job.to_dict()})
-            laps_done = drive(engine, run, laps_done, r.checkpoint_every, progress, on_step)
-            fitted = engine.result()
-            write_assignments(run, ctx, fitted)
-        finally:
-            engine.close()
-    return _publish(run, ctx, job, fitted, engine.trace, laps_done, where)
+        obs = ctx.obs
+        first, best = (0, None) if ckpt is None else checkpoint.restarts(ckpt, ctx)
+        for restart in range(first, r.restarts):
+            ctx.obs, ctx.next_uid = obs, 0
+            ctx.rng = Streams.from_seed(r.seed + restart)
+            engine = engine_class(job.algorithm)(ctx, job.engine)
+            try:
+                laps_done = 0
+                if ckpt is not None and restart == first:
+                    laps_done = checkpoint.restore(engine, ckpt)
+                else:
+                    engine.start()
+                run.create()
+                if not (run.path / "job.json").exists():
+                    write_json_atomic(run.path / "job.json", {
+                        "corpus": str(corpus.path.resolve()),
+                        "partitions": partitions_of(corpus), "config": job.to_dict()})
+                laps_done = drive(engine, run, laps_done, r.checkpoint_every, progress, on_step,
+                                  functools.partial(_save, run, restart=restart, best=best))
+                fitted = engine.result()
+            finally:
+                engine.close()
+            key = next(iter(fitted.objective))
+            seen = ([] if best is None else best.objectives) + [fitted.objective[key]]
+            if best is None or best.better(fitted):
+                best = Best(restart, fitted, engine.trace, laps_done, seen)
+            best.objectives = seen
+        write_assignments(run, ctx, best.fitted)
+    if r.restarts > 1:
+        best.fitted.info.update({"restart": f"{best.restart} of {r.restarts}",
+                                 "restart_objectives": best.objectives})
+    return _publish(run, ctx, job, best.fitted, best.trace, best.laps, where)
+
+
+def _save(run: RunDir, engine: Engine, laps_done: int, restart: int, best: Best | None) -> None:
+    checkpoint.save(run, engine, laps_done, restart, best)
 
 
 def drive(engine: Engine, run: RunDir, laps_done: int, every: int,
-          progress: ProgressHook | None, on_step: StepHook | None) -> int:
-    """Step the engine to the end; checkpoint after every lap end and, when ``every`` = M > 0,
-    after every M partition visits. Returns the laps done."""
+          progress: ProgressHook | None, on_step: StepHook | None,
+          save: Callable[[Engine, int], None]) -> int:
+    """Step the engine to the end; ``save`` a checkpoint after every lap end and, when
+    ``every`` = M > 0, after every M partition visits. Returns the laps done."""
     visits = saved = 0
     while not engine.done:
         step = engine.step()
@@ -133,7 +155,7 @@ def drive(engine: Engine, run: RunDir, laps_done: int, every: int,
         if progress is not None:
             progress(engine)
         if step.lap_end or (every and visits - saved >= every):
-            checkpoint.save(run, engine, laps_done)
+            save(engine, laps_done)
             saved = visits
         if on_step is not None:
             on_step(engine, step)

@@ -181,3 +181,30 @@ def test_the_best_lap_end_state_is_returned_when_a_later_one_is_lower(tmp_path):
     chosen = engine.result()
     assert chosen.model is model and chosen.objective["elbo"] == elbo + 1.0
     assert chosen.info["returned"] == "the best lap-end state (lap 2), not the last"
+
+
+def test_restarts_keep_the_best_and_resume_inside_a_later_restart(tmp_path):
+    from bnpmix.pipeline.fit import resume
+
+    corpus = clusters(tmp_path, n=900)
+    cfg = job_config(K=1, laps=4, tol=0, restarts=3, seed=2)
+    whole = fit(corpus, tmp_path / "whole", cfg)
+    objectives = whole["restart_objectives"]
+    assert len(objectives) == 3 and whole["elbo"] == max(objectives)
+    assert whole["restart"] == f"{int(np.argmax(objectives))} of 3"
+    single = fit(corpus, tmp_path / "single", job_config(K=1, laps=4, tol=0, seed=2))
+    assert single["elbo"] == objectives[0]  # restart 0 is the plain run with that seed
+    ends = []
+
+    def stop_in_the_second_restart(engine, step):
+        ends.append(step.lap_end)
+        if sum(ends) == 6:  # lap 2 of restart 1
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        fit(corpus, tmp_path / "run", cfg, on_step=stop_in_the_second_restart)
+    resumed = resume(tmp_path / "run")
+    assert resumed["restart_objectives"] == objectives and resumed["elbo"] == whole["elbo"]
+    pd.testing.assert_frame_equal(
+        pd.read_csv(tmp_path / "run" / "trace.csv").drop(columns="seconds"),
+        pd.read_csv(tmp_path / "whole" / "trace.csv").drop(columns="seconds"))

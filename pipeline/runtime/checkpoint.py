@@ -11,6 +11,7 @@ engine: a malformed or foreign checkpoint is refused with an error naming the fi
 
 from __future__ import annotations
 
+import itertools
 import time
 from pathlib import Path
 
@@ -18,11 +19,14 @@ from bnpmix.algorithms.obs import obs_from_prior
 from bnpmix.storage import BnpmixError, RunDir
 from bnpmix.storage.arrays import ArrayFile, read_arrays, write_arrays_atomic
 
-from .engine import Engine
+from .context import FitContext
+from .engine import Best, Engine, Fitted
+from .models import READERS
 
 FORMAT = "bnpmix-checkpoint"
 VERSION = 1
 LEGACY = "checkpoint.pkl"  # written by bnpmix before checkpoints were arrays; never loaded
+BEST = "best_restart"  # arrays of the best finished restart's model
 
 
 def checkpoint_path(run: RunDir) -> Path:
@@ -33,11 +37,22 @@ def exists(run: RunDir) -> bool:
     return checkpoint_path(run).exists() or (run.path / LEGACY).exists()
 
 
-def save(run: RunDir, engine: Engine, laps_done: int) -> None:
-    """Atomically write the engine's and the context's state."""
+def save(run: RunDir, engine: Engine, laps_done: int, restart: int = 0,
+         best: Best | None = None) -> None:
+    """Atomically write the engine's and the context's state, the restart it belongs to and
+    the best finished restart before it."""
     ctx = engine.ctx
     state, arrays = engine.state()
+    kept = None
+    if best is not None:
+        model_arrays, model_meta = best.fitted.model.to_arrays()
+        kept = {"restart": best.restart, "laps": best.laps, "trace": best.trace,
+                "objective": best.fitted.objective, "info": best.fitted.info,
+                "objectives": best.objectives, "model": model_meta}
+        arrays = itertools.chain(((f"{BEST}/{k}", v) for k, v in model_arrays.items()), arrays)
     meta = {
+        "restart": restart,
+        "best": kept,
         "format": FORMAT,
         "version": VERSION,
         "engine": engine.name,
@@ -66,6 +81,22 @@ def open_checkpoint(run: RunDir, engine_name: str) -> ArrayFile | None:
         raise BnpmixError(f"{path}: a checkpoint of engine {ckpt.meta.get('engine')!r}, but the "
                           f"run's job.json names {engine_name!r}")
     return ckpt
+
+
+def restarts(ckpt: ArrayFile, ctx: FitContext) -> tuple[int, Best | None]:
+    """The restart a checkpoint belongs to and the best finished restart before it."""
+    meta = ckpt.meta
+    try:
+        kept = meta["best"]
+        if kept is None:
+            return int(meta["restart"]), None
+        model = READERS[kept["model"].get("kind", "mixture")](ckpt.group(BEST), kept["model"])
+        fitted = Fitted(model, dict(kept["objective"]), dict(kept["info"]))
+        return int(meta["restart"]), Best(int(kept["restart"]), fitted, list(kept["trace"]),
+                                          int(kept["laps"]), list(kept["objectives"]))
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BnpmixError(f"{ckpt.path}: checkpoint incomplete or inconsistent "
+                          f"({type(exc).__name__}: {exc})") from None
 
 
 def restore(engine: Engine, ckpt: ArrayFile) -> int:

@@ -47,6 +47,21 @@ class Fitted:
     info: dict[str, str] = field(default_factory=dict)
 
 
+@dataclass
+class Best:
+    """The best finished restart so far (highest first objective), and every restart's."""
+
+    restart: int
+    fitted: Fitted
+    trace: list[dict[str, Any]]
+    laps: int
+    objectives: list[float]
+
+    def better(self, fitted: Fitted) -> bool:
+        key = next(iter(fitted.objective))
+        return fitted.objective[key] > self.fitted.objective[key]
+
+
 class Engine(ABC):
     """One inference algorithm behind the runtime. Subclasses set ``name`` and ``Config``."""
 
