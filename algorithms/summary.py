@@ -176,10 +176,6 @@ class Summary:
                    np.asarray(arrays["Hpair"]), np.asarray(arrays["groups"]),
                    np.asarray(arrays["Hgroup"]))
 
-    def nbytes(self) -> int:
-        """Memory held by the summary's arrays."""
-        return int(sum(v.nbytes for v in self.to_arrays().values()))
-
     def apply(self, move: Move) -> Summary:
         """This summary with one logged move applied."""
         return move.apply(self)

@@ -122,7 +122,8 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
                         "corpus": str(corpus.path.resolve()),
                         "partitions": partitions_of(corpus), "config": job.to_dict()})
                 laps_done = drive(engine, run, laps_done, r.checkpoint_every, progress, on_step,
-                                  functools.partial(_save, run, restart=restart, best=best))
+                                  functools.partial(checkpoint.save, run, restart=restart,
+                                                    best=best))
                 fitted = engine.result()
             finally:
                 engine.close()
@@ -136,10 +137,6 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         best.fitted.info.update({"restart": f"{best.restart} of {r.restarts}",
                                  "restart_objectives": best.objectives})
     return _publish(run, ctx, job, best.fitted, best.trace, best.laps, where)
-
-
-def _save(run: RunDir, engine: Engine, laps_done: int, restart: int, best: Best | None) -> None:
-    checkpoint.save(run, engine, laps_done, restart, best)
 
 
 def drive(engine: Engine, run: RunDir, laps_done: int, every: int,

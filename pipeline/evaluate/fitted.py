@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from bnpmix.algorithms.mixture import Mixture
 from bnpmix.algorithms.obs.base import Data
@@ -36,8 +37,6 @@ class FittedModel:
         self.n_components_ = model.K
 
     def _data(self, X: Any) -> Data:
-        import scipy.sparse as sp
-
         X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.asarray(X, np.float64)
         if X.ndim != 2:
             raise ValueError(f"expected a 2-d array of items, got shape {X.shape}")
