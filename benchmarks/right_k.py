@@ -14,6 +14,7 @@ laps until the run stopped, and the wall time per fit. Figures go to stdout and,
 to a file.
 
     python benchmarks/right_k.py [--seeds 10] [--problems blobs4,gauss16,...] [--json out.json]
+                                 [--set birth_tol=1e-4 ...]
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ def oracle_elbo(X, labels: np.ndarray, obs, alloc, max_iter: int = 500) -> float
     return elbo / X.shape[0]
 
 
-def run_problem(name: str, seeds: int) -> dict:
+def run_problem(name: str, seeds: int, options: dict | None = None) -> dict:
     true_K, make = PROBLEMS[name]
     X, labels = make()
     corpus = corpus_of(X, labels, 20, name)
@@ -85,7 +86,7 @@ def run_problem(name: str, seeds: int) -> dict:
     for seed in range(seeds):
         t = time.perf_counter()
         run = WORK / f"{name}-{seed}"
-        summary = fit(corpus, run, job_config(seed=seed))
+        summary = fit(corpus, run, job_config(seed=seed, **(options or {})))
         seconds = time.perf_counter() - t
         model = load(run).model
         oracle = oracle_elbo(Xf, labels, model.obs, model.alloc)
@@ -105,11 +106,14 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--problems", default=",".join(PROBLEMS))
     ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="an option as in job files, to try a non-default setting")
     args = ap.parse_args()
+    options = dict(kv.split("=", 1) for kv in args.set)
     results = []
     ok = True
     for name in args.problems.split(","):
-        r = run_problem(name, args.seeds)
+        r = run_problem(name, args.seeds, options)
         results.append(r)
         ks = " ".join(str(x["K"]) for x in r["runs"])
         secs = np.median([x["seconds"] for x in r["runs"]])

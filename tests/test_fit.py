@@ -162,6 +162,19 @@ def test_plain_defaults_find_four_blobs_and_stop_on_convergence(tmp_path):
     assert fixed["laps"] == 5 and fixed["stopped"] == "the maximum of 5 laps"
 
 
+def test_a_component_too_small_to_split_does_not_block_convergence(tmp_path):
+    """Three far-away points form their own cluster; a birth cannot split 3 items, so that
+    cluster is no birth target and the run still converges (it ran every lap before)."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 4, 3000)
+    X = np.array([[0, 0], [8, 0], [0, 8], [8, 8]], float)[y] + rng.normal(size=(3000, 2))
+    X = np.vstack([X, [40, 40] + 0.3 * rng.normal(size=(3, 2))])
+    ingest_array(X, tmp_path / "c", partition_rows=300)
+    summary = fit(tmp_path / "c", tmp_path / "run", job_config(laps=40))
+    assert summary["K"] == 5 and min(summary["weights"]) * len(X) < 4
+    assert summary["stopped"].startswith("converged") and summary["laps"] < 40
+
+
 def test_many_one_row_partitions_still_get_births(tmp_path):
     """Births collect across partitions up to the cap, so tiny partitions do not starve them."""
     summary = fit(blobs(tmp_path, n=240, rows=1), tmp_path / "run", job_config(laps=12))

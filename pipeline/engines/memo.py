@@ -209,8 +209,10 @@ class MemoEngine(Engine):
 
     def _open(self, N: np.ndarray, adopting: set[int]) -> np.ndarray:
         """Components a birth may target: not an origin whose newborns take over its data in
-        this lap, and not one whose birth failed, until its mass has changed by 10 %."""
-        return np.array([int(u) not in adopting
+        this lap, not one too small to give a fresh run 2 K' items (once masses are known),
+        and not one whose birth failed, until its mass has changed by 10 %."""
+        floor = 2 * self.cfg.birth.fresh_K if self._complete() else 0
+        return np.array([int(u) not in adopting and n >= floor
                          and not (int(u) in self.failed and abs(n - self.failed[int(u)])
                                   <= 0.1 * self.failed[int(u)])
                          for u, n in zip(self.S0.uids, N, strict=True)], dtype=bool)
@@ -331,8 +333,7 @@ class MemoEngine(Engine):
                 X = stack_rows(birth.rows)
                 birth.S_new = create(X, ctx.obs, ctx.alloc, ctx.new_uids(self.cfg.birth.fresh_K),
                                      self.cfg.birth, ctx.rng.birth)
-            tried = birth.n >= 2 * self.cfg.birth.fresh_K  # too few rows is not a failure
-            if tried and birth.S_new is None and birth.target in self.laps_since:
+            if birth.S_new is None and birth.target in self.laps_since:
                 self.failed[birth.target] = float(self.S0.N[self.S0.index(birth.target)])
             birth.rows = []
         for u in self.laps_since:
