@@ -284,6 +284,8 @@ def add_option(parser: argparse.ArgumentParser, row: Option) -> None:
     where = f"; {', '.join(row.engines)}" if row.engines else ""
     shown = "none" if row.default == () else row.default
     default = "" if row.default is None or row.default == {} else f" (default {shown}"
+    if row.within:
+        default = (f"{default}, " if default else " (") + f"in {row.within}"
     parser.add_argument(row.flag, dest=row.name, type=parse, choices=row.choices,
                         metavar=None if row.choices else row.name.upper(),
                         help=row.help + (f"{default}{where})" if default else (

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -40,14 +42,16 @@ def _int(value: Any) -> int:
 
 
 def _float(value: Any) -> float:
-    """A number: a TOML integer or float, or its text on the command line."""
+    """A finite number: a TOML integer or float, or its text on the command line."""
     try:
         if isinstance(value, str) or (isinstance(value, int | float)
                                       and not isinstance(value, bool)):
-            return float(value)
+            number = float(value)
+            if math.isfinite(number):
+                return number
     except ValueError:
         pass
-    raise ValueError(f"expected a number, not {value!r}")
+    raise ValueError(f"expected a finite number, not {value!r}")
 
 
 def _str(value: Any) -> str:
@@ -81,21 +85,56 @@ PARSERS: dict[type, Callable[[Any], Any]] = {int: _int, float: _float, str: _str
 
 
 def meta(help: str, parse: Callable[[Any], Any] | None = None,
-         choices: tuple[str, ...] | Callable[[], list[str]] | None = None) -> dict[str, Any]:
-    """A field's row of the table: help text, parser (default: by the default's type), choices."""
-    return {"help": help, "parse": parse, "choices": choices}
+         choices: tuple[str, ...] | Callable[[], list[str]] | None = None,
+         within: str | None = None) -> dict[str, Any]:
+    """A field's row of the table: help text, parser (default: by the default's type), choices,
+    and the interval its value must lie in (``"[0, 1)"``, ``"(0, inf)"``; see ``in_range``)."""
+    return {"help": help, "parse": parse, "choices": choices, "range": within}
 
 
 def opt(default: Any, help: str, *, parse: Callable[[Any], Any] | None = None,
-        choices: tuple[str, ...] | Callable[[], list[str]] | None = None) -> Any:
+        choices: tuple[str, ...] | Callable[[], list[str]] | None = None,
+        within: str | None = None) -> Any:
     """A configuration field with an immutable default and its row of the table."""
-    return field(default=default, metadata=meta(help, parse, choices))
+    return field(default=default, metadata=meta(help, parse, choices, within))
 
 
-def _check_positive(cfg: Any, *names_: str) -> None:
-    for name in names_:
-        if getattr(cfg, name) < 1:
-            raise ValueError(f"{name} must be a positive integer, not {getattr(cfg, name)}")
+_INTERVAL = re.compile(r"^([\[(])\s*(-?inf|[-+0-9.e]+)\s*,\s*(-?inf|[-+0-9.e]+)\s*([\])])$")
+
+
+def in_range(value: float, interval: str) -> bool:
+    """Whether ``value`` lies in an interval written ``[lo, hi]``, ``(lo, hi)`` or mixed; ``inf``
+    for an open end."""
+    match = _INTERVAL.match(interval)
+    if match is None:
+        raise TypeError(f"not an interval: {interval!r}")
+    left, lo, hi, right = match.group(1), float(match.group(2)), float(match.group(3)), \
+        match.group(4)
+    above = value >= lo if left == "[" else value > lo
+    below = value <= hi if right == "]" else value < hi
+    return above and below
+
+
+class RangeError(ValueError):
+    """An option's value outside its interval; ``key`` is the option's name in the table."""
+
+    def __init__(self, key: str, message: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+
+def check_ranges(cfg: Any, prefix: tuple[str, ...] = ()) -> None:
+    """Every field of a config dataclass (nested ones too) inside its table row's interval; the
+    one place option values are range-checked, whichever way the configuration was built."""
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if dataclasses.is_dataclass(value):
+            check_ranges(value, (*prefix, f.name))
+            continue
+        interval = f.metadata.get("range")
+        if interval is not None and value is not None and not in_range(value, interval):
+            key = "_".join((*prefix, f.name))
+            raise RangeError(key, f"{key}: {value!r} is not in {interval}")
 
 
 @dataclass(frozen=True)
@@ -104,25 +143,24 @@ class RunConfig:
 
     corpus: str | None = opt(None, "corpus directory", parse=_str)
     out: str | None = opt(None, "run directory to write", parse=_str)
-    seed: int = opt(0, "random seed")
+    seed: int = opt(0, "random seed", within="[0, inf)")
     scheduler: str = opt("threads", SCHEDULERS)
     cluster: str | None = opt(None, "start or reach a Dask cluster from a profile in "
                               "cluster-configs/ (PROFILE.yaml)", parse=_str)
-    threads: int = opt(2, "local threads")
-    wave: int = opt(1, "batches computed in parallel against the same globals")
+    threads: int = opt(2, "local threads", within="[1, inf)")
+    wave: int = opt(1, "batches computed in parallel against the same globals",
+                    within="[1, inf)")
     cache_bytes: int = opt(2 << 30, "bytes of partitions kept in memory per worker (or "
-                           "locally) across laps")
+                           "locally) across laps", within="[0, inf)")
     summary_bytes: int = opt(1 << 30, "bytes of per-partition state the driver keeps in "
-                             "memory before spilling it to disk")
-    checkpoint_every: int = opt(0, "also checkpoint every M batch visits (0: after each lap)")
+                             "memory before spilling it to disk", within="[0, inf)")
+    checkpoint_every: int = opt(0, "also checkpoint every M batch visits (0: after each lap)",
+                                within="[0, inf)")
     warm_start: str | None = opt(None, "start from a previous run's model (RUN_DIR)", parse=_str)
     restarts: int = opt(1, "independent runs (streams from seed, seed + 1, ...; the same prior); "
-                        "the one with the highest objective is kept")
+                        "the one with the highest objective is kept", within="[1, inf)")
 
     def __post_init__(self) -> None:
-        _check_positive(self, "threads", "wave", "restarts")
-        if self.checkpoint_every < 0 or self.cache_bytes < 0 or self.summary_bytes < 0:
-            raise ValueError("checkpoint_every, cache_bytes and summary_bytes must be >= 0")
         if not (self.scheduler in ("threads", "synchronous")
                 or self.scheduler.startswith("tcp://")):
             raise ValueError(f"scheduler must be threads, synchronous or tcp://HOST:PORT, "
@@ -141,17 +179,15 @@ class ModelConfig:
         "command line", table))
     alloc: str = opt("dp", "allocation prior over the mixture weights",
                      choices=lambda: sorted(ALLOCATIONS))
-    alpha0: float = opt(1.0, "DP concentration")
-    init_sample: int = opt(10_000, "items sampled to scale the default prior and seed K > 1")
+    alpha0: float = opt(1.0, "DP concentration", within="(0, inf)")
+    init_sample: int = opt(10_000, "items sampled to scale the default prior and seed K > 1",
+                          within="[1, inf)")
 
     def __post_init__(self) -> None:
         if self.obs is not None and self.obs not in OBS_NAMES:
             raise ValueError(f"obs must be one of {OBS_NAMES}, not {self.obs!r}")
         if self.alloc not in ALLOCATIONS:
             raise ValueError(f"alloc must be one of {sorted(ALLOCATIONS)}, not {self.alloc!r}")
-        if not self.alpha0 > 0:
-            raise ValueError(f"alpha0 must be positive, not {self.alpha0}")
-        _check_positive(self, "init_sample")
 
 
 SECTIONS: dict[str, type] = {"run": RunConfig, "model": ModelConfig}
@@ -168,6 +204,7 @@ class Option:
     default: Any
     help: str
     choices: tuple[str, ...] | None
+    within: str | None = None  # the interval a value must lie in
     engines: tuple[str, ...] = ()  # engine options: the engines that take it
 
     @property
@@ -196,7 +233,7 @@ def _rows(cls: type, section: str, prefix: tuple[str, ...] = ()) -> list[Option]
         if parse is None:
             raise TypeError(f"{cls.__name__}.{f.name}: give the field a parser (opt(parse=...))")
         rows.append(Option("_".join((*prefix, f.name)), section, (*prefix, f.name), parse,
-                           default, meta.get("help", ""), choices))
+                           default, meta.get("help", ""), choices, meta.get("range")))
     return rows
 
 
@@ -236,6 +273,8 @@ class JobConfig:
         elif not isinstance(self.engine, cls):
             raise ValueError(f"{self.algorithm} takes a {cls.__name__}, "
                              f"not a {type(self.engine).__name__}")
+        for cfg in (self.run, self.model, self.engine):
+            check_ranges(cfg)
 
     def to_dict(self) -> dict[str, Any]:
         return {"algorithm": self.algorithm, "run": dataclasses.asdict(self.run),
@@ -311,5 +350,7 @@ def resolve(values: dict[str, Any], source: str,
     try:
         return JobConfig(algorithm, RunConfig(**nested["run"]), ModelConfig(**nested["model"]),
                          _build(engine_class(algorithm).Config, nested["engine"]))
+    except RangeError as exc:
+        raise BnpmixError(f"{origins.get(exc.key, source)}: {exc}") from None
     except (TypeError, ValueError) as exc:
         raise BnpmixError(f"{source}: {exc}") from None

@@ -154,14 +154,16 @@ def dense_item(x: Data, D: int) -> np.ndarray:
 SHRINKAGE = 0.1  # default weight of the isotropic target in data_scale_matrix
 
 
-def data_scale_matrix(M: np.ndarray, shrinkage: float = SHRINKAGE) -> np.ndarray:
-    """(1 - λ) M + λ (tr M / D) I for a sample's covariance or second-moment matrix M: the shape
-    of the default Gaussian priors' E[Σ]. Shrinking towards the mean variance keeps every
+def data_scale_matrix(M: np.ndarray, scale: float, shrinkage: float = SHRINKAGE) -> np.ndarray:
+    """scale · [(1 - λ) M + λ (tr M / D) I] for a sample's covariance or second-moment matrix M:
+    the default Gaussian priors' E[Σ]. Shrinking towards the mean variance keeps every
     eigenvalue at least λ tr M / D, so constant or near-constant columns (digits has constant
     pixels) get a floor instead of a singular prior (Ledoit & Wolf 2004's target, with a fixed
     weight instead of their estimated one)."""
     if not 0 < shrinkage <= 1:
         raise ValueError(f"shrinkage must lie in (0, 1], not {shrinkage}")
+    if not (isinstance(scale, int | float) and np.isfinite(scale) and scale > 0):
+        raise ValueError(f"scale must be a positive finite number, not {scale!r}")
     D = M.shape[0]
     v = max(float(np.trace(M)) / D, 1e-12) if D else 1.0
-    return (1.0 - shrinkage) * M + shrinkage * v * np.eye(D)
+    return scale * ((1.0 - shrinkage) * M + shrinkage * v * np.eye(D))

@@ -60,7 +60,7 @@ class DiagGauss(ObsModel):
         m0 = (X.mean(0) if len(X) else np.zeros(D)) if m0 is None else m0
         if b0 is None:
             var = X.var(0) if len(X) else np.ones(D)
-            b0 = a0 * scale * np.diag(data_scale_matrix(np.diag(var), shrinkage))
+            b0 = a0 * np.diag(data_scale_matrix(np.diag(var), scale, shrinkage))
         return cls(D, m0, kappa0, a0, b0)
 
     def prior(self) -> dict[str, Any]:

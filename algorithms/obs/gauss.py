@@ -46,8 +46,8 @@ class Gauss(ObsModel):
         self.m0 = np.broadcast_to(np.asarray(m0, dtype=float), (D,)).copy()
         self.kappa0 = float(kappa0)
         self.nu0 = float(nu0)
-        self.B0 = np.asarray(B0, dtype=float)
-        prior = W.factorize(self.B0)
+        prior = W.prior_factors(B0, D)
+        self.B0 = prior["B"]
         self._logZ0 = _log_Z_nw(self.kappa0, self.nu0, prior["logdet_B"], D)
         self._U0 = prior["U"]
 
@@ -66,7 +66,7 @@ class Gauss(ObsModel):
             if nu0 <= D + 1:
                 raise ValueError(f"the default B0 needs nu0 > D + 1 = {D + 1}; pass B0")
             C = np.atleast_2d(np.cov(X, rowvar=False, bias=True)) if len(X) > 1 else np.eye(D)
-            B0 = (nu0 - D - 1) * scale * data_scale_matrix(C, shrinkage)
+            B0 = (nu0 - D - 1) * data_scale_matrix(C, scale, shrinkage)
         return cls(D, m0, kappa0, nu0, B0)
 
     def prior(self) -> dict[str, Any]:

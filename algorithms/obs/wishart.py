@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from scipy.linalg.blas import dtrsv
 from scipy.special import digamma, gammaln
@@ -36,6 +38,18 @@ def _multigammaln(a: np.ndarray, D: int) -> np.ndarray:
     """log Γ_D(a) = D(D-1)/4 log π + Σ_{d=1..D} log Γ(a + (1-d)/2), vectorised over a."""
     a = np.asarray(a, dtype=float)
     return 0.25 * D * (D - 1) * np.log(np.pi) + gammaln(a[..., None] - 0.5 * np.arange(D)).sum(-1)
+
+
+def prior_factors(B0: Any, D: int) -> dict[str, np.ndarray]:
+    """factorize() of a prior scale matrix, which must be a finite, symmetric, positive-definite
+    D x D matrix (ValueError naming B0 otherwise)."""
+    B = np.asarray(B0, dtype=float)
+    if B.shape != (D, D) or not np.all(np.isfinite(B)) or not np.allclose(B, B.T):
+        raise ValueError(f"B0 must be a finite symmetric {D} x {D} matrix")
+    try:
+        return factorize(B)
+    except np.linalg.LinAlgError:
+        raise ValueError("B0 must be positive definite") from None
 
 
 def factorize(B: np.ndarray) -> dict[str, np.ndarray]:

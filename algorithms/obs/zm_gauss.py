@@ -38,8 +38,8 @@ class ZeroMeanGauss(ObsModel):
             raise ValueError(f"nu0 must exceed D - 1 = {D - 1}")
         self.D = D
         self.nu0 = float(nu0)
-        self.B0 = np.asarray(B0, dtype=float)
-        prior = W.factorize(self.B0)
+        prior = W.prior_factors(B0, D)
+        self.B0 = prior["B"]
         self._logdet_B0 = prior["logdet_B"]
         self._U0 = prior["U"]
 
@@ -55,7 +55,7 @@ class ZeroMeanGauss(ObsModel):
             if nu0 <= D + 1:
                 raise ValueError(f"nu0 must exceed D + 1 = {D + 1} for a data-scaled B0; pass B0")
             M = X.T @ X / len(X) if len(X) else np.eye(D)
-            B0 = (nu0 - D - 1) * scale * data_scale_matrix(M, shrinkage)
+            B0 = (nu0 - D - 1) * data_scale_matrix(M, scale, shrinkage)
         return cls(D, nu0, B0)
 
     def prior(self) -> dict[str, Any]:

@@ -20,19 +20,26 @@ from .merge import MergeConfig, merge_round
 class BirthConfig:
     """Supplement Sec. 2 settings: tau (Eq. 23), N' (collection cap), K', I', prune fraction."""
 
-    per_lap: int = field(default=1, metadata={"help": "birth targets per lap"})
+    per_lap: int = field(default=1, metadata={"help": "birth targets per lap",
+                                              "range": "[1, inf)"})
     tau: float = field(default=0.1, metadata={
-        "help": "collect an item for a target when its responsibility exceeds this (Eq. 23)"})
-    max_collect: int = field(default=10_000, metadata={"help": "items collected per birth (N')"})
-    fresh_K: int = field(default=10, metadata={"help": "components of a birth's fresh VB run"})
-    max_iter: int = field(default=100, metadata={"help": "iterations of a birth's fresh VB"})
+        "help": "collect an item for a target when its responsibility exceeds this (Eq. 23)",
+        "range": "[0, 1)"})
+    max_collect: int = field(default=10_000, metadata={
+        "help": "items collected per birth (N')", "range": "[2, inf)"})
+    fresh_K: int = field(default=10, metadata={
+        "help": "components of a birth's fresh VB run", "range": "[2, inf)"})
+    max_iter: int = field(default=100, metadata={
+        "help": "iterations of a birth's fresh VB", "range": "[1, inf)"})
     prune_fraction: float = field(default=1 / 20, metadata={
-        "help": "keep new components with at least this fraction of the collected items"})
+        "help": "keep new components with at least this fraction of the collected items",
+        "range": "(0, 0.5]"})
     tol: float = field(default=1e-4, metadata={
         "help": "relative ELBO change that stops a birth's fresh VB (a proposal: its "
-                "components are refined by the adoption lap and judged on the exact ELBO)"})
+                "components are refined by the adoption lap and judged on the exact ELBO)",
+        "range": "[0, inf)"})
     attempts: int = field(default=3, metadata={
-        "help": "fresh VB runs a birth tries before it counts as failed"})
+        "help": "fresh VB runs a birth tries before it counts as failed", "range": "[1, inf)"})
 
 
 def choose_targets(uids: np.ndarray, N: np.ndarray, laps_since: np.ndarray, n: int,

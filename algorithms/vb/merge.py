@@ -17,10 +17,13 @@ class MergeConfig:
     """Pairs to plan per lap (all pairs up to ``max_pairs``) and merge attempts per lap."""
 
     max_pairs: int = field(default=5000, metadata={
-        "help": "plan all pairs up to this many, else each component's best partners"})
-    partners: int = field(default=10, metadata={"help": "partners planned per component "
-                                                        "beyond max_pairs (Eq. 12 score)"})
-    max_attempts: int = field(default=50, metadata={"help": "merges tried per lap"})
+        "help": "plan all pairs up to this many, else each component's best partners",
+        "range": "[0, inf)"})
+    partners: int = field(default=10, metadata={
+        "help": "partners planned per component beyond max_pairs (Eq. 12 score)",
+        "range": "[1, inf)"})
+    max_attempts: int = field(default=50, metadata={"help": "merges tried per lap",
+                                                     "range": "[0, inf)"})
 
 
 def merge_scores(obs: ObsModel, S: Summary, pairs: np.ndarray) -> np.ndarray:

@@ -28,12 +28,8 @@ Items = Iterator[tuple[str, np.ndarray]]
 class LapsConfig:
     """What every variational engine takes: the initial K and the passes through the data."""
 
-    K: int = opt(1, "initial number of components")
-    laps: int = opt(20, "passes through the data")
-
-    def __post_init__(self) -> None:
-        if self.K < 1 or self.laps < 1:
-            raise ValueError("K and laps must be positive")
+    K: int = opt(1, "initial number of components", within="[1, inf)")
+    laps: int = opt(20, "passes through the data", within="[1, inf)")
 
 
 def visit(batch: Batch, obs: ObsModel, g: Globals, plan: Plan | None = None) -> BatchResult:

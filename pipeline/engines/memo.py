@@ -52,18 +52,16 @@ VisitHook = Callable[[int, int, Globals, BatchResult], None]
 
 @dataclass(frozen=True)
 class MemoConfig(LapsConfig):
-    laps: int = opt(100, "most passes through the data (a run stops earlier on convergence)")
+    laps: int = opt(100, "most passes through the data (a run stops earlier on convergence)",
+                    within="[1, inf)")
     moves: tuple[str, ...] = opt(MOVES, "comma-separated moves: birth,merge ('' for none)",
                                  parse=names)
     tol: float = opt(1e-6, "converged when a lap accepts no move, keeps K and changes the ELBO "
-                     "by less than this per item (0: run every lap)")
+                     "by less than this per item (0: run every lap)", within="[0, inf)")
     birth: BirthConfig = field(default_factory=BirthConfig)
     merge: MergeConfig = field(default_factory=MergeConfig)
 
     def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.tol < 0:
-            raise ValueError(f"tol must be >= 0, not {self.tol}")
         object.__setattr__(self, "moves", tuple(self.moves))
         bad = set(self.moves) - set(MOVES)
         if bad:

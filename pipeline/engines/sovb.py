@@ -32,14 +32,10 @@ SCHEDULES = {"a": (0.5, 10.0), "b": (0.5, 100.0), "c": (0.9, 10.0)}  # (kappa, d
 @dataclass(frozen=True)
 class SOVBConfig(LapsConfig):
     sovb_kappa: float = opt(0.5, "sovb learning-rate decay kappa in (t + delay)^-kappa "
-                            "(schedules a, b: 0.5; c: 0.9)")
-    sovb_delay: float = opt(10.0, "sovb learning-rate delay (schedules a, c: 10; b: 100)")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if not (0.5 <= self.sovb_kappa <= 1.0) or self.sovb_delay < 0:
-            raise ValueError("sovb_kappa must lie in [0.5, 1] and sovb_delay be >= 0 "
-                             "(Robbins-Monro conditions)")
+                            "(schedules a, b: 0.5; c: 0.9; Robbins-Monro needs (0.5, 1])",
+                            within="[0.5, 1]")
+    sovb_delay: float = opt(10.0, "sovb learning-rate delay (schedules a, c: 10; b: 100)",
+                            within="[0, inf)")
 
 
 @register

@@ -24,14 +24,10 @@ from .common import (
 
 @dataclass(frozen=True)
 class VBConfig(LapsConfig):
-    laps: int = opt(100, "most passes through the data (a run stops earlier on convergence)")
+    laps: int = opt(100, "most passes through the data (a run stops earlier on convergence)",
+                    within="[1, inf)")
     tol: float = opt(1e-6, "converged when a lap changes the ELBO by less than this per item "
-                     "(0: run every lap)")
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.tol < 0:
-            raise ValueError(f"tol must be >= 0, not {self.tol}")
+                     "(0: run every lap)", within="[0, inf)")
 
 
 @register

@@ -99,6 +99,8 @@ def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> Fi
     except TypeError as exc:
         raise BnpmixError(f"prior: {exc} (the {obs_name} model's prior parameters are "
                           f"{prior_keys(obs_name)})") from None
+    except (ValueError, np.linalg.LinAlgError) as exc:
+        raise BnpmixError(f"prior: {exc}") from None
     alloc = alloc_from_params(model.alloc, {"alpha0": model.alpha0})
     return FitContext(corpus, run.seed, executor, source, obs, alloc, Streams.from_seed(run.seed),
                       model.init_sample, run.wave, run.summary_bytes, run.warm_start)

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from bnpmix.pipeline.cli import build_parser
-from bnpmix.pipeline.config import JobConfig, options
+from bnpmix.pipeline.config import JobConfig, options, resolve
 from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.pipeline.jobfile import load_job, read_job
 from bnpmix.storage import BnpmixError, ingest_array
@@ -148,8 +148,8 @@ def test_unknown_and_misplaced_keys_are_errors_naming_file_and_key(tmp_path):
     job.write_text('laps = "many"\n')
     with pytest.raises(BnpmixError, match=r"job\.toml: laps: expected an integer"):
         load_job(job, {})
-    job.write_text("wave = 0\n")
-    with pytest.raises(BnpmixError, match="wave must be a positive integer"):
+    job.write_text("wave = 0\n")  # the error names the file the value came from
+    with pytest.raises(BnpmixError, match=r"job\.toml: wave: 0 is not in \[1, inf\)"):
         load_job(job, {})
     job.write_text("[schedule]\nrunz = 1\n")
     with pytest.raises(BnpmixError, match=r"\[schedule\] takes only"):
@@ -163,3 +163,54 @@ def test_configurations_are_frozen():
     with pytest.raises(AttributeError):
         config.run.seed = 1
     assert config.replace(run_seed=5).run.seed == 5 and config.run.seed == 0
+
+
+# option -> (a value outside its interval, a value on its closed edge or inside)
+EDGES = {"alpha0": ("0", "1e-9"), "seed": ("-1", "0"), "cache_bytes": ("-1", "0"),
+         "checkpoint_every": ("-1", "0"), "summary_bytes": ("-1", "0"), "threads": ("0", "1"),
+         "wave": ("0", "1"), "restarts": ("0", "1"), "init_sample": ("0", "1"), "K": ("0", "1"),
+         "laps": ("0", "1"), "tol": ("-1e-9", "0"), "birth_per_lap": ("0", "1"),
+         "birth_tau": ("1", "0"), "birth_max_collect": ("1", "2"), "birth_fresh_K": ("1", "2"),
+         "birth_max_iter": ("0", "1"), "birth_prune_fraction": ("0", "0.5"),
+         "birth_tol": ("-1", "0"), "birth_attempts": ("0", "1"), "merge_max_pairs": ("-1", "0"),
+         "merge_partners": ("0", "1"), "merge_max_attempts": ("-1", "0")}
+
+
+def test_every_numeric_option_has_an_interval_that_the_table_enforces():
+    """Each numeric option of memo's table is range-checked in one place; a value outside is an
+    error naming the option and its interval, the edge value is accepted."""
+    rows = {r.name: r for r in options() if "memo" in r.engines or r.section in ("run", "model")}
+    numeric = {n for n, r in rows.items() if type(r.default) in (int, float)}
+    assert numeric == set(EDGES), "every numeric option needs an interval and an edge case"
+    for name, (bad, edge) in EDGES.items():
+        assert rows[name].within, name
+        with pytest.raises(BnpmixError, match=rf"flags: {name}: .* is not in "):
+            resolve({name: bad}, "flags")
+        assert resolve({name: edge}, "flags") is not None
+    for text in ("nan", "inf", "-inf"):
+        with pytest.raises(BnpmixError, match="expected a finite number"):
+            resolve({"alpha0": text}, "flags")
+
+
+def test_programmatic_configs_are_range_checked_too():
+    from bnpmix.algorithms.vb.birth import BirthConfig
+    from bnpmix.pipeline.engines.memo import MemoConfig
+
+    with pytest.raises(ValueError, match=r"birth_tau: 2\.0 is not in \[0, 1\)"):
+        JobConfig(engine=MemoConfig(birth=BirthConfig(tau=2.0)))
+
+
+@pytest.mark.parametrize("prior, message", [
+    ({"scale": -1}, "scale must be a positive finite number"),
+    ({"scale": "x"}, "scale must be a positive finite number"),
+    ({"kappa0": 0}, "kappa0 must be positive"),
+    ({"B0": [[1, 0], [0, -1]]}, "B0 must be positive definite"),
+    ({"B0": [[1, 0]]}, "B0 must be a finite symmetric 2 x 2 matrix"),
+    ({"shrinkage": 2}, r"shrinkage must lie in \(0, 1\]"),
+])
+def test_bad_prior_values_are_errors_naming_the_parameter(tmp_path, prior, message):
+    ingest_array(np.random.default_rng(0).normal(size=(50, 2)), tmp_path / "c",
+                 partition_rows=25)
+    with pytest.raises(BnpmixError, match="prior: " + message):
+        fit(tmp_path / "c", tmp_path / "run", job_config(laps=1, prior=prior))
+    assert not (tmp_path / "run").exists()
