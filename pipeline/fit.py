@@ -44,16 +44,20 @@ def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *
     job = job or JobConfig()
     corpus = Corpus(corpus_dir)
     run = RunDir(out)
-    if run.path.exists() and any(run.path.iterdir()):
-        what = "holds a run (use `bnpmix resume`)" if (run.path / "job.json").exists() else (
-            "is not empty")
-        raise BnpmixError(f"{run.path}: the output directory {what}; choose another --out")
     # job.json must not depend on the working directory, nor on defaults that follow the data
     absolute = {f"run_{name}": str(Path(value).resolve()) for name in ("warm_start", "cluster")
                 if (value := getattr(job.run, name))}
     job = job.replace(run_corpus=str(corpus.path.resolve()), run_out=str(run.path.resolve()),
                       model_obs=job.model.obs or default_obs_name(corpus), **absolute)
-    return _run(corpus, run, job, None, progress, on_step)
+    created = run.claim()
+    try:
+        summary = _run(corpus, run, job, None, progress, on_step)
+    except BaseException:
+        if not (run.path / "job.json").exists():  # nothing resumable was written: leave no trace
+            run.release(created)
+        raise  # a resumable run keeps its claim: only `bnpmix resume` continues it
+    run.release()
+    return summary
 
 
 def partitions_of(corpus: Corpus) -> list[list[str]]:

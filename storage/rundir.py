@@ -2,6 +2,7 @@
 
 Layout::
 
+    RUN_DIR/.claim                    the PID of the fit that took the directory (claim())
     RUN_DIR/summary.json              algorithm, K, elbo, elbo_per_item, laps, n_items,
                                       wall_seconds, config (validated on load)
     RUN_DIR/trace.csv                 one row per batch visit or lap: lap, batch, elbo, K, seconds
@@ -14,6 +15,7 @@ from __future__ import annotations
 import io
 import json
 import numbers
+import os
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +83,49 @@ class RunDir:
     def create(self) -> RunDir:
         self.path.mkdir(parents=True, exist_ok=True)
         return self
+
+    @property
+    def claim_path(self) -> Path:
+        return self.path / ".claim"
+
+    def claim(self) -> bool:
+        """Take the directory for one new fit before any work, atomically: the ``.claim`` file
+        is created exclusively (O_EXCL), so of two fits racing for one empty or missing
+        directory exactly one wins. A directory holding anything else is refused. Returns
+        whether this call created the directory (``release`` then removes it)."""
+        try:
+            self.path.mkdir(parents=True)
+            created = True
+        except FileExistsError:
+            if not self.path.is_dir():
+                raise BnpmixError(f"{self.path}: the output exists and is not a directory; "
+                                  "choose another --out") from None
+            created = False
+        try:
+            fd = os.open(self.claim_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            what = ("holds a run (use `bnpmix resume`)" if (self.path / "job.json").exists()
+                    else "is claimed by another fit")
+            raise BnpmixError(f"{self.path}: the output directory {what}; "
+                              "choose another --out") from None
+        with os.fdopen(fd, "w") as fh:
+            fh.write(f"{os.getpid()}\n")
+        others = [p.name for p in self.path.iterdir() if p.name != self.claim_path.name]
+        if others:
+            self.claim_path.unlink()
+            what = "holds a run (use `bnpmix resume`)" if "job.json" in others else "is not empty"
+            raise BnpmixError(f"{self.path}: the output directory {what}; choose another --out")
+        return created
+
+    def release(self, created: bool = False) -> None:
+        """Drop the claim: after a finished fit, or for a fit that failed before writing
+        anything (then also the directory if claim() made it and nothing else is in it)."""
+        self.claim_path.unlink(missing_ok=True)
+        if created:
+            try:
+                self.path.rmdir()
+            except OSError:
+                pass  # something else was written into it meanwhile: keep it
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json_atomic(self.summary_path, validate_summary(summary, self.summary_path))

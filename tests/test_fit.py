@@ -221,3 +221,34 @@ def test_restarts_keep_the_best_and_resume_inside_a_later_restart(tmp_path):
     pd.testing.assert_frame_equal(
         pd.read_csv(tmp_path / "run" / "trace.csv").drop(columns="seconds"),
         pd.read_csv(tmp_path / "whole" / "trace.csv").drop(columns="seconds"))
+
+
+def test_two_fits_racing_for_one_output_directory_one_wins_cleanly(tmp_path):
+    """The output directory is claimed atomically before any work: of two real `bnpmix fit`
+    processes started together into one --out, one finishes and the other exits non-zero
+    without writing into it (before, both could pass the emptiness check and mix files)."""
+    import subprocess
+    import sys
+
+    from bnpmix.storage import RunDir
+
+    corpus = clusters(tmp_path, n=600)
+    for round_ in range(3):
+        out = tmp_path / f"run{round_}"
+        procs = [subprocess.Popen([sys.executable, "-m", "bnpmix", "fit", str(corpus), "--out",
+                                   str(out), "--laps", "3", "--seed", str(seed)],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                 for seed in (1, 2)]
+        results = [(p.wait(timeout=120), p.stderr.read()) for p in procs]
+        for p in procs:
+            p.stdout.close()
+            p.stderr.close()
+        codes = sorted(code for code, _ in results)
+        assert codes[0] == 0 and codes[1] != 0, results
+        loser = next(err for code, err in results if code)
+        assert str(out) in loser and "choose another --out" in loser, loser
+        winner = 1 + [code for code, _ in results].index(0)
+        summary = RunDir(out).load_summary()
+        assert summary["config"]["run"]["seed"] == winner
+        assert sorted(p.name for p in out.iterdir()) == [
+            "assignments", "job.json", "model.json", "model.npz", "summary.json", "trace.csv"]
