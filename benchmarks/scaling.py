@@ -33,7 +33,7 @@ from bnpmix.datasets import toy_patches
 from bnpmix.pipeline.config import JobConfig
 from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.pipeline.runtime.executors import DaskExecutor, LocalExecutor
-from bnpmix.storage import ingest_array
+from bnpmix.storage import Corpus, ingest_array
 
 DASK = str(Path(sys.executable).parent / "dask")
 ENV = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
@@ -129,7 +129,7 @@ def main() -> int:
     out = WORK / "threads"
     fit(corpus, out, cfg(scheduler="threads"))
     secs, elbo = lap_seconds(out)
-    local = LocalExecutor(corpus, "threads", 2)
+    local = LocalExecutor(Corpus(corpus), "threads", 2)
     print(f"{'local threads (2), W=1':<36} {secs:>7.2f} {elbo / args.n:>10.5f} "
           f"{task_overhead(local, 100) * 1e3:>11.2f} ms")
     local.close()
@@ -141,7 +141,7 @@ def main() -> int:
                 out = WORK / f"dask{workers}-w{w}"
                 fit(corpus, out, cfg(scheduler=cluster.address, wave=w))
                 secs, elbo = lap_seconds(out)
-                ov = task_overhead(DaskExecutor(cluster.client, corpus), 100)
+                ov = task_overhead(DaskExecutor(cluster.client, Corpus(corpus)), 100)
                 print(f"{f'dask, {workers} worker(s) x 1 thread, W={w}':<36} {secs:>7.2f} "
                       f"{elbo / args.n:>10.5f} {ov * 1e3:>11.2f} ms")
             if workers == 2:

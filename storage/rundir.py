@@ -12,6 +12,7 @@ Layout::
 
 from __future__ import annotations
 
+import contextlib
 import io
 import json
 import numbers
@@ -122,10 +123,8 @@ class RunDir:
         anything (then also the directory if claim() made it and nothing else is in it)."""
         self.claim_path.unlink(missing_ok=True)
         if created:
-            try:
+            with contextlib.suppress(OSError):  # something else was written into it: keep it
                 self.path.rmdir()
-            except OSError:
-                pass  # something else was written into it meanwhile: keep it
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json_atomic(self.summary_path, validate_summary(summary, self.summary_path))

@@ -40,7 +40,7 @@ def engine_for(corpus_dir: Path, **options):
 
     job = job_config(**options)
     corpus = Corpus(corpus_dir)
-    ctx = make_context(corpus, job.run, job.model, LocalExecutor(corpus.path, "synchronous"))
+    ctx = make_context(corpus, job.run, job.model, LocalExecutor(corpus, "synchronous"))
     engine = engine_class(job.algorithm)(ctx, job.engine)
     engine.start()
     return engine

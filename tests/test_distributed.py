@@ -132,6 +132,28 @@ def test_dask_run_equals_threaded_run(tmp_path, cluster, wave):
     assert_same_run(tmp_path / "threads", tmp_path / "dask")
 
 
+def test_reingest_at_the_same_path_between_fits_on_live_workers(tmp_path, cluster):
+    """The same live workers fit a corpus, then the corpus is re-ingested at the same path with
+    the same partition count: the second fit equals the threaded fit on the new data (workers
+    used to serve their cached old partitions, as tasks named only a path and an index)."""
+    corpus = make_corpus(tmp_path / "corpus", seed=0)
+    first = bnpmix("fit", str(corpus), "--out", str(tmp_path / "old"), *FIT,
+                   "--scheduler", cluster.address)
+    assert first.returncode == 0, first.stderr
+    rng = np.random.default_rng(1)  # the same shape, other numbers
+    np.save(tmp_path / "new.npy", rng.normal(0, 5, (4, 3))[rng.integers(0, 4, 4000)]
+            + rng.normal(size=(4000, 3)))
+    again = bnpmix("ingest", str(tmp_path / "new.npy"), str(corpus), "--overwrite",
+                   "--partition-rows", "200")
+    assert again.returncode == 0, again.stderr
+    local = bnpmix("fit", str(corpus), "--out", str(tmp_path / "threads"), *FIT)
+    assert local.returncode == 0, local.stderr
+    dist = bnpmix("fit", str(corpus), "--out", str(tmp_path / "dask"), *FIT,
+                  "--scheduler", cluster.address)
+    assert dist.returncode == 0, dist.stderr
+    assert_same_run(tmp_path / "threads", tmp_path / "dask")
+
+
 def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, cluster):
     corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
     args = ("--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "3",

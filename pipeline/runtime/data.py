@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from typing import NamedTuple
 
 import numpy as np
 import scipy.sparse as sp
 
-from bnpmix.storage import Batch, Corpus
+from bnpmix.storage import Batch, BnpmixError, Corpus
 
 Data = np.ndarray | sp.csr_matrix
 
@@ -42,32 +43,50 @@ def data_from_arrays(arrays: dict[str, np.ndarray]) -> Data:
     return sp.csr_matrix((arrays["data"], arrays["indices"], arrays["indptr"]), shape=shape)
 
 
+class PartitionRef(NamedTuple):
+    """A partition as the driver's manifest names it (corpus path, index, sha256): what a task
+    carries, so a worker serves exactly the data the run was started on."""
+
+    corpus: str
+    index: int
+    sha256: str
+
+
+def partition_refs(corpus: Corpus) -> list[PartitionRef]:
+    path = str(corpus.path.resolve())
+    return [PartitionRef(path, i, p.sha256) for i, p in enumerate(corpus.manifest.partitions)]
+
+
 class PartitionCache:
     """Partitions of one or more corpora kept in memory, least recently used evicted first;
-    keyed by corpus, partition and checksum, so a changed partition is never served stale."""
+    keyed by the checksum the task carries, so a partition re-ingested at the same path is never
+    served stale, and a worker's copy of the manifest is re-read when it disagrees."""
 
     def __init__(self, max_bytes: int) -> None:
         self.max_bytes = max_bytes
-        self._items: OrderedDict[tuple[str, int, str], Batch] = OrderedDict()
+        self._items: OrderedDict[PartitionRef, Batch] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()
         self._corpora: dict[str, Corpus] = {}
 
-    def get(self, corpus_path: str, index: int) -> Batch:
+    def get(self, ref: PartitionRef) -> Batch:
         with self._lock:
-            corpus = self._corpora.get(corpus_path)
-            if corpus is None or index >= corpus.n_partitions:  # new, or grown by --append
-                corpus = self._corpora[corpus_path] = Corpus(corpus_path)
-            key = (corpus_path, index, corpus.manifest.partitions[index].sha256)
-            if key in self._items:
-                self._items.move_to_end(key)
-                return self._items[key]
-        batch = corpus.read(index)
+            if ref in self._items:
+                self._items.move_to_end(ref)
+                return self._items[ref]
+            corpus = self._corpora.get(ref.corpus)
+            if corpus is None or _checksum(corpus, ref.index) != ref.sha256:
+                corpus = self._corpora[ref.corpus] = Corpus(ref.corpus)  # new, grown, re-ingested
+        if _checksum(corpus, ref.index) != ref.sha256:
+            raise BnpmixError(f"{corpus.partition_file(ref.index)}: the corpus changed while the "
+                              f"run used it (the run expects checksum {ref.sha256[:12]}…, the "
+                              f"manifest now says {_checksum(corpus, ref.index)}); start a new fit")
+        batch = corpus.read(ref.index)
         batch.X = batch.X.astype("float64", copy=False)
         size = nbytes(batch.X)
         with self._lock:
-            if size <= self.max_bytes and key not in self._items:
-                self._items[key] = batch
+            if size <= self.max_bytes and ref not in self._items:
+                self._items[ref] = batch
                 self._held += size
                 self._evict()
         return batch
@@ -92,20 +111,25 @@ class PartitionCache:
             self._evict()
 
 
+def _checksum(corpus: Corpus, index: int) -> str | None:
+    parts = corpus.manifest.partitions
+    return parts[index].sha256 if 0 <= index < len(parts) else None
+
+
 class BatchSource:
     """Driver-side reads of a corpus's partitions as float64 matrices, through an LRU cache
     (samples for data-scaled priors and k-means++ seeding)."""
 
     def __init__(self, corpus: Corpus, cache_bytes: int = 2 << 30) -> None:
         self.corpus = corpus
-        self.path = str(corpus.path.resolve())
+        self.refs = partition_refs(corpus)
         self.cache = PartitionCache(cache_bytes)
 
     def __len__(self) -> int:
         return self.corpus.n_partitions
 
     def get(self, index: int) -> Data:
-        return self.cache.get(self.path, index).X
+        return self.cache.get(self.refs[index]).X
 
     def sample(self, n: int, rng: np.random.Generator) -> Data:
         """About n items drawn uniformly from partitions chosen at random (for initialisation)."""

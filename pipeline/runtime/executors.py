@@ -22,12 +22,11 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 from bnpmix.storage import BnpmixError, Corpus
 
-from .data import PartitionCache
+from .data import PartitionCache, PartitionRef, partition_refs
 
 BatchFn = Callable[..., Any]
 
@@ -53,11 +52,11 @@ class Executor(ABC):
 class LocalExecutor(Executor):
     """Partition visits in this process: a thread pool (``threads``) or one after another."""
 
-    def __init__(self, corpus_path: str | Path, mode: str = "threads", workers: int = 2,
+    def __init__(self, corpus: Corpus, mode: str = "threads", workers: int = 2,
                  cache_bytes: int = 2 << 30) -> None:
         if mode not in ("threads", "synchronous"):
             raise ValueError(f"local scheduler must be threads or synchronous, not {mode!r}")
-        self.corpus_path = str(Path(corpus_path).resolve())
+        self.refs = partition_refs(corpus)
         self.mode = mode
         self.cache = PartitionCache(cache_bytes)
         self._pool = ThreadPoolExecutor(workers) if mode == "threads" else None
@@ -68,7 +67,7 @@ class LocalExecutor(Executor):
 
         def one(task: tuple[int, tuple]) -> Any:
             i, own = task
-            return fn(self.cache.get(self.corpus_path, i), *own, *shared)
+            return fn(self.cache.get(self.refs[i]), *own, *shared)
 
         if self._pool is None or len(tasks) == 1:
             return [one(t) for t in tasks]
@@ -108,18 +107,19 @@ def _tasks(indices: Sequence[int], payloads: Sequence[Any] | None) -> list[tuple
     return [(int(i), (p,)) for i, p in zip(indices, payloads, strict=True)]
 
 
-def _on_worker(corpus_path: str, index: int, cache_bytes: int, fn: BatchFn, own: tuple,
+def _on_worker(ref: PartitionRef, cache_bytes: int, fn: BatchFn, own: tuple,
                shared: tuple) -> Any:
-    return fn(_worker_cache(cache_bytes).get(corpus_path, index), *own, *shared)
+    return fn(_worker_cache(cache_bytes).get(ref), *own, *shared)
 
 
 class DaskExecutor(Executor):
     """Partition visits as tasks on a Dask cluster (workers read the corpus themselves)."""
 
-    def __init__(self, client: Any, corpus_path: str | Path, cache_bytes: int = 2 << 30,
+    def __init__(self, client: Any, corpus: Corpus, cache_bytes: int = 2 << 30,
                  retries: int = 3) -> None:
         self.client = client
-        self.corpus_path = str(Path(corpus_path).resolve())
+        self.refs = partition_refs(corpus)
+        self.corpus_path = str(corpus.path.resolve())
         self.cache_bytes = cache_bytes
         self.retries = retries
 
@@ -132,7 +132,7 @@ class DaskExecutor(Executor):
         shared_arg = (shared if len(indices) == 1
                       else self.client.submit(_identity, shared, pure=False, key=f"shared-{wave}"))
         futures = [
-            self.client.submit(_on_worker, self.corpus_path, i, self.cache_bytes, fn, own,
+            self.client.submit(_on_worker, self.refs[i], self.cache_bytes, fn, own,
                                shared_arg, pure=False, retries=self.retries,
                                key=f"bnpmix-partition-{i}-{wave}")
             for i, own in tasks
@@ -164,7 +164,7 @@ def open_executor(corpus: Corpus, scheduler: str = "threads", cluster: str | Non
     """The executor a run names: local threads / synchronous, or a Dask cluster reached by
     address or started from a profile."""
     if cluster is None and not scheduler.startswith("tcp://"):
-        ex = LocalExecutor(corpus.path, scheduler, threads, cache_bytes)
+        ex = LocalExecutor(corpus, scheduler, threads, cache_bytes)
         try:
             yield ex
         finally:
@@ -173,4 +173,4 @@ def open_executor(corpus: Corpus, scheduler: str = "threads", cluster: str | Non
     from bnpmix.pipeline.clusters import open_client
 
     with open_client(scheduler, cluster) as client:
-        yield DaskExecutor(client, corpus.path, cache_bytes)
+        yield DaskExecutor(client, corpus, cache_bytes)

@@ -10,16 +10,16 @@ import numpy as np
 import pytest
 
 from bnpmix.pipeline.runtime.context import partition_seed
-from bnpmix.pipeline.runtime.data import PartitionCache, nbytes
+from bnpmix.pipeline.runtime.data import PartitionCache, nbytes, partition_refs
 from bnpmix.pipeline.runtime.executors import LocalExecutor
-from bnpmix.storage import ingest_array
+from bnpmix.storage import BnpmixError, Corpus, ingest_array
 
 
 @pytest.fixture
 def corpus(tmp_path):
     X = np.arange(60.0).reshape(30, 2)
     ingest_array(X, tmp_path / "c", partition_rows=5)  # six partitions of five rows
-    return tmp_path / "c"
+    return Corpus(tmp_path / "c")
 
 
 def first_value(batch, *shared):
@@ -59,29 +59,35 @@ def test_payloads_travel_with_their_own_partition(corpus):
 def test_the_cache_evicts_least_recently_used_within_its_budget(corpus):
     one = 5 * 2 * 8  # five float64 rows of two columns
     cache = PartitionCache(max_bytes=2 * one)
-    path = str(corpus.resolve())
-    a = cache.get(path, 0)
-    cache.get(path, 1)
-    assert cache.get(path, 0) is a  # a hit returns the cached batch
-    cache.get(path, 2)  # evicts partition 1, the least recently used
+    refs = partition_refs(corpus)
+    a = cache.get(refs[0])
+    cache.get(refs[1])
+    assert cache.get(refs[0]) is a  # a hit returns the cached batch
+    cache.get(refs[2])  # evicts partition 1, the least recently used
     assert len(cache) == 2 and cache.held_bytes == 2 * one == nbytes(a.X) * 2
-    assert cache.get(path, 0) is a
-    assert cache.get(path, 1) is not None and len(cache) == 2
+    assert cache.get(refs[0]) is a
+    assert cache.get(refs[1]) is not None and len(cache) == 2
     cache.resize(one)
     assert len(cache) == 1 and cache.held_bytes == one
     big = PartitionCache(max_bytes=one - 1)  # a partition larger than the budget is not kept
-    big.get(path, 0)
+    big.get(refs[0])
     assert len(big) == 0
 
 
-def test_a_rewritten_partition_is_read_again(tmp_path):
+def test_a_reingested_corpus_is_served_by_the_checksum_the_task_carries(tmp_path):
+    """A long-lived cache (a Dask worker's) that read the old manifest and data serves the new
+    data once tasks name the new checksums, without being told; a task naming checksums the
+    corpus no longer has fails naming the partition instead of serving other data."""
     ingest_array(np.zeros((10, 2)), tmp_path / "c", partition_rows=5)
     cache = PartitionCache(1 << 20)
-    path = str((tmp_path / "c").resolve())
-    assert cache.get(path, 0).X.sum() == 0
+    old = partition_refs(Corpus(tmp_path / "c"))
+    assert cache.get(old[0]).X.sum() == 0 and cache.get(old[1]).X.sum() == 0
     ingest_array(np.ones((10, 2)), tmp_path / "c", partition_rows=5, overwrite=True)
-    cache._corpora.clear()  # a new run opens the corpus again; the cache key has the checksum
-    assert cache.get(path, 0).X.sum() == 10
+    new = partition_refs(Corpus(tmp_path / "c"))
+    assert cache.get(new[1]).X.sum() == 10 and cache.get(new[0]).X.sum() == 10
+    fresh = PartitionCache(1 << 20)  # nothing cached: the old checksum cannot be served
+    with pytest.raises(BnpmixError, match=r"part-00000\.parquet: the corpus changed while"):
+        fresh.get(old[0])
 
 
 def test_partition_streams_depend_only_on_seed_partition_and_pass():
