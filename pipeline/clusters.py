@@ -96,9 +96,11 @@ def cluster_class(profile: ClusterProfile) -> type:
 
 
 @contextlib.contextmanager
-def open_client(scheduler: str | None = None, profile_path: str | None = None) -> Iterator[Any]:
+def open_client(scheduler: str | None = None, profile_path: str | None = None,
+                worker_wait: float = 60.0) -> Iterator[Any]:
     """A distributed.Client for ``tcp://HOST:PORT`` or for a cluster profile (started here and
-    closed at the end when the profile starts one)."""
+    closed at the end when the profile starts one), once at least one worker has joined: a
+    scheduler without workers is an error after ``worker_wait`` seconds, not a silent hang."""
     import dask
     from distributed import Client
 
@@ -112,10 +114,23 @@ def open_client(scheduler: str | None = None, profile_path: str | None = None) -
             except OSError as exc:
                 raise BnpmixError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
             with client:
+                _wait_for_a_worker(client, address, worker_wait)
                 yield client
             return
         with cluster_class(profile)(**profile.cluster) as cluster:
             if profile.scale:
                 cluster.scale(profile.scale)
             with Client(cluster) as client:
+                _wait_for_a_worker(client, profile_path, worker_wait)
                 yield client
+
+
+def _wait_for_a_worker(client: Any, where: str | None, seconds: float) -> None:
+    from dask.distributed import TimeoutError as DaskTimeoutError
+
+    try:
+        client.wait_for_workers(1, timeout=seconds)
+    except (TimeoutError, DaskTimeoutError):
+        raise BnpmixError(f"{where}: no Dask worker joined the scheduler within {seconds:g} s "
+                          "(start workers with `dask worker ADDRESS`, or raise --worker-wait)"
+                          ) from None

@@ -148,6 +148,8 @@ class RunConfig:
     cluster: str | None = opt(None, "start or reach a Dask cluster from a profile in "
                               "cluster-configs/ (PROFILE.yaml)", parse=_str)
     threads: int = opt(2, "local threads", within="[1, inf)")
+    worker_wait: float = opt(60.0, "seconds to wait for a first Dask worker before failing",
+                             within="(0, inf)")
     wave: int = opt(1, "batches computed in parallel against the same globals",
                     within="[1, inf)")
     cache_bytes: int = opt(2 << 30, "bytes of partitions kept in memory per worker (or "

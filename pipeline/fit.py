@@ -103,7 +103,8 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
     """Restart r runs with the streams of seed + r over the same context and prior; each is
     driven to its end with checkpoints (which carry the best finished restart so far)."""
     r = job.run
-    with open_executor(corpus, r.scheduler, r.cluster, r.threads, r.cache_bytes) as executor:
+    with open_executor(corpus, r.scheduler, r.cluster, r.threads, r.cache_bytes,
+                       r.worker_wait) as executor:
         where = executor.describe()
         if isinstance(executor, DaskExecutor):
             print(f"bnpmix: running on {where}", file=sys.stderr)

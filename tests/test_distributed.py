@@ -154,6 +154,63 @@ def test_reingest_at_the_same_path_between_fits_on_live_workers(tmp_path, cluste
     assert_same_run(tmp_path / "threads", tmp_path / "dask")
 
 
+def start_scheduler() -> tuple[subprocess.Popen, str]:
+    port = free_port()
+    proc = subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+                             "--dashboard-address", "127.0.0.1:0"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    return proc, f"tcp://127.0.0.1:{port}"
+
+
+def stop(*procs: subprocess.Popen) -> None:
+    for proc in procs:  # only processes started by the test, by their handle
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def test_a_scheduler_without_workers_is_an_error_not_a_hang(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", n=400)
+    scheduler, address = start_scheduler()
+    try:
+        time.sleep(1.5)  # let it listen
+        t = time.time()
+        out = bnpmix("fit", str(corpus), "--out", str(tmp_path / "run"), "--scheduler", address,
+                     "--worker-wait", "3", timeout=120)
+        assert out.returncode == 1 and time.time() - t < 60
+        assert f"{address}: no Dask worker joined the scheduler within 3 s" in out.stderr
+        assert not (tmp_path / "run").exists()  # nothing claimed or half-written is left
+    finally:
+        stop(scheduler)
+
+
+def test_a_dead_scheduler_is_named_as_the_cause(tmp_path):
+    corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
+    scheduler, address = start_scheduler()
+    worker = subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--host",
+                               "127.0.0.1", "--no-dashboard", "--death-timeout", "10"],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+    try:
+        fit = start_bnpmix("fit", str(corpus), "--out", str(tmp_path / "run"), "--laps", "200",
+                           "--tol", "0", "--scheduler", address)
+        deadline = time.time() + 120
+        while not (tmp_path / "run" / "job.json").exists():  # the run is under way
+            assert fit.poll() is None and time.time() < deadline, fit.communicate()
+            time.sleep(0.2)
+        time.sleep(1.0)
+        scheduler.kill()
+        scheduler.wait()
+        _, err = fit.communicate(timeout=180)
+        assert fit.returncode == 1, err
+        assert f"{address}: lost the Dask scheduler" in err and "bnpmix resume" in err, err
+    finally:
+        stop(worker, scheduler)
+
+
 def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, cluster):
     corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
     args = ("--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "3",

@@ -149,8 +149,20 @@ class DaskExecutor(Executor):
         except BnpmixError:
             raise
         except Exception as exc:
+            if self.client.status != "running" or not self._scheduler_alive():
+                raise BnpmixError(
+                    f"{self.client.scheduler.address}: lost the Dask scheduler "
+                    f"({type(exc).__name__}: {exc}); the run's checkpoint is kept: "
+                    "`bnpmix resume RUN_DIR` once a scheduler is back") from exc
             raise BnpmixError(f"{self.corpus_path}: partition {int(index)} failed after "
                               f"{self.retries} retries: {type(exc).__name__}: {exc}") from exc
+
+    def _scheduler_alive(self) -> bool:
+        try:
+            self.client.scheduler_info()  # a round trip to the scheduler
+        except Exception:
+            return False
+        return True
 
     def describe(self) -> str:
         info = self.client.scheduler_info()
@@ -160,7 +172,8 @@ class DaskExecutor(Executor):
 
 @contextlib.contextmanager
 def open_executor(corpus: Corpus, scheduler: str = "threads", cluster: str | None = None,
-                  threads: int = 2, cache_bytes: int = 2 << 30) -> Iterator[Executor]:
+                  threads: int = 2, cache_bytes: int = 2 << 30,
+                  worker_wait: float = 60.0) -> Iterator[Executor]:
     """The executor a run names: local threads / synchronous, or a Dask cluster reached by
     address or started from a profile."""
     if cluster is None and not scheduler.startswith("tcp://"):
@@ -172,5 +185,5 @@ def open_executor(corpus: Corpus, scheduler: str = "threads", cluster: str | Non
         return
     from bnpmix.pipeline.clusters import open_client
 
-    with open_client(scheduler, cluster) as client:
+    with open_client(scheduler, cluster, worker_wait) as client:
         yield DaskExecutor(client, corpus, cache_bytes)
