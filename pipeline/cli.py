@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
 import sys
 import tempfile
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -323,5 +325,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def entry() -> NoReturn:
+    """The console script: main(), then an exit that skips the interpreter's teardown. Native
+    thread pools (pyarrow's Parquet readers; apache/arrow#34314) can still be alive when the
+    interpreter finalises and abort the process ("terminate called without an active
+    exception", exit 134) after the command has succeeded. Every file a command writes is
+    closed and published before main() returns, so after flushing stdout and stderr there is
+    nothing left for the teardown to do."""
+    code = main()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # a closed pipe: nothing more can be said there
+            code = code or 1
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -121,3 +123,22 @@ def test_fit_rejects_a_model_that_does_not_fit_the_corpus(tmp_path):
     res = run("fit", str(tmp_path / "c"), "--out", str(tmp_path / "run"), "--algorithm", "vb",
               "--moves", "merge")
     assert res.returncode == 1 and "memo" in res.stderr
+
+
+def test_the_console_script_flushes_its_output_before_its_fast_exit(tmp_path):
+    """The console script ends with os._exit (no interpreter teardown, where pyarrow's threads
+    could abort a finished command): what a command printed into a pipe or a file must all be
+    there, and the exit code must be the command's own."""
+    bnpmix = str(Path(sys.executable).parent / "bnpmix")
+    np.save(tmp_path / "x.npy", np.random.default_rng(0).normal(size=(300, 2)))
+    assert subprocess.run([bnpmix, "ingest", str(tmp_path / "x.npy"), str(tmp_path / "c")],
+                          capture_output=True).returncode == 0
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    with open(tmp_path / "out.json", "w") as fh:  # block-buffered: lost without a flush
+        done = subprocess.run([bnpmix, "info", str(tmp_path / "c"), "--json"], stdout=fh,
+                              env=env)
+    assert done.returncode == 0
+    assert json.loads((tmp_path / "out.json").read_text())["n_items"] == 300
+    bad = subprocess.run([bnpmix, "info", str(tmp_path / "nothing")], capture_output=True,
+                         text=True)
+    assert bad.returncode == 1 and "not a corpus directory" in bad.stderr

@@ -1,5 +1,3 @@
-import sys
+from bnpmix.pipeline.cli import entry
 
-from bnpmix.pipeline.cli import main
-
-sys.exit(main())
+entry()
