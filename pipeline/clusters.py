@@ -7,6 +7,14 @@ A profile is loaded explicitly, never dropped into Dask's own configuration sear
     dask-config: {distributed.comm.timeouts.connect: 5s, ...}   # set while the run lasts
     cluster: {...}                  # keyword arguments of the library's cluster class
     scale: 4                        # slurm / kubernetes: workers (or jobs) to ask for
+    security:                       # TLS with mutual certificates (paths relative to the file)
+      ca_file: certs/ca.pem         #   the CA that signed every certificate of the cluster
+      cert: certs/client.pem        #   this client's certificate (the scheduler checks it)
+      key: certs/client-key.pem     #   and its private key
+
+With ``security``, every connection is TLS and encryption is required: the client refuses a
+scheduler whose certificate the CA did not sign, and the scheduler refuses a client without
+one. Whoever can reach a scheduler's port without TLS can run code on its workers.
 
 The optional libraries (dask-jobqueue, dask-kubernetes; asyncssh for ssh) are imported only
 when such a profile is opened, with a clear message when missing.
@@ -56,6 +64,7 @@ class ClusterProfile:
     dask_config: dict[str, Any] = field(default_factory=dict)
     address: str | None = None
     scale: int | None = None
+    security: dict[str, str] | None = None  # ca_file, cert, key: absolute paths
 
 
 def load_profile(path: str | Path) -> ClusterProfile:
@@ -64,7 +73,7 @@ def load_profile(path: str | Path) -> ClusterProfile:
     obj = read_config_file(path, yaml.safe_load, yaml.YAMLError, "YAML cluster profile")
     if not isinstance(obj, dict):
         raise BnpmixError(f"{path}: a cluster profile is a mapping")
-    unknown = set(obj) - {"kind", "cluster", "dask-config", "address", "scale"}
+    unknown = set(obj) - {"kind", "cluster", "dask-config", "address", "scale", "security"}
     if unknown:
         raise BnpmixError(f"{path}: unknown fields {sorted(unknown)}")
     kind = obj.get("kind")
@@ -76,13 +85,48 @@ def load_profile(path: str | Path) -> ClusterProfile:
         raise BnpmixError(f"{path}: field 'cluster' has keys {sorted(bad)} that {kind} does not "
                           f"accept (allowed: {sorted(CLUSTER_KEYS[kind])})")
     if kind == "address" and not str(obj.get("address", "")).startswith(("tcp://", "tls://")):
-        raise BnpmixError(f"{path}: field 'address' must be tcp://HOST:PORT")
+        raise BnpmixError(f"{path}: field 'address' must be tcp://HOST:PORT or "
+                          "tls://HOST:PORT")
     dask_config = obj.get("dask-config") or {}
     if "distributed.comm.timeouts.connect" not in dask_config:
         raise BnpmixError(f"{path}: set dask-config 'distributed.comm.timeouts.connect' (5-10 s: "
                           "the default 30 s stalls recovery after a worker dies)")
+    security = _security_paths(path, obj.get("security"))
+    if kind == "address" and str(obj["address"]).startswith("tls://") and security is None:
+        raise BnpmixError(f"{path}: field 'security' (ca_file, cert, key) is needed for a "
+                          "tls:// address")
     return ClusterProfile(str(path), kind, cluster, dask_config, obj.get("address"),
-                          obj.get("scale"))
+                          obj.get("scale"), security)
+
+
+SECURITY_KEYS = ("ca_file", "cert", "key")
+
+
+def _security_paths(path: Path, section: Any) -> dict[str, str] | None:
+    """The profile's TLS files, resolved against the profile's folder."""
+    if section is None:
+        return None
+    if not isinstance(section, dict) or set(section) != set(SECURITY_KEYS):
+        raise BnpmixError(f"{path}: field 'security' must give exactly {list(SECURITY_KEYS)}")
+    return {key: str((path.parent / str(section[key])).resolve()) for key in SECURITY_KEYS}
+
+
+def security_of(profile: ClusterProfile | None) -> Any:
+    """distributed's Security for the profile's TLS files (encryption required), or None;
+    each file must exist when the cluster is opened."""
+    if profile is None or profile.security is None:
+        return None
+    from distributed.security import Security
+
+    files = profile.security
+    for key, file in files.items():
+        if not Path(file).is_file():
+            raise BnpmixError(f"{profile.path}: field 'security.{key}': no file {file} (see "
+                              "README, Trust and safety)")
+    return Security(require_encryption=True, tls_ca_file=files["ca_file"],
+                    tls_client_cert=files["cert"], tls_client_key=files["key"],
+                    tls_scheduler_cert=files["cert"], tls_scheduler_key=files["key"],
+                    tls_worker_cert=files["cert"], tls_worker_key=files["key"])
 
 
 def cluster_class(profile: ClusterProfile) -> type:
@@ -110,14 +154,15 @@ def open_client(scheduler: str | None = None, profile_path: str | None = None,
         if profile is None or profile.kind == "address":
             address = scheduler if profile is None else profile.address
             try:
-                client = Client(address, timeout="20s")
+                client = Client(address, timeout="20s", security=security_of(profile))
             except OSError as exc:
                 raise BnpmixError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
             with client:
                 _wait_for_a_worker(client, address, worker_wait)
                 yield client
             return
-        with cluster_class(profile)(**profile.cluster) as cluster:
+        extra = {"security": security_of(profile)} if profile.security else {}
+        with cluster_class(profile)(**profile.cluster, **extra) as cluster:
             if profile.scale:
                 cluster.scale(profile.scale)
             with Client(cluster) as client:

@@ -274,6 +274,76 @@ def test_fit_through_cluster_profiles(tmp_path, cluster):
     assert_same_run(tmp_path / "a", tmp_path / "b")
 
 
+def make_certificates(folder: Path, name: str) -> tuple[Path, Path, Path]:
+    """A self-signed CA and a certificate it signs for 127.0.0.1, made with openssl here."""
+    folder.mkdir(parents=True, exist_ok=True)
+    ca, ca_key = folder / f"{name}-ca.pem", folder / f"{name}-ca-key.pem"
+    cert, key, csr = folder / f"{name}.pem", folder / f"{name}-key.pem", folder / f"{name}.csr"
+    ext = folder / f"{name}.ext"
+    ext.write_text("subjectAltName = IP:127.0.0.1\n")
+
+    def openssl(*args: str) -> None:
+        subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+    openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj",
+            f"/CN={name}-ca", "-keyout", str(ca_key), "-out", str(ca))
+    openssl("req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=127.0.0.1",
+            "-keyout", str(key), "-out", str(csr))
+    openssl("x509", "-req", "-in", str(csr), "-CA", str(ca), "-CAkey", str(ca_key),
+            "-CAcreateserial", "-days", "2", "-extfile", str(ext), "-out", str(cert))
+    return ca, cert, key
+
+
+def test_a_tls_cluster_through_a_profile_and_a_client_without_the_certificate(tmp_path):
+    """Scheduler and workers on 127.0.0.1 speak TLS with certificates made in the test; a fit
+    through a profile naming them equals the threaded fit; a client without a certificate, or
+    with one from another CA, is refused."""
+    ca, cert, key = make_certificates(tmp_path / "certs", "bnpmix")
+    tls = ["--tls-ca-file", str(ca), "--tls-cert", str(cert), "--tls-key", str(key)]
+    port = free_port()
+    address = f"tls://127.0.0.1:{port}"
+    scheduler = subprocess.Popen([DASK, "scheduler", "--protocol", "tls", "--host", "127.0.0.1",
+                                  "--port", str(port), "--dashboard-address", "127.0.0.1:0",
+                                  *tls], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 env=ENV)
+    workers = [subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--host",
+                                 "127.0.0.1", "--no-dashboard", "--death-timeout", "30", *tls],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+               for _ in range(2)]
+    try:
+        corpus = make_corpus(tmp_path / "corpus", n=1000, partitions=5)
+        profile = tmp_path / "tls.yaml"
+        profile.write_text(f"kind: address\naddress: {address}\n"
+                           "dask-config:\n  distributed.comm.timeouts.connect: 5s\n"
+                           "security:\n  ca_file: certs/bnpmix-ca.pem\n"
+                           "  cert: certs/bnpmix.pem\n  key: certs/bnpmix-key.pem\n")
+        local = bnpmix("fit", str(corpus), "--out", str(tmp_path / "threads"), *FIT)
+        assert local.returncode == 0, local.stderr
+        deadline = time.time() + 60
+        while True:  # the scheduler may still be starting
+            dist = bnpmix("fit", str(corpus), "--out", str(tmp_path / "tls"), *FIT,
+                          "--cluster", str(profile))
+            if dist.returncode == 0 or time.time() > deadline:
+                break
+            time.sleep(1)
+        assert dist.returncode == 0, dist.stderr
+        assert f"dask at {address}" in dist.stderr
+        assert_same_run(tmp_path / "threads", tmp_path / "tls")
+        plain = bnpmix("fit", str(corpus), "--out", str(tmp_path / "plain"), *FIT,
+                       "--scheduler", f"tcp://127.0.0.1:{port}", "--worker-wait", "5")
+        assert plain.returncode == 1 and "Dask scheduler" in plain.stderr, plain.stderr
+        make_certificates(tmp_path / "other", "stranger")
+        stranger = tmp_path / "stranger.yaml"
+        stranger.write_text(profile.read_text().replace("certs/bnpmix", "other/stranger"))
+        refused = bnpmix("fit", str(corpus), "--out", str(tmp_path / "stranger"), *FIT,
+                         "--cluster", str(stranger), "--worker-wait", "5")
+        assert refused.returncode == 1 and "Dask scheduler" in refused.stderr, refused.stderr
+        for out in ("plain", "stranger"):
+            assert not (tmp_path / out).exists()
+    finally:
+        stop(*workers, scheduler)
+
+
 def test_job_file_with_flag_override(tmp_path):
     corpus = make_corpus(tmp_path / "corpus", n=600, partitions=3)
     job = tmp_path / "job.toml"

@@ -108,6 +108,24 @@ def test_every_profile_loads_and_sets_a_short_connect_timeout(name):
     profile = load_profile(PROFILES / f"{name}.yaml")
     assert profile.kind == name
     assert profile.dask_config["distributed.comm.timeouts.connect"] in ("5s", "10s")
+    text = (PROFILES / f"{name}.yaml").read_text()
+    assert "known_hosts: null" not in text.split("never set known_hosts: null")[-1]
+    for options in (profile.cluster, profile.cluster.get("scheduler_options", {})):
+        dashboard = str(options.get("dashboard_address", "127.0.0.1:"))
+        assert dashboard.startswith("127.0.0.1:"), f"{name}: dashboard on {dashboard}"
+
+
+def test_the_ssh_profile_speaks_tls_and_needs_its_certificates(tmp_path):
+    """ssh.yaml ships secure: TLS for scheduler and workers, and opening it without the
+    certificate files is an error naming the profile and the field."""
+    from bnpmix.pipeline.clusters import security_of
+
+    profile = load_profile(PROFILES / "ssh.yaml")
+    assert profile.cluster["scheduler_options"]["protocol"] == "tls"
+    assert profile.cluster["worker_options"]["protocol"] == "tls"
+    assert set(profile.security) == {"ca_file", "cert", "key"}
+    with pytest.raises(BnpmixError, match=r"ssh\.yaml: field 'security\.ca_file': no file"):
+        security_of(profile)
 
 
 @pytest.mark.parametrize("name,package", [("slurm", "dask-jobqueue"),
