@@ -24,6 +24,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import shutil
 from pathlib import Path
 
@@ -35,11 +36,34 @@ from .jobfile import Job, load_job
 from .runtime import checkpoint
 
 SEEN = "partitions.json"
+VERSION = re.compile(r"v[0-9]{4}")
 
 
 def latest_version(runs: Path) -> str | None:
+    """The version the ``latest`` pointer names (None before the first); a pointer that is not
+    one line ``vNNNN`` naming a published version here is an error naming the file."""
     pointer = runs / "latest"
-    return pointer.read_text(encoding="utf-8").strip() if pointer.exists() else None
+    if not pointer.exists():
+        return None
+    try:
+        name = pointer.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise BnpmixError(f"{pointer}: unreadable version pointer ({exc})") from None
+    if not VERSION.fullmatch(name) or not (runs / name).is_dir():
+        raise BnpmixError(f"{pointer}: line 1: expected the name of a published version "
+                          f"(vNNNN, a folder in {runs}), not {name[:40]!r}")
+    return name
+
+
+def _seen(version: Path) -> list:
+    """The partitions a published version was fitted to."""
+    try:
+        seen = json.loads((version / SEEN).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BnpmixError(f"{version / SEEN}: unreadable ({exc})") from None
+    if not isinstance(seen, list):
+        raise BnpmixError(f"{version / SEEN}: expected a list of [file, sha256] pairs")
+    return seen
 
 
 def scheduled_run(job_path: str | Path) -> str:
@@ -72,7 +96,7 @@ def _locked_run(job: Job, runs: Path) -> str:
         # a call killed between publishing a version and moving the pointer: finish it
         write_text_atomic(runs / "latest", versions[-1] + "\n")
     latest = latest_version(runs)
-    seen = json.loads((runs / latest / SEEN).read_text(encoding="utf-8")) if latest else []
+    seen = _seen(runs / latest) if latest else []
     new = [p for p in current if p not in seen]
     if latest is not None and not new:
         return f"{runs}: no new partitions since {latest}; nothing to do"

@@ -164,6 +164,20 @@ def test_a_call_killed_before_moving_the_pointer_is_finished_by_the_next(tmp_pat
 
 
 @pytest.mark.integration
+@pytest.mark.parametrize("pointer", [b"\x00\xff\xfe binary", b"v0007\n", b"../elsewhere\n"])
+def test_a_broken_latest_pointer_is_an_error_naming_it_and_nothing_changes(tmp_path, job,
+                                                                           pointer):
+    models = tmp_path / "models"
+    assert bnpmix("schedule", "run", str(job)).returncode == 0
+    (models / "latest").write_bytes(pointer)
+    before = tree_digest(models)
+    res = bnpmix("schedule", "run", str(job))
+    assert res.returncode == 1
+    assert f"{models / 'latest'}: " in res.stderr and "Traceback" not in res.stderr
+    assert tree_digest(models) == before
+
+
+@pytest.mark.integration
 def test_append_replaces_debris_of_a_killed_append(tmp_path):
     assert bnpmix("ingest", str(write_npy(tmp_path / "a.npy", 200, 0)), str(tmp_path / "c"),
                   "--partition-rows", "100").returncode == 0
