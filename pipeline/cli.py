@@ -6,12 +6,14 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import numpy as np
 
@@ -31,6 +33,8 @@ from bnpmix.storage import (
     ingest_text,
 )
 from bnpmix.storage.append import append_corpus
+from bnpmix.storage.atomic import remove_stale_staging
+from bnpmix.storage.writer import check_replaceable
 
 FORMATS = ("npy", "csv", "docword", "text")
 
@@ -60,6 +64,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     fmt = args.format or guess_format(src)
     if args.append:
         return ingest_append(args, src, out, fmt)
+    if args.overwrite:
+        check_replaceable(out, src)
     manifest = ingest_source(args, src, out, fmt, args.overwrite)
     print(f"ingested {manifest.n_items} items into {len(manifest.partitions)} partitions at {out}")
     return 0
@@ -86,7 +92,8 @@ def ingest_append(args: argparse.Namespace, src: Path, corpus: Path, fmt: str) -
         raise BnpmixError(f"{src}: --append takes npy, csv or docword sources (text ingestion "
                           "builds its own vocabulary)")
     Corpus(corpus)  # the target must already be a corpus
-    staged = Path(tempfile.mkdtemp(prefix=f".{corpus.name}.append-", dir=corpus.parent))
+    remove_stale_staging(corpus / "append")
+    staged = Path(tempfile.mkdtemp(prefix=f".append.{os.getpid()}-", suffix=".tmp", dir=corpus))
     try:
         ingest_source(args, src, staged / "new", fmt, overwrite=False)
         added = append_corpus(corpus, staged / "new")
@@ -301,12 +308,25 @@ def _positive_int(text: str) -> int:
     return value
 
 
+class Terminated(BaseException):
+    """SIGTERM, raised in the main thread so that every staged write is cleaned up."""
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.func(args)
+    except Terminated:
+        print("bnpmix: terminated; nothing half-written was left", file=sys.stderr)
+        return 143
     except UsageError as exc:
         parser.error(str(exc))
     except BnpmixError as exc:

@@ -3,13 +3,20 @@
 The new rows are ingested into a staged corpus first (all checks apply); then its partition files
 are renamed into the corpus under the next partition numbers, and the manifest is replaced
 atomically last. Readers see the old manifest, or the new one with every new file in place.
+Appenders take an exclusive lock on ``CORPUS/.lock`` (flock: the kernel releases it when the
+holder dies) from reading the manifest to publishing the new one, so concurrent appends into one
+corpus are serialised and none is lost.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import shutil
+import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from .atomic import fsync_dir, write_json_atomic
@@ -26,8 +33,40 @@ def check_compatible(corpus: Corpus, new: Corpus) -> None:
                               f"from the corpus's")
 
 
+LOCK = ".lock"
+
+
+@contextlib.contextmanager
+def corpus_lock(corpus: str | Path, timeout: float = 600.0) -> Iterator[None]:
+    """Hold the corpus's exclusive append lock, waiting for another holder at most ``timeout``
+    seconds."""
+    path = Path(corpus) / LOCK
+    with open(path, "a") as fh:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() > deadline:
+                    raise BnpmixError(f"{path}: another append has held the corpus lock for "
+                                      f"more than {timeout:g} s") from None
+                time.sleep(0.05)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
 def append_corpus(target: str | Path, staged: str | Path) -> int:
-    """Move the partitions of the staged corpus into ``target``; returns how many were added."""
+    """Move the partitions of the staged corpus into ``target`` under its append lock; returns
+    how many were added."""
+    check_compatible(Corpus(target), Corpus(staged))  # refused before the lock file is made
+    with corpus_lock(target):
+        return _append_locked(target, staged)
+
+
+def _append_locked(target: str | Path, staged: str | Path) -> int:
     corpus, new = Corpus(target), Corpus(staged)
     check_compatible(corpus, new)
     start = corpus.n_partitions

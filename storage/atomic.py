@@ -1,6 +1,10 @@
 """Atomic publication of files and directories: write a temporary sibling, fsync, rename.
 
-A reader never sees a half-written file: it sees the old version or the new one.
+A reader never sees a half-written file: it sees the old version or the new one. What is
+published gets the modes the umask allows (as ``open`` and ``mkdir`` would give), not the
+private 0600/0700 of temporary files, so workers and readers running as other users can read
+it. Staged directories carry their writer's PID in their name; one whose writer is gone (killed
+by SIGKILL) is removed by the next writer into the same place.
 """
 
 from __future__ import annotations
@@ -8,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator
@@ -26,18 +31,33 @@ def fsync_dir(path: str | Path) -> None:
         os.close(fd)
 
 
+def umask() -> int:
+    """The process's umask (read by setting it back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
-    """Call ``write(tmp)`` on a temporary file beside ``path``, fsync it, rename it into place."""
+    """Call ``write(tmp)`` on a temporary file beside ``path``, fsync it, rename it into place.
+    An OSError (disk full, file too large, no permission) is an error naming ``path``."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    except OSError as exc:
+        raise BnpmixError(f"{path}: cannot write ({exc.strerror or exc})") from None
     os.close(fd)
     tmp_path = Path(tmp)
     try:
         write(tmp_path)
+        os.chmod(tmp_path, 0o666 & ~umask())
         with open(tmp_path, "rb+") as fh:
             os.fsync(fh.fileno())
         os.replace(tmp_path, path)
+    except OSError as exc:
+        tmp_path.unlink(missing_ok=True)
+        raise BnpmixError(f"{path}: cannot write ({exc.strerror or exc})") from None
     except BaseException:
         tmp_path.unlink(missing_ok=True)
         raise
@@ -80,7 +100,10 @@ def staged_directory(final: str | Path, *, overwrite: bool = False) -> Iterator[
             f"{final}: output directory exists and is not empty (use --overwrite)"
         )
     final.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".tmp", dir=final.parent))
+    remove_stale_staging(final)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.{os.getpid()}-", suffix=".tmp",
+                                dir=final.parent))
+    os.chmod(tmp, 0o777 & ~umask())
     try:
         yield tmp
         for child in tmp.iterdir():
@@ -101,3 +124,27 @@ def staged_directory(final: str | Path, *, overwrite: bool = False) -> Iterator[
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def remove_stale_staging(final: Path) -> list[Path]:
+    """Remove staged siblings of ``final`` (``.NAME.PID-XXXX.tmp``) whose writer process no
+    longer exists: debris of a writer killed where no cleanup could run. Returns them."""
+    pattern = re.compile(rf"\.{re.escape(final.name)}\.(\d+)-[^/]*\.tmp")
+    removed = []
+    for path in final.parent.glob(f".{final.name}.*.tmp"):
+        match = pattern.fullmatch(path.name)
+        if match and path.is_dir() and not pid_alive(int(match.group(1))):
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this PID exists (signal 0 probes without sending anything)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # it exists, under another user
+    return True

@@ -10,6 +10,7 @@ import csv
 import math
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -35,6 +36,20 @@ def check_finite(X: np.ndarray, path: str | Path, first_row: int) -> None:
         raise DataError(path, f"non-finite value {X[r, c]} in column {c}", row=first_row + int(r))
 
 
+FLOAT_EXACT = 2**53  # integers beyond this lose digits as float64
+
+
+def check_exact(X: np.ndarray, path: str | Path, first_row: int) -> None:
+    """Integer input must survive the conversion to float64: a DataError names the first row
+    (0-based, in the whole source) and column holding an integer beyond 2^53."""
+    if X.dtype.kind in "iu" and X.size:
+        bad = np.abs(X.astype(np.float64)) > FLOAT_EXACT  # float compare: no int64 overflow
+        if bad.any():
+            r, c = np.argwhere(bad)[0]
+            raise DataError(path, f"integer {X[r, c]} in column {c} is beyond 2^53 and would "
+                            "lose digits as float64", row=first_row + int(r))
+
+
 def _write_dense(
     out: str | Path,
     source: str | Path,
@@ -44,9 +59,12 @@ def _write_dense(
     chunks: Iterator[Chunk],
     overwrite: bool,
 ) -> Manifest:
+    if dim < 1:
+        raise DataError(source, "no feature columns (the data has 0 columns)")
     manifest = Manifest(kind="dense", dim=dim, dtype=dtype, columns=columns)
     with new_corpus(out, manifest, overwrite=overwrite) as writer:
         for first_row, X, cols in chunks:
+            check_exact(X, source, first_row)
             check_finite(X, source, first_row)
             writer.add_dense(X, cols)
         if manifest.n_items == 0:
@@ -162,7 +180,7 @@ def ingest_csv(
         raise DataError(path, "source file not found")
     with contextlib.closing(numbered_lines(path)) as lines:
         reader = csv.reader((text for _, text in lines), delimiter=delimiter)
-        header = next(reader, None)
+        header = _next_row(reader, path)
         if header is None:
             raise DataError(path, "empty source: no header line")
         for role, name in special.items():
@@ -178,7 +196,7 @@ def ingest_csv(
             rows: list[list[float]] = []
             cols: dict[str, list] = {k: [] for k in special}
             first = 0
-            while (row := next(reader, None)) is not None:
+            while (row := _next_row(reader, path)) is not None:
                 line = reader.line_num
                 if len(row) != len(header):
                     raise DataError(
@@ -202,6 +220,15 @@ def ingest_csv(
         return _write_dense(
             out, path, len(feature_idx), "float64", tuple(sorted(special)), chunks(), overwrite
         )
+
+
+def _next_row(reader: Any, path: Path) -> list[str] | None:
+    """The next CSV row, or None at the end; a malformed row (e.g. a field over the csv
+    module's size limit) is a DataError naming its line."""
+    try:
+        return next(reader, None)
+    except csv.Error as exc:
+        raise DataError(path, f"malformed CSV ({exc})", line=reader.line_num) from None
 
 
 def _column_arrays(cols: dict[str, list]) -> dict[str, np.ndarray]:

@@ -24,6 +24,7 @@ from .writer import DEFAULT_PARTITION_ROWS, CorpusWriter, new_corpus
 
 HEADER = ("D (number of documents)", "W (vocabulary size)", "NNZ (number of triples)")
 CHUNK_LINES = 1 << 17
+MAX_EMPTY_PARTITIONS = 100  # in a row: empty documents happen, whole runs of them do not
 
 
 def read_vocab(path: str | Path) -> list[str]:
@@ -69,6 +70,9 @@ def _read_header(fh: IO[bytes], path: Path) -> tuple[int, int, int]:
                             line=i + 1) from None
         if value < 0:
             raise DataError(path, f"header {what} is negative", line=i + 1)
+        if i < 2 and value > np.iinfo(np.int32).max:
+            raise DataError(path, f"header {what} = {value} is beyond the int32 range of "
+                            "document and word ids", line=i + 1)
         values.append(value)
     return values[0], values[1], values[2]
 
@@ -148,6 +152,7 @@ class _PartitionBuffer:
         self.current = 0  # partition being filled
         self.pieces: list[tuple[np.ndarray, int]] = []  # (int32 triples, line of first triple)
         self.last_doc = 0
+        self.empty_run = 0  # partitions in a row without a word
 
     def add(self, block: np.ndarray, first_line: int) -> None:
         triples = block.astype(np.int32)
@@ -191,6 +196,12 @@ class _PartitionBuffer:
             triples = triples[order]
         if (triples[:, 2] == 0).any():
             triples = triples[triples[:, 2] > 0]
+        self.empty_run = 0 if len(triples) else self.empty_run + 1
+        if self.empty_run > MAX_EMPTY_PARTITIONS:  # a header D far beyond the data stops here
+            first = start + 1 - (self.empty_run - 1) * self.R
+            raise DataError(self.path, f"documents {first}..{start + n} have no words "
+                            f"({self.empty_run} partitions in a row): the header's "
+                            f"D={self.D} is far beyond the documents in the file", line=1)
         doc = triples[:, 0] - 1 - start
         indptr = np.concatenate([[0], np.cumsum(np.bincount(doc, minlength=n))])
         self.writer.add_bow(indptr, triples[:, 1] - 1, triples[:, 2])

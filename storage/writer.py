@@ -9,7 +9,16 @@ from pathlib import Path
 import numpy as np
 
 from .atomic import staged_directory, write_json_atomic
-from .corpus import MANIFEST, Manifest, bow_table, dense_table, write_partition
+from .corpus import (
+    MANIFEST,
+    Corpus,
+    Manifest,
+    bow_table,
+    dense_table,
+    partition_name,
+    write_partition,
+)
+from .errors import BnpmixError
 
 DEFAULT_PARTITION_ROWS = 10_000
 
@@ -17,9 +26,10 @@ DEFAULT_PARTITION_ROWS = 10_000
 class CorpusWriter:
     """Appends partitions to a corpus directory and writes its manifest."""
 
-    def __init__(self, directory: Path, manifest: Manifest) -> None:
+    def __init__(self, directory: Path, manifest: Manifest, shown: Path | None = None) -> None:
         self.directory = Path(directory)
         self.manifest = manifest
+        self.shown = Path(shown) if shown is not None else self.directory  # named in errors
 
     def _check_columns(self, columns: dict[str, np.ndarray], rows: int) -> None:
         if set(columns) != set(self.manifest.columns):
@@ -49,7 +59,12 @@ class CorpusWriter:
 
     def _add(self, table, nnz: int | None) -> None:
         index = len(self.manifest.partitions)
-        self.manifest.partitions.append(write_partition(self.directory, index, table, nnz))
+        try:
+            info = write_partition(self.directory, index, table, nnz)
+        except OSError as exc:  # disk full, file too large: name the file being written
+            raise BnpmixError(f"{self.shown / partition_name(index)}: cannot write "
+                              f"({exc.strerror or exc}); nothing was published") from None
+        self.manifest.partitions.append(info)
 
     def write_manifest(self) -> None:
         write_json_atomic(self.directory / MANIFEST, self.manifest.to_json())
@@ -60,8 +75,25 @@ def new_corpus(out: str | Path, manifest: Manifest, *, overwrite: bool = False) 
     CorpusWriter
 ]:
     """A writer into a staged directory; the corpus appears at ``out`` only if the block ends
-    without an exception."""
+    without an exception. ``overwrite`` replaces only a directory that is a corpus."""
+    if overwrite:
+        check_replaceable(Path(out))
     with staged_directory(out, overwrite=overwrite) as tmp:
-        writer = CorpusWriter(tmp, manifest)
+        writer = CorpusWriter(tmp, manifest, shown=Path(out))
         yield writer
         writer.write_manifest()
+
+
+def check_replaceable(out: Path, source: Path | None = None) -> None:
+    """--overwrite may replace an empty directory or a bnpmix corpus (a manifest that reads),
+    never any other directory (a run directory, someone's files), nor one holding the source."""
+    if not out.is_dir() or not any(out.iterdir()):
+        return
+    if source is not None and out.resolve() in (source.resolve(), *source.resolve().parents):
+        raise BnpmixError(f"{out}: --overwrite would delete the source {source}, which is "
+                          "inside it; write the corpus elsewhere")
+    try:
+        Corpus(out)
+    except BnpmixError as exc:
+        raise BnpmixError(f"{out}: --overwrite replaces only a bnpmix corpus, and this "
+                          f"directory is not one ({exc}); nothing was changed") from None

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bnpmix.storage import Corpus, CorruptPartitionError
+from bnpmix.storage import Corpus, CorruptPartitionError, ingest_array
 
 pytestmark = pytest.mark.integration
 
@@ -405,7 +405,8 @@ def _existing(tmp_path: Path) -> tuple[Path, Path, Path, dict[str, bytes | None]
     src.parent.mkdir()
     src.write_text(CSV_HEADER + "".join(CSV_ROWS))
     out_parent = tmp_path / "out"
-    corpus = out_parent / "corpus"
+    corpus = out_parent / "corpus"  # an older corpus (--overwrite replaces only a corpus)
+    ingest_array(np.zeros((4, 2)), corpus, partition_rows=2)
     (corpus / "sub").mkdir(parents=True)
     (corpus / "keep.txt").write_text("precious\n")
     (corpus / "sub" / "more.bin").write_bytes(b"\x00\x01\x02")

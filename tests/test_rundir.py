@@ -62,7 +62,7 @@ def test_atomic_write_failure_keeps_old_file(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr("bnpmix.storage.atomic.os.replace", boom)
-    with pytest.raises(OSError):
+    with pytest.raises(BnpmixError, match=r"x\.json: cannot write \(disk full\)"):
         write_json_atomic(target, {"v": 2})
     assert json.loads(target.read_text()) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
