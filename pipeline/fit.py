@@ -181,6 +181,7 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
         "n_items": ctx.corpus.n_items,
         "wall_seconds": ctx.elapsed(),
         "obs": ctx.obs.name,
+        "data": ctx.corpus.manifest.facts(),
         "weights": weights.tolist(),
         "executor": where,
         "config": job.to_dict(),

@@ -59,6 +59,26 @@ class PartitionInfo:
         return out
 
 
+def _partition_info(entry: Any, i: int, path: str | Path) -> PartitionInfo:
+    """One manifest partition entry, its fields checked; errors name partitions[i].field."""
+    where = f"{path}: partitions[{i}]"
+    if not isinstance(entry, dict):
+        raise BnpmixError(f"{where} must be an object")
+    try:
+        info = PartitionInfo(**entry)
+    except TypeError as exc:
+        raise BnpmixError(f"{where} is malformed ({exc})") from None
+    if not isinstance(info.file, str) or partition_name(i) != info.file:
+        raise BnpmixError(f"{where}.file must be {partition_name(i)!r}, not {info.file!r}")
+    for key in ("rows", "bytes"):
+        value = getattr(info, key)
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise BnpmixError(f"{where}.{key} must be a non-negative integer, not {value!r}")
+    if not isinstance(info.sha256, str) or len(info.sha256) != 64:
+        raise BnpmixError(f"{where}.sha256 must be 64 hexadecimal digits")
+    return info
+
+
 @dataclass
 class Manifest:
     """What a corpus holds: kind, dimension, vocabulary, optional columns and partitions."""
@@ -84,6 +104,15 @@ class Manifest:
     def n_bytes(self) -> int:
         return sum(p.bytes for p in self.partitions)
 
+    @property
+    def vocab_sha256(self) -> str | None:
+        """sha256 of the vocabulary, one word per line (None without a vocabulary)."""
+        return None if self.vocab is None else sha256_bytes("\n".join(self.vocab).encode())
+
+    def facts(self) -> dict[str, Any]:
+        """What a model fitted to this corpus depends on: kind, dimension, vocabulary."""
+        return {"kind": self.kind, "dim": self.dim, "vocab_sha256": self.vocab_sha256}
+
     def to_json(self) -> dict[str, Any]:
         return {
             "format": FORMAT_NAME,
@@ -99,14 +128,18 @@ class Manifest:
         }
 
     @classmethod
-    def from_json(cls, obj: dict[str, Any], path: str | Path) -> Manifest:
+    def from_json(cls, obj: Any, path: str | Path) -> Manifest:
         """Validate a parsed manifest; errors name the manifest file and the field."""
+        if not isinstance(obj, dict):
+            raise BnpmixError(f"{path}: a manifest is a JSON object, not a "
+                              f"{type(obj).__name__}")
 
         def need(key: str, kind: type | tuple[type, ...]) -> Any:
             if key not in obj:
                 raise BnpmixError(f"{path}: field {key!r} is missing")
-            if not isinstance(obj[key], kind):
-                raise BnpmixError(f"{path}: field {key!r} has the wrong type")
+            if not isinstance(obj[key], kind) or isinstance(obj[key], bool):
+                raise BnpmixError(f"{path}: field {key!r} has the wrong type "
+                                  f"({type(obj[key]).__name__})")
             return obj[key]
 
         if obj.get("format") != FORMAT_NAME:
@@ -122,21 +155,24 @@ class Manifest:
         unknown = set(columns) - set(OPTIONAL_COLUMNS)
         if unknown:
             raise BnpmixError(f"{path}: field 'columns' names unknown columns {sorted(unknown)}")
+        dim = need("dim", int)
+        if dim < 1:
+            raise BnpmixError(f"{path}: field 'dim' must be a positive integer, not {dim}")
+        dtype = need("dtype", str)
+        allowed = DENSE_DTYPES if kind == "dense" else ("int32",)
+        if dtype not in allowed:
+            raise BnpmixError(f"{path}: field 'dtype' must be one of {list(allowed)} for a "
+                              f"{kind} corpus, not {dtype!r}")
         vocab = obj.get("vocab")
-        parts = []
-        for i, p in enumerate(need("partitions", list)):
-            try:
-                parts.append(PartitionInfo(**p))
-            except TypeError as exc:
-                raise BnpmixError(f"{path}: partitions[{i}] is malformed ({exc})") from None
-        return cls(
-            kind=kind,
-            dim=need("dim", int),
-            dtype=need("dtype", str),
-            columns=columns,
-            vocab=list(vocab) if vocab is not None else None,
-            partitions=parts,
-        )
+        if vocab is not None and (not isinstance(vocab, list) or len(vocab) != dim
+                                  or not all(isinstance(w, str) for w in vocab)):
+            raise BnpmixError(f"{path}: field 'vocab' must be a list of {dim} words (dim)")
+        entries = need("partitions", list)
+        if not entries:
+            raise BnpmixError(f"{path}: field 'partitions' is empty: a corpus has at least one")
+        parts = [_partition_info(p, i, path) for i, p in enumerate(entries)]
+        return cls(kind=kind, dim=dim, dtype=dtype, columns=columns,
+                   vocab=list(vocab) if vocab is not None else None, partitions=parts)
 
 
 @dataclass
@@ -188,6 +224,23 @@ def write_partition(directory: Path, index: int, table: pa.Table, nnz: int | Non
     name = partition_name(index)
     (directory / name).write_bytes(data)
     return PartitionInfo(name, table.num_rows, len(data), sha256_bytes(data), nnz)
+
+
+def check_values(X: np.ndarray | sp.csr_matrix, path: Path) -> None:
+    """Every value finite (and every word count non-negative): else an error naming the file,
+    the row within it and the column. One vectorised pass; cheap next to the read itself."""
+    if sp.issparse(X):
+        bad = ~np.isfinite(X.data) | (X.data < 0)
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            row = int(np.searchsorted(X.indptr, k, side="right") - 1)
+            raise CorruptPartitionError(f"{path}, row {row}: word {int(X.indices[k])} has count "
+                                        f"{X.data[k]} (counts are finite and >= 0)")
+        return
+    if not np.isfinite(X).all():
+        row, col = np.argwhere(~np.isfinite(X))[0]
+        raise CorruptPartitionError(f"{path}, row {int(row)}: non-finite value "
+                                    f"{X[row, col]} in column {int(col)}")
 
 
 class Corpus:
@@ -249,9 +302,22 @@ class Corpus:
         if not 0 <= index < self.n_partitions:
             raise IndexError(f"{self.path}: no partition {index} (has {self.n_partitions})")
         data = self.read_bytes(index)
-        table = pq.read_table(pa.BufferReader(data))
-        X = self._matrix(table)
-        cols = {c: table.column(c).to_numpy() for c in self.manifest.columns}
+        path = self.partition_file(index)
+        try:
+            table = pq.read_table(pa.BufferReader(data))
+        except (pa.ArrowException, OSError) as exc:
+            raise CorruptPartitionError(f"{path}: not a readable Parquet file ({exc})") from None
+        expected = self.manifest.partitions[index].rows
+        if table.num_rows != expected:
+            raise CorruptPartitionError(f"{path}: {table.num_rows} rows, the manifest says "
+                                        f"{expected}")
+        try:
+            X = self._matrix(table)
+            cols = {c: table.column(c).to_numpy() for c in self.manifest.columns}
+        except (KeyError, ValueError, pa.ArrowException) as exc:
+            raise CorruptPartitionError(f"{path}: does not hold a {self.kind} partition of "
+                                        f"dimension {self.dim} ({exc})") from None
+        check_values(X, path)
         return Batch(X=X, index=index, start=int(self._starts[index]), columns=cols)
 
     def _matrix(self, table: pa.Table) -> np.ndarray | sp.csr_matrix:
@@ -265,6 +331,8 @@ class Corpus:
         indptr = indptr - indptr[0]
         indices = words.flatten().to_numpy(zero_copy_only=False)
         values = counts.flatten().to_numpy(zero_copy_only=False).astype(np.float64)
+        if len(indices) and (indices.min() < 0 or indices.max() >= self.dim):
+            raise ValueError(f"a word id outside 0..{self.dim - 1}")
         return sp.csr_matrix((values, indices, indptr), shape=(n, self.dim))
 
     def __iter__(self) -> Iterator[Batch]:

@@ -13,7 +13,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
-from bnpmix.storage import Batch, BnpmixError, Corpus
+from bnpmix.storage import Batch, BnpmixError, Corpus, RunDir
 
 from ..runtime.executors import open_executor
 from ..runtime.models import read_model
@@ -35,11 +35,37 @@ def score_partition(batch: Batch, model: Any, labels_column: str | None
     return total, len(batch), best, labels
 
 
+def fitted_facts(run_dir: str | Path, model: Any) -> dict[str, Any]:
+    """What the run was fitted to (summary.json's ``data``); for runs written before it was
+    recorded, the kind and dimension the model's observations imply."""
+    summary = RunDir(run_dir).load_summary()
+    if isinstance(summary.get("data"), dict):
+        return summary["data"]
+    obs = model.obs
+    return {"kind": "bow" if obs.name == "mult" else "dense",
+            "dim": int(getattr(obs, "V", getattr(obs, "D", 0))), "vocab_sha256": None}
+
+
+def check_heldout(corpus: Corpus, model: Any, fitted: dict[str, Any]) -> None:
+    """The held-out corpus must be data of the kind, dimension and vocabulary the model was
+    fitted to; else an error naming the corpus and the field."""
+    facts = corpus.manifest.facts()
+    for key in ("kind", "dim"):
+        if facts[key] != fitted.get(key):
+            raise BnpmixError(f"{corpus.path}: field {key!r} is {facts[key]!r}, the model was "
+                              f"fitted to {key} {fitted.get(key)!r}")
+    theirs, ours = fitted.get("vocab_sha256"), facts["vocab_sha256"]
+    if theirs and ours and theirs != ours:
+        raise BnpmixError(f"{corpus.path}: field 'vocab' differs from the vocabulary the model "
+                          "was fitted to (same size, other words or order)")
+
+
 def evaluate(run_dir: str | Path, heldout: str | Path, labels_column: str | None = None,
              scheduler: str = "threads", wave: int = 8) -> dict[str, Any]:
     """Held-out log-likelihood per item; ARI and NMI against a label column when given."""
     model = read_model(str(run_dir))
     corpus = Corpus(heldout)
+    check_heldout(corpus, model, fitted_facts(run_dir, model))
     if labels_column is not None and labels_column not in corpus.manifest.columns:
         raise BnpmixError(f"{heldout}: no column {labels_column!r} "
                           f"(has {list(corpus.manifest.columns)})")

@@ -1,0 +1,143 @@
+"""No silently wrong answers from what is read back: partitions whose values or row counts do
+not hold, manifests that are malformed, held-out corpora that do not match the model. Real
+Parquet files rewritten with pyarrow, the CLI in subprocesses."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from bnpmix.storage import Corpus, ingest_array
+
+pytestmark = pytest.mark.integration
+
+
+def run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True, text=True,
+                          timeout=300)
+
+
+def replace_partition(corpus: Path, index: int, table: pa.Table, rows: int | None = None) -> Path:
+    """Write ``table`` as partition ``index`` and make the manifest's checksum (and, unless
+    ``rows`` is given, its row count) match: only the content is wrong."""
+    path = corpus / f"part-{index:05d}.parquet"
+    pq.write_table(table, path)
+    data = path.read_bytes()
+    manifest = json.loads((corpus / "manifest.json").read_text())
+    entry = manifest["partitions"][index]
+    entry.update(bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
+                 rows=table.num_rows if rows is None else rows)
+    (corpus / "manifest.json").write_text(json.dumps(manifest))
+    return path
+
+
+def dense_corpus(tmp_path: Path) -> Path:
+    X = np.random.default_rng(0).normal(size=(60, 3))
+    ingest_array(X, tmp_path / "c", partition_rows=20)
+    return tmp_path / "c"
+
+
+def dense_table(X: np.ndarray) -> pa.Table:
+    return pa.table({"x": pa.array(list(X), type=pa.list_(pa.float64(), X.shape[1]))})
+
+
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_partition_with_non_finite_values_stops_the_fit_naming_file_and_row(tmp_path, bad):
+    corpus = dense_corpus(tmp_path)
+    X = Corpus(corpus).read(1).X.copy()
+    X[7, 2] = bad
+    path = replace_partition(corpus, 1, dense_table(X))
+    res = run("fit", str(corpus), "--out", str(tmp_path / "run"), "--laps", "2")
+    assert res.returncode == 1
+    assert f"{path}, row 7: non-finite value {bad} in column 2" in res.stderr, res.stderr
+    assert not (tmp_path / "run" / "summary.json").exists()
+
+
+def test_negative_or_non_finite_word_counts_are_named(tmp_path):
+    from helpers import write_docword
+
+    src = tmp_path / "docword.t.txt"
+    write_docword(src, np.array([[1, 2, 0], [0, 1, 3], [2, 0, 1]]))
+    assert run("ingest", str(src), str(tmp_path / "c")).returncode == 0
+    table = pa.table({"word_ids": pa.array([[0, 1], [1, 2], [0, 2]], pa.list_(pa.int32())),
+                      "counts": pa.array([[1, 2], [1, -3], [2, 1]], pa.list_(pa.int32()))})
+    path = replace_partition(tmp_path / "c", 0, table)
+    res = run("fit", str(tmp_path / "c"), "--out", str(tmp_path / "run"), "--laps", "1")
+    assert res.returncode == 1
+    assert f"{path}, row 1: word 2 has count -3.0" in res.stderr, res.stderr
+
+
+def test_a_row_count_that_disagrees_with_the_manifest_is_named(tmp_path):
+    corpus = dense_corpus(tmp_path)
+    X = Corpus(corpus).read(2).X
+    path = replace_partition(corpus, 2, dense_table(X), rows=25)  # the file holds 20
+    res = run("fit", str(corpus), "--out", str(tmp_path / "run"), "--laps", "1")
+    assert res.returncode == 1
+    assert f"{path}: 20 rows, the manifest says 25" in res.stderr, res.stderr
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda m: [m], "a manifest is a JSON object, not a list"),
+    (lambda m: {**m, "dim": 0}, "field 'dim' must be a positive integer, not 0"),
+    (lambda m: {**m, "dim": "3"}, "field 'dim' has the wrong type (str)"),
+    (lambda m: {**m, "dim": True}, "field 'dim' has the wrong type (bool)"),
+    (lambda m: {**m, "kind": "image"}, "field 'kind' must be one of"),
+    (lambda m: {**m, "dtype": "int8"}, "field 'dtype' must be one of"),
+    (lambda m: {**m, "partitions": []}, "field 'partitions' is empty"),
+    (lambda m: {**m, "partitions": [{**m["partitions"][0], "file": "../../etc/passwd"}]},
+     "partitions[0].file must be 'part-00000.parquet'"),
+    (lambda m: {**m, "partitions": [{**m["partitions"][0], "rows": -1}]},
+     "partitions[0].rows must be a non-negative integer"),
+    (lambda m: {**m, "partitions": [7]}, "partitions[0] must be an object"),
+])
+def test_manifest_errors_name_the_file_and_the_field(tmp_path, change, message):
+    corpus = dense_corpus(tmp_path)
+    manifest = corpus / "manifest.json"
+    manifest.write_text(json.dumps(change(json.loads(manifest.read_text()))))
+    res = run("info", str(corpus))
+    assert res.returncode == 1
+    assert f"{manifest}: {message}" in res.stderr, res.stderr
+    assert "Traceback" not in res.stderr
+
+
+def bow(tmp_path: Path, name: str, vocab: list[str]) -> Path:
+    from helpers import write_docword
+
+    rng = np.random.default_rng(len(name))
+    (tmp_path / name).mkdir()
+    src = tmp_path / name / "docword.t.txt"
+    write_docword(src, rng.integers(1, 4, (40, len(vocab))), vocab)
+    out = tmp_path / f"{name}-corpus"
+    res = run("ingest", str(src), str(out), "--partition-rows", "20")
+    assert res.returncode == 0, res.stderr
+    return out
+
+
+def test_evaluate_refuses_a_heldout_corpus_the_model_was_not_fitted_to(tmp_path):
+    words = ["apple", "bread", "cheese", "dates"]
+    train = bow(tmp_path, "train", words)
+    assert run("fit", str(train), "--out", str(tmp_path / "run"), "--laps", "2").returncode == 0
+    same = bow(tmp_path, "same", words)
+    ok = run("evaluate", str(tmp_path / "run"), "--heldout", str(same))
+    assert ok.returncode == 0 and "heldout_loglik_per_item" in json.loads(ok.stdout)
+    other = bow(tmp_path, "other", ["apple", "bread", "cheese", "eggs"])  # same size
+    res = run("evaluate", str(tmp_path / "run"), "--heldout", str(other))
+    assert res.returncode == 1
+    assert f"{other}: field 'vocab' differs from the vocabulary" in res.stderr, res.stderr
+    dense = tmp_path / "dense"
+    ingest_array(np.ones((10, 4)), dense, partition_rows=5)
+    res = run("evaluate", str(tmp_path / "run"), "--heldout", str(dense))
+    assert res.returncode == 1
+    assert f"{dense}: field 'kind' is 'dense', the model was fitted to kind 'bow'" in res.stderr
+    wider = bow(tmp_path, "wider", [*words, "eggs"])
+    res = run("evaluate", str(tmp_path / "run"), "--heldout", str(wider))
+    assert res.returncode == 1
+    assert f"{wider}: field 'dim' is 5, the model was fitted to dim 4" in res.stderr
