@@ -80,6 +80,27 @@ def test_a_held_lock_means_the_call_does_nothing(tmp_path, job):
 
 
 @pytest.mark.integration
+def test_a_lock_whose_holder_was_killed_is_taken_over(tmp_path, job):
+    """The lock is a flock: when its holder dies (kill -9 included) the kernel releases it, so
+    the next call runs instead of reporting "in progress" for ever."""
+    (tmp_path / "models").mkdir()
+    holder = subprocess.Popen([sys.executable, "-c",
+                               "import fcntl, sys, time\n"
+                               f"fh = open({str(tmp_path / 'models' / '.lock')!r}, 'w')\n"
+                               "fcntl.flock(fh, fcntl.LOCK_EX)\n"
+                               "print('held', flush=True)\n"
+                               "time.sleep(600)\n"], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    busy = bnpmix("schedule", "run", str(job))
+    assert busy.returncode == 0 and "in progress" in busy.stdout
+    holder.kill()  # only the process started here, by its handle
+    holder.wait()
+    holder.stdout.close()
+    res = bnpmix("schedule", "run", str(job))
+    assert res.returncode == 0 and "published v0001" in res.stdout, res.stderr
+
+
+@pytest.mark.integration
 def test_two_concurrent_calls_never_both_run(tmp_path, job):
     procs = [subprocess.Popen([sys.executable, "-m", "bnpmix", "schedule", "run", str(job)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
