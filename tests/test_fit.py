@@ -101,6 +101,10 @@ def test_fit_refuses_an_output_directory_that_is_not_its_own(tmp_path):
     fit(corpus, tmp_path / "run", job_config(laps=1))
     with pytest.raises(BnpmixError, match="bnpmix resume"):
         fit(corpus, tmp_path / "run", job_config(laps=1))
+    (tmp_path / "a-file").write_text("mine")
+    with pytest.raises(BnpmixError, match=r"a-file: the output exists and is not a directory"):
+        fit(corpus, tmp_path / "a-file", job_config(laps=1))
+    assert (tmp_path / "a-file").read_text() == "mine"
 
 
 @pytest.mark.parametrize("algorithm", ["memo", "vb", "sovb"])
