@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from .alloc import Allocation, StickBreaking, alloc_from_params
+from .alloc import StickBreaking, VariationalAllocation, alloc_from_params
 from .obs import obs_from_prior
 from .obs.base import Arrays, Data, ObsModel
 from .summary import Summary
@@ -28,13 +28,13 @@ class Mixture:
     """q(weights) and q(phi) for components ``uids`` (nested truncation: q(z_n > K) = 0)."""
 
     obs: ObsModel
-    alloc: Allocation
+    alloc: VariationalAllocation
     uids: np.ndarray
     post: Arrays
     alloc_post: Arrays
 
     @classmethod
-    def from_summary(cls, obs: ObsModel, alloc: Allocation, S: Summary) -> Mixture:
+    def from_summary(cls, obs: ObsModel, alloc: VariationalAllocation, S: Summary) -> Mixture:
         """The global update of Eq. 10 from a full-data summary."""
         return cls(obs, alloc, S.uids.copy(), obs.post(S.N, S.stats), alloc.post(S.N))
 
@@ -106,6 +106,6 @@ class Mixture:
         return cls(obs, alloc, arrays["uids"], post, alloc_post)
 
 
-def optimal_elbo(obs: ObsModel, alloc: Allocation, S: Summary) -> float:
+def optimal_elbo(obs: ObsModel, alloc: VariationalAllocation, S: Summary) -> float:
     """The ELBO after the global update from S: the criterion of merges and other moves."""
     return Mixture.from_summary(obs, alloc, S).elbo(S)

@@ -37,7 +37,11 @@ class Allocation(ABC):
         w, new = self.predictive_weights(counts)
         return float(new / (np.sum(w) + new))
 
-    # variational treatment (engines that optimise an ELBO) -------------------------------------
+
+
+class VariationalAllocation(Allocation):
+    """An allocation model with a variational treatment, for the engines that optimise an ELBO
+    (memo, vb, sovb): q(weights) from counts, its expectations and its ELBO terms."""
 
     @abstractmethod
     def post(self, N: np.ndarray) -> Arrays:

@@ -11,11 +11,11 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.special import betaln, digamma
 
-from .base import Allocation, Arrays
+from .base import Arrays, VariationalAllocation
 
 
 @dataclass(frozen=True)
-class StickBreaking(Allocation):
+class StickBreaking(VariationalAllocation):
     """DP(alpha0) stick-breaking weights: v_k ~ Beta(1, alpha0), w_k = v_k Π_{l<k} (1 - v_l)."""
 
     alpha0: float = 1.0

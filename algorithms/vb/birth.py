@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..alloc import Allocation
+from ..alloc import VariationalAllocation
 from ..mixture import Mixture, optimal_elbo
 from ..obs.base import Data, ObsModel
 from ..summary import MergeGroup, Summary
@@ -52,13 +52,13 @@ def choose_targets(uids: np.ndarray, N: np.ndarray, laps_since: np.ndarray, n: i
     return [int(u) for u in rng.choice(uids, size=n, replace=False, p=w / w.sum())]
 
 
-def fresh_vb(X: Data, obs: ObsModel, alloc: Allocation, K: int, rng: np.random.Generator,
+def fresh_vb(X: Data, obs: ObsModel, alloc: VariationalAllocation, K: int, rng: np.random.Generator,
              max_iter: int, tol: float) -> Summary:
     """Full-data VB for a K-component DP mixture on X (Sec. 2.2), from k-means++ seeds."""
     return iterate(X, obs, alloc, seeded_summary(X, obs, K, np.arange(K), rng), max_iter, tol)
 
 
-def iterate(X: Data, obs: ObsModel, alloc: Allocation, S: Summary, max_iter: int,
+def iterate(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, max_iter: int,
             tol: float) -> Summary:
     """Alternate global (Eq. 5) and local (Eq. 4) updates on X from the summary S; stops after
     ``max_iter`` local steps or when the ELBO's relative change falls below ``tol``."""
@@ -72,8 +72,8 @@ def iterate(X: Data, obs: ObsModel, alloc: Allocation, S: Summary, max_iter: int
     return S
 
 
-def refine(X: Data, obs: ObsModel, alloc: Allocation, S: Summary, rng: np.random.Generator,
-           max_iter: int, tol: float) -> Summary:
+def refine(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary,
+           rng: np.random.Generator, max_iter: int, tol: float) -> Summary:
     """Merge rounds inside a birth's fresh model: with every pair's exact merge entropy on the
     collected data (Sec. 3.2), merges that raise the fresh ELBO are accepted, then VB runs again
     from the merged model; until a round accepts nothing. Fresh VB from K' seeds often cuts one
@@ -91,7 +91,7 @@ def refine(X: Data, obs: ObsModel, alloc: Allocation, S: Summary, rng: np.random
     return S
 
 
-def create(X: Data, obs: ObsModel, alloc: Allocation, new_uids: np.ndarray,
+def create(X: Data, obs: ObsModel, alloc: VariationalAllocation, new_uids: np.ndarray,
            cfg: BirthConfig, rng: np.random.Generator) -> Summary | None:
     """Creation: fresh VB on the targeted data, merges inside it (refine), prune components with
     N_j < ε N', and return the kept components' summary S' under ``new_uids`` — or None when
@@ -112,7 +112,7 @@ def create(X: Data, obs: ObsModel, alloc: Allocation, new_uids: np.ndarray,
                    stats={k: v[keep] for k, v in S.stats.items()}, H=np.zeros(len(keep)))
 
 
-def verify(obs: ObsModel, alloc: Allocation, S: Summary,
+def verify(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
            families: list[tuple[int, tuple[int, ...]]]) -> tuple[Summary, list[MergeGroup]]:
     """Propose-and-verify births: after their adoption lap, a birth's newborns stay only if the
     exact full-data ELBO with them exceeds the ELBO with all of them merged back into their

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..alloc import Allocation
+from ..alloc import VariationalAllocation
 from ..mixture import optimal_elbo
 from ..obs.base import ObsModel
 from ..summary import Merge, Summary
@@ -58,7 +58,7 @@ def _sorted(pairs: np.ndarray) -> np.ndarray:
     return pairs[np.lexsort((pairs[:, 1], pairs[:, 0]))]
 
 
-def merge_round(obs: ObsModel, alloc: Allocation, S: Summary, rng: np.random.Generator,
+def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np.random.Generator,
                 cfg: MergeConfig) -> tuple[Summary, list[Merge], float]:
     """Several merges after a lap: k_a uniformly among components with untried pairs, k_b with
     probability ∝ exp(Eq. 12 score); accept only if the exact full-data ELBO rises. A component
