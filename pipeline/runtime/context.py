@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from bnpmix.algorithms.alloc import Allocation, alloc_from_params
+from bnpmix.algorithms.alloc import VariationalAllocation, alloc_from_params
 from bnpmix.algorithms.obs import ObsModel, obs_class
 from bnpmix.storage import BnpmixError, Corpus
 
@@ -56,7 +56,7 @@ class FitContext:
     executor: Executor
     source: BatchSource
     obs: ObsModel
-    alloc: Allocation
+    alloc: VariationalAllocation
     rng: Streams
     init_sample: int = 10_000
     wave: int = 1
