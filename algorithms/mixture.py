@@ -23,39 +23,21 @@ from .vb.local import Globals, hard_assignments
 KIND = "mixture"
 
 
-@dataclass
-class Mixture:
-    """q(weights) and q(phi) for components ``uids`` (nested truncation: q(z_n > K) = 0)."""
+class PredictiveMixture:
+    """What every fitted mixture offers for new data, given its ``weights()``, ``obs``, ``post``
+    and ``uids``: the posterior predictive with the new components' mass, and soft assignments."""
 
     obs: ObsModel
-    alloc: VariationalAllocation
-    uids: np.ndarray
     post: Arrays
-    alloc_post: Arrays
-
-    @classmethod
-    def from_summary(cls, obs: ObsModel, alloc: VariationalAllocation, S: Summary) -> Mixture:
-        """The global update of Eq. 10 from a full-data summary."""
-        return cls(obs, alloc, S.uids.copy(), obs.post(S.N, S.stats), alloc.post(S.N))
+    uids: np.ndarray
 
     @property
     def K(self) -> int:
         return len(self.uids)
 
-    def globals(self) -> Globals:
-        """What a local step needs: ids, q(phi) and E[log w] (Eq. 9)."""
-        return Globals(self.uids, self.post, self.alloc.E_log_w(self.alloc_post))
-
-    def elbo(self, S: Summary) -> float:
-        """Eq. 8 for this q(w), q(phi) and the q(z) summarised by S."""
-        if not np.array_equal(S.uids, self.uids):
-            raise ValueError("summary and model have different components")
-        return (self.alloc.elbo(S.N, self.alloc_post)
-                + self.obs.elbo(S.N, S.stats, self.post) + float(S.H.sum()))
-
     def weights(self) -> tuple[np.ndarray, float]:
-        """E[w_k] of the active components and the expected mass beyond them."""
-        return self.alloc.E_w(self.alloc_post)
+        """Weights of the active components and the mass left for new ones."""
+        raise NotImplementedError
 
     def log_joint_predictive(self, X: Data) -> np.ndarray:
         """log E[w_k] + log p(x_n | q(phi_k)) for the K active components and, in a last column,
@@ -76,6 +58,37 @@ class Mixture:
         normalised over the K active components: (n, K)."""
         logp = self.log_joint_predictive(X)[:, :-1]
         return np.exp(logp - logsumexp(logp, axis=1, keepdims=True))
+
+
+@dataclass
+class Mixture(PredictiveMixture):
+    """q(weights) and q(phi) for components ``uids`` (nested truncation: q(z_n > K) = 0)."""
+
+    obs: ObsModel
+    alloc: VariationalAllocation
+    uids: np.ndarray
+    post: Arrays
+    alloc_post: Arrays
+
+    @classmethod
+    def from_summary(cls, obs: ObsModel, alloc: VariationalAllocation, S: Summary) -> Mixture:
+        """The global update of Eq. 10 from a full-data summary."""
+        return cls(obs, alloc, S.uids.copy(), obs.post(S.N, S.stats), alloc.post(S.N))
+
+    def globals(self) -> Globals:
+        """What a local step needs: ids, q(phi) and E[log w] (Eq. 9)."""
+        return Globals(self.uids, self.post, self.alloc.E_log_w(self.alloc_post))
+
+    def elbo(self, S: Summary) -> float:
+        """Eq. 8 for this q(w), q(phi) and the q(z) summarised by S."""
+        if not np.array_equal(S.uids, self.uids):
+            raise ValueError("summary and model have different components")
+        return (self.alloc.elbo(S.N, self.alloc_post)
+                + self.obs.elbo(S.N, S.stats, self.post) + float(S.H.sum()))
+
+    def weights(self) -> tuple[np.ndarray, float]:
+        """E[w_k] of the active components and the expected mass beyond them."""
+        return self.alloc.E_w(self.alloc_post)
 
     def assign(self, X: Data) -> tuple[np.ndarray, np.ndarray]:
         """Hard assignments under q(z) (Eq. 9): component id of each item and its probability."""

@@ -254,6 +254,18 @@ class MergeGroup:
 
 
 @dataclass(frozen=True)
+class Pool:
+    """Component ``b``'s sums join ``a``'s (r_a <- r_a + r_b) for summaries that carry no
+    assignment entropies (EP's sites, H = 0): N, statistics and H add, no pair is needed."""
+
+    a: int
+    b: int
+
+    def apply(self, s: Summary) -> Summary:
+        return _absorb(s, self.a, (self.b,), float(s.H[s.index(self.a)] + s.H[s.index(self.b)]))
+
+
+@dataclass(frozen=True)
 class Delete:
     """Remove component ``uid`` (only exact when it carries no mass)."""
 
@@ -276,4 +288,4 @@ class Reorder:
         return s._select(order, np.zeros(0, dtype=np.int64))
 
 
-Move = Union[Insert, Merge, MergeGroup, Delete, Reorder]  # noqa: UP007 (a runtime alias)
+Move = Union[Insert, Merge, MergeGroup, Pool, Delete, Reorder]  # noqa: UP007 (a runtime alias)
