@@ -98,9 +98,13 @@ def test_matches_the_golden_run(name, corpora):
     assert int(got["K"]) == int(want["K"])
     for key in ("item", "cluster"):
         np.testing.assert_array_equal(got[key], want[key])
-    for key in ("trace", "elbo", "weights", "prob"):
+    for key in ("trace", "elbo", "weights"):
         np.testing.assert_allclose(got[key], want[key], rtol=1e-12, atol=0, equal_nan=True,
                                    err_msg=key)
+    # The assignment pass's probabilities go through a batched matmul whose last bits depend on
+    # the BLAS build: they moved by 3e-12 relative between numpy releases (2026-11-24, numpy
+    # 2.4.6), while the trace, ELBO and weights stayed within 1e-12.
+    np.testing.assert_allclose(got["prob"], want["prob"], rtol=1e-10, atol=0, err_msg="prob")
 
 
 if __name__ == "__main__":
