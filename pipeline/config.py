@@ -81,6 +81,35 @@ def table(value: Any) -> dict[str, Any]:
     return dict(value)
 
 
+NRM_PRIORS = ("dp", "ig", "nggp")  # the names `--prior` also takes (the adf/ep weight prior)
+
+
+def prior_value(value: Any) -> dict[str, Any] | str:
+    """``prior``: a table of observation-prior parameters, or the name of an NRM prior (``--prior
+    ig``, the form the adf and ep engines document), which ``split_prior`` moves to
+    ``nrm_prior``."""
+    if isinstance(value, str) and value.strip() in NRM_PRIORS:
+        return value.strip()
+    try:
+        return table(value)
+    except ValueError as exc:
+        raise ValueError(f"{exc}, or one of {list(NRM_PRIORS)} (adf, ep)") from None
+
+
+def split_prior(values: dict[str, Any]) -> dict[str, Any]:
+    """Option values with a ``prior`` that names an NRM prior moved to ``nrm_prior`` (so that
+    ``--prior ig`` on the command line does not replace a job file's [prior] table)."""
+    prior = values.get("prior")
+    if not (isinstance(prior, str) and prior.strip() in NRM_PRIORS):
+        return values
+    if "nrm_prior" in values:
+        raise ValueError(f"prior {prior!r} and nrm_prior {values['nrm_prior']!r} both name the "
+                         "NRM prior; give one")
+    out = {k: v for k, v in values.items() if k != "prior"}
+    out["nrm_prior"] = prior.strip()
+    return out
+
+
 PARSERS: dict[type, Callable[[Any], Any]] = {int: _int, float: _float, str: _str}
 
 
@@ -178,7 +207,8 @@ class ModelConfig:
     prior: dict[str, Any] = field(default_factory=dict, metadata=meta(
         "observation prior parameters, keyed by the model's names (mult: lam0; gauss: m0, "
         "kappa0, nu0, B0, scale; ...); a [prior] table in a job file, a JSON object on the "
-        "command line", table))
+        "command line; for adf and ep also dp, ig or nggp, the NRM prior (as --nrm-prior)",
+        prior_value))
     alloc: str = opt("dp", "allocation prior over the mixture weights",
                      choices=lambda: sorted(ALLOCATIONS))
     alpha0: float = opt(1.0, "DP concentration", within="(0, inf)")
@@ -323,6 +353,12 @@ def resolve(values: dict[str, Any], source: str,
     naming the key and where it came from: ``origins[key]`` (the job file, "flags"), else
     ``source``."""
     origins = origins or {}
+    try:
+        values = split_prior(values)
+    except ValueError as exc:
+        raise BnpmixError(f"{source}: {exc}") from None
+    if "nrm_prior" in values and "prior" in origins and "nrm_prior" not in origins:
+        origins = {**origins, "nrm_prior": origins["prior"]}
     algorithm = values.get("algorithm", "memo")
     if not isinstance(algorithm, str) or algorithm not in engine_names():
         raise BnpmixError(f"{source}: algorithm: unknown {algorithm!r}; choose from "

@@ -19,7 +19,7 @@ from typing import Any
 
 from bnpmix.storage import BnpmixError
 
-from .config import JobConfig, options, resolve
+from .config import JobConfig, options, resolve, split_prior
 
 PATH_KEYS = ("corpus", "out", "warm_start", "cluster")  # relative to the job file's folder
 SCHEDULE_KEYS = ("runs",)
@@ -76,6 +76,10 @@ def load_job(path: str | Path | None, flags: dict[str, Any]) -> Job:
     """Defaults < job file < flags (flags whose value is None were not given)."""
     values, schedule = read_job(path) if path else ({}, {})
     given = {k: v for k, v in flags.items() if v is not None}
+    try:  # each source on its own: `--prior ig` must not replace the file's [prior] table
+        values, given = split_prior(values), split_prior(given)
+    except ValueError as exc:
+        raise BnpmixError(f"{path or 'flags'}: {exc}") from None
     origins = {**{k: str(path) for k in values}, **dict.fromkeys(given, "flags")}
     source = f"{path} with the flags given" if path and given else str(path or "flags")
     return Job(resolve({**values, **given}, source, origins), schedule)
