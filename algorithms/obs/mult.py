@@ -27,6 +27,16 @@ def log_B(lam: np.ndarray) -> np.ndarray:
     return gammaln(lam).sum(-1) - gammaln(lam.sum(-1))
 
 
+def log_multinomial_coefficient(X: Data) -> np.ndarray:
+    """log(n_d! / Π_w x_dw!) per document: what turns the token-sequence likelihoods here into
+    the probability of the count vector (the scale of Tank et al.'s Table 1)."""
+    Xc = as_csr(X)
+    rows = np.repeat(np.arange(Xc.shape[0]), np.diff(Xc.indptr))
+    n_d = np.asarray(Xc.sum(1)).ravel()
+    return gammaln(n_d + 1) - np.bincount(rows, weights=gammaln(Xc.data + 1),
+                                          minlength=Xc.shape[0])
+
+
 def as_csr(X: Data) -> sp.csr_matrix:
     """X as float CSR in canonical form (sorted, duplicates summed), never modifying X."""
     if sp.issparse(X):

@@ -13,6 +13,7 @@ import numpy as np
 from scipy.special import logsumexp
 
 from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
+from bnpmix.algorithms.obs.mult import log_multinomial_coefficient
 from bnpmix.storage import Batch, BnpmixError, Corpus, RunDir
 
 from ..runtime.executors import open_executor
@@ -21,8 +22,10 @@ from .fitted import FittedModel, load
 
 
 def score_partition(batch: Batch, model: Any, labels_column: str | None
-                    ) -> tuple[float, int, np.ndarray, np.ndarray | None]:
-    """Σ_n log p(x_n | fit), n, the most probable active component id of each item, labels."""
+                    ) -> tuple[float, int, np.ndarray, np.ndarray | None, float]:
+    """Σ_n log p(x_n | fit), n, the most probable active component id of each item, labels, and
+    (bag-of-words) Σ_n of the multinomial coefficient log(n_d! / Π_w x_dw!) that the first
+    excludes."""
     try:
         model.obs.check_data(batch.X)
     except ValueError as exc:
@@ -32,7 +35,9 @@ def score_partition(batch: Batch, model: Any, labels_column: str | None
     total = float(logsumexp(logp, axis=1).sum())
     best = model.uids[logp[:, :-1].argmax(axis=1)]
     labels = None if labels_column is None else batch.columns[labels_column]
-    return total, len(batch), best, labels
+    coefficient = float(log_multinomial_coefficient(batch.X).sum()) if model.obs.name == "mult" \
+        else 0.0
+    return total, len(batch), best, labels, coefficient
 
 
 def fitted_facts(run_dir: str | Path, model: Any) -> dict[str, Any]:
@@ -69,17 +74,22 @@ def evaluate(run_dir: str | Path, heldout: str | Path, labels_column: str | None
     if labels_column is not None and labels_column not in corpus.manifest.columns:
         raise BnpmixError(f"{heldout}: no column {labels_column!r} "
                           f"(has {list(corpus.manifest.columns)})")
-    total, n, clusters, labels = 0.0, 0, [], []
+    total, coefficient, n, clusters, labels = 0.0, 0.0, 0, [], []
     with open_executor(corpus, scheduler) as executor:
         for start in range(0, corpus.n_partitions, wave):
             indices = list(range(start, min(corpus.n_partitions, start + wave)))
-            for s, m, best, y in executor.map(score_partition, indices, model, labels_column):
+            for s, m, best, y, c in executor.map(score_partition, indices, model,
+                                                 labels_column):
                 total += s
+                coefficient += c
                 n += m
                 clusters.append(best)
                 if y is not None:
                     labels.append(y)
     out: dict[str, Any] = {"heldout_loglik_per_item": total / n, "K": model.K, "n_items": n}
+    if model.obs.name == "mult":  # documents: say which scale, and give the other one too
+        out["multinomial_coefficient_included"] = False
+        out["heldout_loglik_per_item_with_coefficient"] = (total + coefficient) / n
     if labels_column is not None:
         c, y = np.concatenate(clusters), np.concatenate(labels)
         out["ari"] = adjusted_rand_index(y, c)
