@@ -19,7 +19,7 @@ memoized scheme (W partitions against the same state) goes beyond the paper.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -80,6 +80,15 @@ class Sites:
         uids = np.where(self.uids == move.b, move.a, self.uids)
         return Sites.from_matrix(self._with(uids).matrix(summary.uids), summary.uids, summary)
 
+    def named(self, first: int) -> Sites:
+        """These sites with the placeholder ids −1, −2, ... of clusters created in a sweep
+        replaced by first, first + 1, ... (the ids the driver hands out, in creation order)."""
+        def name(u: np.ndarray) -> np.ndarray:
+            return np.where(u < 0, first - 1 - u, u)
+        s = self.summary
+        summary = Summary(name(s.uids), s.N, s.stats, s.H, s.n_items)
+        return Sites(self.indptr, name(self.uids), self.r, summary)
+
     def _with(self, uids: np.ndarray) -> Sites:
         return Sites(self.indptr, uids, self.r, self.summary)
 
@@ -117,7 +126,6 @@ class SweepResult:
     created: int
     v: float
     loglik: float
-    dropped: list[int] = field(default_factory=list)
 
 
 def ep_step(cl: Clusters, x: Data, old: np.ndarray, m: float, eps: float, uid: int
@@ -141,7 +149,6 @@ def sweep(X: Data, obs: ObsModel, prior: NRM, eps: float, total: Summary,
     cl = Clusters.from_summary(obs, prior, total, v)
     n, created, loglik = X.shape[0], 0, 0.0
     rows: list[tuple[np.ndarray, np.ndarray]] = []
-    gone: list[int] = []
     for i in range(n):
         x = X[i:i + 1]
         if old is None:
@@ -159,7 +166,6 @@ def sweep(X: Data, obs: ObsModel, prior: NRM, eps: float, total: Summary,
         loglik += 0.0 if math.isnan(ll) else ll
         rows.append((cl.uids[q > 0].copy(), q[q > 0]))
         if old is not None and not keep.all():
-            gone.extend(cl.uids[~keep].tolist())
             cl.drop(keep)
     survivors = cl.uids
     Q = np.zeros((n, len(survivors)))
@@ -171,4 +177,4 @@ def sweep(X: Data, obs: ObsModel, prior: NRM, eps: float, total: Summary,
     Q = np.where(Q < TINY, 0.0, Q)
     summary = Summary(survivors.copy(), Q.sum(0), obs.stats(X, Q), np.zeros(len(survivors)),
                       n_items=n)
-    return SweepResult(Sites.from_matrix(Q, survivors, summary), created, cl.v, loglik, gone)
+    return SweepResult(Sites.from_matrix(Q, survivors, summary), created, cl.v, loglik)

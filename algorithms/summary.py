@@ -81,6 +81,23 @@ class Summary:
             raise KeyError(f"component id {uid} not in summary ({self.uids.tolist()})")
         return int(hits[0])
 
+    def over(self, uids: np.ndarray) -> Summary:
+        """The same sums over components ``uids`` in that order, zero for ids this summary lacks
+        (every id it has must be listed; pairs and groups are not carried)."""
+        uids = np.asarray(uids, dtype=np.int64)
+        missing = np.setdiff1d(self.uids, uids)
+        if len(missing):
+            raise ValueError(f"components {missing.tolist()} are not among the target ids")
+        out = Summary.zeros(uids, {k: v.shape[1:] for k, v in self.stats.items()})
+        pos = np.searchsorted(uids, self.uids, sorter=np.argsort(uids))
+        at = np.argsort(uids)[pos]
+        out.N[at] = self.N
+        out.H[at] = self.H
+        for k, v in self.stats.items():
+            out.stats[k][at] = v
+        out.n_items = self.n_items
+        return out
+
     def _check_compatible(self, other: Summary) -> None:
         if not np.array_equal(self.uids, other.uids):
             raise ValueError(f"component ids differ: {self.uids.tolist()} vs {other.uids.tolist()}")

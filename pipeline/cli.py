@@ -161,11 +161,16 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     return 0
 
 
+OBJECTIVES = {"elbo": "ELBO", "loglik": "training predictive log-likelihood"}
+
+
 def format_fit(summary: dict, out: str | Path) -> str:
+    key = summary.get("objective", "elbo")
     weights = ", ".join(f"{w:.3f}" for w in sorted(summary["weights"], reverse=True)[:12])
     lines = [f"{summary['algorithm']}: K = {summary['K']} components "
              f"({summary['K_effective']} with more than 1% of the mass), "
-             f"ELBO per item {summary['elbo_per_item']:.4f}, {summary['wall_seconds']:.1f} s"]
+             f"{OBJECTIVES.get(key, key)} per item {summary[key + '_per_item']:.4f}, "
+             f"{summary['wall_seconds']:.1f} s"]
     lines += [f"{key}: {summary[key]}" for key in ("stopped", "returned") if key in summary]
     lines += [f"weights: {weights}{' ...' if summary['K'] > 12 else ''}", f"run directory: {out}"]
     return "\n".join(lines)

@@ -172,6 +172,7 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
     weights, _ = model.weights()
     summary = {"algorithm": job.algorithm, "K": model.K,
                "K_effective": int(np.sum(weights > 0.01))}
+    summary["objective"] = next(iter(fitted.objective))
     for key, value in fitted.objective.items():
         summary[key] = value
         summary[f"{key}_per_item"] = value / ctx.corpus.n_items

@@ -3,9 +3,11 @@
 Layout::
 
     RUN_DIR/.claim                    the PID of the fit that took the directory (claim())
-    RUN_DIR/summary.json              algorithm, K, elbo, elbo_per_item, laps, n_items,
-                                      wall_seconds, config (validated on load)
-    RUN_DIR/trace.csv                 one row per batch visit or lap: lap, batch, elbo, K, seconds
+    RUN_DIR/summary.json              algorithm, K, objective (elbo or loglik) and its value and
+                                      value per item, laps, n_items, wall_seconds, config
+                                      (validated on load)
+    RUN_DIR/trace.csv                 one row per batch visit or lap: lap, batch, [elbo,] K,
+                                      seconds, and the engine's own columns
     RUN_DIR/model.npz                 the global parameters (arrays) + model.json (their meaning)
     RUN_DIR/assignments/part-00000.parquet   per corpus partition: item, cluster, prob
 """
@@ -32,14 +34,12 @@ from .errors import BnpmixError
 SUMMARY_FIELDS: dict[str, type | tuple[type, ...]] = {
     "algorithm": str,
     "K": numbers.Integral,
-    "elbo": numbers.Real,
-    "elbo_per_item": numbers.Real,
     "laps": numbers.Real,
     "n_items": numbers.Integral,
     "wall_seconds": numbers.Real,
     "config": dict,
 }
-TRACE_COLUMNS = ("lap", "batch", "elbo", "K", "seconds")
+TRACE_COLUMNS = ("lap", "batch", "K", "seconds")  # every trace has these; VB traces add elbo
 
 
 def validate_summary(obj: Any, path: str | Path) -> dict[str, Any]:
@@ -52,6 +52,10 @@ def validate_summary(obj: Any, path: str | Path) -> dict[str, Any]:
         value = obj[key]
         if isinstance(value, bool) or not isinstance(value, kind):
             raise BnpmixError(f"{path}: field {key!r} has the wrong type ({type(value).__name__})")
+    objective = obj.get("objective", "elbo")  # runs written before ADF/EP: always the ELBO
+    for key in (objective, f"{objective}_per_item"):
+        if isinstance(obj.get(key), bool) or not isinstance(obj.get(key), numbers.Real):
+            raise BnpmixError(f"{path}: field {key!r} (the objective) is missing or not a number")
     return obj
 
 
@@ -143,8 +147,8 @@ class RunDir:
         missing = [c for c in TRACE_COLUMNS if c not in frame.columns]
         if rows and missing:
             raise ValueError(f"trace rows lack columns {missing}")
-        extra = [c for c in frame if c not in TRACE_COLUMNS]
-        frame = frame.reindex(columns=[*TRACE_COLUMNS, *extra])
+        first = [c for c in ("lap", "batch", "elbo", "K", "seconds") if c in frame]
+        frame = frame.reindex(columns=[*first, *(c for c in frame if c not in first)])
         text = frame.to_csv(index=False, float_format="%.17g")
         write_bytes_atomic(self.trace_path, text.encode())
 

@@ -1,6 +1,7 @@
 """The built-in engines, registered on import: memo, vb, sovb (one module each, with its
-config). Other engines register themselves with ``bnpmix.pipeline.runtime.register``."""
+config) and adf, ep (nrm.py, sharing the NRM prior's options). Other engines register
+themselves with ``bnpmix.pipeline.runtime.register``."""
 
-from . import memo, sovb, vb
+from . import memo, nrm, sovb, vb
 
-__all__ = ["memo", "sovb", "vb"]
+__all__ = ["memo", "nrm", "sovb", "vb"]

@@ -51,6 +51,9 @@ def initial_model(ctx: FitContext, K: int) -> Mixture:
     component ids the new ones continue after."""
     if ctx.warm_start:
         model = read_model(ctx.warm_start)
+        if not isinstance(model, Mixture):
+            raise BnpmixError(f"{ctx.warm_start}: a {type(model).__name__} cannot warm-start a "
+                              "variational engine (warm-start adf from it instead)")
         if model.obs.name != ctx.obs.name:
             raise BnpmixError(f"{ctx.warm_start}: warm start from a {model.obs.name} model into "
                               f"{ctx.obs.name}")

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from bnpmix.algorithms.mixture import Mixture
+from bnpmix.algorithms.mixture import PredictiveMixture
 from bnpmix.algorithms.obs.base import Data
 
 from ..runtime.models import read_model
@@ -28,7 +28,7 @@ class FittedModel:
     n_components_ : number of active components.
     """
 
-    def __init__(self, model: Mixture, run_dir: str | Path | None = None) -> None:
+    def __init__(self, model: PredictiveMixture, run_dir: str | Path | None = None) -> None:
         self.model = model
         self.run_dir = None if run_dir is None else Path(run_dir)
         self.weights_, self.weight_new_ = model.weights()

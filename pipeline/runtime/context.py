@@ -73,9 +73,13 @@ class FitContext:
     def elapsed(self) -> float:
         return time.perf_counter() - self.started
 
+    def row(self, lap: float, batch: int, K: int, **values: Any) -> dict:
+        """A trace row: lap, batch, K, seconds so far and the engine's own values."""
+        return {"lap": lap, "batch": batch, "K": K, "seconds": round(self.elapsed(), 6),
+                **values}
+
     def trace_row(self, lap: float, batch: int, elbo: float, K: int, **extra: Any) -> dict:
-        return {"lap": lap, "batch": batch, "elbo": elbo, "K": K,
-                "seconds": round(self.elapsed(), 6), **extra}
+        return self.row(lap, batch, K, elbo=elbo, **extra)
 
     def partition_rng(self, partition: int, pass_: int) -> np.random.Generator:
         return np.random.default_rng(partition_seed(self.seed, partition, pass_))

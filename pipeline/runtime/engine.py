@@ -21,7 +21,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from bnpmix.algorithms.mixture import Mixture
+from bnpmix.algorithms.mixture import PredictiveMixture
 from bnpmix.storage.arrays import ArrayFile
 
 from .context import FitContext
@@ -42,7 +42,7 @@ class Fitted:
     """An engine's result: the fitted model, its objective values (e.g. ``{"elbo": ...}``; the
     runtime adds each one per item) and notes for summary.json (e.g. ``{"stopped": ...}``)."""
 
-    model: Mixture
+    model: PredictiveMixture
     objective: dict[str, float] = field(default_factory=dict)
     info: dict[str, str] = field(default_factory=dict)
 

@@ -8,21 +8,23 @@ from typing import Any
 
 import numpy as np
 
-from bnpmix.algorithms.mixture import KIND, Mixture
+from bnpmix.algorithms import nrm_mixture
+from bnpmix.algorithms.mixture import KIND, Mixture, PredictiveMixture
 from bnpmix.storage import BnpmixError, RunDir
 
 # kind -> reader(arrays, meta); models saved before kinds existed are DP mixtures
 READERS: dict[str, Callable[[dict[str, np.ndarray], dict[str, Any]], Any]] = {
     KIND: Mixture.from_arrays,
+    nrm_mixture.KIND: nrm_mixture.NRMMixture.from_arrays,
 }
 
 
-def write_model(run: RunDir, model: Mixture) -> None:
+def write_model(run: RunDir, model: PredictiveMixture) -> None:
     arrays, meta = model.to_arrays()
     run.write_model(arrays, meta)
 
 
-def read_model(run_dir: str) -> Mixture:
+def read_model(run_dir: str) -> PredictiveMixture:
     """The fitted model saved in a run directory, whatever engine produced it."""
     arrays, meta = RunDir(run_dir).load_model()
     kind = meta.get("kind", KIND)

@@ -111,24 +111,14 @@ def run_ep(X, obs, prior, eps, passes):
     """ADF and EP sweeps over one partition, as the driver does with W = 1."""
     total = Summary.zeros(np.zeros(0, np.int64), obs.stat_shapes())
     res = sweep(X, obs, prior, eps, total, None, 0, 0.0)
-    sites = name_created(res.sites, 0, res.created)
+    sites = res.sites.named(0)
     total, v, nxt = sites.summary, res.v, res.created
     for _ in range(passes):
         res = sweep(X, obs, prior, eps, total, sites, X.shape[0], v)
-        sites = name_created(res.sites, nxt, res.created)
+        sites = res.sites.named(nxt)
         nxt += res.created
         total, v = sites.summary, res.v
     return sites, total
-
-
-def name_created(sites: Sites, start: int, n: int) -> Sites:
-    """The driver's naming of created clusters: −1, −2, ... become start, start + 1, ..."""
-    rename = {-(j + 1): start + j for j in range(n)}
-    s = sites.summary
-    uids = np.array([rename.get(int(u), int(u)) for u in s.uids], np.int64)
-    summary = Summary(uids, s.N, s.stats, s.H, s.n_items)
-    site_uids = np.array([rename.get(int(u), int(u)) for u in sites.uids], np.int64)
-    return Sites(sites.indptr, site_uids, sites.r, summary)
 
 
 @pytest.mark.parametrize("sigma, tau, a, eps", [(0.0, 1.0, 1.0, 0.1), (0.5, 1.0, 5.0, 0.5),

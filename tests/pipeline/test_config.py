@@ -15,7 +15,9 @@ from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.pipeline.jobfile import load_job, read_job
 from bnpmix.storage import BnpmixError, ingest_array
 
-SPECIAL = {"scheduler": "synchronous", "moves": ("merge",), "prior": {"kappa0": 0.5}}
+SPECIAL = {"scheduler": "synchronous", "moves": ("merge",), "prior": {"kappa0": 0.5},
+           "nrm_sigma": 0.3, "epsilon": 0.6}
+COMPANION = {"nrm_sigma": {"nrm_prior": "nggp"}}  # options only valid beside another
 
 
 def example(row):
@@ -83,6 +85,9 @@ def test_each_option_is_a_flag_a_job_key_and_a_resolved_value(row, tmp_path):
     value = example(row)
     algorithm = row.engines[0] if row.engines else "memo"
     base = [] if row.name == "algorithm" else ["--algorithm", algorithm]
+    companion = COMPANION.get(row.name, {})
+    for key, v in companion.items():
+        base += [f"--{key.replace('_', '-')}", v]
     # 1. argparse
     if row.name != "corpus":
         args = build_parser().parse_args(["fit", "c", "--out", "o", *base, row.flag,
@@ -90,10 +95,12 @@ def test_each_option_is_a_flag_a_job_key_and_a_resolved_value(row, tmp_path):
         assert getattr(args, row.name) == value
         flags = {r.name: getattr(args, r.name) for r in ROWS if r.name != "corpus"}
         flags["corpus"] = "c"
+        flags.update(companion)
         assert resolved(load_job(None, flags).config, row) == value
     # 2. a job file
     job = tmp_path / "job.toml"
     head = "" if row.name == "algorithm" else f'algorithm = "{algorithm}"\n'
+    head += "".join(as_toml(k, v) for k, v in companion.items())
     job.write_text(head + as_toml(row.name, value))
     config = load_job(job, {}).config
     want = value if row.name not in ("corpus", "out", "warm_start", "cluster") else (
