@@ -17,12 +17,13 @@ from typing import Any, NoReturn
 
 import numpy as np
 
-from bnpmix.pipeline.config import Option, options
+from bnpmix.pipeline.config import OBS_NAMES, Option, options, prior_flags, prior_value
 from bnpmix.pipeline.evaluate import evaluate
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.pipeline.jobfile import load_job
 from bnpmix.pipeline.runtime.progress import Progress
 from bnpmix.pipeline.schedule import scheduled_run
+from bnpmix.pipeline.tune import A_GRID, TAU_GRID, format_table, tune, write_job
 from bnpmix.storage import (
     DEFAULT_PARTITION_ROWS,
     BnpmixError,
@@ -131,6 +132,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_fit(args: argparse.Namespace) -> int:
     flags = {o.name: getattr(args, o.name) for o in options() if o.name != "corpus"}
     flags["corpus"] = args.corpus_dir
+    if flags["prior"] is not None:
+        flags.update(prior_flags(flags.pop("prior")))
     job = load_job(args.config, flags)
     if job.corpus is None or job.out is None:
         raise UsageError("fit needs a corpus and --out (on the command line or in --config)")
@@ -174,6 +177,21 @@ def format_fit(summary: dict, out: str | Path) -> str:
     lines += [f"{key}: {summary[key]}" for key in ("stopped", "returned") if key in summary]
     lines += [f"weights: {weights}{' ...' if summary['K'] > 12 else ''}", f"run directory: {out}"]
     return "\n".join(lines)
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    given = prior_flags(args.prior or [])
+    result = tune(args.corpus_dir, prior=given.get("nrm_prior", "ig"), sigma=args.nrm_sigma,
+                  epsilon=args.epsilon, obs=args.obs, obs_prior=given.get("prior"),
+                  fraction=args.fraction, max_items=args.max_items,
+                  test_fraction=args.test_fraction, seed=args.seed, a_grid=args.a_grid,
+                  tau_grid=args.tau_grid)
+    print(json.dumps(result) if args.json else format_table(result))
+    if args.out:
+        write_job(args.out, args.corpus_dir, result, args.algorithm)
+        if not args.json:
+            print(f"job file: {args.out} (bnpmix fit --config {args.out} --out RUN_DIR)")
+    return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -270,6 +288,35 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("job", metavar="JOB.toml")
     q.set_defaults(func=cmd_schedule)
 
+    p = sub.add_parser("tune", help="NRM prior hyperparameters (a, tau) by held-out predictive "
+                       "log-likelihood of ADF on a sample; writes a job file",
+                       description="ADF over a grid of a and tau on a sample of the corpus "
+                       "(Tank, Foti & Fox 2015, supplement 4.1); prints the table, best first.")
+    p.add_argument("corpus_dir")
+    p.add_argument("--prior", action="append", type=_prior, metavar="PRIOR",
+                   help="the NRM prior: dp, ig (default) or nggp; or a JSON table of "
+                   "observation-prior parameters (repeatable)")
+    p.add_argument("--nrm-sigma", type=float, help="discount sigma of an nggp prior")
+    p.add_argument("--epsilon", type=float, help="cluster creation threshold (default: "
+                   "max(sigma, 0.1))")
+    p.add_argument("--obs", choices=OBS_NAMES, help="observation model (default: the corpus's)")
+    p.add_argument("--fraction", type=float, default=0.1,
+                   help="fraction of the corpus's items sampled (default 0.1)")
+    p.add_argument("--max-items", type=_positive_int, default=20_000,
+                   help="at most this many items sampled (default 20000)")
+    p.add_argument("--test-fraction", type=float, default=0.2,
+                   help="fraction of the sample held out (default 0.2)")
+    p.add_argument("--a-grid", type=_numbers, default=A_GRID, metavar="A,A,...",
+                   help="values of a (default 1,10,100,1000)")
+    p.add_argument("--tau-grid", type=_numbers, default=TAU_GRID, metavar="T,T,...",
+                   help="values of tau (default 0.1,1,10,100,1000; ignored for dp)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", metavar="JOB.toml", help="write the best point as a job file")
+    p.add_argument("--algorithm", choices=("adf", "ep"), default="adf",
+                   help="the engine the job file runs (default adf)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(func=cmd_tune)
+
     p = sub.add_parser("evaluate", help="held-out log-likelihood, ARI and NMI (prints JSON)")
     p.add_argument("run_dir")
     p.add_argument("--heldout", required=True, metavar="CORPUS_DIR")
@@ -300,10 +347,29 @@ def add_option(parser: argparse.ArgumentParser, row: Option) -> None:
     default = "" if row.default is None or row.default == {} else f" (default {shown}"
     if row.within:
         default = (f"{default}, " if default else " (") + f"in {row.within}"
-    parser.add_argument(row.flag, dest=row.name, type=parse, choices=row.choices,
+    repeat = {"action": "append"} if row.name == "prior" else {}  # see prior_flags
+    parser.add_argument(row.flag, dest=row.name, type=parse, choices=row.choices, **repeat,
                         metavar=None if row.choices else row.name.upper(),
                         help=row.help + (f"{default}{where})" if default else (
                             f" ({where[2:]})" if where else "")))
+
+
+def _prior(text: str) -> dict[str, Any] | str:
+    try:
+        return prior_value(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def _numbers(text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(",") if v.strip())
+    except ValueError:
+        values = ()
+    if not values or not all(np.isfinite(v) and v > 0 for v in values):
+        raise argparse.ArgumentTypeError(f"expected positive numbers separated by commas, "
+                                         f"not {text!r}")
+    return values
 
 
 def _positive_int(text: str) -> int:

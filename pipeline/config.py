@@ -110,6 +110,17 @@ def split_prior(values: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def prior_flags(given: list[dict[str, Any] | str]) -> dict[str, Any]:
+    """Repeated ``--prior`` flags as option values: the tables merged in order into ``prior``,
+    and an NRM prior's name as ``nrm_prior`` (``--prior ig --prior '{"lam0": 0.5}'``)."""
+    tables = [g for g in given if isinstance(g, dict)]
+    named = [g for g in given if isinstance(g, str)]
+    if len(set(named)) > 1:
+        raise ValueError(f"--prior names more than one NRM prior: {named}")
+    out: dict[str, Any] = {"prior": {k: v for t in tables for k, v in t.items()}} if tables else {}
+    return {**out, "nrm_prior": named[0]} if named else out
+
+
 PARSERS: dict[type, Callable[[Any], Any]] = {int: _int, float: _float, str: _str}
 
 

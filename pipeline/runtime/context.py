@@ -89,13 +89,19 @@ def default_obs_name(corpus: Corpus) -> str:
     return "mult" if corpus.kind == "bow" else "gauss"
 
 
-def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> FitContext:
-    """Models with priors scaled to a sample of the data (overridable through ``model.prior``);
-    ``run`` and ``model`` are the resolved RunConfig and ModelConfig."""
-    obs_name = model.obs or default_obs_name(corpus)
+def check_obs(corpus: Corpus, obs_name: str | None) -> str:
+    """The observation model's name (None: the corpus's default); mult only for bag-of-words."""
+    obs_name = obs_name or default_obs_name(corpus)
     if (obs_name == "mult") != (corpus.kind == "bow"):
         raise BnpmixError(f"{corpus.path}: observation model {obs_name!r} does not fit a "
                           f"{corpus.kind} corpus")
+    return obs_name
+
+
+def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> FitContext:
+    """Models with priors scaled to a sample of the data (overridable through ``model.prior``);
+    ``run`` and ``model`` are the resolved RunConfig and ModelConfig."""
+    obs_name = check_obs(corpus, model.obs)
     source = BatchSource(corpus, run.cache_bytes)
     sample = source.sample(model.init_sample, np.random.default_rng(run.seed))
     try:

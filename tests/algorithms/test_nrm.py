@@ -88,3 +88,17 @@ def test_dp_predictive_of_soft_counts_equals_enumeration_of_past_assignments(n):
 def test_bad_parameters_are_refused_by_name(bad):
     with pytest.raises(ValueError, match=next(iter(bad))):
         NRM(**bad)
+
+
+@pytest.mark.parametrize("sigma", [0.25, 0.5, 0.9])
+@pytest.mark.parametrize("c", [0.01, 3.0, 1000.0])
+def test_the_rule_depends_on_a_and_tau_only_through_a_tau_to_the_sigma(sigma, c):
+    """(a c^σ, τ / c) has Û' + τ' = (Û + τ)/c (its g is g + const under U' = U/c), so w_new is
+    unchanged: the a × τ grid of `bnpmix tune` is one-dimensional in β = a τ^σ."""
+    S, m = np.array([4.2, 0.9, 2.6, 1.3]), 9.0
+    a, tau = 7.0, 2.0
+    base = NRM(a=a, tau=tau, sigma=sigma).log_predictive_probs(S, m)
+    scaled = NRM(a=a * c ** sigma, tau=tau / c, sigma=sigma).log_predictive_probs(S, m)
+    np.testing.assert_allclose(scaled, base, rtol=1e-9, atol=1e-12)
+    other = NRM(a=a * 2.0, tau=tau, sigma=sigma).log_predictive_probs(S, m)
+    assert abs(other[-1] - base[-1]) > 1e-3  # a change of β does change the rule

@@ -1,0 +1,164 @@
+"""Hyperparameters of the NRM prior by held-out predictive likelihood (``bnpmix tune``; Tank, Foti
+& Fox 2015, supplement Sec. 4.1).
+
+A sample of the corpus (``fraction`` of its items, at most ``max_items``) is split at random into
+training and test items (``test_fraction`` held out). For every point of the grid, a ∈
+{1, 10, 100, 1000} × τ ∈ {0.1, 1, 10, 100, 1000} (the DP does not depend on τ: a only), one ADF
+pass absorbs the training items in a random order and the test items are scored by the held-out
+predictive log p(x* | fit) = log Σ_{k ≤ K+1} π_k p(x* | λ_k) (algorithms/nrm_mixture.py). The
+best point is written as a job file for ``bnpmix fit --config``.
+
+The predictive rule depends on (a, τ) only through β = a τ^σ: with U' = U/c, (a c^σ, τ/c) has
+g' = g + const, so Û' + τ' = (Û + τ)/c and w_new' = w_new. Points of the grid with equal β give
+the same fit (the table shows β; the paper's 4 × 5 grid has 11 distinct values for σ = 1/2).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.special import logsumexp
+
+from bnpmix.algorithms.alloc import NRM
+from bnpmix.algorithms.ep import sweep
+from bnpmix.algorithms.nrm_mixture import NRMMixture
+from bnpmix.algorithms.obs import ObsModel, obs_class
+from bnpmix.algorithms.summary import Summary
+from bnpmix.storage import BnpmixError, Corpus
+from bnpmix.storage.atomic import write_text_atomic
+
+from .engines.nrm import NRMConfig
+from .runtime.context import check_obs, prior_keys
+from .runtime.data import BatchSource
+
+A_GRID = (1.0, 10.0, 100.0, 1000.0)
+TAU_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
+
+
+@dataclass(frozen=True)
+class Split:
+    """The sample's training items (in the order ADF absorbs them) and its test items."""
+
+    train: Any
+    test: Any
+
+
+def sample_split(corpus: Corpus, n: int, test_fraction: float, seed: int) -> Split:
+    """About ``n`` items drawn from the corpus, shuffled, the last ``test_fraction`` held out."""
+    rng = np.random.default_rng(seed)
+    X = BatchSource(corpus).sample(n, rng)
+    order = rng.permutation(X.shape[0])
+    n_test = round(test_fraction * len(order))
+    if n_test < 1 or n_test >= len(order):
+        raise BnpmixError(f"{corpus.path}: a sample of {len(order)} items cannot be split "
+                          f"{1 - test_fraction:.0%}/{test_fraction:.0%}; raise --fraction")
+    return Split(X[order[n_test:]], X[order[:n_test]])
+
+
+def heldout_score(obs: ObsModel, prior: NRM, eps: float, split: Split) -> tuple[float, int]:
+    """One ADF pass over the training items, then the mean held-out predictive log density of
+    the test items, and K."""
+    empty = Summary.zeros(np.zeros(0, np.int64), obs.stat_shapes())
+    res = sweep(split.train, obs, prior, eps, empty, None, 0, 0.0)
+    model = NRMMixture(obs, prior, res.sites.named(0).summary, split.train.shape[0], res.v)
+    return float(logsumexp(model.log_joint_predictive(split.test), axis=1).mean()), model.K
+
+
+def grid(config: NRMConfig, a_grid: Sequence[float], tau_grid: Sequence[float]
+         ) -> list[NRMConfig]:
+    """The configurations tried: a × τ, or a alone for the DP (σ = 0 ignores τ)."""
+    taus = [1.0] if config.sigma == 0 else list(tau_grid)
+    return [NRMConfig(config.nrm_prior, float(a), float(t), config.nrm_sigma, config.epsilon)
+            for a in a_grid for t in taus]
+
+
+def tune(corpus_dir: str | Path, *, prior: str = "ig", sigma: float | None = None,
+         epsilon: float | None = None, obs: str | None = None,
+         obs_prior: dict[str, Any] | None = None, fraction: float = 0.1,
+         max_items: int = 20_000, test_fraction: float = 0.2, seed: int = 0,
+         a_grid: Sequence[float] = A_GRID, tau_grid: Sequence[float] = TAU_GRID
+         ) -> dict[str, Any]:
+    """The grid's held-out scores (``rows``, best first) and the best point's options
+    (``best``: nrm_prior, nrm_a, nrm_tau, and nrm_sigma / epsilon when given)."""
+    if not 0 < fraction <= 1:
+        raise BnpmixError(f"fraction must lie in (0, 1], not {fraction}")
+    if not 0 < test_fraction < 1:
+        raise BnpmixError(f"test_fraction must lie in (0, 1), not {test_fraction}")
+    try:
+        base = NRMConfig(prior, nrm_sigma=sigma, epsilon=epsilon)
+    except ValueError as exc:
+        raise BnpmixError(str(exc)) from None
+    corpus = Corpus(corpus_dir)
+    obs_name = check_obs(corpus, obs)
+    n = max(2, min(max_items, math.ceil(fraction * corpus.n_items)))
+    split = sample_split(corpus, n, test_fraction, seed)
+    try:
+        model = obs_class(obs_name).default(split.train, **(obs_prior or {}))
+    except TypeError as exc:
+        raise BnpmixError(f"prior: {exc} (the {obs_name} model's prior parameters are "
+                          f"{prior_keys(obs_name)})") from None
+    rows = []
+    for cfg in grid(base, a_grid, tau_grid):
+        score, K = heldout_score(model, cfg.prior(), cfg.eps(), split)
+        rows.append({"nrm_a": cfg.nrm_a, "nrm_tau": cfg.nrm_tau,
+                     "beta": cfg.nrm_a * cfg.nrm_tau ** cfg.sigma,
+                     "heldout_loglik_per_item": score, "K": K})
+    rows.sort(key=lambda r: -r["heldout_loglik_per_item"])
+    best = {"nrm_prior": prior, "nrm_a": rows[0]["nrm_a"]}
+    if base.sigma > 0:
+        best["nrm_tau"] = rows[0]["nrm_tau"]
+    best.update({k: v for k, v in (("nrm_sigma", sigma), ("epsilon", epsilon)) if v is not None})
+    return {"rows": rows, "best": best, "n_train": split.train.shape[0],
+            "n_test": split.test.shape[0], "obs": obs_name, "prior": obs_prior or {}}
+
+
+def format_table(result: dict[str, Any]) -> str:
+    """The grid, best first, and the choice."""
+    lines = [f"ADF on {result['n_train']} items, scored on {result['n_test']} held out "
+             f"({result['obs']} observations)",
+             f"{'a':>8} {'tau':>8} {'a tau^sigma':>12} {'K':>6}  held-out per item"]
+    lines += [f"{r['nrm_a']:>8g} {r['nrm_tau']:>8g} {r['beta']:>12.4g} {r['K']:>6}  "
+              f"{r['heldout_loglik_per_item']:.4f}" for r in result["rows"]]
+    lines.append("best: " + ", ".join(f"{k} = {v}" for k, v in result["best"].items()))
+    return "\n".join(lines)
+
+
+def toml_value(value: Any) -> str:
+    """A TOML literal of a string, number, boolean or (nested) list of numbers."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, int | float):
+        return repr(float(value)) if isinstance(value, float) else str(value)
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(toml_value(v) for v in value) + "]"
+    raise TypeError(f"no TOML literal for {value!r}")
+
+
+def job_text(corpus_dir: str | Path, result: dict[str, Any], algorithm: str) -> str:
+    """A job file fitting the corpus with the best point (the table as comments)."""
+    lines = [f"# bnpmix tune: the best of {len(result['rows'])} points by held-out predictive "
+             "log-likelihood", *("# " + line for line in format_table(result).splitlines()),
+             f"algorithm = {toml_value(algorithm)}",
+             f"corpus = {toml_value(str(Path(corpus_dir).resolve()))}",
+             f"obs = {toml_value(result['obs'])}"]
+    lines += [f"{k} = {toml_value(v)}" for k, v in result["best"].items()]
+    if result["prior"]:
+        lines += ["[prior]", *(f"{k} = {toml_value(v)}" for k, v in result["prior"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def write_job(path: str | Path, corpus_dir: str | Path, result: dict[str, Any],
+              algorithm: str = "adf") -> Path:
+    """Write the job file atomically; an existing file is never replaced."""
+    path = Path(path)
+    if path.exists():
+        raise BnpmixError(f"{path}: exists; choose another path (nothing was written)")
+    return write_text_atomic(path, job_text(corpus_dir, result, algorithm))
