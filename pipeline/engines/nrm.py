@@ -189,7 +189,9 @@ class NRMEngine(Engine):
                           {"partitions": self.absorbed})
 
     def result(self) -> Fitted:
-        info = {"stopped": f"{self.pass_} pass{'es' if self.pass_ != 1 else ''}",
+        ep = self.pass_ - 1  # pass 0 is the ADF pass
+        info = {"stopped": "the ADF pass" + (f" and {ep} EP pass{'es' if ep != 1 else ''}"
+                                             if self.keep_sites else ""),
                 "merges": str(self.merged)}
         return Fitted(self.model(), {"loglik": self.pass_loglik}, info)
 
