@@ -318,6 +318,9 @@ class JobConfig:
                              f"not a {type(self.engine).__name__}")
         for cfg in (self.run, self.model, self.engine):
             check_ranges(cfg)
+        if self.run.restarts > 1 and not engine_class(self.algorithm).random:
+            raise RangeError("restarts", f"restarts: {self.algorithm} does not depend on the "
+                             "seed, so every restart would be the same run")
 
     def to_dict(self) -> dict[str, Any]:
         return {"algorithm": self.algorithm, "run": dataclasses.asdict(self.run),

@@ -95,6 +95,7 @@ class NRMEngine(Engine):
     the driver's combination of a sweep, merges and the fitted model."""
 
     keep_sites = False
+    random = False  # items are absorbed in corpus order: the seed changes nothing
 
     def start(self) -> None:
         ctx = self.ctx

@@ -68,6 +68,7 @@ class Engine(ABC):
     name: ClassVar[str]
     Config: ClassVar[type]
     summary: ClassVar[str] = ""  # one line for --help
+    random: ClassVar[bool] = True  # its result depends on the seed (else --restarts is pointless)
 
     def __init__(self, ctx: FitContext, cfg: Any) -> None:
         self.ctx = ctx

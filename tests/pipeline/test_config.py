@@ -222,3 +222,11 @@ def test_bad_prior_values_are_errors_naming_the_parameter(tmp_path, prior, messa
     with pytest.raises(BnpmixError, match="prior: " + message):
         fit(tmp_path / "c", tmp_path / "run", job_config(laps=1, prior=prior))
     assert not (tmp_path / "run").exists()
+
+
+@pytest.mark.parametrize("algorithm", ["adf", "ep"])
+def test_restarts_of_an_engine_that_ignores_the_seed_are_refused(algorithm):
+    with pytest.raises(BnpmixError, match=r"restarts: .* does not depend on the seed"):
+        job_config(algorithm=algorithm, restarts=2)
+    assert job_config(algorithm=algorithm, restarts=1).run.restarts == 1
+    assert job_config(algorithm="memo", restarts=2).run.restarts == 2
