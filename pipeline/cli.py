@@ -23,7 +23,7 @@ from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.pipeline.jobfile import load_job
 from bnpmix.pipeline.runtime.progress import Progress
 from bnpmix.pipeline.schedule import scheduled_run
-from bnpmix.pipeline.tune import A_GRID, TAU_GRID, format_table, tune, write_job
+from bnpmix.pipeline.tune import A_GRID, SCALE_GRID, TAU_GRID, format_table, tune, write_job
 from bnpmix.storage import (
     DEFAULT_PARTITION_ROWS,
     BnpmixError,
@@ -133,7 +133,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
     flags = {o.name: getattr(args, o.name) for o in options() if o.name != "corpus"}
     flags["corpus"] = args.corpus_dir
     if flags["prior"] is not None:
-        flags.update(prior_flags(flags.pop("prior")))
+        given = prior_flags(flags.pop("prior"))
+        if "nrm_prior" in given and flags["nrm_prior"] is not None:
+            raise UsageError(f"--prior {given['nrm_prior']} and --nrm-prior "
+                             f"{flags['nrm_prior']} both name the NRM prior; give one")
+        flags.update(given)
     job = load_job(args.config, flags)
     if job.corpus is None or job.out is None:
         raise UsageError("fit needs a corpus and --out (on the command line or in --config)")
@@ -185,7 +189,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
                   epsilon=args.epsilon, obs=args.obs, obs_prior=given.get("prior"),
                   fraction=args.fraction, max_items=args.max_items,
                   test_fraction=args.test_fraction, seed=args.seed, a_grid=args.a_grid,
-                  tau_grid=args.tau_grid)
+                  tau_grid=args.tau_grid, scale_grid=args.scale_grid)
     print(json.dumps(result) if args.json else format_table(result))
     if args.out:
         write_job(args.out, args.corpus_dir, result, args.algorithm)
@@ -310,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="values of a (default 1,10,100,1000)")
     p.add_argument("--tau-grid", type=_numbers, default=TAU_GRID, metavar="T,T,...",
                    help="values of tau (default 0.1,1,10,100,1000; ignored for dp)")
+    p.add_argument("--scale-grid", type=_numbers, default=SCALE_GRID, metavar="S,S,...",
+                   help="Gaussian priors' scale values (default 0.1,0.3,1; not searched when "
+                   "--prior sets scale)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", metavar="JOB.toml", help="write the best point as a job file")
     p.add_argument("--algorithm", choices=("adf", "ep"), default="adf",

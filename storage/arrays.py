@@ -69,6 +69,11 @@ class ArrayFile(Mapping[str, np.ndarray]):
         prefix = prefix.rstrip("/")
         return {leaf: self[f"{prefix}/{leaf}"] for leaf in self._groups.get(prefix, [])}
 
+    def tree(self, prefix: str) -> dict[str, np.ndarray]:
+        """The arrays named ``prefix/...`` at any depth, keyed by the rest of their names."""
+        head = prefix.rstrip("/") + "/"
+        return {n[len(head):]: self[n] for n in self._names if n.startswith(head)}
+
     def close(self) -> None:
         self._npz.close()
 

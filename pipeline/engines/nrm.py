@@ -99,6 +99,7 @@ class NRMEngine(Engine):
 
     def start(self) -> None:
         ctx = self.ctx
+        self.store: StateStore[Sites] = StateStore(SITES, ctx.summary_bytes)
         self.prior, self.eps = self.cfg.prior(), self.cfg.eps()
         if self.cfg.merge_threshold > 0 and ctx.obs.name != "mult":
             raise BnpmixError(f"merge_threshold: merges compare word distributions; the "
@@ -110,7 +111,6 @@ class NRMEngine(Engine):
         keys = self._keys()
         self.todo = [p for p in range(ctx.corpus.n_partitions) if keys[p] not in self.absorbed]
         self.pos, self.pass_, self.loglik, self.pass_loglik, self.merged = 0, 0, 0.0, 0.0, 0
-        self.store: StateStore[Sites] = StateStore(SITES, ctx.summary_bytes)
 
     def _keys(self) -> list[list[str]]:
         return [[p.file, p.sha256] for p in self.ctx.corpus.manifest.partitions]
@@ -119,8 +119,10 @@ class NRMEngine(Engine):
         ctx = self.ctx
         model = read_model(ctx.warm_start)
         if not isinstance(model, NRMMixture) or model.obs.name != ctx.obs.name:
+            kind = "an adf/ep" if isinstance(model, NRMMixture) else "a variational"
             raise BnpmixError(f"{ctx.warm_start}: warm start of {self.name} needs an adf model "
-                              f"with {ctx.obs.name} observations")
+                              f"with {ctx.obs.name} observations, not {kind} model with "
+                              f"{model.obs.name} observations")
         if self.keep_sites:
             raise BnpmixError(f"{ctx.warm_start}: ep keeps every item's site and cannot start "
                               "from a model; warm-start adf instead")
@@ -223,7 +225,7 @@ class NRMEngine(Engine):
         self.pass_loglik = float(meta["pass_loglik"])
         self.store = StateStore(SITES, self.ctx.summary_bytes)
         for key in meta["stored"]:
-            self.store.put(int(key), Sites.from_arrays(arrays.group(f"store/{key}")))
+            self.store.put(int(key), Sites.from_arrays(arrays.tree(f"store/{key}")))
 
     def close(self) -> None:
         self.store.close()

@@ -90,7 +90,7 @@ def restarts(ckpt: ArrayFile, ctx: FitContext) -> tuple[int, Best | None]:
         kept = meta["best"]
         if kept is None:
             return int(meta["restart"]), None
-        model = READERS[kept["model"].get("kind", "mixture")](ckpt.group(BEST), kept["model"])
+        model = READERS[kept["model"].get("kind", "mixture")](ckpt.tree(BEST), kept["model"])
         fitted = Fitted(model, dict(kept["objective"]), dict(kept["info"]))
         return int(meta["restart"]), Best(int(kept["restart"]), fitted, list(kept["trace"]),
                                           int(kept["laps"]), list(kept["objectives"]))
