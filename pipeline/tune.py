@@ -6,7 +6,9 @@ training and test items (``test_fraction`` held out). For every point of the gri
 {1, 10, 100, 1000} × τ ∈ {0.1, 1, 10, 100, 1000} (the DP does not depend on τ: a only), one ADF
 pass absorbs the training items in a random order and the test items are scored by the held-out
 predictive log p(x* | fit) = log Σ_{k ≤ K+1} π_k p(x* | λ_k) (algorithms/nrm_mixture.py). The
-best point is written as a job file for ``bnpmix fit --config``.
+best point is written as a job file for ``bnpmix fit --config``. For Gaussian observations the
+prior's ``scale`` (E[Σ] as a fraction of the data's covariance) is searched too, over
+{0.1, 0.3, 1}, unless given: ADF's greedy creation of clusters depends on it more than on a.
 
 The predictive rule depends on (a, τ) only through β = a τ^σ: with U' = U/c, (a c^σ, τ/c) has
 g' = g + const, so Û' + τ' = (Û + τ)/c and w_new' = w_new. Points of the grid with equal β give
@@ -39,6 +41,7 @@ from .runtime.data import BatchSource
 
 A_GRID = (1.0, 10.0, 100.0, 1000.0)
 TAU_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
+SCALE_GRID = (0.1, 0.3, 1.0)  # Gaussian priors' E[Σ] as a fraction of the data's covariance
 
 
 @dataclass(frozen=True)
@@ -82,10 +85,11 @@ def tune(corpus_dir: str | Path, *, prior: str = "ig", sigma: float | None = Non
          epsilon: float | None = None, obs: str | None = None,
          obs_prior: dict[str, Any] | None = None, fraction: float = 0.1,
          max_items: int = 20_000, test_fraction: float = 0.2, seed: int = 0,
-         a_grid: Sequence[float] = A_GRID, tau_grid: Sequence[float] = TAU_GRID
-         ) -> dict[str, Any]:
+         a_grid: Sequence[float] = A_GRID, tau_grid: Sequence[float] = TAU_GRID,
+         scale_grid: Sequence[float] = SCALE_GRID) -> dict[str, Any]:
     """The grid's held-out scores (``rows``, best first) and the best point's options
-    (``best``: nrm_prior, nrm_a, nrm_tau, and nrm_sigma / epsilon when given)."""
+    (``best``: nrm_prior, nrm_a, nrm_tau, and nrm_sigma / epsilon when given; ``prior``: the
+    observation prior, with the best ``scale`` for Gaussians)."""
     if not 0 < fraction <= 1:
         raise BnpmixError(f"fraction must lie in (0, 1], not {fraction}")
     if not 0 < test_fraction < 1:
@@ -98,34 +102,44 @@ def tune(corpus_dir: str | Path, *, prior: str = "ig", sigma: float | None = Non
     obs_name = check_obs(corpus, obs)
     n = max(2, min(max_items, math.ceil(fraction * corpus.n_items)))
     split = sample_split(corpus, n, test_fraction, seed)
-    try:
-        model = obs_class(obs_name).default(split.train, **(obs_prior or {}))
-    except TypeError as exc:
-        raise BnpmixError(f"prior: {exc} (the {obs_name} model's prior parameters are "
-                          f"{prior_keys(obs_name)})") from None
+    obs_prior = dict(obs_prior or {})
+    scales = list(scale_grid) if "scale" in prior_keys(obs_name) and "scale" not in obs_prior \
+        else [None]
     rows = []
-    for cfg in grid(base, a_grid, tau_grid):
-        score, K = heldout_score(model, cfg.prior(), cfg.eps(), split)
-        rows.append({"nrm_a": cfg.nrm_a, "nrm_tau": cfg.nrm_tau,
-                     "beta": cfg.nrm_a * cfg.nrm_tau ** cfg.sigma,
-                     "heldout_loglik_per_item": score, "K": K})
+    for scale in scales:
+        given = obs_prior if scale is None else {**obs_prior, "scale": scale}
+        try:
+            model = obs_class(obs_name).default(split.train, **given)
+        except TypeError as exc:
+            raise BnpmixError(f"prior: {exc} (the {obs_name} model's prior parameters are "
+                              f"{prior_keys(obs_name)})") from None
+        for cfg in grid(base, a_grid, tau_grid):
+            score, K = heldout_score(model, cfg.prior(), cfg.eps(), split)
+            rows.append({"nrm_a": cfg.nrm_a, "nrm_tau": cfg.nrm_tau,
+                         "beta": cfg.nrm_a * cfg.nrm_tau ** cfg.sigma, "scale": scale,
+                         "heldout_loglik_per_item": score, "K": K})
     rows.sort(key=lambda r: -r["heldout_loglik_per_item"])
-    best = {"nrm_prior": prior, "nrm_a": rows[0]["nrm_a"]}
+    top = rows[0]
+    best = {"nrm_prior": prior, "nrm_a": top["nrm_a"]}
     if base.sigma > 0:
-        best["nrm_tau"] = rows[0]["nrm_tau"]
+        best["nrm_tau"] = top["nrm_tau"]
     best.update({k: v for k, v in (("nrm_sigma", sigma), ("epsilon", epsilon)) if v is not None})
+    if top["scale"] is not None:
+        obs_prior["scale"] = top["scale"]
     return {"rows": rows, "best": best, "n_train": split.train.shape[0],
-            "n_test": split.test.shape[0], "obs": obs_name, "prior": obs_prior or {}}
+            "n_test": split.test.shape[0], "obs": obs_name, "prior": obs_prior}
 
 
 def format_table(result: dict[str, Any]) -> str:
     """The grid, best first, and the choice."""
     lines = [f"ADF on {result['n_train']} items, scored on {result['n_test']} held out "
              f"({result['obs']} observations)",
-             f"{'a':>8} {'tau':>8} {'a tau^sigma':>12} {'K':>6}  held-out per item"]
-    lines += [f"{r['nrm_a']:>8g} {r['nrm_tau']:>8g} {r['beta']:>12.4g} {r['K']:>6}  "
+             f"{'a':>8} {'tau':>8} {'a tau^sigma':>12} {'scale':>6} {'K':>6}  held-out per item"]
+    lines += [f"{r['nrm_a']:>8g} {r['nrm_tau']:>8g} {r['beta']:>12.4g} "
+              f"{'-' if r['scale'] is None else format(r['scale'], 'g'):>6} {r['K']:>6}  "
               f"{r['heldout_loglik_per_item']:.4f}" for r in result["rows"]]
-    lines.append("best: " + ", ".join(f"{k} = {v}" for k, v in result["best"].items()))
+    chosen = {**result["best"], **{f"prior.{k}": v for k, v in result["prior"].items()}}
+    lines.append("best: " + ", ".join(f"{k} = {v}" for k, v in chosen.items()))
     return "\n".join(lines)
 
 

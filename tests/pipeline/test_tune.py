@@ -130,5 +130,13 @@ def test_a_dense_corpus_is_tuned_with_gaussians(tmp_path):
     result = tune(tmp_path / "d", prior="dp", fraction=1.0, a_grid=(1.0, 10.0))
     assert result["obs"] == "gauss" and all(np.isfinite(r["heldout_loglik_per_item"])
                                             for r in result["rows"])
+    # the Gaussian prior's scale is searched too, and the best one goes into the job's [prior]
+    assert sorted((r["nrm_a"], r["scale"]) for r in result["rows"]) == [
+        (a, s) for a in (1.0, 10.0) for s in (0.1, 0.3, 1.0)]
+    assert result["prior"] == {"scale": result["rows"][0]["scale"]}
+    assert len({r["heldout_loglik_per_item"] for r in result["rows"]}) > 2
+    fixed = tune(tmp_path / "d", prior="dp", fraction=1.0, a_grid=(1.0,),
+                 obs_prior={"scale": 0.5})
+    assert [r["scale"] for r in fixed["rows"]] == [None] and fixed["prior"] == {"scale": 0.5}
     with pytest.raises(BnpmixError, match="cannot be split"):
         tune(tmp_path / "d", fraction=0.005)
