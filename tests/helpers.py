@@ -2,10 +2,69 @@
 
 from __future__ import annotations
 
+import os
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
+
+DASK = str(Path(sys.executable).parent / "dask")  # the `dask` command of this environment
+ENV = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class DaskCluster:
+    """A scheduler and two single-threaded workers, each its own process, on loopback."""
+
+    def __init__(self) -> None:
+        port = free_port()
+        self.address = f"tcp://127.0.0.1:{port}"
+        self.scheduler = subprocess.Popen(
+            [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
+             "--dashboard-address", "127.0.0.1:0"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+        self.workers = [self.start_worker() for _ in range(2)]
+        self.wait_for_workers(2)
+
+    def start_worker(self) -> subprocess.Popen:
+        return subprocess.Popen(
+            [DASK, "worker", self.address, "--nthreads", "1",
+             "--host", "127.0.0.1", "--no-dashboard", "--death-timeout", "30"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+
+    def wait_for_workers(self, n: int) -> None:
+        from distributed import Client
+
+        deadline = time.time() + 60
+        while True:
+            try:
+                with Client(self.address, timeout="5s") as client:
+                    client.wait_for_workers(n, timeout=60)
+                    return
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def close(self) -> None:
+        for proc in [*self.workers, self.scheduler]:  # only the processes started here
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in [*self.workers, self.scheduler]:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
 
 
 def write_docword(path: Path, X: sp.csr_matrix, vocab: list[str] | None = None) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -17,17 +16,10 @@ import pandas as pd
 import pytest
 
 from bnpmix.storage import RunDir, ingest_array
+from helpers import DASK, ENV, DaskCluster, free_port
 
 pytestmark = pytest.mark.integration
 
-DASK = str(Path(sys.executable).parent / "dask")  # the `dask` command of this environment
-ENV = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def bnpmix(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -38,51 +30,6 @@ def bnpmix(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
 def start_bnpmix(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "bnpmix", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=ENV)
-
-
-class DaskCluster:
-    """A scheduler and two single-threaded workers, each its own process, on loopback."""
-
-    def __init__(self) -> None:
-        port = free_port()
-        self.address = f"tcp://127.0.0.1:{port}"
-        self.scheduler = subprocess.Popen(
-            [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
-             "--dashboard-address", "127.0.0.1:0"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-        self.workers = [self.start_worker() for _ in range(2)]
-        self.wait_for_workers(2)
-
-    def start_worker(self) -> subprocess.Popen:
-        return subprocess.Popen(
-            [DASK, "worker", self.address, "--nthreads", "1",
-             "--host", "127.0.0.1", "--no-dashboard", "--death-timeout", "30"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-
-    def wait_for_workers(self, n: int) -> None:
-        from distributed import Client
-
-        deadline = time.time() + 60
-        while True:
-            try:
-                with Client(self.address, timeout="5s") as client:
-                    client.wait_for_workers(n, timeout=60)
-                    return
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.2)
-
-    def close(self) -> None:
-        for proc in [*self.workers, self.scheduler]:  # only the processes started here
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in [*self.workers, self.scheduler]:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
 
 
 @pytest.fixture(scope="module")

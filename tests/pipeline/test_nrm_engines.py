@@ -8,7 +8,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import time
@@ -21,7 +20,7 @@ from scipy.special import gammaln, logsumexp
 
 from bnpmix.algorithms.summary import Delete
 from bnpmix.storage import Corpus, RunDir, ingest_array
-from helpers import engine_for, write_docword
+from helpers import ENV, DaskCluster, engine_for, write_docword
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "nrm_data.py"
 _spec = importlib.util.spec_from_file_location("nrm_data", _PATH)
@@ -29,8 +28,6 @@ nrm_data = importlib.util.module_from_spec(_spec)
 sys.modules["nrm_data"] = nrm_data  # dataclasses look the module up by name
 _spec.loader.exec_module(nrm_data)
 
-DASK = str(Path(sys.executable).parent / "dask")
-ENV = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
 TOL = 1e-9
 
 
@@ -238,51 +235,14 @@ def test_ep_sums_equal_the_stored_sites_and_the_data_after_every_pass(small_corp
 
 # 2. Dask equals threads ----------------------------------------------------------------------
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def stop(*procs: subprocess.Popen) -> None:
-    """End processes this module started, by their handles, in the order given."""
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @pytest.fixture(scope="module")
 def dask_address():
     """A `dask scheduler` and two single-threaded `dask worker` processes on 127.0.0.1."""
-    from distributed import Client
-
-    port = free_port()
-    address = f"tcp://127.0.0.1:{port}"
-    procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                               "--dashboard-address", "127.0.0.1:0"],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)]
+    cluster = DaskCluster()
     try:
-        procs += [subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--host",
-                                    "127.0.0.1", "--no-dashboard", "--death-timeout", "30"],
-                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-                  for _ in range(2)]
-        deadline = time.time() + 60
-        while True:
-            try:
-                with Client(address, timeout="5s") as client:
-                    client.wait_for_workers(2, timeout=60)
-                break
-            except OSError:
-                assert time.time() < deadline, "the Dask cluster did not come up"
-                time.sleep(0.2)
-        yield address
+        yield cluster.address
     finally:
-        stop(*procs[1:], procs[0])  # the workers, then the scheduler
+        cluster.close()
 
 
 @pytest.mark.integration
