@@ -175,9 +175,10 @@ class NRMEngine(Engine):
         """Merges (when asked) and the pass's trace."""
         if self.cfg.merge_threshold > 0 and self.total.K > 1:
             means = self.ctx.obs.means(self.ctx.obs.post(self.total.N, self.total.stats))
+            uids = self.total.uids.copy()  # the pairs' positions: each merge removes a row
             touched: set[int] = set()
             for i, j, _ in hellinger_pairs(means, self.cfg.merge_threshold):
-                a, b = int(self.total.uids[i]), int(self.total.uids[j])
+                a, b = int(uids[i]), int(uids[j])
                 if a not in touched and b not in touched:
                     touched.update((a, b))
                     self._move(Pool(a, b))

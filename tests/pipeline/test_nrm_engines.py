@@ -526,3 +526,23 @@ def test_evaluate_reports_the_bag_of_words_scale(tmp_path, small_corpora, algori
     np.testing.assert_allclose(out["heldout_loglik_per_item"], logsumexp(logp, axis=1).mean(),
                                rtol=1e-9)
     assert -1 <= out["ari"] <= 1 and 0 <= out["nmi"] <= 1
+
+
+def test_merges_pool_the_clusters_whose_word_distributions_agree(tmp_path):
+    """Six one-word documents A, A, B, C, B, D, each its own cluster (a = 1e6): merging at
+    Hellinger 0.2 pools the two As and the two Bs, never C with D (a merge once looked its pairs
+    up in the already shrunken list of clusters)."""
+    words = [0, 0, 1, 2, 1, 3]
+    X = np.zeros((6, 4))
+    X[np.arange(6), words] = 10
+    write_docword(tmp_path / "docword.w.txt", X)
+    assert ok(bnpmix("ingest", tmp_path / "docword.w.txt", tmp_path / "c"))
+    engine = engine_for(tmp_path / "c", algorithm="adf", nrm_prior="dp", nrm_a=1e6,
+                        epsilon=0.1, merge_threshold=0.2, prior={"lam0": 0.01})
+    while not engine.done:
+        engine.step()
+    assert engine.merged == 2
+    means = engine.ctx.obs.means(engine.ctx.obs.post(engine.total.N, engine.total.stats))
+    top = means.argmax(axis=1)
+    assert sorted(zip(top.tolist(), engine.total.N.round(9).tolist(), strict=True)) == [
+        (0, 2.0), (1, 2.0), (2, 1.0), (3, 1.0)]
