@@ -158,8 +158,8 @@ class DaskExecutor(Executor):
                               f"{self.retries} retries: {type(exc).__name__}: {exc}") from exc
 
     def _scheduler_alive(self) -> bool:
-        try:
-            self.client.scheduler_info()  # a round trip to the scheduler
+        try:  # a round trip (Client.scheduler_info() swallows OSError and returns its cache)
+            self.client.sync(self.client.scheduler.identity, n_workers=0)
         except Exception:
             return False
         return True
