@@ -129,7 +129,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_fit(args: argparse.Namespace) -> int:
+def fit_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """`fit`'s flags as option values (None: not given); repeated --prior flags combined."""
     flags = {o.name: getattr(args, o.name) for o in options() if o.name != "corpus"}
     flags["corpus"] = args.corpus_dir
     if flags["prior"] is not None:
@@ -138,6 +139,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
             raise UsageError(f"--prior {given['nrm_prior']} and --nrm-prior "
                              f"{flags['nrm_prior']} both name the NRM prior; give one")
         flags.update(given)
+    return flags
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    flags = fit_flags(args)
     job = load_job(args.config, flags)
     if job.corpus is None or job.out is None:
         raise UsageError("fit needs a corpus and --out (on the command line or in --config)")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bnpmix.pipeline.cli import build_parser
+from bnpmix.pipeline.cli import build_parser, fit_flags
 from bnpmix.pipeline.config import JobConfig, options, resolve
 from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.pipeline.jobfile import load_job, read_job
@@ -92,9 +92,8 @@ def test_each_option_is_a_flag_a_job_key_and_a_resolved_value(row, tmp_path):
     if row.name != "corpus":
         args = build_parser().parse_args(["fit", "c", "--out", "o", *base, row.flag,
                                           as_text(value)])
-        assert getattr(args, row.name) == value
-        flags = {r.name: getattr(args, r.name) for r in ROWS if r.name != "corpus"}
-        flags["corpus"] = "c"
+        flags = fit_flags(args)  # a repeatable --prior arrives as a list of values
+        assert flags[row.name] == value
         flags.update(companion)
         assert resolved(load_job(None, flags).config, row) == value
     # 2. a job file
