@@ -11,15 +11,22 @@ S_k = Σ_i q_ik and λ_k = λ_0 + Σ_i q_ik t(x_i) hold exactly over what was ab
 
 ``Clusters`` is the state ADF and EP (ep.py) share: component ids, soft counts S and the one-item
 predictive states of the observation model, built from a Summary (S = N, λ = λ_0 + stats).
+
+A sweep reads its items by position from a form prepared once (``prepare``): Mult's Docs (each
+document's words, counts and length extracted and checked once per partition), other models row
+by row through the one-item interface (Rows). Per item, the K clusters are scored in one
+vectorised predictive, the new cluster's term (the prior's predictive, fixed within a sweep) is
+read from one computation for the whole partition, and q is absorbed into every cluster with
+q_k > 0 in one fancy-indexed update.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
 from .alloc.nrm import NRM
 from .obs.base import Arrays, Data, ObsModel
@@ -28,10 +35,47 @@ from .summary import Summary
 TINY = 1e-10  # responsibilities below this are not absorbed
 
 
+class Rows:
+    """Items read one row at a time through the observation model's one-item interface
+    (predictive_logpdf_state, absorb, remove): how a sweep reads the items of a model that has
+    no ``prepare`` of its own (Mult has: its Docs are read the same way, by position)."""
+
+    def __init__(self, obs: ObsModel, X: Data) -> None:
+        self.obs, self.X, self.n = obs, X, X.shape[0]
+
+    def loglik(self, state: Arrays, i: int) -> np.ndarray:
+        """Item i's predictive log density under each component of ``state``: (K,)."""
+        return self.obs.predictive_logpdf_state(state, self.X[i:i + 1])[0]
+
+    def logliks(self, state: Arrays) -> np.ndarray:
+        """Every item's predictive log density under each component: (n, K)."""
+        return self.obs.predictive_logpdf_state(state, self.X)
+
+    def absorb(self, state: Arrays, i: int, ks: np.ndarray, ws: np.ndarray) -> None:
+        x = self.X[i:i + 1]
+        for k, w in zip(ks.tolist(), ws.tolist(), strict=True):
+            self.obs.absorb(state, k, x, w)
+
+    def remove(self, state: Arrays, i: int, ks: np.ndarray, ws: np.ndarray) -> None:
+        x = self.X[i:i + 1]
+        for k, w in zip(ks.tolist(), ws.tolist(), strict=True):
+            self.obs.remove(state, k, x, w)
+
+
+def prepare(obs: ObsModel, X: Data) -> Any:
+    """The rows of X as the one-item path reads them, by position: the model's own prepared
+    form when it has one (``obs.prepare``: Mult's Docs, checked and converted once), else Rows."""
+    own = getattr(obs, "prepare", None)
+    return own(X) if own is not None else Rows(obs, X)
+
+
 @dataclass
 class Clusters:
     """The clusters an item meets: ids, soft counts S_k, the one-item predictive states (first
-    axis = cluster) and the last mode v* = log Û (the next Newton start)."""
+    axis = cluster) and the last mode v* = log Û (the next Newton start).
+
+    The methods taking ``(items, i)`` read item i of a prepared partition (``prepare``); those
+    taking ``x`` (one row) prepare it first."""
 
     obs: ObsModel
     prior: NRM
@@ -56,46 +100,84 @@ class Clusters:
     def K(self) -> int:
         return len(self.S)
 
+    def new_logliks(self, items: Any) -> np.ndarray:
+        """Every item's predictive log density under the prior (a new cluster's), (n,): it does
+        not change during a sweep, so it is computed for the whole partition at once."""
+        return items.logliks(self._new)[:, 0]
+
     def log_rho(self, x: Data, m: float) -> np.ndarray:
         """log ρ of the K clusters and, last, of a new one (main Eq. 15), Û from m items."""
-        w, w_new, v = self.prior.predictive(self.S, m, v0=self.v)
-        if not math.isnan(v) and v > -math.inf:
-            self.v = v
+        return self.log_rho_at(prepare(self.obs, x), 0, m)
+
+    def log_rho_at(self, items: Any, i: int, m: float, new: float | None = None) -> np.ndarray:
+        """log_rho of item i of ``items``; ``new`` is its log density under the prior when
+        known (``new_logliks``)."""
         with np.errstate(divide="ignore"):
-            logw = np.log(np.append(w, w_new))
-        loglik = np.concatenate([self.obs.predictive_logpdf_state(self.state, x)[0],
-                                 self.obs.predictive_logpdf_state(self._new, x)[0]])
-        return logw + loglik
+            rho, rho_new = self._rho(items, i, m, new)
+        return np.append(rho, rho_new)
+
+    def _rho(self, items: Any, i: int, m: float, new: float | None) -> tuple[np.ndarray, float]:
+        """log ρ_k (K,) and log ρ_new. Callers silence numpy's divide warning: w_k = 0 (S_k ≤
+        σ) gives log ρ_k = −inf."""
+        w, w_new, v = self.prior.predictive(self.S, m, v0=self.v)
+        if v > -math.inf:  # not nan (the DP), not −inf (nothing absorbed yet)
+            self.v = v
+        rho = items.loglik(self.state, i)
+        rho += np.log(w)
+        if new is None:
+            new = items.loglik(self._new, i)[0]
+        return rho, math.log(w_new) + new
 
     def responsibilities(self, x: Data, m: float, eps: float, uid: int
                          ) -> tuple[np.ndarray, float]:
         """q over the clusters for item x (creating cluster ``uid`` when q_new > ε, else
         renormalising over the K), entries below TINY zeroed; and log Σ_k ρ_k, the item's
         one-step-ahead predictive log density."""
+        with np.errstate(divide="ignore"):
+            return self.responsibilities_at(prepare(self.obs, x), 0, m, eps, uid)
+
+    def responsibilities_at(self, items: Any, i: int, m: float, eps: float, uid: int,
+                            new: float | None = None) -> tuple[np.ndarray, float]:
+        """responsibilities of item i of ``items`` (``new`` as in log_rho_at), for callers
+        that silence numpy's divide warning (as a sweep does once for all its items)."""
         if self.K == 0:
             self.create(uid)
             return np.ones(1), math.nan
-        log_rho = self.log_rho(x, m)
-        total = float(logsumexp(log_rho))
-        q = np.exp(log_rho - total)
-        if q[-1] > eps:
+        e, rho_new = self._rho(items, i, m, new)
+        top = max(float(e.max()), rho_new)
+        e -= top
+        np.exp(e, out=e)  # ρ_k / max ρ
+        e_new = math.exp(rho_new - top)
+        kept = float(e.sum())
+        mass = kept + e_new
+        if e_new > eps * mass:  # q_new > ε: q = (e, e_new) / mass
             self.create(uid)
-        else:
-            q = q[:-1] / q[:-1].sum()
-        q = np.where(q < TINY, 0.0, q)
-        return q / q.sum(), total
+            e, scale = np.append(e, e_new), mass
+        else:  # q_new dropped: q = e / kept, over the K
+            scale = kept
+        e[e < TINY * scale] = 0.0  # q_k < TINY
+        e /= e.sum()
+        return e, top + math.log(mass)
 
     def add(self, x: Data, q: np.ndarray) -> None:
         """Every cluster absorbs q_k t(x); S += q."""
-        for k in np.flatnonzero(q):
-            self.obs.absorb(self.state, int(k), x, float(q[k]))
-        self.S = self.S + q
+        self.add_at(prepare(self.obs, x), 0, q)
+
+    def add_at(self, items: Any, i: int, q: np.ndarray) -> None:
+        """add for item i of ``items``: one update of the clusters with q_k > 0."""
+        ks = q.nonzero()[0]
+        items.absorb(self.state, i, ks, q[ks])
+        self.S += q
 
     def take(self, x: Data, q: np.ndarray) -> None:
         """The inverse of add: every cluster gives back q_k t(x); S -= q."""
-        for k in np.flatnonzero(q):
-            self.obs.remove(self.state, int(k), x, float(q[k]))
-        self.S = self.S - q
+        self.take_at(prepare(self.obs, x), 0, q)
+
+    def take_at(self, items: Any, i: int, q: np.ndarray) -> None:
+        """take for item i of ``items``."""
+        ks = q.nonzero()[0]
+        items.remove(self.state, i, ks, q[ks])
+        self.S -= q
 
     def create(self, uid: int) -> None:
         """A new cluster with S = 0 and the prior's posterior."""
@@ -113,8 +195,16 @@ class Clusters:
 def adf_step(cl: Clusters, x: Data, m: int, eps: float, uid: int) -> tuple[np.ndarray, float]:
     """Absorb item x, the (m+1)-th: its responsibilities over the clusters after the step (a
     created cluster, id ``uid``, is the last) and its one-step-ahead predictive log density."""
-    q, loglik = cl.responsibilities(x, m, eps, uid)
-    cl.add(x, q)
+    with np.errstate(divide="ignore"):
+        return adf_step_at(cl, prepare(cl.obs, x), 0, m, eps, uid)
+
+
+def adf_step_at(cl: Clusters, items: Any, i: int, m: int, eps: float, uid: int,
+                new: float | None = None) -> tuple[np.ndarray, float]:
+    """adf_step for item i of prepared ``items`` (``new``: its log density under the prior;
+    the caller silences numpy's divide warning, see responsibilities_at)."""
+    q, loglik = cl.responsibilities_at(items, i, m, eps, uid, new)
+    cl.add_at(items, i, q)
     return q, loglik
 
 
@@ -131,5 +221,8 @@ def adf_pass(obs: ObsModel, prior: NRM, X: Data, eps: float) -> tuple[Clusters, 
     clusters and each item's responsibilities."""
     check_epsilon(eps, prior)
     cl = Clusters(obs, prior)
-    qs = [adf_step(cl, X[i:i + 1], i, eps, cl.K)[0] for i in range(X.shape[0])]
+    items = prepare(obs, X)
+    new = cl.new_logliks(items)
+    with np.errstate(divide="ignore"):
+        qs = [adf_step_at(cl, items, i, i, eps, cl.K, new[i])[0] for i in range(items.n)]
     return cl, qs

@@ -20,11 +20,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
-from .adf import TINY, Clusters, adf_step, check_epsilon
+from .adf import TINY, Clusters, adf_step_at, check_epsilon, prepare
 from .alloc.nrm import NRM
 from .obs.base import Data, ObsModel
 from .summary import Delete, Pool, Summary
@@ -134,46 +135,96 @@ def ep_step(cl: Clusters, x: Data, old: np.ndarray, m: float, eps: float, uid: i
     update with Û at m = N − 1 (a created cluster, id ``uid``, is appended), restore. Returns
     the new site over the clusters after the step, the cavity predictive log density, and the
     mask of the clusters that survive (S_k ≥ ε); the caller drops the others."""
-    cl.take(x, old)
-    q, loglik = cl.responsibilities(x, m, eps, uid)
-    cl.add(x, q)
+    with np.errstate(divide="ignore"):
+        return ep_step_at(cl, prepare(cl.obs, x), 0, old, m, eps, uid)
+
+
+def ep_step_at(cl: Clusters, items: Any, i: int, old: np.ndarray, m: float, eps: float,
+               uid: int, new: float | None = None) -> tuple[np.ndarray, float, np.ndarray]:
+    """ep_step for item i of prepared ``items`` (``new``: its log density under the prior;
+    the caller silences numpy's divide warning, see Clusters.responsibilities_at)."""
+    cl.take_at(items, i, old)
+    q, loglik = cl.responsibilities_at(items, i, m, eps, uid, new)
+    cl.add_at(items, i, q)
     return q, loglik, eps <= cl.S
+
+
+class _Columns:
+    """Where each stored site entry of a partition sits among the current clusters, kept up to
+    date as clusters are dropped (created ones are appended and stored sites never name them):
+    the columns of the sweep's first clusters, mapped through every drop since."""
+
+    def __init__(self, first: np.ndarray, stored: np.ndarray) -> None:
+        order = np.argsort(first, kind="stable")
+        at = np.minimum(np.searchsorted(first[order], stored), max(len(first) - 1, 0))
+        found = (first[order][at] == stored) if len(first) else np.zeros(len(stored), bool)
+        self.entry = np.where(found, order[at] if len(first) else -1, -1)  # -1: not a cluster
+        self.now = np.arange(len(first))  # first cluster j is now column now[j], or -1
+
+    def drop(self, keep: np.ndarray) -> None:
+        alive = self.now >= 0
+        col = np.cumsum(keep) - 1
+        self.now[alive] = np.where(keep[self.now[alive]], col[self.now[alive]], -1)
+
+    def site(self, sites: Sites, i: int, K: int) -> np.ndarray:
+        """Item i's stored site as a dense vector over the K current clusters."""
+        a, b = sites.indptr[i], sites.indptr[i + 1]
+        site = np.zeros(K)
+        first = self.entry[a:b]
+        known = first >= 0
+        cols = self.now[first[known]]
+        alive = cols >= 0
+        site[cols[alive]] = sites.r[a:b][known][alive]  # a row names each component once
+        return site
 
 
 def sweep(X: Data, obs: ObsModel, prior: NRM, eps: float, total: Summary,
           old: Sites | None, m: int, v: float) -> SweepResult:
     """One pass over a partition's items in order against the global ``total``: ADF when
     ``old`` is None (items m+1, m+2, ... absorbed), else EP over the partition's stored sites
-    (whose sum ``total`` includes) with Û at m = N − 1."""
+    (whose sum ``total`` includes) with Û at m = N − 1. The items are prepared once (``prepare``)
+    and their log densities under the prior computed together."""
     check_epsilon(eps, prior)
     cl = Clusters.from_summary(obs, prior, total, v)
-    n, created, loglik = X.shape[0], 0, 0.0
-    rows: list[tuple[np.ndarray, np.ndarray]] = []
-    for i in range(n):
-        x = X[i:i + 1]
-        if old is None:
-            q, ll = adf_step(cl, x, m + i, eps, -(created + 1))
-        else:
-            ids, r = old.row(i)
-            pos = {int(u): j for j, u in enumerate(cl.uids)}
-            site = np.zeros(cl.K)
-            for u, val in zip(ids.tolist(), r.tolist(), strict=True):
-                if u in pos:
-                    site[pos[u]] += val
-            q, ll, keep = ep_step(cl, x, site, m - 1, eps, -(created + 1))
-        if cl.uids[-1] == -(created + 1):
-            created += 1
-        loglik += 0.0 if math.isnan(ll) else ll
-        rows.append((cl.uids[q > 0].copy(), q[q > 0]))
-        if old is not None and not keep.all():
-            cl.drop(keep)
+    items = prepare(obs, X)
+    new = cl.new_logliks(items)
+    columns = None if old is None else _Columns(cl.uids, old.uids)
+    n, created, loglik = items.n, 0, 0.0
+    qs: list[np.ndarray] = []  # ADF: q over the first len(q) clusters (no cluster moves)
+    ids: list[np.ndarray] = []  # EP: the ids and values of q's non-zero entries
+    rs: list[np.ndarray] = []
+    with np.errstate(divide="ignore"):
+        for i in range(n):
+            if columns is None:
+                q, ll = adf_step_at(cl, items, i, m + i, eps, -(created + 1), new[i])
+                qs.append(q)
+            else:
+                site = columns.site(old, i, cl.K)
+                q, ll, keep = ep_step_at(cl, items, i, site, m - 1, eps, -(created + 1), new[i])
+                nz = q > 0
+                ids.append(cl.uids[nz])
+                rs.append(q[nz])
+                if not keep.all():
+                    cl.drop(keep)
+                    columns.drop(keep)
+            if cl.uids[-1] == -(created + 1):
+                created += 1
+            loglik += 0.0 if math.isnan(ll) else ll
     survivors = cl.uids
     Q = np.zeros((n, len(survivors)))
-    pos = {int(u): j for j, u in enumerate(survivors)}
-    for i, (ids, r) in enumerate(rows):
-        for u, val in zip(ids.tolist(), r.tolist(), strict=True):
-            if u in pos:
-                Q[i, pos[u]] = val
+    if n and columns is None:
+        lens = np.fromiter((len(q) for q in qs), np.int64, n)
+        row = np.repeat(np.arange(n), lens)
+        col = np.arange(len(row)) - np.repeat(np.cumsum(lens) - lens, lens)
+        Q[row, col] = np.concatenate(qs)
+    elif n:
+        counts = np.fromiter((len(u) for u in ids), np.int64, n)
+        u, r = np.concatenate(ids), np.concatenate(rs)
+        row = np.repeat(np.arange(n), counts)
+        order = np.argsort(survivors, kind="stable")
+        at = np.minimum(np.searchsorted(survivors[order], u), max(len(survivors) - 1, 0))
+        hit = (survivors[order][at] == u) if len(survivors) else np.zeros(len(u), bool)
+        Q[row[hit], order[at[hit]]] = r[hit]
     Q = np.where(Q < TINY, 0.0, Q)
     summary = Summary(survivors.copy(), Q.sum(0), obs.stats(X, Q), np.zeros(len(survivors)),
                       n_items=n)

@@ -23,6 +23,8 @@ from scipy.special import logsumexp
 
 from .base import Allocation
 
+LOG2 = math.log(2.0)
+
 
 class NRM(Allocation):
     """A generalized-gamma NRM prior with mass a > 0, tilt τ >= 0 and discount σ in [0, 1)."""
@@ -39,6 +41,7 @@ class NRM(Allocation):
         if sigma == 0 and tau != 1.0:
             tau = 1.0  # the DP does not depend on τ: one canonical value
         self.a, self.tau, self.sigma = float(a), float(tau), float(sigma)
+        self._log_tau = math.log(self.tau) if self.tau > 0 else -math.inf
 
     def params(self) -> dict[str, Any]:
         return {"a": self.a, "tau": self.tau, "sigma": self.sigma}
@@ -46,8 +49,19 @@ class NRM(Allocation):
     # the mode of log U ---------------------------------------------------------------------
 
     def _log_base(self, v: float) -> float:
-        """log(e^v + τ), without overflow."""
-        return float(np.logaddexp(v, math.log(self.tau))) if self.tau > 0 else v
+        """log(e^v + τ), without overflow: numpy's logaddexp(v, log τ) step for step, in
+        Python floats (it is called several times per item)."""
+        if self.tau <= 0:
+            return v
+        lt = self._log_tau
+        if v == lt:
+            return v + LOG2
+        d = v - lt
+        if d > 0:
+            return v + math.log1p(math.exp(-d))
+        if d <= 0:
+            return lt + math.log1p(math.exp(d))
+        return d  # nan
 
     def log_density(self, v: float, m: float, EK: float) -> float:
         """g(v), the log density of v = log U up to a constant."""
@@ -72,17 +86,23 @@ class NRM(Allocation):
             raise ValueError("the DP (sigma = 0) needs no U")
         if m < self.sigma * EK:
             raise ValueError(f"g is concave only for m >= sigma E[K] ({m} < {self.sigma * EK})")
-        if self._slope(-745.0, m, EK)[0] <= 0:  # nothing pulls v up: the mode is at −inf
-            return -math.inf
+        at_v0 = self._slope(v0, m, EK)
+        # g' decreases, so g'(v0) > 0 for some v0 >= −745 already says g'(−745) > 0
+        if not (at_v0[0] > 0 and v0 >= -745.0) and self._slope(-745.0, m, EK)[0] <= 0:
+            return -math.inf  # nothing pulls v up: the mode is at −inf
         lo, hi, step = v0, v0, 1.0
-        while self._slope(lo, m, EK)[0] <= 0:
+        d1 = at_v0[0]
+        while d1 <= 0:
             lo, step = lo - step, 2 * step
+            d1 = self._slope(lo, m, EK)[0]
         step = 1.0
-        while self._slope(hi, m, EK)[0] >= 0:
+        d1 = at_v0[0]
+        while d1 >= 0:
             hi, step = hi + step, 2 * step
-        v = min(max(v0, lo), hi)
-        for _ in range(max_iter):
-            d1, d2 = self._slope(v, m, EK)
+            d1 = self._slope(hi, m, EK)[0]
+        v = v0  # lo <= v0 <= hi
+        for it in range(max_iter):
+            d1, d2 = at_v0 if it == 0 else self._slope(v, m, EK)
             if d1 > 0:
                 lo = v
             else:
