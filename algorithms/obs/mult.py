@@ -117,18 +117,10 @@ class Mult(ObsModel):
 
     def predictive_logpdf(self, X: Data, post: Arrays) -> np.ndarray:
         """Dirichlet-multinomial of the token sequence of each row (n, K):
-        log Γ(Σλ_k) - log Γ(Σλ_k + n_d) + Σ_{w: x_dw > 0} [log Γ(λ_kw + x_dw) - log Γ(λ_kw)]."""
-        Xc = as_csr(X)
+        log Γ(Σλ_k) - log Γ(Σλ_k + n_d) + Σ_{w: x_dw > 0} [log Γ(λ_kw + x_dw) - log Γ(λ_kw)]
+        (computed as in Docs)."""
         lam = post["lam"]
-        n_d = np.asarray(Xc.sum(1)).ravel()
-        rows = np.repeat(np.arange(Xc.shape[0]), np.diff(Xc.indptr))
-        lam_sum = lam.sum(-1)
-        out = gammaln(lam_sum)[None, :] - gammaln(lam_sum[None, :] + n_d[:, None])
-        for k in range(lam.shape[0]):
-            lam_nz = lam[k, Xc.indices]
-            terms = gammaln(lam_nz + Xc.data) - gammaln(lam_nz)
-            out[:, k] += np.bincount(rows, weights=terms, minlength=Xc.shape[0])
-        return out
+        return self.prepare(X).logliks({"lam": lam, "lam_sum": lam.sum(-1)})
 
     def features(self, X: Data) -> sp.csr_matrix:
         """Hellinger embedding sqrt(x_d / n_d): Euclidean distance ∝ Hellinger distance between
@@ -151,11 +143,7 @@ class Mult(ObsModel):
         """The Dirichlet-multinomial of predictive_logpdf from the state's row sums, reading λ only
         at each document's non-zero words: O(K nnz) (one log per token of count up to EXPAND,
         see Docs), independent of V."""
-        Xc = self._docs(X)
-        if Xc.nnz and not np.all(Xc.data != 0):  # an explicit zero adds nothing: drop it
-            Xc = Xc.copy()
-            Xc.eliminate_zeros()
-        return Docs(Xc).logliks(state)
+        return self.prepare(X).logliks(state)
 
     def absorb(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
         """λ_kw' = λ_kw + w x_w on the document's non-zero words and Σ_w λ_kw' = Σ_w λ_kw + w n_d:
@@ -212,6 +200,7 @@ class Mult(ObsModel):
 
 
 EXPAND = 16  # integer counts up to this are read as that many log terms (Docs)
+BLOCK = 1 << 22  # Docs.logliks: at most this many (component, token) terms at once
 
 
 class Docs:
@@ -282,8 +271,17 @@ class Docs:
         return norm
 
     def logliks(self, state: Arrays) -> np.ndarray:
-        """Every item's predictive log density under each component: (n, K)."""
+        """Every item's predictive log density under each component: (n, K), a block of
+        components at a time (the temporaries are block × tokens: bounded, whatever K)."""
         lam, lam_sum = state["lam"], state["lam_sum"]
+        block = max(1, BLOCK // max(1, len(self.indices) + len(self.rep_word)))
+        out = np.empty((self.n, len(lam_sum)))
+        for a in range(0, len(lam_sum), block):
+            out[:, a:a + block] = self._term_sums(lam[a:a + block]).T
+        return out + gammaln(lam_sum)[None, :] - gammaln(lam_sum[None, :] + self.n_d[:, None])
+
+    def _term_sums(self, lam: np.ndarray) -> np.ndarray:
+        """Σ over each document's word terms, for the components ``lam``: (K', n)."""
         terms = lam[:, self.indices]
         out = _segment_sums(np.log(terms, out=terms), self.indptr)
         terms = lam[:, self.rep_word]
@@ -294,8 +292,7 @@ class Docs:
             lam_nz = lam[:, self.big_word]
             out += _segment_sums(gammaln(lam_nz + self.big_count) - gammaln(lam_nz + 1),
                                  self.big_ptr)
-        return (gammaln(lam_sum)[None, :] - gammaln(lam_sum[None, :] + self.n_d[:, None])
-                + out.T)
+        return out
 
     def absorb(self, state: Arrays, i: int, ks: np.ndarray, ws: np.ndarray) -> None:
         idx, counts = self._row(i)
