@@ -119,7 +119,8 @@ def power_law(seed: int, n: int = 10_000, V: int = 1000, length: int = 100,
 
 def kos_like(seed: int, n: int = 3430, V: int = 6906, K: int = 60, mean_length: int = 136,
              concentration: float = 10.0, background_weight: float = 0.5,
-             specific: float = 0.05, zipf: float = 1.0, dispersion: float = 2.0) -> Docs:
+             specific: float = 0.05, zipf: float = 1.0, dispersion: float = 2.0,
+             discount: float = 0.0) -> Docs:
     """Sec. 4.3 stand-in: a corpus shaped like KOS (3,430 docs, V = 6,906, 467,714 tokens, so
     about 136 tokens a document). Exactly:
 
@@ -127,9 +128,10 @@ def kos_like(seed: int, n: int = 3430, V: int = 6906, K: int = 60, mean_length: 
       (Zipf-like frequencies shared by all topics);
     * topic_k = ``background_weight`` b + (1 - ``background_weight``) s_k with
       s_k ~ Dirichlet(``specific`` 1_V) (sparse, topic-specific words), k = 0..K-1;
-    * cluster weights pi ~ GEM(``concentration``) stick-breaking truncated at K (v_k ~
-      Beta(1, c), the last stick takes the rest: DP-like sizes); z_i ~ Categorical(pi), so some
-      of the K topics may have no document;
+    * cluster weights pi ~ GEM(``discount``, ``concentration``) stick-breaking truncated at K
+      (v_k ~ Beta(1 - d, c + k d), k = 1..K, the last stick takes the rest: DP-like sizes for
+      d = 0, the default; a power-law tail for d > 0); z_i ~ Categorical(pi), so some of the K
+      topics may have no document;
     * length ~ max(1, NegBinomial(r = ``dispersion``, mean = ``mean_length``)) (coefficient of
       variation about 1/sqrt(r)); x_i ~ Mult(length_i, topic_{z_i}).
     """
@@ -139,7 +141,7 @@ def kos_like(seed: int, n: int = 3430, V: int = 6906, K: int = 60, mean_length: 
     spec = rng.dirichlet(np.full(V, specific), size=K)
     topics = background_weight * background + (1.0 - background_weight) * spec
     topics /= topics.sum(axis=1, keepdims=True)
-    v = rng.beta(1.0, concentration, size=K)
+    v = rng.beta(1.0 - discount, concentration + discount * np.arange(1, K + 1))
     v[-1] = 1.0
     weights = v * np.concatenate([[1.0], np.cumprod(1.0 - v[:-1])])
     labels = rng.choice(K, size=n, p=weights / weights.sum()).astype(np.int64)

@@ -448,6 +448,8 @@ def powerlaw(args: argparse.Namespace, checks: Checks) -> dict[str, Any]:
 
 def kos(args: argparse.Namespace, checks: Checks) -> dict[str, Any]:
     kwargs = {"n": 600, "V": 1500, "K": 15, "mean_length": 80} if args.quick else {}
+    if args.kos_discount:
+        kwargs["discount"] = args.kos_discount
     orders = args.orders or (2 if args.quick else 3)
     lam0 = 0.1
     t0 = time.perf_counter()
@@ -460,8 +462,9 @@ def kos(args: argparse.Namespace, checks: Checks) -> dict[str, Any]:
     print(f"  generator: {g['n']} documents, V = {g['V']}, K = {g['K']} topics = "
           f"{g['background_weight']} background (b_w ~ (w + 1)^-{g['zipf']}) + "
           f"{1 - g['background_weight']} Dirichlet({g['specific']}) specific words; cluster "
-          f"weights GEM({g['concentration']}) truncated at K; lengths max(1, NegBin(r = "
-          f"{g['dispersion']}, mean {g['mean_length']})); x ~ Mult(length, topic_z)")
+          f"weights GEM({g['discount']}, {g['concentration']}) truncated at K; lengths "
+          f"max(1, NegBin(r = {g['dispersion']}, mean {g['mean_length']})); "
+          "x ~ Mult(length, topic_z)")
     print(f"  realised: {int(lengths.sum())} tokens ({lengths.mean():.1f} a document, "
           f"median {np.median(lengths):.0f}, max {lengths.max():.0f}), "
           f"{len(np.unique(docs.labels))} clusters occupied, largest "
@@ -533,6 +536,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="training orders (default: power law 5, KOS 3; quick 2)")
     ap.add_argument("--passes", type=int, default=0, help="EP passes (default 5; quick 2)")
     ap.add_argument("--data-seed", type=int, default=0, help="power law / KOS generator seed")
+    ap.add_argument("--kos-discount", type=float, default=0.0,
+                    help="KOS-shaped cluster weights GEM(d, 10): d > 0 gives a power-law tail "
+                    "(default 0: DP-like)")
     ap.add_argument("--paper-hyper", action="store_true",
                     help="the paper's (a, tau) instead of bnpmix tune")
     ap.add_argument("--work", type=Path, help="directory for corpora and runs (default: new "
