@@ -83,6 +83,7 @@ class Clusters:
     S: np.ndarray = field(default_factory=lambda: np.zeros(0))
     state: Arrays | None = None
     v: float = 0.0
+    logP: np.ndarray | None = None  # log Π_i (1 − q_ik) per cluster: exact E[K'] (None: K)
 
     def __post_init__(self) -> None:
         self._new = self.obs.predictive_state(self.obs.prior_post(1))
@@ -90,11 +91,19 @@ class Clusters:
             self.state = {k: a[:0].copy() for k, a in self._new.items()}
 
     @classmethod
-    def from_summary(cls, obs: ObsModel, prior: NRM, total: Summary, v: float = 0.0
-                     ) -> Clusters:
-        """The clusters of a Summary of absorbed items: S = N, λ = λ_0 + stats."""
+    def from_summary(cls, obs: ObsModel, prior: NRM, total: Summary, v: float = 0.0,
+                     logP: np.ndarray | None = None) -> Clusters:
+        """The clusters of a Summary of absorbed items: S = N, λ = λ_0 + stats (and, to use the
+        exact E[K'], log P_k of each, in the Summary's order)."""
         state = obs.predictive_state(obs.post(total.N, total.stats))
-        return cls(obs, prior, total.uids.copy(), total.N.astype(float), state, v)
+        return cls(obs, prior, total.uids.copy(), total.N.astype(float), state, v,
+                   None if logP is None else np.array(logP, dtype=float))
+
+    @property
+    def expected_k(self) -> float | None:
+        """E[K'] = K − Σ_k P_k, P_k = Π_i (1 − q_ik) the chance that cluster k holds no item
+        (supplement Eq. 18); None when the clusters count as K."""
+        return None if self.logP is None else self.K - float(np.exp(self.logP).sum())
 
     @property
     def K(self) -> int:
@@ -119,7 +128,7 @@ class Clusters:
     def _rho(self, items: Any, i: int, m: float, new: float | None) -> tuple[np.ndarray, float]:
         """log ρ_k (K,) and log ρ_new. Callers silence numpy's divide warning: w_k = 0 (S_k ≤
         σ) gives log ρ_k = −inf."""
-        w, w_new, v = self.prior.predictive(self.S, m, v0=self.v)
+        w, w_new, v = self.prior.predictive(self.S, m, self.expected_k, v0=self.v)
         if v > -math.inf:  # not nan (the DP), not −inf (nothing absorbed yet)
             self.v = v
         rho = items.loglik(self.state, i)
@@ -168,6 +177,8 @@ class Clusters:
         ks = q.nonzero()[0]
         items.absorb(self.state, i, ks, q[ks])
         self.S += q
+        if self.logP is not None:  # q = 1: P = 0 (log −inf; ADF never takes an item back)
+            self.logP[ks] += np.log1p(-q[ks])
 
     def take(self, x: Data, q: np.ndarray) -> None:
         """The inverse of add: every cluster gives back q_k t(x); S -= q."""
@@ -175,6 +186,8 @@ class Clusters:
 
     def take_at(self, items: Any, i: int, q: np.ndarray) -> None:
         """take for item i of ``items``."""
+        if self.logP is not None:
+            raise ValueError("the exact E[K'] is ADF's (items are never taken back); EP uses K")
         ks = q.nonzero()[0]
         items.remove(self.state, i, ks, q[ks])
         self.S -= q
@@ -184,12 +197,16 @@ class Clusters:
         self.state = {k: np.concatenate([self.state[k], self._new[k]]) for k in self.state}
         self.S = np.append(self.S, 0.0)
         self.uids = np.append(self.uids, np.int64(uid))
+        if self.logP is not None:
+            self.logP = np.append(self.logP, 0.0)
 
     def drop(self, keep: np.ndarray) -> None:
         """Keep only the clusters where the mask ``keep`` is true."""
         self.state = {k: a[keep] for k, a in self.state.items()}
         self.S = self.S[keep]
         self.uids = self.uids[keep]
+        if self.logP is not None:
+            self.logP = self.logP[keep]
 
 
 def adf_step(cl: Clusters, x: Data, m: int, eps: float, uid: int) -> tuple[np.ndarray, float]:
@@ -216,11 +233,12 @@ def check_epsilon(eps: float, prior: NRM) -> None:
         raise ValueError(f"epsilon must be at least sigma ({eps} < {prior.sigma})")
 
 
-def adf_pass(obs: ObsModel, prior: NRM, X: Data, eps: float) -> tuple[Clusters, list[np.ndarray]]:
+def adf_pass(obs: ObsModel, prior: NRM, X: Data, eps: float, exact_k: bool = False
+             ) -> tuple[Clusters, list[np.ndarray]]:
     """Absorb the rows of X in order from no clusters (ids 0, 1, ... in creation order): the
-    clusters and each item's responsibilities."""
+    clusters and each item's responsibilities (``exact_k``: Û from the exact E[K'])."""
     check_epsilon(eps, prior)
-    cl = Clusters(obs, prior)
+    cl = Clusters(obs, prior, logP=np.zeros(0) if exact_k else None)
     items = prepare(obs, X)
     new = cl.new_logliks(items)
     with np.errstate(divide="ignore"):

@@ -127,6 +127,7 @@ class SweepResult:
     created: int
     v: float
     loglik: float
+    logP: np.ndarray | None = None  # ADF with the exact E[K']: log P_k over the sites' clusters
 
 
 def ep_step(cl: Clusters, x: Data, old: np.ndarray, m: float, eps: float, uid: int
@@ -179,13 +180,13 @@ class _Columns:
 
 
 def sweep(X: Data, obs: ObsModel, prior: NRM, eps: float, total: Summary,
-          old: Sites | None, m: int, v: float) -> SweepResult:
+          old: Sites | None, m: int, v: float, logP: np.ndarray | None = None) -> SweepResult:
     """One pass over a partition's items in order against the global ``total``: ADF when
     ``old`` is None (items m+1, m+2, ... absorbed), else EP over the partition's stored sites
     (whose sum ``total`` includes) with Û at m = N − 1. The items are prepared once (``prepare``)
     and their log densities under the prior computed together."""
     check_epsilon(eps, prior)
-    cl = Clusters.from_summary(obs, prior, total, v)
+    cl = Clusters.from_summary(obs, prior, total, v, logP)
     items = prepare(obs, X)
     new = cl.new_logliks(items)
     columns = None if old is None else _Columns(cl.uids, old.uids)
@@ -228,4 +229,4 @@ def sweep(X: Data, obs: ObsModel, prior: NRM, eps: float, total: Summary,
     Q = np.where(Q < TINY, 0.0, Q)
     summary = Summary(survivors.copy(), Q.sum(0), obs.stats(X, Q), np.zeros(len(survivors)),
                       n_items=n)
-    return SweepResult(Sites.from_matrix(Q, survivors, summary), created, cl.v, loglik)
+    return SweepResult(Sites.from_matrix(Q, survivors, summary), created, cl.v, loglik, cl.logP)

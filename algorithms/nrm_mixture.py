@@ -35,6 +35,7 @@ class NRMMixture(PredictiveMixture):
     sums: Summary
     m: int
     v: float = 0.0
+    logP: np.ndarray | None = None  # log P_k when ADF used the exact E[K'] (Eq. 18), else None
     info: dict[str, Any] = field(default_factory=dict)
     post: Arrays = field(init=False)
     uids: np.ndarray = field(init=False)
@@ -45,7 +46,8 @@ class NRMMixture(PredictiveMixture):
 
     def weights(self) -> tuple[np.ndarray, float]:
         """π_k = w_k / (Σ_j w_j + w_new) of the clusters and π_new (main Eq. 23 at Û)."""
-        w, w_new, _ = self.prior.predictive(self.sums.N, self.m, v0=self.v)
+        EK = None if self.logP is None else self.K - float(np.exp(self.logP).sum())
+        w, w_new, _ = self.prior.predictive(self.sums.N, self.m, EK, v0=self.v)
         total = w.sum() + w_new
         return w / total, w_new / total
 
@@ -58,6 +60,8 @@ class NRMMixture(PredictiveMixture):
     def to_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """The summed sites as arrays (sum/*) and a JSON description."""
         arrays = {f"sum/{k}": v for k, v in self.sums.to_arrays().items()}
+        if self.logP is not None:
+            arrays["logP"] = self.logP
         meta = {"kind": KIND, "obs": self.obs.name, "prior": self.obs.prior(),
                 "alloc": {"name": self.prior.name, "params": self.prior.params()},
                 "m": int(self.m), "v": None if math.isnan(self.v) else float(self.v),
@@ -71,8 +75,10 @@ class NRMMixture(PredictiveMixture):
         sums = Summary.from_arrays({k.removeprefix("sum/"): v for k, v in arrays.items()
                                     if k.startswith("sum/")})
         v = meta.get("v")
+        logP = arrays.get("logP")
         return cls(obs, NRM(**meta["alloc"]["params"]), sums, int(meta["m"]),
-                   math.nan if v is None else float(v), dict(meta.get("info", {})))
+                   math.nan if v is None else float(v),
+                   None if logP is None else np.asarray(logP, float), dict(meta.get("info", {})))
 
 
 def hellinger_pairs(means: np.ndarray, threshold: float) -> list[tuple[int, int, float]]:

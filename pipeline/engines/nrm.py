@@ -80,14 +80,22 @@ class NRMConfig:
 
 
 @dataclass(frozen=True)
+class ADFConfig(NRMConfig):
+    expected_k: str = opt("count", "E[K] in the density of U: count (K, the clusters so far) or "
+                          "exact (K minus the chance of each cluster being empty, supplement "
+                          "Eq. 18)", choices=("count", "exact"))
+
+
+@dataclass(frozen=True)
 class EPConfig(NRMConfig):
     passes: int = opt(10, "EP passes after the initial ADF pass", within="[0, inf)")
 
 
 def visit(batch: Batch, old: Sites | None, obs: ObsModel, prior: NRM, eps: float,
-          total: Summary, m: int, v: float) -> SweepResult:
-    """One partition's sweep, as run by an executor (ADF when ``old`` is None)."""
-    return sweep(batch.X, obs, prior, eps, total, old, m, v)
+          total: Summary, m: int, v: float, logP: np.ndarray | None) -> SweepResult:
+    """One partition's sweep, as run by an executor (ADF when ``old`` is None; ``logP``: the
+    clusters' log P_k for the exact E[K'])."""
+    return sweep(batch.X, obs, prior, eps, total, old, m, v, logP)
 
 
 class NRMEngine(Engine):
@@ -95,6 +103,7 @@ class NRMEngine(Engine):
     the driver's combination of a sweep, merges and the fitted model."""
 
     keep_sites = False
+    exact_k = False  # Û from the exact E[K'] (adf's expected_k = "exact")
     random = False  # items are absorbed in corpus order: the seed changes nothing
 
     def start(self) -> None:
@@ -106,6 +115,7 @@ class NRMEngine(Engine):
                               f"{ctx.obs.name} model has none (use 0)")
         self.total = Summary.zeros(np.zeros(0, np.int64), ctx.obs.stat_shapes())
         self.m, self.v, self.absorbed = 0, 0.0, []
+        self.logP = np.zeros(0) if self.exact_k else None
         if ctx.warm_start:
             self._warm_start()
         keys = self._keys()
@@ -128,6 +138,10 @@ class NRMEngine(Engine):
                               "from a model; warm-start adf instead")
         ctx.obs = model.obs
         self.total, self.m, self.v = model.sums, model.m, model.v
+        if self.exact_k and model.logP is None:
+            raise BnpmixError(f"{ctx.warm_start}: the model has no log P_k (fitted with "
+                              "expected_k count); warm-start it with expected_k count")
+        self.logP = model.logP if self.exact_k else None
         self.absorbed = [list(k) for k in model.info.get("partitions", [])]
         ctx.next_uid = int(self.total.uids.max()) + 1 if self.total.K else 0
 
@@ -136,7 +150,7 @@ class NRMEngine(Engine):
     def adf_step(self) -> Step:
         p = self.todo[self.pos]
         res = self.ctx.executor.map(visit, [p], self.ctx.obs, self.prior, self.eps, self.total,
-                                    self.m, self.v, payloads=[None])[0]
+                                    self.m, self.v, self.logP, payloads=[None])[0]
         self._combine(p, res)
         self.m += res.sites.n
         self.absorbed.append(self._keys()[p])
@@ -157,6 +171,8 @@ class NRMEngine(Engine):
         if old is not None:
             total = total - old.summary.over(uids)
         self.total, self.v = total, res.v
+        if self.exact_k:  # the sweep's clusters: the total's, then its new ones, as in uids
+            self.logP = res.logP
         self.loglik += res.loglik
         self.trace.append(self.ctx.row(self.pass_, p, self.total.K, loglik=res.loglik / max(
             sites.n, 1), U=float(np.exp(res.v)) if np.isfinite(res.v) else float("nan")))
@@ -167,7 +183,12 @@ class NRMEngine(Engine):
                     self._move(Delete(u))
 
     def _move(self, move: Delete | Pool) -> None:
+        if self.logP is not None:  # a pooled cluster is empty only if both were: P = P_a P_b
+            logP = dict(zip(self.total.uids.tolist(), self.logP.tolist(), strict=True))
+            logP[move.a] += logP.pop(move.b)
         self.total = move.apply(self.total)
+        if self.logP is not None:
+            self.logP = np.array([logP[u] for u in self.total.uids.tolist()])
         if self.keep_sites:
             self.store.log(OnSites(move))
 
@@ -189,7 +210,7 @@ class NRMEngine(Engine):
     # results and checkpoints ----------------------------------------------------------------
 
     def model(self) -> NRMMixture:
-        return NRMMixture(self.ctx.obs, self.prior, self.total, self.m, self.v,
+        return NRMMixture(self.ctx.obs, self.prior, self.total, self.m, self.v, self.logP,
                           {"partitions": self.absorbed})
 
     def result(self) -> Fitted:
@@ -211,6 +232,8 @@ class NRMEngine(Engine):
 
     def _arrays(self) -> Items:
         yield from summary_items("total", self.total)
+        if self.logP is not None:
+            yield "logP", self.logP
         for key, sites in self.store.items():
             for k, v in sites.to_arrays().items():
                 yield f"store/{key}/{k}", v
@@ -218,6 +241,7 @@ class NRMEngine(Engine):
     def restore(self, meta: dict[str, Any], arrays: ArrayFile) -> None:
         self.prior, self.eps = self.cfg.prior(), self.cfg.eps()
         self.total = summary_from(arrays, "total")
+        self.logP = np.asarray(arrays["logP"], float) if self.exact_k else None
         self.m = int(meta["m"])
         self.v = float("nan") if meta["v"] is None else float(meta["v"])
         self.absorbed = [list(k) for k in meta["absorbed"]]
@@ -235,8 +259,12 @@ class NRMEngine(Engine):
 @register
 class ADFEngine(NRMEngine):
     name = "adf"
-    Config = NRMConfig
+    Config = ADFConfig
     summary = "one-pass streaming ADF for NRM mixtures (DP, IG, NGGP)"
+
+    @property
+    def exact_k(self) -> bool:
+        return self.cfg.expected_k == "exact"
 
     @property
     def done(self) -> bool:
@@ -265,7 +293,8 @@ class EPEngine(NRMEngine):
             self.pos = 0
         wave = self.todo[self.pos:self.pos + ctx.wave]
         results = ctx.executor.map(visit, wave, ctx.obs, self.prior, self.eps, self.total,
-                                   self.m, self.v, payloads=[self.store.get(p) for p in wave])
+                                   self.m, self.v, None,
+                                   payloads=[self.store.get(p) for p in wave])
         for p, res in zip(wave, results, strict=True):
             self._combine(p, res)
         self.pos += len(wave)

@@ -24,9 +24,11 @@ def docs(n: int, V: int, seed: int) -> sp.csr_matrix:
                                    for _ in range(n)]).astype(float))
 
 
-def reference_adf(X: np.ndarray, lam0: float, a: float, tau: float, sigma: float, eps: float):
+def reference_adf(X: np.ndarray, lam0: float, a: float, tau: float, sigma: float, eps: float,
+                  exact_k: bool = False):
     """ADF written out plainly: dense λ per cluster, the Dirichlet-multinomial by its formula,
-    log Û by root-finding on g'(u) in u = U (not the library's Newton in log U)."""
+    log Û by root-finding on g'(u) in u = U (not the library's Newton in log U); with
+    ``exact_k``, E[K'] = K − Σ_k Π_i (1 − q_ik) as a product over the items so far."""
     lam, S, qs = [], [], []
     for i, x in enumerate(X):
         if i == 0:
@@ -34,7 +36,13 @@ def reference_adf(X: np.ndarray, lam0: float, a: float, tau: float, sigma: float
             lam.append(np.full(len(x), lam0))
             S.append(0.0)
         else:
-            K, m = len(S), i
+            m = i
+            K = len(S)
+            if exact_k:
+                R = np.zeros((i, len(S)))
+                for j, qj in enumerate(qs):
+                    R[j, :len(qj)] = qj
+                K = len(S) - np.prod(1 - R, axis=0).sum()
             if sigma == 0:
                 w_new = a
             else:
@@ -68,12 +76,13 @@ def reference_adf(X: np.ndarray, lam0: float, a: float, tau: float, sigma: float
     return np.array(S), np.array(lam), qs
 
 
+@pytest.mark.parametrize("exact_k", [False, True])
 @pytest.mark.parametrize("sigma, tau, a", [(0.0, 1.0, 1.0), (0.5, 1.0, 10.0), (0.25, 100.0, 1.0)])
-def test_adf_equals_a_plain_sequential_reference(sigma, tau, a):
+def test_adf_equals_a_plain_sequential_reference(sigma, tau, a, exact_k):
     X = docs(60, 12, seed=1)
     obs = obs_class("mult")(12, 0.1)
-    st, qs = adf_pass(obs, NRM(a=a, tau=tau, sigma=sigma), X, eps=max(sigma, 0.1))
-    S, lam, ref_qs = reference_adf(X.toarray(), 0.1, a, tau, sigma, max(sigma, 0.1))
+    st, qs = adf_pass(obs, NRM(a=a, tau=tau, sigma=sigma), X, max(sigma, 0.1), exact_k)
+    S, lam, ref_qs = reference_adf(X.toarray(), 0.1, a, tau, sigma, max(sigma, 0.1), exact_k)
     assert st.K == len(S) >= 2 and st.uids.tolist() == list(range(st.K))
     for q, r in zip(qs, ref_qs, strict=True):
         np.testing.assert_allclose(q, r, rtol=1e-10, atol=1e-12)
@@ -120,3 +129,23 @@ def test_the_dirichlet_multinomial_predictive_sums_to_one_over_all_count_vectors
     logp = obs.predictive_logpdf_state(state, X)[:, 0]
     coef = gammaln(n + 1) - gammaln(np.array(vectors) + 1).sum(1)
     assert np.exp(logp + coef).sum() == pytest.approx(1.0, abs=1e-12)
+
+
+def test_the_exact_expected_k_is_kept_as_log_products_and_changes_the_rule():
+    """log P_k = Σ_i log(1 − q_ik) over what was absorbed (−inf once an item is certain), and
+    E[K'] < K changes Û, hence the responsibilities, for σ > 0."""
+    X = docs(80, 12, seed=4)
+    obs = obs_class("mult")(12, 0.1)
+    prior = NRM(a=5.0, tau=1.0, sigma=0.5)
+    st, qs = adf_pass(obs, prior, X, 0.5, exact_k=True)
+    R = np.zeros((80, st.K))
+    for i, q in enumerate(qs):
+        R[i, :len(q)] = q
+    with np.errstate(divide="ignore"):
+        np.testing.assert_allclose(st.logP, np.log(1 - R).sum(0), rtol=1e-12)
+    assert st.expected_k == pytest.approx(st.K - np.prod(1 - R, axis=0).sum(), rel=1e-12)
+    assert st.expected_k < st.K
+    plain, plain_qs = adf_pass(obs, prior, X, 0.5)
+    assert plain.logP is None and plain.expected_k is None
+    assert max(np.abs(q[:len(p)] - p[:len(q)]).max() for q, p in zip(qs, plain_qs, strict=True)) \
+        > 1e-6

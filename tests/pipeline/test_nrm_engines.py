@@ -16,9 +16,11 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.sparse as sp
 from scipy.special import gammaln, logsumexp
 
 from bnpmix.algorithms.summary import Delete
+from bnpmix.pipeline.evaluate import load
 from bnpmix.storage import Corpus, RunDir, ingest_array
 from helpers import ENV, DaskCluster, engine_for, write_docword
 
@@ -546,3 +548,63 @@ def test_merges_pool_the_clusters_whose_word_distributions_agree(tmp_path):
     top = means.argmax(axis=1)
     assert sorted(zip(top.tolist(), engine.total.N.round(9).tolist(), strict=True)) == [
         (0, 2.0), (1, 2.0), (2, 1.0), (3, 1.0)]
+
+
+def test_adf_with_the_exact_expected_k_across_partitions_equals_one_pass(small_corpora,
+                                                                        tmp_path):
+    """expected_k = exact: log P_k travels from partition to partition (and through a
+    checkpoint), so six partitions give what one adf_pass over all rows gives; the saved model
+    scores with the same E[K']."""
+    from bnpmix.algorithms.adf import adf_pass
+    from bnpmix.pipeline.fit import fit, job_config, resume
+
+    corpus = small_corpora["bars"]
+    options = {"algorithm": "adf", "nrm_prior": "ig", "nrm_a": 5.0, "expected_k": "exact",
+               "scheduler": "synchronous"}
+    engine = engine_for(corpus, **options)
+    while not engine.done:
+        engine.step()
+    X = sp.vstack([engine.ctx.corpus.read(p).X for p in range(6)]).tocsr()
+    ref, _ = adf_pass(engine.ctx.obs, engine.prior, X, engine.eps, exact_k=True)
+    np.testing.assert_allclose(engine.total.N, ref.S, rtol=1e-10)
+    np.testing.assert_allclose(np.exp(engine.logP), np.exp(ref.logP), rtol=1e-9, atol=1e-300)
+    counted, _ = adf_pass(engine.ctx.obs, engine.prior, X, engine.eps)
+    assert ref.expected_k < ref.K and not np.allclose(counted.S, ref.S[:counted.K])
+
+    def stop_after_two(engine, step):
+        if len(engine.trace) == 2:
+            raise KeyboardInterrupt
+
+    job = job_config(**options, checkpoint_every=1)
+    with pytest.raises(KeyboardInterrupt):
+        fit(corpus, tmp_path / "killed", job, on_step=stop_after_two)
+    resume(tmp_path / "killed")
+    fit(corpus, tmp_path / "whole", job)
+    killed, whole = model_arrays(tmp_path / "killed"), model_arrays(tmp_path / "whole")
+    assert sorted(killed) == sorted(whole) and "logP" in whole
+    for key in whole:
+        np.testing.assert_allclose(killed[key], whole[key], rtol=1e-12)
+    model = load(tmp_path / "whole").model
+    EK = model.K - np.exp(model.logP).sum()
+    w, w_new, _ = model.prior.predictive(model.sums.N, model.m, EK)
+    np.testing.assert_allclose(model.weights()[0], w / (w.sum() + w_new), rtol=1e-12)
+
+
+def test_merges_keep_log_p_aligned_with_the_clusters(small_corpora):
+    """A Pool of a and b leaves log P_a + log P_b on a (both must be empty), aligned by id."""
+    options = {"algorithm": "adf", "nrm_prior": "ig", "nrm_a": 1000.0, "nrm_tau": 1000.0,
+               "expected_k": "exact", "scheduler": "synchronous"}
+    plain = engine_for(small_corpora["bars"], **options)
+    while not plain.done:
+        plain.step()
+    merged = engine_for(small_corpora["bars"], merge_threshold=0.45, **options)
+    while not merged.done:
+        merged.step()
+    assert merged.merged > 0 and len(merged.logP) == merged.total.K
+    before = dict(zip(plain.total.uids.tolist(), plain.logP.tolist(), strict=True))
+    after = dict(zip(merged.total.uids.tolist(), merged.logP.tolist(), strict=True))
+    gone = set(before) - set(after)
+    assert len(gone) == merged.merged
+    assert sum(before.values()) == pytest.approx(sum(after.values()), rel=1e-12)
+    for u in after:
+        assert after[u] <= before[u]  # a merged cluster only gains log-factors (<= 0)
