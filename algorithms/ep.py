@@ -68,6 +68,23 @@ class Sites:
         return cls(M.indptr.astype(np.int64), np.asarray(uids, np.int64)[M.indices],
                    M.data.astype(float), summary)
 
+    def csr(self, uids: np.ndarray) -> sp.csr_matrix:
+        """The sites as a sparse (n, K) matrix over the components ``uids`` (every stored id
+        among them)."""
+        order = np.argsort(uids, kind="stable")
+        cols = order[np.searchsorted(uids[order], self.uids)]
+        return sp.csr_matrix((self.r, cols, self.indptr), shape=(self.n, len(uids)))
+
+    def blend(self, new: Sites, eta: float) -> Sites:
+        """Damped EP: (1 − η) these sites + η ``new``, item by item, with the same blend of their
+        sums (so the sum stays exact); components are these sites' then ``new``'s others."""
+        old_ids = self.summary.uids
+        uids = np.concatenate([old_ids, new.summary.uids[~np.isin(new.summary.uids, old_ids)]])
+        M = ((1 - eta) * self.csr(uids) + eta * new.csr(uids)).tocsr()
+        M.sort_indices()
+        summary = self.summary.over(uids).scaled(1 - eta) + new.summary.over(uids).scaled(eta)
+        return Sites(M.indptr.astype(np.int64), uids[M.indices], M.data.astype(float), summary)
+
     def replay(self, move: Delete | Pool) -> Sites:
         """These sites after a driver move: a deleted component's entries leave; a pooled
         component's entries join its partner's (summed within each item)."""

@@ -89,6 +89,9 @@ class ADFConfig(NRMConfig):
 @dataclass(frozen=True)
 class EPConfig(NRMConfig):
     passes: int = opt(10, "EP passes after the initial ADF pass", within="[0, inf)")
+    damping: float = opt(1.0, "EP's step eta: a partition's sites become old + eta (new - old) "
+                         "(1: none; below 1 can steady parallel waves, --wave > 1)",
+                         within="(0, 1]")
 
 
 def visit(batch: Batch, old: Sites | None, obs: ObsModel, prior: NRM, eps: float,
@@ -165,6 +168,8 @@ class NRMEngine(Engine):
         store the sites (EP), and remove clusters lighter than ε (EP)."""
         sites = res.sites.named(self.ctx.new_uids(res.created)[0] if res.created else 0)
         old = self.store.get(p) if self.keep_sites else None
+        if old is not None and self.cfg.damping < 1:
+            sites = old.blend(sites, self.cfg.damping)
         new_ids = sites.summary.uids[~np.isin(sites.summary.uids, self.total.uids)]
         uids = np.concatenate([self.total.uids, new_ids])
         total = self.total.over(uids) + sites.summary.over(uids)

@@ -187,3 +187,24 @@ def test_replayed_moves_keep_sites_and_their_sum_consistent():
     back = Sites.from_arrays(sites.to_arrays())
     np.testing.assert_array_equal(back.r, sites.r)
     np.testing.assert_array_equal(back.summary.uids, sites.summary.uids)
+
+
+@pytest.mark.parametrize("eta", [0.3, 0.5, 1.0])
+def test_damped_sites_are_the_blend_item_by_item_and_their_sum_stays_exact(eta):
+    """blend: r_i = (1 − η) r_i(old) + η r_i(new) over the union of components (a component only
+    one side has counts 0 on the other), and the blend of the two sums is the sum of the
+    blended sites: N = Σ_i r_i, stats = Σ_i r_i t(x_i)."""
+    X = docs(50, 10, seed=5)
+    obs = obs_class("mult")(10, 0.1)
+    prior = NRM(a=20.0, tau=1.0, sigma=0.5)
+    old, _ = run_ep(X, obs, prior, 0.5, passes=0)
+    new, _ = run_ep(X, obs, prior, 0.5, passes=2)
+    mixed = old.blend(new, eta)
+    uids = mixed.summary.uids
+    assert set(uids.tolist()) == set(old.summary.uids.tolist()) | set(new.summary.uids.tolist())
+    R = mixed.csr(uids).toarray()
+    np.testing.assert_allclose(R, (1 - eta) * old.csr(uids).toarray()
+                               + eta * new.csr(uids).toarray(), rtol=0, atol=1e-15)
+    np.testing.assert_allclose(mixed.summary.N, R.sum(0), rtol=1e-12)
+    np.testing.assert_allclose(mixed.summary.stats["wc"], obs.stats(X, R)["wc"], rtol=1e-12)
+    assert mixed.n == 50 and np.all(np.diff(mixed.indptr) >= 1)

@@ -608,3 +608,20 @@ def test_merges_keep_log_p_aligned_with_the_clusters(small_corpora):
     assert sum(before.values()) == pytest.approx(sum(after.values()), rel=1e-12)
     for u in after:
         assert after[u] <= before[u]  # a merged cluster only gains log-factors (<= 0)
+
+
+def test_damped_parallel_ep_keeps_the_sums_exact(small_corpora):
+    """--damping 0.5 with W = 2: after every pass the total is still the sum of the stored
+    (blended) sites and of the raw data under them; the damped run differs from the undamped."""
+    runs = {}
+    for damping in (0.5, 1.0):
+        engine = engine_for(small_corpora["bars"], algorithm="ep", nrm_prior="ig",
+                            epsilon=0.5, passes=3, wave=2, damping=damping)
+        try:
+            while not engine.done:
+                if engine.step().lap_end:
+                    check_pass_invariants(engine)
+            runs[damping] = engine.total
+        finally:
+            engine.close()
+    assert not (runs[0.5].K == runs[1.0].K and np.allclose(runs[0.5].N, runs[1.0].N))
