@@ -35,3 +35,20 @@ def normalized_mutual_info(a: np.ndarray, b: np.ndarray) -> float:
     if ha + hb == 0:
         return 1.0
     return max(0.0, mi / (0.5 * (ha + hb)))
+
+
+def variation_of_information(a: np.ndarray, b: np.ndarray) -> float:
+    """Meila's VI(a, b) = H(a) + H(b) − 2 I(a; b), natural log (0 for identical partitions)."""
+    p = contingency(a, b) / len(a)
+    pa, pb = p.sum(1), p.sum(0)
+    h = -float(np.sum(xlogy(pa, pa))) - float(np.sum(xlogy(pb, pb)))
+    mi = float(np.sum(xlogy(p, p)) - np.sum(xlogy(pa, pa)) - np.sum(xlogy(pb, pb)))
+    return max(0.0, h - 2 * mi)
+
+
+def global_and_local_vi(a: np.ndarray, b: np.ndarray, epochs: np.ndarray) -> tuple[float, float]:
+    """Ahmed & Xing Sec. 7: GVI, the VI of the chain labels over all items, and LVI, the average
+    over epochs of the per-epoch VI."""
+    epochs = np.asarray(epochs)
+    local = [variation_of_information(a[epochs == t], b[epochs == t]) for t in np.unique(epochs)]
+    return variation_of_information(a, b), float(np.mean(local))

@@ -1,0 +1,68 @@
+"""The recurrent Chinese restaurant process of the temporal DP mixture (Ahmed & Xing 2008, Eq. 4.4
+with the W-epoch window of Sec. 6).
+
+Chains k carry counts n_{k,t} per epoch t. Epoch t's pseudo-counts are the decayed counts of the
+last W epochs, m_{k,t} = Σ_{h=1}^{W} w_h n_{k,t−h} with w_h = exp(−h/λ) (λ = ∞: w_h = 1), and
+M_t = Σ_k m_{k,t}. The i-th item of epoch t joins chain k with probability
+(m_{k,t} + n^{(i)}_{k,t}) / (M_t + i − 1 + α) when m_{k,t} + n^{(i)}_{k,t} > 0 and a new chain with
+α / (M_t + i − 1 + α). The whole epoch, label-free (new chains identified by their members):
+
+    P(c_t | past) = Γ(M_t + α) / Γ(M_t + N_t + α) · Π_{k: m_k > 0} Γ(m_k + n_k) / Γ(m_k)
+                    · Π_{k: m_k = 0, n_k > 0} α Γ(n_k).
+
+W = 0 gives an independent CRP per epoch; W = T with λ = ∞ the CRP of the pooled items.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from scipy.special import gammaln
+
+
+def decay_weights(window: int, decay: float) -> np.ndarray:
+    """w_h = exp(−h/λ) for h = 1..W (all ones for λ = ∞)."""
+    if window < 0:
+        raise ValueError(f"window must be >= 0, not {window}")
+    if not decay > 0:
+        raise ValueError(f"decay must be positive (inf: no decay), not {decay}")
+    h = np.arange(1, window + 1, dtype=float)
+    return np.ones(window) if math.isinf(decay) else np.exp(-h / decay)
+
+
+def pseudo_counts(counts: np.ndarray, t: int, window: int, decay: float) -> np.ndarray:
+    """m_{·,t} = Σ_{h=1}^{W} w_h n_{·,t−h} from ``counts`` (T epochs × K chains); epochs
+    before the first count as empty."""
+    w = decay_weights(window, decay)
+    m = np.zeros(counts.shape[1])
+    for h, weight in enumerate(w, start=1):
+        if t - h >= 0:
+            m += weight * counts[t - h]
+    return m
+
+
+def seat_probabilities(m: np.ndarray, n: np.ndarray, alpha: float) -> tuple[np.ndarray, float]:
+    """Eq. 4.4: the next item's probabilities of joining each chain (0 for a chain with
+    m_k + n_k = 0) and of starting a new one, given pseudo-counts m and this epoch's counts n."""
+    weight = np.asarray(m, float) + np.asarray(n, float)
+    total = weight.sum() + alpha
+    return weight / total, alpha / total
+
+
+def log_epoch_prior(m: np.ndarray, n: np.ndarray, alpha: float) -> float:
+    """log P(c_t | past) of this epoch's counts n over the chains with pseudo-counts m (chains
+    with m_k = 0 and n_k > 0 are born in the epoch; label-free)."""
+    m, n = np.asarray(m, float), np.asarray(n, float)
+    inherited = m > 0
+    born = ~inherited & (n > 0)
+    value = gammaln(m.sum() + alpha) - gammaln(m.sum() + n.sum() + alpha)
+    value += float(np.sum(gammaln(m[inherited] + n[inherited]) - gammaln(m[inherited])))
+    value += float(np.sum(math.log(alpha) + gammaln(n[born])))
+    return float(value)
+
+
+def log_prior(counts: np.ndarray, window: int, decay: float, alpha: float) -> float:
+    """log P(c_1, ..., c_T) = Σ_t log P(c_t | past) for counts (T epochs × K chains)."""
+    return sum(log_epoch_prior(pseudo_counts(counts, t, window, decay), counts[t], alpha)
+               for t in range(counts.shape[0]))
