@@ -35,38 +35,9 @@ from .summary import Summary
 TINY = 1e-10  # responsibilities below this are not absorbed
 
 
-class Rows:
-    """Items read one row at a time through the observation model's one-item interface
-    (predictive_logpdf_state, absorb, remove): how a sweep reads the items of a model that has
-    no ``prepare`` of its own (Mult has: its Docs are read the same way, by position)."""
-
-    def __init__(self, obs: ObsModel, X: Data) -> None:
-        self.obs, self.X, self.n = obs, X, X.shape[0]
-
-    def loglik(self, state: Arrays, i: int) -> np.ndarray:
-        """Item i's predictive log density under each component of ``state``: (K,)."""
-        return self.obs.predictive_logpdf_state(state, self.X[i:i + 1])[0]
-
-    def logliks(self, state: Arrays) -> np.ndarray:
-        """Every item's predictive log density under each component: (n, K)."""
-        return self.obs.predictive_logpdf_state(state, self.X)
-
-    def absorb(self, state: Arrays, i: int, ks: np.ndarray, ws: np.ndarray) -> None:
-        x = self.X[i:i + 1]
-        for k, w in zip(ks.tolist(), ws.tolist(), strict=True):
-            self.obs.absorb(state, k, x, w)
-
-    def remove(self, state: Arrays, i: int, ks: np.ndarray, ws: np.ndarray) -> None:
-        x = self.X[i:i + 1]
-        for k, w in zip(ks.tolist(), ws.tolist(), strict=True):
-            self.obs.remove(state, k, x, w)
-
-
 def prepare(obs: ObsModel, X: Data) -> Any:
-    """The rows of X as the one-item path reads them, by position: the model's own prepared
-    form when it has one (``obs.prepare``: Mult's Docs, checked and converted once), else Rows."""
-    own = getattr(obs, "prepare", None)
-    return own(X) if own is not None else Rows(obs, X)
+    """The rows of X as the one-item path reads them, by position (``ObsModel.prepare``)."""
+    return obs.prepare(X)
 
 
 @dataclass

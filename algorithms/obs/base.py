@@ -16,10 +16,42 @@ Data = np.ndarray | sp.csr_matrix
 Arrays = dict[str, np.ndarray]
 
 
+class Rows:
+    """Items read one row at a time through the observation model's one-item interface
+    (predictive_logpdf_state, absorb, remove): ``ObsModel.prepare``'s default (Mult prepares
+    its documents once instead, read the same way, by position)."""
+
+    def __init__(self, obs: ObsModel, X: Data) -> None:
+        self.obs, self.X, self.n = obs, X, X.shape[0]
+
+    def loglik(self, state: Arrays, i: int) -> np.ndarray:
+        """Item i's predictive log density under each component of ``state``: (K,)."""
+        return self.obs.predictive_logpdf_state(state, self.X[i:i + 1])[0]
+
+    def logliks(self, state: Arrays) -> np.ndarray:
+        """Every item's predictive log density under each component: (n, K)."""
+        return self.obs.predictive_logpdf_state(state, self.X)
+
+    def absorb(self, state: Arrays, i: int, ks: np.ndarray, ws: np.ndarray) -> None:
+        x = self.X[i:i + 1]
+        for k, w in zip(ks.tolist(), ws.tolist(), strict=True):
+            self.obs.absorb(state, k, x, w)
+
+    def remove(self, state: Arrays, i: int, ks: np.ndarray, ws: np.ndarray) -> None:
+        x = self.X[i:i + 1]
+        for k, w in zip(ks.tolist(), ws.tolist(), strict=True):
+            self.obs.remove(state, k, x, w)
+
+
 class ObsModel(ABC):
     """p(x | phi_k) in an exponential family with conjugate prior H(phi | lambda_0)."""
 
     name: ClassVar[str]
+
+    def prepare(self, X: Data) -> Any:
+        """The rows of X for repeated one-item calls by position (ADF and EP sweeps): ``Rows``
+        by default; a model may check and convert its partition once instead."""
+        return Rows(self, X)
 
     @abstractmethod
     def stat_shapes(self) -> dict[str, tuple[int, ...]]:
