@@ -66,3 +66,28 @@ def log_prior(counts: np.ndarray, window: int, decay: float, alpha: float) -> fl
     """log P(c_1, ..., c_T) = Σ_t log P(c_t | past) for counts (T epochs × K chains)."""
     return sum(log_epoch_prior(pseudo_counts(counts, t, window, decay), counts[t], alpha)
                for t in range(counts.shape[0]))
+
+
+def chain_log_factors(cols: np.ndarray, t: int, window: int, decay: float,
+                      alpha: float) -> np.ndarray:
+    """Σ_{s=t}^{min(t+W, T−1)} of each chain's own factor of log P(c_s | past) for count columns
+    ``cols`` (T epochs × C chains): log Γ(m + n) − log Γ(m) where m > 0, log α + log Γ(n) where
+    m = 0 < n, 0 otherwise. Moving one item of epoch t changes only these factors of the chains
+    it leaves and joins (M_s does not depend on the labels), so their difference is the prior
+    part of the item's conditional with the exact W-epoch look-ahead."""
+    cols = np.asarray(cols, float)
+    T = cols.shape[0]
+    w = decay_weights(window, decay)
+    total = np.zeros(cols.shape[1])
+    for s in range(t, min(t + window, T - 1) + 1):
+        m = np.zeros(cols.shape[1])
+        for h, weight in enumerate(w, start=1):
+            if s - h >= 0:
+                m += weight * cols[s - h]
+        n = cols[s]
+        inherited = m > 0
+        born = ~inherited & (n > 0)
+        total += np.where(inherited, gammaln(np.where(inherited, m + n, 1.0))
+                          - gammaln(np.where(inherited, m, 1.0)), 0.0)
+        total += np.where(born, math.log(alpha) + gammaln(np.where(born, n, 1.0)), 0.0)
+    return total

@@ -1,0 +1,337 @@
+"""Gibbs sampling for the temporal DP mixture (Ahmed & Xing 2008, Sec. 5 with the exact W-epoch
+look-ahead of issue 11) and for its fixed-K baseline (K Kalman-filter chains that never die).
+
+The sampler's state is the chain labels z (one per item) and each chain's states φ over its span
+[first occupied epoch, last occupied epoch]. Labels are canonical: a chain is a set of items whose
+occupied epochs are at most W apart (farther apart, the later part is a chain born anew, as the
+label-free prior of Eq. 4.4 says), so configurations and labelings correspond one to one.
+
+One item's step (epoch t): remove it; if that empties the chain at t, the span shrinks, or the
+chain splits where its occupied epochs are now more than W apart. Then draw the item's place
+from its exact conditional given the other labels and the remaining states, over every
+configuration that differs only in the item:
+- an alive chain (m_{k,t} + n_{k,t} > 0): the state at t if inside the span, otherwise the
+  forward marginal from the last state, N(x; φ_last, Σ + (t − t_last)ρ);
+- a chain born in (t, t+W]: the item becomes its first member, the birth moves to t;
+- two chains the item reconnects: one alive at t that ended before t, one born in (t, t+W]
+  more than W after the first ended (the split above, undone);
+- a new chain, α ∫F(x|φ) G_0(dφ).
+Each weight is the product of the prior factors that change (``rcrp.chain_log_factors``, over
+epochs t..t+W) and the likelihood with the new states integrated against the walk's conditional
+given their neighbours; the chosen states are then drawn (and bridged to the neighbours). After
+a sweep over items, every chain's states are redrawn by forward filtering, backward sampling.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.special import gammaln, logsumexp
+
+from ..alloc.rcrp import chain_log_factors, log_prior
+from .dynamics import RandomWalk, gauss_logpdf, gauss_product
+from .emission import Emission
+
+
+@dataclass(frozen=True)
+class RCRPPrior:
+    """The recurrent CRP: concentration α, window W, decay λ (Eq. 4.4, Sec. 6)."""
+
+    alpha: float
+    window: int
+    decay: float
+
+
+@dataclass(frozen=True)
+class FixedKPrior:
+    """The baseline: K chains alive at every epoch, born at the first; each epoch's weights
+    Dirichlet(α/K, ..., α/K), integrated out (so an item joins k with weight n_{k,t} + α/K)."""
+
+    K: int
+    alpha: float
+
+
+@dataclass
+class _Option:
+    kind: str  # "alive", "prepend", "bridge", "new", "fixed"
+    labels: tuple[int, ...]
+    logw: float
+    phi: np.ndarray | None = None  # the state drawn at t, when the option needs a new one
+
+
+class ChainSampler:
+    """The state of one Markov chain of the sampler, and its moves."""
+
+    def __init__(self, epochs: np.ndarray, n_epochs: int, emission: Emission,
+                 walk: RandomWalk, prior: RCRPPrior | FixedKPrior):
+        self.epochs = np.asarray(epochs, dtype=np.int64)
+        self.T = int(n_epochs)
+        if self.epochs.size and (self.epochs.min() < 0 or self.epochs.max() >= self.T):
+            raise ValueError("epochs must lie in [0, n_epochs)")
+        self.emission, self.walk, self.prior = emission, walk, prior
+        self.fixed = isinstance(prior, FixedKPrior)
+        self.z = np.full(len(self.epochs), -1, dtype=np.int64)
+        cap = prior.K if self.fixed else 16
+        self.counts = np.zeros((self.T, cap), dtype=np.int64)
+        self.first = np.full(cap, -1, dtype=np.int64)
+        self.last = np.full(cap, -1, dtype=np.int64)
+        self.active = np.zeros(cap, dtype=bool)
+        self.phi: dict[int, np.ndarray] = {}
+        self.by_epoch = [np.flatnonzero(self.epochs == t) for t in range(self.T)]
+
+    # ---- labels ---------------------------------------------------------------------------
+
+    def _new_label(self) -> int:
+        free = np.flatnonzero(~self.active)
+        if free.size == 0:
+            cap = len(self.active)
+            self.counts = np.pad(self.counts, ((0, 0), (0, cap)))
+            self.first = np.pad(self.first, (0, cap), constant_values=-1)
+            self.last = np.pad(self.last, (0, cap), constant_values=-1)
+            self.active = np.pad(self.active, (0, cap))
+            free = np.array([cap])
+        k = int(free[0])
+        self.active[k] = True
+        return k
+
+    def _free(self, k: int) -> None:
+        self.active[k] = False
+        self.first[k] = self.last[k] = -1
+        self.counts[:, k] = 0
+        self.phi.pop(k, None)
+
+    def init_fixed(self, phi: np.ndarray) -> None:
+        """Start the fixed-K baseline from states phi (K, T, D), every item unassigned."""
+        for k in range(self.prior.K):
+            self.active[k] = True
+            self.first[k], self.last[k] = 0, self.T - 1
+            self.phi[k] = np.array(phi[k], float)
+
+    # ---- one item --------------------------------------------------------------------------
+
+    def _remove(self, i: int) -> None:
+        k, t = int(self.z[i]), int(self.epochs[i])
+        self.z[i] = -1
+        self.counts[t, k] -= 1
+        if self.fixed or self.counts[t, k] > 0:
+            return
+        occ = np.flatnonzero(self.counts[:, k])
+        f0 = int(self.first[k])
+        if occ.size == 0:
+            self._free(k)
+        elif t == f0:
+            self.phi[k] = self.phi[k][occ[0] - f0:]
+            self.first[k] = occ[0]
+        elif t == self.last[k]:
+            self.phi[k] = self.phi[k][:occ[-1] - f0 + 1]
+            self.last[k] = occ[-1]
+        else:
+            a, b = int(occ[occ < t].max()), int(occ[occ > t].min())
+            if b - a > self.prior.window:
+                self._split(k, a, b)
+
+    def _split(self, k: int, a: int, b: int) -> None:
+        """Chain k's occupied epochs a < b are more than W apart: from b on it is a new chain."""
+        k2 = self._new_label()
+        f0 = int(self.first[k])
+        self.phi[k2] = self.phi[k][b - f0:]
+        self.phi[k] = self.phi[k][:a - f0 + 1]
+        self.first[k2], self.last[k2], self.last[k] = b, self.last[k], a
+        self.counts[b:, k2] = self.counts[b:, k]
+        self.counts[b:, k] = 0
+        self.z[(self.z == k) & (self.epochs >= b)] = k2
+
+    def _options(self, i: int, t: int, rng: np.random.Generator) -> list[_Option]:
+        if self.fixed:
+            K, alpha = self.prior.K, self.prior.alpha
+            phi_t = np.stack([self.phi[k][t] for k in range(K)])
+            logw = np.log(self.counts[t, :K] + alpha / K) + self.emission.loglik(i, phi_t)
+            return [_Option("fixed", (k,), float(logw[k])) for k in range(K)]
+        prior, walk = self.prior, self.walk
+        W = prior.window
+        act = np.flatnonzero(self.active)
+        lo, hi = max(0, t - W), min(self.T, t + W + 1)
+        sub = self.counts[lo:hi]
+        rel = t - lo
+        recent = sub[:rel + 1, act].sum(0) > 0 if act.size else np.zeros(0, bool)
+        alive = act[recent]
+        born_soon = act[~recent & (self.first[act] > t) & (self.first[act] <= t + W)]
+        e = np.zeros((hi - lo, 1), dtype=np.int64)
+        e[rel] = 1
+
+        def factors(cols: np.ndarray) -> np.ndarray:
+            return chain_log_factors(cols, rel, W, prior.decay, prior.alpha)
+
+        options: list[_Option] = []
+        base = {int(k): v for k, v in zip(np.concatenate([alive, born_soon]),
+                                          factors(sub[:, np.concatenate([alive, born_soon])]),
+                                          strict=True)}
+        if alive.size:
+            gain = factors(sub[:, alive] + e) - np.array([base[int(k)] for k in alive])
+            inside = [int(k) for k in alive if self.last[k] >= t]
+            if inside:
+                phi_t = np.stack([self.phi[k][t - self.first[k]] for k in inside])
+                lik = dict(zip(inside, self.emission.loglik(i, phi_t), strict=True))
+            for k, g in zip(alive, gain, strict=True):
+                k = int(k)
+                if self.last[k] >= t:
+                    options.append(_Option("alive", (k,), float(g + lik[k])))
+                else:
+                    logw, phi = self.emission.candidate(
+                        i, self.phi[k][-1], walk.step_var(t - int(self.last[k])), rng)
+                    options.append(_Option("alive", (k,), float(g) + logw, phi))
+        if born_soon.size:
+            gain = factors(sub[:, born_soon] + e) - np.array([base[int(k)] for k in born_soon])
+            for b, g in zip(born_soon, gain, strict=True):
+                b = int(b)
+                phi_b, gap = self.phi[b][0], walk.step_var(int(self.first[b]) - t)
+                mean, var = gauss_product(np.zeros_like(phi_b), walk.birth_var, phi_b, gap)
+                moved = float(gauss_logpdf(phi_b, 0.0, walk.birth_var + gap)
+                              - gauss_logpdf(phi_b, 0.0, walk.birth_var))
+                logw, phi = self.emission.candidate(i, mean, var, rng)
+                options.append(_Option("prepend", (b,), float(g) + moved + logw, phi))
+            ended = [int(a) for a in alive if self.last[a] < t]
+            for a in ended:
+                for b in born_soon:
+                    b = int(b)
+                    if self.first[b] - self.last[a] <= W:
+                        continue
+                    joined = factors((sub[:, a] + sub[:, b])[:, None] + e)[0]
+                    g = joined - base[a] - base[b]
+                    phi_a, phi_b = self.phi[a][-1], self.phi[b][0]
+                    ga, gb = walk.step_var(t - int(self.last[a])), walk.step_var(
+                        int(self.first[b]) - t)
+                    mean, var = gauss_product(phi_a, ga, phi_b, gb)
+                    moved = float(gauss_logpdf(phi_b, phi_a, ga + gb)
+                                  - gauss_logpdf(phi_b, 0.0, walk.birth_var))
+                    logw, phi = self.emission.candidate(i, mean, var, rng)
+                    options.append(_Option("bridge", (a, b), float(g) + moved + logw, phi))
+        g_new = float(factors(e)[0])
+        logw, phi = self.emission.candidate(i, np.zeros(self.emission.dim), walk.birth_var, rng)
+        options.append(_Option("new", (), g_new + logw, phi))
+        return options
+
+    def _apply(self, i: int, t: int, opt: _Option, rng: np.random.Generator) -> None:
+        walk = self.walk
+        if opt.kind in ("fixed", "alive") and opt.phi is None:
+            k = opt.labels[0]
+        elif opt.kind == "alive":
+            k = opt.labels[0]
+            gap = t - int(self.last[k])
+            mid = walk.bridge(self.phi[k][-1], opt.phi, gap, rng)
+            self.phi[k] = np.vstack([self.phi[k], mid, opt.phi[None]])
+            self.last[k] = t
+        elif opt.kind == "prepend":
+            k = opt.labels[0]
+            mid = walk.bridge(opt.phi, self.phi[k][0], int(self.first[k]) - t, rng)
+            self.phi[k] = np.vstack([opt.phi[None], mid, self.phi[k]])
+            self.first[k] = t
+        elif opt.kind == "bridge":
+            k, b = opt.labels
+            left = walk.bridge(self.phi[k][-1], opt.phi, t - int(self.last[k]), rng)
+            right = walk.bridge(opt.phi, self.phi[b][0], int(self.first[b]) - t, rng)
+            self.phi[k] = np.vstack([self.phi[k], left, opt.phi[None], right, self.phi[b]])
+            self.last[k] = self.last[b]
+            self.counts[:, k] += self.counts[:, b]
+            self.z[self.z == b] = k
+            self._free(b)
+        else:
+            k = self._new_label()
+            self.phi[k] = opt.phi[None].copy()
+            self.first[k] = self.last[k] = t
+        self.z[i] = k
+        self.counts[t, k] += 1
+
+    def step(self, i: int, rng: np.random.Generator) -> None:
+        """Redraw item i's chain from its exact conditional (the module docstring)."""
+        t = int(self.epochs[i])
+        if self.z[i] >= 0:
+            self._remove(i)
+        options = self._options(i, t, rng)
+        logw = np.array([o.logw for o in options])
+        p = np.exp(logw - logsumexp(logw))
+        self._apply(i, t, options[int(rng.choice(len(options), p=p))], rng)
+
+    # ---- sweeps ----------------------------------------------------------------------------
+
+    def resample_states(self, rng: np.random.Generator, labels=None) -> None:
+        """Forward filtering, backward sampling of every chain's states over its span."""
+        labels = np.flatnonzero(self.active) if labels is None else labels
+        for k in labels:
+            k = int(k)
+            f0, f1 = int(self.first[k]), int(self.last[k])
+            L, D = f1 - f0 + 1, self.emission.dim
+            y, r = np.zeros((L, D)), np.ones((L, D))
+            observed = self.counts[f0:f1 + 1, k] > 0
+            mine = np.flatnonzero(self.z == k)
+            for u in np.flatnonzero(observed):
+                items = mine[self.epochs[mine] == f0 + u]
+                y[u], r[u] = self.emission.pseudo_obs(items, self.phi[k][u])
+            self.phi[k] = self.walk.ffbs(y, r, observed, rng)
+
+    def sweep(self, rng: np.random.Generator) -> None:
+        """One Gibbs sweep: every item once (epochs in order, items shuffled within each; on the
+        first sweep this seats the items sequentially, redrawing the states of the chains alive
+        after each epoch), then every chain's states."""
+        first_pass = bool(np.any(self.z < 0))
+        for t in range(self.T):
+            for i in rng.permutation(self.by_epoch[t]):
+                self.step(int(i), rng)
+            if first_pass:
+                self.resample_states(rng, np.flatnonzero(self.active & (self.last == t)))
+        self.resample_states(rng)
+
+    # ---- summaries -------------------------------------------------------------------------
+
+    def log_joint(self) -> float:
+        """log p(z, φ, x) of the current sample (the prior over labels, the walks' densities over
+        the spans, the emissions)."""
+        act = np.flatnonzero(self.active)
+        counts = self.counts[:, act]
+        if self.fixed:
+            a = self.prior.alpha / self.prior.K
+            value = float(np.sum(gammaln(counts + a) - gammaln(a))
+                          + np.sum(gammaln(self.prior.alpha)
+                                   - gammaln(counts.sum(1) + self.prior.alpha)))
+        else:
+            value = log_prior(counts, self.prior.window, self.prior.decay, self.prior.alpha)
+        for k in act:
+            value += self.walk.log_density(self.phi[int(k)])
+        for i in range(len(self.z)):
+            k = int(self.z[i])
+            if k >= 0:
+                value += float(self.emission.loglik(
+                    i, self.phi[k][self.epochs[i] - self.first[k]][None])[0])
+        return value
+
+    def canonical(self) -> np.ndarray:
+        """Labels renumbered 0, 1, ... by first epoch, then first item (unassigned stay −1)."""
+        return relabel(self.z, self.epochs)
+
+
+def relabel(z: np.ndarray, epochs: np.ndarray) -> np.ndarray:
+    """Chain labels renumbered 0, 1, ... in order of (first epoch, first item)."""
+    z = np.asarray(z)
+    out = np.full(len(z), -1, dtype=np.int64)
+    order = np.lexsort((np.arange(len(z)), epochs))
+    seen: dict[int, int] = {}
+    for i in order:
+        k = int(z[i])
+        if k >= 0:
+            out[i] = seen.setdefault(k, len(seen))
+    return out
+
+
+def alive_per_epoch(z: np.ndarray, epochs: np.ndarray, n_epochs: int, window: int) -> np.ndarray:
+    """How many chains are alive at each epoch: m_{k,t} > 0 or n_{k,t} > 0, i.e. the chain has
+    members at t or in the W epochs before."""
+    z, epochs = np.asarray(z), np.asarray(epochs)
+    keep = z >= 0
+    _, zi = np.unique(z[keep], return_inverse=True)
+    occ = np.zeros((n_epochs, zi.max() + 1 if zi.size else 0), bool)
+    occ[epochs[keep], zi] = True
+    alive = occ.copy()
+    for h in range(1, window + 1):
+        alive[h:] |= occ[:-h]
+    return alive.sum(1)

@@ -1,0 +1,157 @@
+"""The temporal DP mixture's Gibbs sampler against exact enumeration (issue 11): co-clustering
+probabilities and the expected number of chains of 1-D Gaussian chains, with the chain states
+integrated out by a dense Gaussian (independent of the sampler's Kalman code)."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from scipy.special import gammaln, logsumexp
+from scipy.stats import multivariate_normal
+
+from bnpmix.algorithms.alloc.rcrp import log_prior
+from bnpmix.algorithms.tdpm.dynamics import RandomWalk
+from bnpmix.algorithms.tdpm.emission import GaussianEmission
+from bnpmix.algorithms.tdpm.gibbs import (
+    ChainSampler,
+    FixedKPrior,
+    RCRPPrior,
+    alive_per_epoch,
+    relabel,
+)
+
+from .test_rcrp import set_partitions
+
+SIGMA, RHO, NOISE = 4.0, 0.3, 0.5
+
+
+def chain_log_marginal(x, t, born):
+    """log p(x_block) for one chain born at epoch ``born``: Cov(x_i, x_j) =
+    σ + ρ (min(t_i, t_j) − born) + Σ δ_ij."""
+    t = np.asarray(t, float)
+    cov = SIGMA + RHO * (np.minimum.outer(t, t) - born) + NOISE * np.eye(len(t))
+    return float(multivariate_normal(np.zeros(len(t)), cov).logpdf(x))
+
+
+def exact_tdpm(x, epochs, T, prior):
+    """Every labelling as a set partition with each block's epochs at most W apart; weights
+    P(c) p(x | c) with P(c) the label-free RCRP prior. Returns (co-clustering, E[#chains])."""
+    N = len(x)
+    logw, co, kk = [], [], []
+    for part in set_partitions(list(range(N))):
+        ok = all(np.all(np.diff(sorted(set(epochs[b]))) <= prior.window) for b in part)
+        if not ok:
+            continue
+        counts = np.zeros((T, len(part)))
+        for j, b in enumerate(part):
+            np.add.at(counts[:, j], epochs[b], 1)
+        value = log_prior(counts, prior.window, prior.decay, prior.alpha)
+        value += sum(chain_log_marginal(x[b], epochs[b], epochs[b].min()) for b in part)
+        logw.append(value)
+        z = np.empty(N, int)
+        for j, b in enumerate(part):
+            z[b] = j
+        co.append(z[:, None] == z[None, :])
+        kk.append(len(part))
+    w = np.exp(np.array(logw) - logsumexp(logw))
+    return np.tensordot(w, np.array(co, float), axes=1), float(w @ np.array(kk))
+
+
+def exact_fixed(x, epochs, T, K, alpha):
+    """The fixed-K baseline: K labelled chains born at epoch 0, per-epoch Dirichlet(α/K)
+    weights integrated out."""
+    N = len(x)
+    logw, co = [], []
+    for z in itertools.product(range(K), repeat=N):
+        z = np.array(z)
+        counts = np.zeros((T, K))
+        np.add.at(counts, (epochs, z), 1)
+        a = alpha / K
+        value = float(np.sum(gammaln(counts + a) - gammaln(a))
+                      + np.sum(gammaln(alpha) - gammaln(counts.sum(1) + alpha)))
+        value += sum(chain_log_marginal(x[z == k], epochs[z == k], 0)
+                     for k in range(K) if np.any(z == k))
+        logw.append(value)
+        co.append(z[:, None] == z[None, :])
+    w = np.exp(np.array(logw) - logsumexp(logw))
+    return np.tensordot(w, np.array(co, float), axes=1)
+
+
+def run(x, epochs, T, prior, seed, sweeps, burn=200, init_phi=None):
+    """Co-clustering and number of chains per kept sweep."""
+    rng = np.random.default_rng(seed)
+    s = ChainSampler(epochs, T, GaussianEmission(x[:, None], NOISE), RandomWalk(SIGMA, RHO),
+                     prior)
+    if init_phi is not None:
+        s.init_fixed(init_phi)
+    co, kk = [], []
+    for sweep in range(sweeps):
+        s.sweep(rng)
+        if sweep >= burn:
+            co.append(s.z[:, None] == s.z[None, :])
+            kk.append(len(np.unique(s.z)))
+    return np.array(co, float), np.array(kk, float)
+
+
+def check_against(exact_co, exact_k, runs):
+    """Each seed's estimate within 5 batch-means standard errors (+ 0.01) of the exact value,
+    and the pooled one within 4."""
+    pooled_co = np.mean([c.mean(0) for c, _ in runs], axis=0)
+    for co, kk in runs:
+        batches = np.array_split(np.arange(len(co)), 20)
+        means = np.array([co[b].mean(0) for b in batches])
+        se = means.std(0, ddof=1) / math.sqrt(len(batches))
+        assert np.all(np.abs(co.mean(0) - exact_co) <= 5 * se + 0.01), (co.mean(0), exact_co)
+        if exact_k is not None:
+            kmeans = np.array([kk[b].mean() for b in batches])
+            kse = kmeans.std(ddof=1) / math.sqrt(len(batches))
+            assert abs(kk.mean() - exact_k) <= 5 * kse + 0.01, (kk.mean(), exact_k)
+    assert np.max(np.abs(pooled_co - exact_co)) < 0.03
+
+
+X6 = np.array([-1.0, -0.6, 1.2, -0.8, 1.0, 1.5])
+E6 = np.array([0, 0, 0, 1, 1, 1])
+
+
+@pytest.mark.parametrize("window, decay", [(1, 0.8), (1, math.inf), (0, 0.8)])
+def test_gibbs_matches_enumeration_6_items_2_epochs(window, decay):
+    prior = RCRPPrior(alpha=1.0, window=window, decay=decay)
+    exact_co, exact_k = exact_tdpm(X6, E6, 2, prior)
+    # the test discriminates: the posteriors are not degenerate
+    assert 0.05 < exact_co[0, 1] < 0.95
+    assert 0.05 < exact_co[0, 3] < 0.95 or window == 0
+    runs = [run(X6, E6, 2, prior, seed, sweeps=2200) for seed in range(3)]
+    check_against(exact_co, exact_k, runs)
+
+
+def test_gibbs_matches_enumeration_with_splits_over_3_epochs():
+    """The middle item bridges its chain: removing it splits the chain (W = 1), and the
+    'reconnect two chains' option of its conditional is needed to be exact."""
+    x = np.array([0.0, 0.3, 0.1, 0.2, 2.0, -0.2])
+    epochs = np.array([0, 0, 1, 2, 2, 2])
+    prior = RCRPPrior(alpha=0.7, window=1, decay=2.0)
+    exact_co, exact_k = exact_tdpm(x, epochs, 3, prior)
+    runs = [run(x, epochs, 3, prior, seed, sweeps=2200) for seed in range(3)]
+    check_against(exact_co, exact_k, runs)
+
+
+def test_fixed_k_baseline_matches_enumeration():
+    prior = FixedKPrior(K=2, alpha=1.0)
+    exact_co = exact_fixed(X6, E6, 2, 2, 1.0)
+    init = np.zeros((2, 2, 1))
+    init[0, :, 0], init[1, :, 0] = -1.0, 1.0
+    runs = [run(X6, E6, 2, prior, seed, sweeps=2200, init_phi=init) for seed in range(3)]
+    check_against(exact_co, None, runs)
+
+
+def test_relabel_and_alive_per_epoch():
+    z = np.array([7, 3, 7, 9, 3])
+    epochs = np.array([1, 0, 2, 3, 0])
+    np.testing.assert_array_equal(relabel(z, epochs), [1, 0, 1, 2, 0])
+    # chain 3 occupies epoch 0, chain 7 epochs 1-2, chain 9 epoch 3; W = 1 keeps each alive one
+    # epoch after its last member
+    np.testing.assert_array_equal(alive_per_epoch(z, epochs, 5, 1), [1, 2, 1, 2, 1])
+    np.testing.assert_array_equal(alive_per_epoch(z, epochs, 5, 0), [1, 1, 1, 1, 0])
