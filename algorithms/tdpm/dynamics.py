@@ -18,11 +18,12 @@ import numpy as np
 LOG_2PI = float(np.log(2 * np.pi))
 
 
-def gauss_logpdf(x: np.ndarray, mean: np.ndarray, var: np.ndarray | float) -> np.ndarray:
+def gauss_logpdf(x: np.ndarray, mean: np.ndarray, var) -> np.ndarray:
     """log N(x; mean, diag(var)) summed over the last axis (broadcasting over leading ones)."""
-    x, mean = np.asarray(x, float), np.asarray(mean, float)
-    var = np.broadcast_to(np.asarray(var, float), np.broadcast(x, mean).shape)
-    return -0.5 * np.sum(LOG_2PI + np.log(var) + (x - mean) ** 2 / var, axis=-1)
+    d = np.asarray(x, float) - mean
+    var = np.asarray(var, float)
+    logdet = np.sum(np.log(np.broadcast_to(var, d.shape)), axis=-1)
+    return -0.5 * (d.shape[-1] * LOG_2PI + logdet + np.sum(d * d / var, axis=-1))
 
 
 def gauss_product(m1: np.ndarray, v1, m2: np.ndarray, v2) -> tuple[np.ndarray, np.ndarray]:

@@ -2,11 +2,11 @@
 
 One interface (``Emission``), bound to the items it scores:
 - ``loglik(i, phi)``: log F(x_i | φ) at several candidate states (C, D) -> (C,);
-- ``candidate(i, mean, var, rng)``: for a state not yet drawn, whose prior given the chain's
-  neighbours (or G_0 for a new chain) is N(mean, var): a log weight for the item's conditional
-  and the state to keep if the item goes there. Exact for Gaussians (log N(x; mean, var + Σ) and
-  a posterior draw); a model without a closed form may use an auxiliary prior draw (Neal's
-  Algorithm 8 with one auxiliary state), which leaves the posterior invariant too;
+- ``candidates(i, means, variances, rng)``: for C states not yet drawn, whose priors given
+  their chains' neighbours (or G_0 for a new chain) are N(means_c, variances_c): log weights for
+  the item's conditional and the states to keep if the item goes there. Exact for Gaussians
+  (log N(x; m, v + Σ) and a posterior draw); a model without a closed form may use auxiliary
+  prior draws (Neal's Algorithm 8), which leave the posterior invariant too;
 - ``pseudo_obs(items, phi)``: Gaussian pseudo-observations (y, r) of one (chain, epoch) for
   forward filtering / backward sampling (exact for Gaussians; Eqs. 8.12-8.13 for text);
 - ``total_loglik(items, phi)``: Σ log F over items at one state (the log joint of a sample).
@@ -26,8 +26,8 @@ class Emission(Protocol):
 
     def loglik(self, i: int, phi: np.ndarray) -> np.ndarray: ...
 
-    def candidate(self, i: int, mean: np.ndarray, var, rng: np.random.Generator
-                  ) -> tuple[float, np.ndarray]: ...
+    def candidates(self, i: int, means: np.ndarray, variances: np.ndarray,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]: ...
 
     def pseudo_obs(self, items: np.ndarray, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]: ...
 
@@ -45,14 +45,15 @@ class GaussianEmission:
     def loglik(self, i: int, phi: np.ndarray) -> np.ndarray:
         return gauss_logpdf(self.X[i], phi, self.noise_var)
 
-    def candidate(self, i: int, mean: np.ndarray, var, rng: np.random.Generator
-                  ) -> tuple[float, np.ndarray]:
-        """log ∫ N(φ; mean, var) N(x; φ, Σ) dφ = log N(x; mean, var + Σ), and a draw of φ from
-        N(mean, var) N(x; φ, Σ) normalised."""
+    def candidates(self, i: int, means: np.ndarray, variances: np.ndarray,
+                   rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """log ∫ N(φ; m_c, v_c) N(x; φ, Σ) dφ = log N(x; m_c, v_c + Σ) for means (C, D) and
+        variances (C, 1) or (C, D), and a draw of each φ_c from N(m_c, v_c) N(x; φ, Σ)
+        normalised."""
         x = self.X[i]
-        logw = float(gauss_logpdf(x, mean, np.asarray(var) + self.noise_var))
-        m, v = gauss_product(mean, var, x, self.noise_var)
-        return logw, m + np.sqrt(v) * rng.standard_normal(self.dim)
+        logw = gauss_logpdf(x, means, variances + self.noise_var)
+        m, v = gauss_product(means, variances, x, self.noise_var)
+        return logw, m + np.sqrt(v) * rng.standard_normal(m.shape)
 
     def pseudo_obs(self, items: np.ndarray, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The epoch's mean x̄ with variance Σ/n: N(x̄; φ, Σ/n) ∝ Π_i N(x_i; φ, Σ) in φ."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
-from scipy.special import gammaln, logsumexp
+from scipy.special import gammaln
 
 from ..alloc.rcrp import chain_log_factors, log_prior
 from .dynamics import RandomWalk, gauss_logpdf, gauss_product
@@ -53,11 +53,14 @@ class FixedKPrior:
 
 
 @dataclass
-class _Option:
-    kind: str  # "alive", "prepend", "bridge", "new", "fixed"
-    labels: tuple[int, ...]
-    logw: float
-    phi: np.ndarray | None = None  # the state drawn at t, when the option needs a new one
+class _Options:
+    """One item's places: log weights, kinds ("alive": a state at t exists; "extend", "prepend",
+    "bridge", "new": a state at t is drawn), the chains involved, and the drawn states."""
+
+    logw: np.ndarray
+    kinds: list[str]
+    labels: list[tuple[int, ...]]
+    states: list[np.ndarray | None]
 
 
 class ChainSampler:
@@ -142,103 +145,106 @@ class ChainSampler:
         self.counts[b:, k] = 0
         self.z[(self.z == k) & (self.epochs >= b)] = k2
 
-    def _options(self, i: int, t: int, rng: np.random.Generator) -> list[_Option]:
+    def _options(self, i: int, t: int, rng: np.random.Generator) -> _Options:
         if self.fixed:
             K, alpha = self.prior.K, self.prior.alpha
             phi_t = np.stack([self.phi[k][t] for k in range(K)])
             logw = np.log(self.counts[t, :K] + alpha / K) + self.emission.loglik(i, phi_t)
-            return [_Option("fixed", (k,), float(logw[k])) for k in range(K)]
+            return _Options(logw, ["alive"] * K, [(k,) for k in range(K)], [None] * K)
         prior, walk = self.prior, self.walk
         W = prior.window
         act = np.flatnonzero(self.active)
         lo, hi = max(0, t - W), min(self.T, t + W + 1)
         sub = self.counts[lo:hi]
         rel = t - lo
-        recent = sub[:rel + 1, act].sum(0) > 0 if act.size else np.zeros(0, bool)
+        recent = sub[:rel + 1, act].sum(0) > 0
         alive = act[recent]
-        born_soon = act[~recent & (self.first[act] > t) & (self.first[act] <= t + W)]
+        soon = act[~recent & (self.first[act] > t) & (self.first[act] <= t + W)]
+        inside = alive[self.last[alive] >= t]
+        ext = alive[self.last[alive] < t]
+        pairs = np.array([(a, b) for a in ext for b in soon
+                          if self.first[b] - self.last[a] > W], dtype=np.int64).reshape(-1, 2)
         e = np.zeros((hi - lo, 1), dtype=np.int64)
         e[rel] = 1
+        # prior: each option's changed chain factors over epochs t..t+W
+        joined = sub[:, pairs[:, 0]] + sub[:, pairs[:, 1]]
+        single = np.concatenate([inside, ext, soon])
+        f = chain_log_factors(np.hstack([sub[:, single], sub[:, single] + e, joined + e, e]),
+                              rel, W, prior.decay, prior.alpha)
+        n1, n2 = len(single), len(pairs)
+        before = dict(zip(single.tolist(), f[:n1], strict=True))
+        gain = np.concatenate([
+            f[n1:2 * n1] - f[:n1],
+            f[2 * n1:2 * n1 + n2] - [before[a] + before[b] for a, b in pairs.tolist()],
+            f[-1:]])
+        # likelihood: at the state where the chain has one at t, otherwise integrated over the
+        # new state's conditional given its neighbours (extension, prepend, bridge, new)
+        lik_inside = (self.emission.loglik(i, np.stack([self.phi[k][t - self.first[k]]
+                                                        for k in inside]))
+                      if inside.size else np.zeros(0))
+        D = self.emission.dim
+        means, variances, moved = [], [], []
+        if ext.size:
+            means.append(np.stack([self.phi[k][-1] for k in ext]))
+            variances.append(walk.drift_var * (t - self.last[ext]))
+            moved.append(np.zeros(len(ext)))
+        if soon.size:
+            phi_b = np.stack([self.phi[k][0] for k in soon])
+            gap = walk.drift_var * (self.first[soon] - t)[:, None]
+            m, v = gauss_product(0.0, walk.birth_var, phi_b, gap)
+            means.append(m)
+            variances.append(v[:, 0])
+            moved.append(gauss_logpdf(phi_b, 0.0, walk.birth_var + gap)
+                         - gauss_logpdf(phi_b, 0.0, walk.birth_var))
+        if n2:
+            phi_a = np.stack([self.phi[a][-1] for a in pairs[:, 0]])
+            phi_b = np.stack([self.phi[b][0] for b in pairs[:, 1]])
+            ga = walk.drift_var * (t - self.last[pairs[:, 0]])[:, None]
+            gb = walk.drift_var * (self.first[pairs[:, 1]] - t)[:, None]
+            m, v = gauss_product(phi_a, ga, phi_b, gb)
+            means.append(m)
+            variances.append(v[:, 0])
+            moved.append(gauss_logpdf(phi_b, phi_a, ga + gb)
+                         - gauss_logpdf(phi_b, 0.0, walk.birth_var))
+        means.append(np.zeros((1, D)))
+        variances.append(np.array([walk.birth_var]))
+        moved.append(np.zeros(1))
+        lik_new, states = self.emission.candidates(
+            i, np.concatenate(means), np.concatenate(variances)[:, None], rng)
+        logw = gain + np.concatenate([lik_inside, lik_new + np.concatenate(moved)])
+        kinds = (["alive"] * len(inside) + ["extend"] * len(ext) + ["prepend"] * len(soon)
+                 + ["bridge"] * n2 + ["new"])
+        labels = ([(int(k),) for k in inside] + [(int(k),) for k in ext]
+                  + [(int(k),) for k in soon] + [tuple(p) for p in pairs.tolist()] + [()])
+        return _Options(logw, kinds, labels, [None] * len(inside) + list(states))
 
-        def factors(cols: np.ndarray) -> np.ndarray:
-            return chain_log_factors(cols, rel, W, prior.decay, prior.alpha)
-
-        options: list[_Option] = []
-        base = {int(k): v for k, v in zip(np.concatenate([alive, born_soon]),
-                                          factors(sub[:, np.concatenate([alive, born_soon])]),
-                                          strict=True)}
-        if alive.size:
-            gain = factors(sub[:, alive] + e) - np.array([base[int(k)] for k in alive])
-            inside = [int(k) for k in alive if self.last[k] >= t]
-            if inside:
-                phi_t = np.stack([self.phi[k][t - self.first[k]] for k in inside])
-                lik = dict(zip(inside, self.emission.loglik(i, phi_t), strict=True))
-            for k, g in zip(alive, gain, strict=True):
-                k = int(k)
-                if self.last[k] >= t:
-                    options.append(_Option("alive", (k,), float(g + lik[k])))
-                else:
-                    logw, phi = self.emission.candidate(
-                        i, self.phi[k][-1], walk.step_var(t - int(self.last[k])), rng)
-                    options.append(_Option("alive", (k,), float(g) + logw, phi))
-        if born_soon.size:
-            gain = factors(sub[:, born_soon] + e) - np.array([base[int(k)] for k in born_soon])
-            for b, g in zip(born_soon, gain, strict=True):
-                b = int(b)
-                phi_b, gap = self.phi[b][0], walk.step_var(int(self.first[b]) - t)
-                mean, var = gauss_product(np.zeros_like(phi_b), walk.birth_var, phi_b, gap)
-                moved = float(gauss_logpdf(phi_b, 0.0, walk.birth_var + gap)
-                              - gauss_logpdf(phi_b, 0.0, walk.birth_var))
-                logw, phi = self.emission.candidate(i, mean, var, rng)
-                options.append(_Option("prepend", (b,), float(g) + moved + logw, phi))
-            ended = [int(a) for a in alive if self.last[a] < t]
-            for a in ended:
-                for b in born_soon:
-                    b = int(b)
-                    if self.first[b] - self.last[a] <= W:
-                        continue
-                    joined = factors((sub[:, a] + sub[:, b])[:, None] + e)[0]
-                    g = joined - base[a] - base[b]
-                    phi_a, phi_b = self.phi[a][-1], self.phi[b][0]
-                    ga, gb = walk.step_var(t - int(self.last[a])), walk.step_var(
-                        int(self.first[b]) - t)
-                    mean, var = gauss_product(phi_a, ga, phi_b, gb)
-                    moved = float(gauss_logpdf(phi_b, phi_a, ga + gb)
-                                  - gauss_logpdf(phi_b, 0.0, walk.birth_var))
-                    logw, phi = self.emission.candidate(i, mean, var, rng)
-                    options.append(_Option("bridge", (a, b), float(g) + moved + logw, phi))
-        g_new = float(factors(e)[0])
-        logw, phi = self.emission.candidate(i, np.zeros(self.emission.dim), walk.birth_var, rng)
-        options.append(_Option("new", (), g_new + logw, phi))
-        return options
-
-    def _apply(self, i: int, t: int, opt: _Option, rng: np.random.Generator) -> None:
+    def _apply(self, i: int, t: int, kind: str, labels: tuple[int, ...],
+               phi: np.ndarray | None, rng: np.random.Generator) -> None:
         walk = self.walk
-        if opt.kind in ("fixed", "alive") and opt.phi is None:
-            k = opt.labels[0]
-        elif opt.kind == "alive":
-            k = opt.labels[0]
-            gap = t - int(self.last[k])
-            mid = walk.bridge(self.phi[k][-1], opt.phi, gap, rng)
-            self.phi[k] = np.vstack([self.phi[k], mid, opt.phi[None]])
+        if kind == "alive":
+            k = labels[0]
+        elif kind == "extend":
+            k = labels[0]
+            mid = walk.bridge(self.phi[k][-1], phi, t - int(self.last[k]), rng)
+            self.phi[k] = np.vstack([self.phi[k], mid, phi[None]])
             self.last[k] = t
-        elif opt.kind == "prepend":
-            k = opt.labels[0]
-            mid = walk.bridge(opt.phi, self.phi[k][0], int(self.first[k]) - t, rng)
-            self.phi[k] = np.vstack([opt.phi[None], mid, self.phi[k]])
+        elif kind == "prepend":
+            k = labels[0]
+            mid = walk.bridge(phi, self.phi[k][0], int(self.first[k]) - t, rng)
+            self.phi[k] = np.vstack([phi[None], mid, self.phi[k]])
             self.first[k] = t
-        elif opt.kind == "bridge":
-            k, b = opt.labels
-            left = walk.bridge(self.phi[k][-1], opt.phi, t - int(self.last[k]), rng)
-            right = walk.bridge(opt.phi, self.phi[b][0], int(self.first[b]) - t, rng)
-            self.phi[k] = np.vstack([self.phi[k], left, opt.phi[None], right, self.phi[b]])
+        elif kind == "bridge":
+            k, b = labels
+            left = walk.bridge(self.phi[k][-1], phi, t - int(self.last[k]), rng)
+            right = walk.bridge(phi, self.phi[b][0], int(self.first[b]) - t, rng)
+            self.phi[k] = np.vstack([self.phi[k], left, phi[None], right, self.phi[b]])
             self.last[k] = self.last[b]
             self.counts[:, k] += self.counts[:, b]
             self.z[self.z == b] = k
             self._free(b)
         else:
             k = self._new_label()
-            self.phi[k] = opt.phi[None].copy()
+            self.phi[k] = phi[None].copy()
             self.first[k] = self.last[k] = t
         self.z[i] = k
         self.counts[t, k] += 1
@@ -248,10 +254,10 @@ class ChainSampler:
         t = int(self.epochs[i])
         if self.z[i] >= 0:
             self._remove(i)
-        options = self._options(i, t, rng)
-        logw = np.array([o.logw for o in options])
-        p = np.exp(logw - logsumexp(logw))
-        self._apply(i, t, options[int(rng.choice(len(options), p=p))], rng)
+        opts = self._options(i, t, rng)
+        cdf = np.cumsum(np.exp(opts.logw - opts.logw.max()))
+        j = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), len(cdf) - 1)
+        self._apply(i, t, opts.kinds[j], opts.labels[j], opts.states[j], rng)
 
     # ---- sweeps ----------------------------------------------------------------------------
 
