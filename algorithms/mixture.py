@@ -59,6 +59,16 @@ class PredictiveMixture:
         logp = self.log_joint_predictive(X)[:, :-1]
         return np.exp(logp - logsumexp(logp, axis=1, keepdims=True))
 
+    def assign(self, X: Data) -> tuple[np.ndarray, np.ndarray]:
+        """Each item's most probable component id under the predictive and its probability."""
+        P = self.predict_proba(X)
+        best = P.argmax(axis=1)
+        return self.uids[best], P[np.arange(len(best)), best]
+
+    def assign_batch(self, batch: Any) -> tuple[np.ndarray, np.ndarray]:
+        """Hard assignments of one corpus partition (a Batch): from its rows by default."""
+        return self.assign(batch.X)
+
 
 @dataclass
 class Mixture(PredictiveMixture):

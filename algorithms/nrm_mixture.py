@@ -18,7 +18,7 @@ import numpy as np
 from .alloc.nrm import NRM
 from .mixture import PredictiveMixture
 from .obs import obs_from_prior
-from .obs.base import Arrays, Data, ObsModel
+from .obs.base import Arrays, ObsModel
 from .summary import Summary
 
 KIND = "nrm_mixture"
@@ -50,12 +50,6 @@ class NRMMixture(PredictiveMixture):
         w, w_new, _ = self.prior.predictive(self.sums.N, self.m, EK, v0=self.v)
         total = w.sum() + w_new
         return w / total, w_new / total
-
-    def assign(self, X: Data) -> tuple[np.ndarray, np.ndarray]:
-        """Each item's most probable cluster id under the predictive and its probability."""
-        P = self.predict_proba(X)
-        best = P.argmax(axis=1)
-        return self.uids[best], P[np.arange(len(best)), best]
 
     def to_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """The summed sites as arrays (sum/*) and a JSON description."""

@@ -168,6 +168,8 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
              laps_done: int, where: str) -> dict[str, Any]:
     model = fitted.model
     write_model(run, model)
+    for name, table in fitted.tables.items():
+        run.write_table(name, table)
     run.write_trace(trace)
     weights, _ = model.weights()
     summary = {"algorithm": job.algorithm, "K": model.K,
@@ -194,7 +196,7 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
 
 def assign(batch: Any, model: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Item ids, most probable component ids and their probabilities for one partition."""
-    cluster, prob = model.assign(batch.X)
+    cluster, prob = model.assign_batch(batch)
     items = batch.columns.get("item", batch.start + np.arange(len(batch)))
     return items, cluster, prob
 

@@ -180,6 +180,10 @@ class RunDir:
             self.assignments_dir / partition_name(partition), lambda p: pq.write_table(table, p)
         )
 
+    def write_table(self, name: str, table: pa.Table) -> Path:
+        """An engine's extra table, RUN_DIR/NAME.parquet (written atomically)."""
+        return atomic_write(self.path / f"{name}.parquet", lambda p: pq.write_table(table, p))
+
     def load_assignments(self) -> pd.DataFrame:
         files = sorted(self.assignments_dir.glob("part-*.parquet"))
         if not files:

@@ -261,32 +261,65 @@ class ChainSampler:
 
     # ---- sweeps ----------------------------------------------------------------------------
 
+    def _pseudo_obs(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Chain k's Gaussian pseudo-observations (y, r) over its span, and which epochs have
+        members."""
+        f0, f1 = int(self.first[k]), int(self.last[k])
+        L, D = f1 - f0 + 1, self.emission.dim
+        y, r = np.zeros((L, D)), np.ones((L, D))
+        observed = self.counts[f0:f1 + 1, k] > 0
+        mine = np.flatnonzero(self.z == k)
+        for u in np.flatnonzero(observed):
+            items = mine[self.epochs[mine] == f0 + u]
+            y[u], r[u] = self.emission.pseudo_obs(items, self.phi[k][u])
+        return y, r, observed
+
     def resample_states(self, rng: np.random.Generator, labels=None) -> None:
         """Forward filtering, backward sampling of every chain's states over its span."""
         labels = np.flatnonzero(self.active) if labels is None else labels
         for k in labels:
-            k = int(k)
-            f0, f1 = int(self.first[k]), int(self.last[k])
-            L, D = f1 - f0 + 1, self.emission.dim
-            y, r = np.zeros((L, D)), np.ones((L, D))
-            observed = self.counts[f0:f1 + 1, k] > 0
-            mine = np.flatnonzero(self.z == k)
-            for u in np.flatnonzero(observed):
-                items = mine[self.epochs[mine] == f0 + u]
-                y[u], r[u] = self.emission.pseudo_obs(items, self.phi[k][u])
-            self.phi[k] = self.walk.ffbs(y, r, observed, rng)
+            self.phi[int(k)] = self.walk.ffbs(*self._pseudo_obs(int(k)), rng)
 
-    def sweep(self, rng: np.random.Generator) -> None:
-        """One Gibbs sweep: every item once (epochs in order, items shuffled within each; on the
-        first sweep this seats the items sequentially, redrawing the states of the chains alive
-        after each epoch), then every chain's states."""
-        first_pass = bool(np.any(self.z < 0))
-        for t in range(self.T):
+    def smoothed_states(self, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The posterior means and variances of chain k's states given its members (RTS)."""
+        return self.walk.smooth(*self._pseudo_obs(k))
+
+    def sweep(self, rng: np.random.Generator, start_epoch: int = 0) -> None:
+        """One Gibbs sweep: every item of epochs >= ``start_epoch`` once (epochs in order, items
+        shuffled within each; items not yet seated are seated sequentially, redrawing the states
+        of the chains alive after each epoch), then every chain's states."""
+        for t in range(start_epoch, self.T):
+            seating = bool(np.any(self.z[self.by_epoch[t]] < 0))
             for i in rng.permutation(self.by_epoch[t]):
                 self.step(int(i), rng)
-            if first_pass:
+            if seating:
                 self.resample_states(rng, np.flatnonzero(self.active & (self.last == t)))
         self.resample_states(rng)
+
+    def to_arrays(self) -> dict[str, np.ndarray]:
+        """The sample (labels, spans, states) as arrays; ``restore`` is its inverse."""
+        act = np.flatnonzero(self.active)
+        phi = [self.phi[int(k)] for k in act]
+        return {"z": self.z.copy(), "labels": act, "first": self.first[act],
+                "last": self.last[act],
+                "phi": np.concatenate(phi) if phi else np.zeros((0, self.emission.dim))}
+
+    def restore(self, arrays: dict[str, np.ndarray]) -> None:
+        labels = np.asarray(arrays["labels"], np.int64)
+        cap = max(len(self.active), int(labels.max()) + 1 if labels.size else 0)
+        self.counts = np.zeros((self.T, cap), dtype=np.int64)
+        self.first, self.last = np.full(cap, -1, np.int64), np.full(cap, -1, np.int64)
+        self.active = np.zeros(cap, dtype=bool)
+        self.z = np.asarray(arrays["z"], np.int64).copy()
+        seated = self.z >= 0
+        np.add.at(self.counts, (self.epochs[seated], self.z[seated]), 1)
+        self.active[labels] = True
+        self.first[labels] = arrays["first"]
+        self.last[labels] = arrays["last"]
+        spans = self.last[labels] - self.first[labels] + 1
+        cuts = np.concatenate([[0], np.cumsum(spans)])
+        phi = np.asarray(arrays["phi"], float)
+        self.phi = {int(k): phi[cuts[j]:cuts[j + 1]].copy() for j, k in enumerate(labels)}
 
     # ---- summaries -------------------------------------------------------------------------
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import numpy as np
+import pyarrow as pa
 
 from bnpmix.algorithms.mixture import PredictiveMixture
 from bnpmix.storage.arrays import ArrayFile
@@ -40,11 +41,13 @@ class Step:
 @dataclass
 class Fitted:
     """An engine's result: the fitted model, its objective values (e.g. ``{"elbo": ...}``; the
-    runtime adds each one per item) and notes for summary.json (e.g. ``{"stopped": ...}``)."""
+    runtime adds each one per item), notes for summary.json (e.g. ``{"stopped": ...}``) and
+    extra tables the run directory keeps as NAME.parquet (e.g. tdpm's samples)."""
 
     model: PredictiveMixture
     objective: dict[str, float] = field(default_factory=dict)
-    info: dict[str, str] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    tables: dict[str, pa.Table] = field(default_factory=dict)
 
 
 @dataclass

@@ -10,12 +10,14 @@ import numpy as np
 
 from bnpmix.algorithms import nrm_mixture
 from bnpmix.algorithms.mixture import KIND, Mixture, PredictiveMixture
+from bnpmix.algorithms.tdpm import model as temporal
 from bnpmix.storage import BnpmixError, RunDir
 
 # kind -> reader(arrays, meta); models saved before kinds existed are DP mixtures
 READERS: dict[str, Callable[[dict[str, np.ndarray], dict[str, Any]], Any]] = {
     KIND: Mixture.from_arrays,
     nrm_mixture.KIND: nrm_mixture.NRMMixture.from_arrays,
+    temporal.KIND: temporal.TemporalMixture.from_arrays,
 }
 
 

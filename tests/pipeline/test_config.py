@@ -16,7 +16,8 @@ from bnpmix.pipeline.jobfile import load_job, read_job
 from bnpmix.storage import BnpmixError, ingest_array
 
 SPECIAL = {"scheduler": "synchronous", "moves": ("merge",), "prior": {"kappa0": 0.5},
-           "nrm_sigma": 0.3, "epsilon": 0.6, "damping": 0.5}
+           "nrm_sigma": 0.3, "epsilon": 0.6, "damping": 0.5, "birth_var": 2.0, "drift_var": 0.2,
+           "noise_var": 0.3, "fixed_k": 5}
 COMPANION = {"nrm_sigma": {"nrm_prior": "nggp"}}  # options only valid beside another
 
 

@@ -148,7 +148,7 @@ def test_its_options_join_the_table(engine):
     from bnpmix.pipeline.config import options
 
     rows = {r.name: r for r in options()}
-    assert rows["sweeps"].engines == ("test-sampled",)
+    assert rows["sweeps"].engines == ("tdpm", "test-sampled")  # one row, shared with tdpm
     assert "test-sampled" in rows["K"].engines
     args = build_parser().parse_args(["fit", "c", "--out", "o", "--algorithm", "test-sampled",
                                       "--sweeps", "9"])

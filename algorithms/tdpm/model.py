@@ -1,0 +1,125 @@
+"""A fitted temporal DP mixture (``tdpm`` runs): the final Gibbs sample's chains (labels of the
+training items, states over each chain's span, counts per epoch), the hyperparameters, and what
+a user asks of it.
+
+For new items without an epoch the model predicts the next epoch, T: chain k's weight is its
+pseudo-count m_{k,T} = Σ_h w_h n_{k,T−h} (Eq. 4.4; zero for a chain dead by then) and its
+density N(x; E φ_{k,last}, Var φ_{k,last} + (Σ + (T − last)ρ) I) (the transition marginal after
+Eq. 5.8); a new chain has weight α and density N(x; 0, (σ + Σ) I). Training items keep their
+sampled chain.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..alloc.rcrp import pseudo_counts
+from ..mixture import PredictiveMixture
+from .dynamics import gauss_logpdf
+
+KIND = "temporal_mixture"
+
+
+@dataclass
+class ChainObs:
+    """What evaluation and ``bnpmix.load`` read of a model's observations: the name, the
+    dimension, the data check and the component means (here: each chain's last state)."""
+
+    D: int
+    name: str = "tdpm-gauss"
+
+    def check_data(self, X: Any) -> None:
+        if not isinstance(X, np.ndarray) or X.ndim != 2 or X.shape[1] != self.D:
+            raise ValueError(f"expected a dense (n, {self.D}) array, got {getattr(X, 'shape', X)}")
+        if not np.all(np.isfinite(X)):
+            raise ValueError("values must be finite")
+
+    def means(self, post: dict[str, np.ndarray]) -> np.ndarray:
+        return post["last_state"]
+
+
+@dataclass
+class TemporalMixture(PredictiveMixture):
+    """Chains ``uids`` with spans [first, last] (epoch indices), states and their variances
+    (posterior means and variances given the final labels, concatenated spans, (Σ spans, D)),
+    counts (T, K); ``labels``/``stability`` per training item in corpus order
+    (stability: the fraction of kept samples whose chain for the item maps onto its final one);
+    ``times`` the time value of each epoch; ``hyper`` alpha, window, decay, birth_var,
+    drift_var, noise_var, fixed_k."""
+
+    uids: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    states: np.ndarray
+    state_vars: np.ndarray
+    counts: np.ndarray
+    times: np.ndarray
+    labels: np.ndarray
+    stability: np.ndarray
+    hyper: dict[str, Any]
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.obs = ChainObs(self.states.shape[1])
+        self.offsets = np.concatenate([[0], np.cumsum(self.last - self.first + 1)])
+        self.post = {"last_state": self.states[self.offsets[1:] - 1] if self.K else
+                     np.zeros((0, self.obs.D))}
+
+    def chain_states(self, j: int) -> np.ndarray:
+        """The states of the j-th chain over its span (L, D)."""
+        return self.states[self.offsets[j]:self.offsets[j + 1]]
+
+    def _next_epoch(self) -> tuple[np.ndarray, float]:
+        h = self.hyper
+        T = len(self.times)
+        m = pseudo_counts(np.vstack([self.counts, np.zeros((1, self.K))]), T, h["window"],
+                          h["decay"]) if self.K else np.zeros(0)
+        return m, float(h["alpha"])
+
+    def weights(self) -> tuple[np.ndarray, float]:
+        """The next epoch's chain probabilities (0 for chains dead by then) and a new one's."""
+        m, alpha = self._next_epoch()
+        total = m.sum() + alpha
+        return m / total, alpha / total
+
+    def log_joint_predictive(self, X: np.ndarray) -> np.ndarray:
+        """log weight + log density for every chain at the next epoch, and a new chain last."""
+        h = self.hyper
+        w, rest = self.weights()
+        T = len(self.times)
+        out = np.full((X.shape[0], self.K + 1), -np.inf)
+        for j in np.flatnonzero(w > 0):
+            end = self.offsets[j + 1] - 1
+            var = self.state_vars[end] + h["noise_var"] + (T - self.last[j]) * h["drift_var"]
+            out[:, j] = np.log(w[j]) + gauss_logpdf(X, self.states[end], var)
+        out[:, -1] = np.log(rest) + gauss_logpdf(X, 0.0, h["birth_var"] + h["noise_var"])
+        return out
+
+    def assign_batch(self, batch: Any) -> tuple[np.ndarray, np.ndarray]:
+        """The training items' sampled chains and their stability across kept samples."""
+        rows = slice(batch.start, batch.start + len(batch))
+        return self.uids[self.labels[rows]], self.stability[rows]
+
+    def to_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        arrays = {"uids": self.uids, "first": self.first, "last": self.last,
+                  "states": self.states, "state_vars": self.state_vars,
+                  "counts": self.counts, "times": self.times,
+                  "labels": self.labels, "stability": self.stability}
+        meta = {"kind": KIND, "obs": self.obs.name, "hyper": self.hyper, "info": self.info}
+        return arrays, json.loads(json.dumps(meta))
+
+    @classmethod
+    def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any]
+                    ) -> TemporalMixture:
+        a = {k: np.asarray(arrays[k]) for k in ("uids", "first", "last", "counts", "times",
+                                                 "labels")}
+        return cls(a["uids"].astype(np.int64), a["first"].astype(np.int64),
+                   a["last"].astype(np.int64), np.asarray(arrays["states"], float),
+                   np.asarray(arrays["state_vars"], float),
+                   a["counts"].astype(np.int64), a["times"].astype(np.int64),
+                   a["labels"].astype(np.int64), np.asarray(arrays["stability"], float),
+                   dict(meta["hyper"]), dict(meta.get("info", {})))

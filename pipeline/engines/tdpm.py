@@ -1,0 +1,271 @@
+"""The temporal DP mixture (Ahmed & Xing 2008): chains of Gaussian clusters born, drifting and
+dying over epochs, by Gibbs sampling (``algorithms/tdpm``); ``--fixed-k K`` runs the paper's
+baseline, K Kalman-filter chains that never die, through the same sampler.
+
+Epochs come from the corpus's integer ``time`` column: epoch t holds the items with time
+min + t (a time with no items is an epoch without data: chains only drift through it). The
+sampler runs on the driver, which holds every item (N × D floats) and the sample; one step is
+one sweep. Kept samples (after ``burn_in``, every ``thin`` sweeps) give samples.parquet; the
+final sample gives the model, the chains' states per epoch (chains.parquet: their posterior
+means and variances given the final labels) and the alive chains
+per epoch (epochs.parquet).
+
+Warm-started from a tdpm model over a corpus that has grown by new epochs (``schedule run``),
+the run is online (beyond the paper): the earlier items keep their chains, and the sweeps cover
+only the last W epochs before the new ones and the new ones (the chains' states are redrawn
+whole), so a daily job costs O(new items), not a refit of the history.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from bnpmix.algorithms.metrics import contingency
+from bnpmix.algorithms.tdpm.dynamics import RandomWalk
+from bnpmix.algorithms.tdpm.emission import GaussianEmission
+from bnpmix.algorithms.tdpm.gibbs import (
+    ChainSampler,
+    FixedKPrior,
+    RCRPPrior,
+    alive_per_epoch,
+    relabel,
+)
+from bnpmix.algorithms.tdpm.model import TemporalMixture
+from bnpmix.storage import BnpmixError
+from bnpmix.storage.arrays import ArrayFile
+
+from ..config import _float, opt
+from ..runtime.engine import Engine, Fitted, State, Step, register
+from ..runtime.models import read_model
+
+MAX_EPOCHS = 100_000
+
+
+def _int_or_none(value: Any) -> int | None:
+    return None if value is None else int(value)
+
+
+@dataclass(frozen=True)
+class TDPMConfig:
+    time_column: str = opt("time", "the corpus column holding each item's integer epoch",
+                           choices=("time", "label", "sequence"))
+    window: int = opt(1, "W: epochs a chain lives on without members (0: an independent DP per "
+                      "epoch)", within="[0, inf)")
+    decay: float = opt(0.8, "lambda: counts h epochs back weigh exp(-h/lambda) (inf: no decay)",
+                       within="(0, inf]")
+    alpha: float = opt(1.0, "concentration: the weight of a new chain", within="(0, inf)")
+    sweeps: int = opt(200, "Gibbs sweeps (the first seats the items epoch by epoch)",
+                      within="[1, inf)")
+    burn_in: int = opt(100, "sweeps before samples are kept", within="[0, inf)")
+    thin: int = opt(10, "keep every T-th sweep after the burn-in", within="[1, inf)")
+    birth_var: float | None = opt(None, "sigma: variance of a new chain's state per dimension "
+                                  "(default: the data's variance per dimension)", parse=_float,
+                                  within="(0, inf)")
+    drift_var: float | None = opt(None, "rho: variance of a chain's drift per epoch (default: "
+                                  "the noise variance)", parse=_float, within="(0, inf)")
+    noise_var: float | None = opt(None, "Sigma: variance of an item around its chain's state "
+                                  "(default: the data's variance per dimension / 25)",
+                                  parse=_float, within="(0, inf)")
+    fixed_k: int | None = opt(None, "run the baseline instead: K chains alive at every epoch "
+                              "(Dirichlet(alpha/K) weights per epoch)", parse=_int_or_none,
+                              within="[1, inf)")
+
+
+def hyperparameters(cfg: TDPMConfig, X: np.ndarray) -> dict[str, Any]:
+    """The run's hyperparameters, defaults scaled to the data's variance per dimension v:
+    σ = v, Σ = v / 25, ρ = Σ."""
+    v = float(np.mean(np.var(X, axis=0))) if len(X) > 1 else 1.0
+    v = v if v > 0 else 1.0
+    noise = cfg.noise_var if cfg.noise_var is not None else v / 25
+    return {"alpha": cfg.alpha, "window": cfg.window, "decay": cfg.decay,
+            "birth_var": cfg.birth_var if cfg.birth_var is not None else v,
+            "drift_var": cfg.drift_var if cfg.drift_var is not None else noise,
+            "noise_var": noise, "fixed_k": cfg.fixed_k}
+
+
+@register
+class TDPMEngine(Engine):
+    name = "tdpm"
+    Config = TDPMConfig
+    summary = "temporal DP mixture (recurrent CRP) of drifting Gaussian chains, Gibbs sampling"
+
+    # ---- data and sampler ------------------------------------------------------------------
+
+    def _load(self) -> None:
+        """Every item (X, item ids, times) on the driver, in corpus order."""
+        corpus, col = self.ctx.corpus, self.cfg.time_column
+        if corpus.kind != "dense":
+            raise BnpmixError(f"{corpus.path}: tdpm models dense data (Gaussian chains); this "
+                              f"corpus is {corpus.kind}")
+        if col not in corpus.manifest.columns:
+            raise BnpmixError(f"{corpus.path}: tdpm needs a {col!r} column (epochs); the corpus "
+                              f"has {list(corpus.manifest.columns) or 'no optional columns'}")
+        X, items, times = [], [], []
+        for p in range(corpus.n_partitions):
+            batch = corpus.read(p)
+            X.append(np.asarray(batch.X, float))
+            items.append(np.asarray(batch.columns.get("item",
+                                                      batch.start + np.arange(len(batch)))))
+            t = np.asarray(batch.columns[col])
+            if not np.issubdtype(t.dtype, np.integer):
+                raise BnpmixError(f"{corpus.path}: partition {p}: column {col!r} must hold "
+                                  f"integers (epochs), not {t.dtype}")
+            times.append(t.astype(np.int64))
+        self.X = np.concatenate(X)
+        self.items = np.concatenate(items)
+        times_all = np.concatenate(times)
+        self.t0 = int(times_all.min())
+        T = int(times_all.max()) - self.t0 + 1
+        if T > MAX_EPOCHS:
+            raise BnpmixError(f"{corpus.path}: column {col!r} spans {T} epochs (times "
+                              f"{self.t0}..{times_all.max()}); at most {MAX_EPOCHS}: number "
+                              "the epochs consecutively")
+        self.epochs = times_all - self.t0
+        self.T = T
+
+    def _sampler(self) -> ChainSampler:
+        h = self.hyper
+        prior = (FixedKPrior(h["fixed_k"], h["alpha"]) if h["fixed_k"]
+                 else RCRPPrior(h["alpha"], h["window"], h["decay"]))
+        return ChainSampler(self.epochs, self.T, GaussianEmission(self.X, h["noise_var"]),
+                            RandomWalk(h["birth_var"], h["drift_var"]), prior)
+
+    def start(self) -> None:
+        self._load()
+        self.hyper = hyperparameters(self.cfg, self.X)
+        self.sampler = self._sampler()
+        self.sweep, self.start_epoch, self.kept = 0, 0, []
+        rng = self.ctx.rng.init
+        if self.hyper["fixed_k"]:
+            K = self.hyper["fixed_k"]
+            picks = self.X[rng.choice(len(self.X), size=K, replace=len(self.X) < K)]
+            self.sampler.init_fixed(np.repeat(picks[:, None, :], self.T, axis=1))
+        if self.ctx.warm_start:
+            self._warm_start()
+
+    def _warm_start(self) -> None:
+        """Online mode: the earlier items keep the warm-start model's chains."""
+        model = read_model(self.ctx.warm_start)
+        if not isinstance(model, TemporalMixture) or model.hyper.get("fixed_k"):
+            raise BnpmixError(f"{self.ctx.warm_start}: warm start of tdpm needs a tdpm model")
+        n_old, T_old = len(model.labels), len(model.times)
+        if n_old > len(self.X) or model.times[0] != self.t0 or T_old > self.T:
+            raise BnpmixError(f"{self.ctx.warm_start}: the corpus is not the model's corpus "
+                              "with epochs appended")
+        if np.any(self.epochs[:n_old] >= T_old) or np.any(self.epochs[n_old:] < T_old):
+            raise BnpmixError(f"{self.ctx.warm_start}: the appended partitions must hold only "
+                              f"epochs after the model's last ({model.times[-1]})")
+        self.hyper = dict(model.hyper)
+        self.sampler = self._sampler()
+        z = np.full(len(self.X), -1, np.int64)
+        z[:n_old] = model.labels
+        self.sampler.restore({"z": z, "labels": np.arange(model.K), "first": model.first,
+                              "last": model.last, "phi": model.states})
+        self.start_epoch = max(0, T_old - self.hyper["window"])
+
+    # ---- steps -------------------------------------------------------------------------------
+
+    @property
+    def done(self) -> bool:
+        return self.sweep >= self.cfg.sweeps
+
+    def step(self) -> Step:
+        s = self.sampler
+        s.sweep(self.ctx.rng.init, self.start_epoch)
+        self.sweep += 1
+        if self.sweep > self.cfg.burn_in and (self.sweep - self.cfg.burn_in) % self.cfg.thin == 0:
+            self.kept.append(relabel(s.z, self.epochs).astype(np.int32))
+        alive = alive_per_epoch(s.z, self.epochs, self.T, self.hyper["window"])
+        self.trace.append(self.ctx.row(self.sweep, -1, int(s.active.sum()),
+                                       log_joint=s.log_joint(), alive_last=int(alive[-1])))
+        return Step(visits=self.ctx.corpus.n_partitions, lap_end=True)
+
+    def status(self) -> str:
+        row = self.trace[-1] if self.trace else {}
+        return (f"sweep {self.sweep}/{self.cfg.sweeps}  chains={row.get('K', '?')}  "
+                f"log p={row.get('log_joint', float('nan')):.6g}")
+
+    # ---- results -----------------------------------------------------------------------------
+
+    def result(self) -> Fitted:
+        s = self.sampler
+        z = relabel(s.z, self.epochs)
+        order = [int(s.z[np.flatnonzero(z == j)[0]]) for j in range(z.max() + 1)]
+        first, last = s.first[order], s.last[order]
+        counts = np.zeros((self.T, len(order)), np.int64)
+        np.add.at(counts, (self.epochs, z), 1)
+        kept = self.kept or [z.astype(np.int32)]
+        smooth = [s.smoothed_states(k) for k in order]
+        model = TemporalMixture(
+            np.arange(len(order)), first, last, np.concatenate([m for m, _ in smooth]),
+            np.concatenate([v for _, v in smooth]), counts, self.t0 + np.arange(self.T), z,
+            stability(z, kept), self.hyper,
+            {"sweeps": self.sweep, "kept_samples": len(self.kept),
+             "online_from_epoch": self.start_epoch})
+        info = {"stopped": f"{self.sweep} sweeps", "kept_samples": len(self.kept)}
+        return Fitted(model, {"log_joint": float(self.trace[-1]["log_joint"])}, info,
+                      self._tables(model, kept))
+
+    def _tables(self, model: TemporalMixture, kept: list[np.ndarray]) -> dict[str, pa.Table]:
+        N, S = len(self.items), len(kept)
+        samples = pa.table({"item": np.tile(self.items, S),
+                            "sample": np.repeat(np.arange(S, dtype=np.int32), N),
+                            "chain": np.concatenate(kept)})
+        rows = {"chain": [], "epoch": [], "time": [], "n": []}
+        for j in range(model.K):
+            span = np.arange(model.first[j], model.last[j] + 1)
+            rows["chain"].append(np.full(len(span), j))
+            rows["epoch"].append(span)
+            rows["time"].append(model.times[span])
+            rows["n"].append(model.counts[span, j])
+        chains = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in rows.items()}
+        for d in range(model.states.shape[1]):
+            chains[f"state_{d}"] = model.states[:, d]
+        for d in range(model.states.shape[1]):
+            chains[f"state_var_{d}"] = model.state_vars[:, d]
+        W = self.hyper["window"]
+        occupied = (model.counts > 0)
+        alive_kept = np.mean([alive_per_epoch(k, self.epochs, self.T, W) for k in kept], axis=0)
+        epochs = {"epoch": np.arange(self.T), "time": model.times,
+                  "items": np.bincount(self.epochs, minlength=self.T),
+                  "alive": alive_per_epoch(model.labels, self.epochs, self.T, W),
+                  "alive_mean": alive_kept, "occupied": occupied.sum(1),
+                  "born": np.bincount(model.first, minlength=self.T),
+                  "last_members": np.bincount(model.last, minlength=self.T)}
+        return {"samples": samples, "chains": pa.table(chains), "epochs": pa.table(epochs)}
+
+    # ---- checkpoints -------------------------------------------------------------------------
+
+    def state(self) -> State:
+        meta = {"sweep": self.sweep, "start_epoch": self.start_epoch, "hyper": self.hyper,
+                "kept": len(self.kept)}
+
+        def arrays():
+            yield from self.sampler.to_arrays().items()
+            if self.kept:
+                yield "kept", np.stack(self.kept)
+        return meta, arrays()
+
+    def restore(self, meta: dict[str, Any], arrays: ArrayFile) -> None:
+        self._load()
+        self.hyper = dict(meta["hyper"])
+        self.sampler = self._sampler()
+        self.sampler.restore({k: arrays[k] for k in ("z", "labels", "first", "last", "phi")})
+        self.sweep, self.start_epoch = int(meta["sweep"]), int(meta["start_epoch"])
+        self.kept = list(np.asarray(arrays["kept"], np.int32)) if meta["kept"] else []
+
+
+def stability(final: np.ndarray, kept: list[np.ndarray]) -> np.ndarray:
+    """Per item, the fraction of kept samples in which its chain maps onto its final chain (each
+    sample's chain mapped to the final chain it shares most items with)."""
+    hits = np.zeros(len(final))
+    for z in kept:
+        table = contingency(z, final)
+        _, zi = np.unique(z, return_inverse=True)
+        finals = np.unique(final)
+        hits += finals[table.argmax(axis=1)][zi] == final
+    return hits / len(kept)

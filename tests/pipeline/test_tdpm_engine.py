@@ -1,0 +1,146 @@
+"""The tdpm engine end to end: chains born and dying recovered with default options, the run
+directory's tables, checkpoints and resume, the online (warm-started) mode, the fixed-K
+baseline, and bad input."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from bnpmix.algorithms.metrics import global_and_local_vi
+from bnpmix.pipeline.evaluate import load
+from bnpmix.pipeline.fit import fit, job_config, resume
+from bnpmix.storage import RunDir, ingest_array
+from helpers import ENV
+
+# three chains: A lives through all 8 epochs drifting right, B dies after epoch 3, C is born at
+# epoch 4; 40 items per epoch, noise sd 0.3
+T, PER = 8, 40
+
+
+def chains_data(seed: int = 0, epochs: int = T):
+    rng = np.random.default_rng(seed)
+    X, E, Z = [], [], []
+    for t in range(epochs):
+        alive = [0, 1] if t < 4 else [0, 2]
+        centre = {0: (-5.0 + 0.3 * t, 0.0), 1: (5.0, 0.0 - 0.2 * t), 2: (0.0, 6.0 + 0.2 * t)}
+        for i in range(PER):
+            k = alive[i % 2]
+            X.append(np.array(centre[k]) + 0.3 * rng.standard_normal(2))
+            E.append(t)
+            Z.append(k)
+    return np.array(X), np.array(E, np.int64), np.array(Z)
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    X, E, Z = chains_data()
+    path = tmp_path_factory.mktemp("tdpm") / "corpus"
+    ingest_array(X, path, partition_rows=64, columns={"time": E + 2000, "label": Z})
+    return path, X, E, Z
+
+
+def bnpmix(*args):
+    return subprocess.run([sys.executable, "-m", "bnpmix", *map(str, args)], capture_output=True,
+                          text=True, env=ENV, timeout=600)
+
+
+def test_defaults_recover_the_chains_births_and_deaths(corpus, tmp_path):
+    path, X, E, Z = corpus
+    run = tmp_path / "run"
+    res = bnpmix("fit", path, "--out", run, "--algorithm", "tdpm", "--sweeps", "40",
+                 "--burn-in", "20", "--thin", "5")
+    assert res.returncode == 0, res.stderr
+    rd = RunDir(run)
+    labels = rd.load_assignments().sort_values("item")["cluster"].to_numpy()
+    gvi, lvi = global_and_local_vi(Z, labels, E)
+    assert gvi < 0.1 and lvi < 0.1, (gvi, lvi)
+    epochs = pd.read_parquet(run / "epochs.parquet")
+    assert epochs["time"].tolist() == list(range(2000, 2000 + T))
+    assert epochs["occupied"].tolist() == [2] * T
+    # W = 1: B is alive at epoch 4 (its pseudo-count), without members
+    assert epochs["alive"].tolist() == [2, 2, 2, 2, 3, 2, 2, 2]
+    samples = pd.read_parquet(run / "samples.parquet")
+    assert len(samples) == len(X) * 4 and sorted(samples["sample"].unique()) == [0, 1, 2, 3]
+    chains = pd.read_parquet(run / "chains.parquet")
+    b = chains[chains.chain == labels[1]]  # item 1 is B's
+    assert b.epoch.tolist() == [0, 1, 2, 3]
+    np.testing.assert_allclose(b[["state_0", "state_1"]].to_numpy(),
+                               [[5.0, -0.2 * t] for t in range(4)], atol=0.25)
+    summary = rd.load_summary()
+    assert summary["objective"] == "log_joint" and summary["kept_samples"] == 4
+    model = load(run)
+    # next epoch's forecast: A and C alive, B long dead
+    assert model.n_components_ == 3 and np.sum(model.weights_ > 0) == 2
+    p = model.predict_proba(np.array([[-5.0 + 0.3 * T, 0.0]]))
+    assert p[0, labels[0]] > 0.99
+
+
+def test_interrupted_run_resumes_to_the_same_samples(corpus, tmp_path):
+    path, *_ = corpus
+    job = job_config(algorithm="tdpm", sweeps=8, burn_in=2, thin=2, seed=3)
+    fit(path, tmp_path / "ref", job)
+
+    def stop(engine, step):
+        if engine.sweep == 5:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        fit(path, tmp_path / "run", job, on_step=stop)
+    assert (tmp_path / "run" / "checkpoint.npz").exists()
+    resume(tmp_path / "run")
+    for name in ("samples", "chains", "epochs"):
+        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ref" / f"{name}.parquet"),
+                                      pd.read_parquet(tmp_path / "run" / f"{name}.parquet"))
+    ref, got = (pd.read_csv(tmp_path / r / "trace.csv") for r in ("ref", "run"))
+    np.testing.assert_array_equal(ref["log_joint"], got["log_joint"])
+
+
+def test_online_mode_keeps_history_and_seats_new_epochs(corpus, tmp_path):
+    """Warm-started on the corpus with two epochs appended: items before the last W epochs keep
+    their chains; the new epochs join the living chains."""
+    path, *_ = corpus
+    X, E, Z = chains_data(epochs=T + 2)
+    grown = tmp_path / "grown"
+    ingest_array(X, grown, partition_rows=64, columns={"time": E + 2000})
+    job = job_config(algorithm="tdpm", sweeps=20, burn_in=10, thin=5)
+    fit(path, tmp_path / "old", job)
+    fit(grown, tmp_path / "new", job.replace(run_warm_start=str(tmp_path / "old")))
+    old = RunDir(tmp_path / "old").load_assignments().sort_values("item")["cluster"].to_numpy()
+    new = RunDir(tmp_path / "new").load_assignments().sort_values("item")["cluster"].to_numpy()
+    fixed = E[:len(old)] < T - 1
+    assert len(np.unique(old[fixed])) == len(np.unique(new[:len(old)][fixed]))
+    gvi, _ = global_and_local_vi(old[fixed], new[:len(old)][fixed], E[:len(old)][fixed])
+    assert gvi == 0.0
+    gvi, _ = global_and_local_vi(Z, new, E)
+    assert gvi < 0.1, gvi
+    assert RunDir(tmp_path / "new").load_summary()["config"]["run"]["warm_start"]
+
+
+def test_fixed_k_baseline_runs_k_chains_through_every_epoch(corpus, tmp_path):
+    path, *_ = corpus
+    fit(path, tmp_path / "run", job_config(algorithm="tdpm", fixed_k=3, sweeps=15, burn_in=5,
+                                           thin=5))
+    chains = pd.read_parquet(tmp_path / "run" / "chains.parquet")
+    assert sorted(chains.chain.unique()) == [0, 1, 2]
+    assert all(len(g) == T for _, g in chains.groupby("chain"))
+
+
+@pytest.mark.parametrize("case, words", [
+    ("no-time", ["'time' column", "no optional columns"]),
+    ("float-time", ["column 'time' must hold integers"]),
+])
+def test_bad_input_is_an_error_naming_the_corpus(tmp_path, case, words):
+    X, E, _ = chains_data()
+    cols = {} if case == "no-time" else {"time": E + 0.5}
+    ingest_array(X, tmp_path / "c", partition_rows=64, columns=cols)
+    res = bnpmix("fit", tmp_path / "c", "--out", tmp_path / "r", "--algorithm", "tdpm")
+    assert res.returncode == 1
+    assert str(tmp_path / "c") in res.stderr
+    for w in words:
+        assert w in res.stderr, res.stderr
+    assert not (tmp_path / "r" / "summary.json").exists()
