@@ -59,17 +59,14 @@ class RandomWalk:
             out[u - 1] = prev
         return out
 
-    def forward(self, y: np.ndarray, r: np.ndarray, observed: np.ndarray,
-                start: tuple[np.ndarray, np.ndarray] | None = None
-                ) -> tuple[np.ndarray, np.ndarray]:
-        """Kalman filter over a span of L epochs: y, r (L, D) pseudo-observations and their
-        variances where ``observed`` (L,) is true. The first state's prior is the birth
-        N(0, σ) unless ``start`` = (mean, var) is given. Returns the filtered means and
-        variances (L, D)."""
+    def forward(self, y: np.ndarray, r: np.ndarray,
+                observed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Kalman filter over a span of L epochs from the birth N(0, σ): y, r (L, D)
+        pseudo-observations and their variances where ``observed`` (L,) is true. Returns the
+        filtered means and variances (L, D)."""
         L, D = y.shape
         means, variances = np.empty((L, D)), np.empty((L, D))
-        pm, pv = (np.zeros(D), np.full(D, self.birth_var)) if start is None else start
-        pm, pv = np.broadcast_to(pm, (D,)).astype(float), np.broadcast_to(pv, (D,)).astype(float)
+        pm, pv = np.zeros(D), np.full(D, self.birth_var)
         for t in range(L):
             if observed[t]:
                 pm, pv = gauss_product(pm, pv, y[t], r[t])

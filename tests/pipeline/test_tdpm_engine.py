@@ -144,3 +144,37 @@ def test_bad_input_is_an_error_naming_the_corpus(tmp_path, case, words):
     for w in words:
         assert w in res.stderr, res.stderr
     assert not (tmp_path / "r" / "summary.json").exists()
+
+
+def write_csv(path, X, E):
+    pd.DataFrame({"x0": X[:, 0], "x1": X[:, 1], "time": E}).to_csv(path, index=False)
+    return path
+
+
+@pytest.mark.integration
+def test_a_daily_schedule_updates_the_chains_online(tmp_path):
+    """schedule run with algorithm = "tdpm": the second call, after two epochs were appended,
+    warm-starts from v0001 and sweeps only epochs T - W .. T + 1."""
+    X, E, Z = chains_data(epochs=T + 2)
+    old = E < T
+    ingest = ("--time-column", "time", "--partition-rows", "64")
+    res = bnpmix("ingest", write_csv(tmp_path / "a.csv", X[old], E[old]), tmp_path / "corpus",
+                 *ingest)
+    assert res.returncode == 0, res.stderr
+    job = tmp_path / "job.toml"
+    job.write_text('corpus = "corpus"\nalgorithm = "tdpm"\nsweeps = 12\nburn_in = 4\nthin = 4\n'
+                   'threads = 1\n[schedule]\nruns = "models"\n')
+    first = bnpmix("schedule", "run", job)
+    assert first.returncode == 0 and "published v0001" in first.stdout, first.stderr
+    res = bnpmix("ingest", write_csv(tmp_path / "b.csv", X[~old], E[~old]), tmp_path / "corpus",
+                 *ingest, "--append")
+    assert res.returncode == 0, res.stderr
+    second = bnpmix("schedule", "run", job)
+    assert second.returncode == 0 and "published v0002" in second.stdout, second.stderr
+    v1, v2 = (RunDir(tmp_path / "models" / v) for v in ("v0001", "v0002"))
+    assert v2.load_model()[1]["info"]["online_from_epoch"] == T - 1
+    a = v1.load_assignments().sort_values("item")["cluster"].to_numpy()
+    b = v2.load_assignments().sort_values("item")["cluster"].to_numpy()
+    kept = E[old] < T - 1
+    assert global_and_local_vi(a[kept], b[:len(a)][kept], E[old][kept])[0] == 0.0
+    assert global_and_local_vi(Z, b, E)[0] < 0.1
