@@ -61,3 +61,7 @@ class GaussianEmission:
 
     def total_loglik(self, items: np.ndarray, phi: np.ndarray) -> float:
         return float(np.sum(gauss_logpdf(self.X[items], phi, self.noise_var)))
+
+    def sq_residuals(self, items: np.ndarray, phi: np.ndarray) -> float:
+        """Σ ||x_i − φ_i||² of items at their states (rows of phi): Σ's conditional."""
+        return float(np.sum((self.X[items] - phi) ** 2))

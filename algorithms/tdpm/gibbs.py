@@ -296,6 +296,29 @@ class ChainSampler:
                 self.resample_states(rng, np.flatnonzero(self.active & (self.last == t)))
         self.resample_states(rng)
 
+    def resample_variances(self, rng: np.random.Generator, noise: tuple[float, float] | None,
+                           drift: tuple[float, float] | None) -> None:
+        """Draw Σ and ρ from their inverse-gamma conditionals given the labels and states, for
+        priors IG(shape a, scale b) given as (a, b) (None: keep the value): Σ | · ~
+        IG(a + N·D/2, b + ½ Σ_i ||x_i − φ_{z_i,t_i}||²) (Gaussian emissions), ρ | · ~
+        IG(a + n/2, b + ½ Σ ||Δφ||²) over the n increments inside the chains' spans."""
+        D = self.emission.dim
+        chains = [int(k) for k in np.flatnonzero(self.active)]
+        if noise is not None:
+            rss = 0.0
+            for k in chains:
+                mine = np.flatnonzero(self.z == k)
+                rss += self.emission.sq_residuals(
+                    mine, self.phi[k][self.epochs[mine] - self.first[k]])
+            a, b = noise
+            n = int(np.sum(self.z >= 0)) * D
+            self.emission.noise_var = float((b + rss / 2) / rng.gamma(a + n / 2))
+        if drift is not None:
+            sq = sum(float(np.sum(np.diff(self.phi[k], axis=0) ** 2)) for k in chains)
+            m = sum(len(self.phi[k]) - 1 for k in chains) * D
+            a, b = drift
+            self.walk = RandomWalk(self.walk.birth_var, float((b + sq / 2) / rng.gamma(a + m / 2)))
+
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The sample (labels, spans, states) as arrays; ``restore`` is its inverse."""
         act = np.flatnonzero(self.active)

@@ -66,25 +66,30 @@ class TDPMConfig:
                                   "(default: the data's variance per dimension)", parse=_float,
                                   within="(0, inf)")
     drift_var: float | None = opt(None, "rho: variance of a chain's drift per epoch (default: "
-                                  "the noise variance)", parse=_float, within="(0, inf)")
+                                  "sampled, from an inverse-gamma prior with mean the starting "
+                                  "noise variance)", parse=_float, within="(0, inf)")
     noise_var: float | None = opt(None, "Sigma: variance of an item around its chain's state "
-                                  "(default: the data's variance per dimension / 25)",
-                                  parse=_float, within="(0, inf)")
+                                  "(default: sampled, from an inverse-gamma prior with mean the "
+                                  "data's variance per dimension / 25)", parse=_float,
+                                  within="(0, inf)")
     fixed_k: int | None = opt(None, "run the baseline instead: K chains alive at every epoch "
                               "(Dirichlet(alpha/K) weights per epoch)", parse=_int_or_none,
                               within="[1, inf)")
 
 
 def hyperparameters(cfg: TDPMConfig, X: np.ndarray) -> dict[str, Any]:
-    """The run's hyperparameters, defaults scaled to the data's variance per dimension v:
-    σ = v, Σ = v / 25, ρ = Σ."""
+    """The run's hyperparameters, scaled to the data's variance per dimension v: σ = v; Σ and
+    ρ, unless given, are sampled with the chains (``learn``: their inverse-gamma priors
+    IG(2, Σ_0), mean Σ_0 = v / 25, and IG(2, Σ_0)), starting at Σ_0."""
     v = float(np.mean(np.var(X, axis=0))) if len(X) > 1 else 1.0
     v = v if v > 0 else 1.0
     noise = cfg.noise_var if cfg.noise_var is not None else v / 25
+    learn = {name: [2.0, noise] for name in ("noise_var", "drift_var")
+             if getattr(cfg, name) is None}
     return {"alpha": cfg.alpha, "window": cfg.window, "decay": cfg.decay,
             "birth_var": cfg.birth_var if cfg.birth_var is not None else v,
             "drift_var": cfg.drift_var if cfg.drift_var is not None else noise,
-            "noise_var": noise, "fixed_k": cfg.fixed_k}
+            "noise_var": noise, "fixed_k": cfg.fixed_k, "learn": learn}
 
 
 @register
@@ -174,14 +179,20 @@ class TDPMEngine(Engine):
         return self.sweep >= self.cfg.sweeps
 
     def step(self) -> Step:
-        s = self.sampler
+        s, learn = self.sampler, self.hyper["learn"]
         s.sweep(self.ctx.rng.init, self.start_epoch)
+        if learn:
+            s.resample_variances(self.ctx.rng.init, learn.get("noise_var"),
+                                 learn.get("drift_var"))
+            self.hyper.update(noise_var=s.emission.noise_var, drift_var=s.walk.drift_var)
         self.sweep += 1
         if self.sweep > self.cfg.burn_in and (self.sweep - self.cfg.burn_in) % self.cfg.thin == 0:
             self.kept.append(relabel(s.z, self.epochs).astype(np.int32))
         alive = alive_per_epoch(s.z, self.epochs, self.T, self.hyper["window"])
         self.trace.append(self.ctx.row(self.sweep, -1, int(s.active.sum()),
-                                       log_joint=s.log_joint(), alive_last=int(alive[-1])))
+                                       log_joint=s.log_joint(), alive_last=int(alive[-1]),
+                                       noise_var=self.hyper["noise_var"],
+                                       drift_var=self.hyper["drift_var"]))
         return Step(visits=self.ctx.corpus.n_partitions, lap_end=True)
 
     def status(self) -> str:

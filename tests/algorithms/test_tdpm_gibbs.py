@@ -155,3 +155,27 @@ def test_relabel_and_alive_per_epoch():
     # epoch after its last member
     np.testing.assert_array_equal(alive_per_epoch(z, epochs, 5, 1), [1, 2, 1, 2, 1])
     np.testing.assert_array_equal(alive_per_epoch(z, epochs, 5, 0), [1, 1, 1, 1, 0])
+
+
+def test_variance_conditionals_are_the_inverse_gammas_of_the_residuals():
+    """Σ | · ~ IG(a + N·D/2, b + ½ Σ ||x − φ||²), ρ | · ~ IG(a + n/2, b + ½ Σ ||Δφ||²): the
+    draws replayed from the same stream, with the sums computed here from the sample."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(30, 2)) * 3
+    epochs = np.repeat(np.arange(5), 6)
+    s = ChainSampler(epochs, 5, GaussianEmission(X, 0.5), RandomWalk(SIGMA, RHO),
+                     RCRPPrior(alpha=1.0, window=1, decay=0.8))
+    for _ in range(3):
+        s.sweep(rng)
+    states = np.array([s.phi[int(s.z[i])][epochs[i] - s.first[s.z[i]]] for i in range(30)])
+    rss = float(np.sum((X - states) ** 2))
+    chains = np.flatnonzero(s.active)
+    sq = sum(float(np.sum(np.diff(s.phi[int(k)], axis=0) ** 2)) for k in chains)
+    n_inc = sum(len(s.phi[int(k)]) - 1 for k in chains) * 2
+    s.resample_variances(np.random.default_rng(9), (2.0, 0.3), (3.0, 0.2))
+    replay = np.random.default_rng(9)
+    assert s.emission.noise_var == pytest.approx((0.3 + rss / 2) / replay.gamma(2.0 + 30),
+                                                 rel=1e-12)
+    assert s.walk.drift_var == pytest.approx((0.2 + sq / 2) / replay.gamma(3.0 + n_inc / 2),
+                                             rel=1e-12)
+    assert n_inc > 0

@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from bnpmix.algorithms.metrics import global_and_local_vi
+from bnpmix.algorithms.tdpm.gibbs import relabel
 from bnpmix.pipeline.evaluate import load
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.storage import RunDir, ingest_array
@@ -44,6 +45,11 @@ def corpus(tmp_path_factory):
     return path, X, E, Z
 
 
+def same_partition(a, b) -> bool:
+    """The two labelings group the items alike (labels numbered by first appearance)."""
+    return np.array_equal(relabel(a, np.zeros(len(a))), relabel(b, np.zeros(len(b))))
+
+
 def bnpmix(*args):
     return subprocess.run([sys.executable, "-m", "bnpmix", *map(str, args)], capture_output=True,
                           text=True, env=ENV, timeout=600)
@@ -61,23 +67,32 @@ def test_defaults_recover_the_chains_births_and_deaths(corpus, tmp_path):
     assert gvi < 0.1 and lvi < 0.1, (gvi, lvi)
     epochs = pd.read_parquet(run / "epochs.parquet")
     assert epochs["time"].tolist() == list(range(2000, 2000 + T))
-    assert epochs["occupied"].tolist() == [2] * T
+    chains = pd.read_parquet(run / "chains.parquet")
+    big = chains[chains.chain.map(chains.groupby("chain").n.sum()) >= 10]
+    # a sample may hold a chain of an item or two (the paper's "insignificant chains")
+    assert (big[big.n > 0].groupby("epoch").chain.count() == 2).all()
+    assert len(big.chain.unique()) == 3
     # W = 1: B is alive at epoch 4 (its pseudo-count), without members
-    assert epochs["alive"].tolist() == [2, 2, 2, 2, 3, 2, 2, 2]
+    assert epochs["alive"][4] == epochs["occupied"][4] + 1
     samples = pd.read_parquet(run / "samples.parquet")
     assert len(samples) == len(X) * 4 and sorted(samples["sample"].unique()) == [0, 1, 2, 3]
-    chains = pd.read_parquet(run / "chains.parquet")
     b = chains[chains.chain == labels[1]]  # item 1 is B's
     assert b.epoch.tolist() == [0, 1, 2, 3]
     np.testing.assert_allclose(b[["state_0", "state_1"]].to_numpy(),
                                [[5.0, -0.2 * t] for t in range(4)], atol=0.25)
     summary = rd.load_summary()
     assert summary["objective"] == "log_joint" and summary["kept_samples"] == 4
+    # the noise variance is sampled with the chains, from the data's variance per dimension / 25
+    # (0.47 here) to near the truth, 0.3² = 0.09
+    assert X.var(0).mean() / 25 > 0.4
+    trace = pd.read_csv(run / "trace.csv")
+    assert 0.07 < trace["noise_var"].iloc[-1] < 0.11
     model = load(run)
     # next epoch's forecast: A and C alive, B long dead
-    assert model.n_components_ == 3 and np.sum(model.weights_ > 0) == 2
+    a, b_, c = labels[0], labels[1], labels[-1]
+    assert model.weights_[a] > 0.3 and model.weights_[c] > 0.3 and model.weights_[b_] == 0
     p = model.predict_proba(np.array([[-5.0 + 0.3 * T, 0.0]]))
-    assert p[0, labels[0]] > 0.99
+    assert p[0].argmax() == a and p[0, a] > 0.9
 
 
 def test_interrupted_run_resumes_to_the_same_samples(corpus, tmp_path):
@@ -113,9 +128,7 @@ def test_online_mode_keeps_history_and_seats_new_epochs(corpus, tmp_path):
     old = RunDir(tmp_path / "old").load_assignments().sort_values("item")["cluster"].to_numpy()
     new = RunDir(tmp_path / "new").load_assignments().sort_values("item")["cluster"].to_numpy()
     fixed = E[:len(old)] < T - 1
-    assert len(np.unique(old[fixed])) == len(np.unique(new[:len(old)][fixed]))
-    gvi, _ = global_and_local_vi(old[fixed], new[:len(old)][fixed], E[:len(old)][fixed])
-    assert gvi == 0.0
+    assert same_partition(old[fixed], new[:len(old)][fixed])
     gvi, _ = global_and_local_vi(Z, new, E)
     assert gvi < 0.1, gvi
     assert RunDir(tmp_path / "new").load_summary()["config"]["run"]["warm_start"]
@@ -176,5 +189,14 @@ def test_a_daily_schedule_updates_the_chains_online(tmp_path):
     a = v1.load_assignments().sort_values("item")["cluster"].to_numpy()
     b = v2.load_assignments().sort_values("item")["cluster"].to_numpy()
     kept = E[old] < T - 1
-    assert global_and_local_vi(a[kept], b[:len(a)][kept], E[old][kept])[0] == 0.0
-    assert global_and_local_vi(Z, b, E)[0] < 0.1
+    assert same_partition(a[kept], b[:len(a)][kept])
+    # the new epochs' items continue the history's chains as well as the history itself did
+    before, _ = global_and_local_vi(Z[old], a, E[old])
+    after, _ = global_and_local_vi(Z, b, E)
+    assert after < before + 0.05, (before, after)
+    # each true chain's new items mostly continue the chain that held it at the last old epoch
+    truth = Z
+    for k in (0, 2):
+        last, new = b[(truth == k) & (E == T - 1)], b[(truth == k) & (E >= T)]
+        assert np.bincount(new).argmax() == np.bincount(last).argmax()
+        assert np.mean(new == np.bincount(new).argmax()) > 0.8
