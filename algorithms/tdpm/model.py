@@ -16,10 +16,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
+from scipy.special import logsumexp, softmax
 
 from ..alloc.rcrp import pseudo_counts
 from ..mixture import PredictiveMixture
 from .dynamics import gauss_logpdf
+from .text import TextEmission
 
 KIND = "temporal_mixture"
 
@@ -27,19 +30,29 @@ KIND = "temporal_mixture"
 @dataclass
 class ChainObs:
     """What evaluation and ``bnpmix.load`` read of a model's observations: the name, the
-    dimension, the data check and the component means (here: each chain's last state)."""
+    dimension, the data check and the component means (each chain's last state: a mean vector,
+    or for text its word distribution softmax(φ))."""
 
     D: int
-    name: str = "tdpm-gauss"
+    text: bool = False
+
+    @property
+    def name(self) -> str:
+        return "tdpm-text" if self.text else "tdpm-gauss"
 
     def check_data(self, X: Any) -> None:
-        if not isinstance(X, np.ndarray) or X.ndim != 2 or X.shape[1] != self.D:
-            raise ValueError(f"expected a dense (n, {self.D}) array, got {getattr(X, 'shape', X)}")
-        if not np.all(np.isfinite(X)):
-            raise ValueError("values must be finite")
+        if X.ndim != 2 or X.shape[1] != self.D:
+            raise ValueError(f"expected (n, {self.D}) items, got shape {X.shape}")
+        values = X.data if sp.issparse(X) else X
+        if self.text != sp.issparse(X):
+            raise ValueError("expected " + ("a sparse count matrix" if self.text
+                                            else "a dense array"))
+        if not np.all(np.isfinite(values)) or (self.text and np.any(values < 0)):
+            raise ValueError("values must be finite" + (" non-negative counts" if self.text
+                                                        else ""))
 
     def means(self, post: dict[str, np.ndarray]) -> np.ndarray:
-        return post["last_state"]
+        return softmax(post["last_state"], axis=1) if self.text else post["last_state"]
 
 
 @dataclass
@@ -64,7 +77,7 @@ class TemporalMixture(PredictiveMixture):
     info: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.obs = ChainObs(self.states.shape[1])
+        self.obs = ChainObs(self.states.shape[1], self.hyper.get("emission") == "text")
         self.offsets = np.concatenate([[0], np.cumsum(self.last - self.first + 1)])
         self.post = {"last_state": self.states[self.offsets[1:] - 1] if self.K else
                      np.zeros((0, self.obs.D))}
@@ -86,14 +99,27 @@ class TemporalMixture(PredictiveMixture):
         total = m.sum() + alpha
         return m / total, alpha / total
 
-    def log_joint_predictive(self, X: np.ndarray) -> np.ndarray:
-        """log weight + log density for every chain at the next epoch, and a new chain last."""
+    def log_joint_predictive(self, X: Any) -> np.ndarray:
+        """log weight + log density for every chain at the next epoch, and a new chain last.
+        Text: a chain's density at the posterior mean of its last state (plug-in), a new
+        chain's by the Laplace estimate of ∫ F(x | φ) N(φ; 0, σ I) dφ; multinomial
+        coefficients left out."""
         h = self.hyper
         w, rest = self.weights()
         T = len(self.times)
         out = np.full((X.shape[0], self.K + 1), -np.inf)
-        for j in np.flatnonzero(w > 0):
-            end = self.offsets[j + 1] - 1
+        alive = np.flatnonzero(w > 0)
+        ends = self.offsets[alive + 1] - 1
+        if self.obs.text:
+            phi = self.states[ends]
+            out[:, alive] = np.log(w[alive]) + (
+                np.asarray(X @ phi.T) - np.asarray(X.sum(1)) * logsumexp(phi, axis=1))
+            emission = TextEmission(X)
+            zero = np.zeros((1, X.shape[1]))
+            out[:, -1] = np.log(rest) + np.array([emission.laplace(i, zero, h["birth_var"])[0][0]
+                                                  for i in range(X.shape[0])])
+            return out
+        for j, end in zip(alive, ends, strict=True):
             var = self.state_vars[end] + h["noise_var"] + (T - self.last[j]) * h["drift_var"]
             out[:, j] = np.log(w[j]) + gauss_logpdf(X, self.states[end], var)
         out[:, -1] = np.log(rest) + gauss_logpdf(X, 0.0, h["birth_var"] + h["noise_var"])

@@ -1,5 +1,6 @@
-"""The temporal DP mixture (Ahmed & Xing 2008): chains of Gaussian clusters born, drifting and
-dying over epochs, by Gibbs sampling (``algorithms/tdpm``); ``--fixed-k K`` runs the paper's
+"""The temporal DP mixture (Ahmed & Xing 2008): chains of clusters born, drifting and dying over
+epochs, by Gibbs sampling (``algorithms/tdpm``): Gaussian chains (Sec. 7) for dense corpora,
+logistic-normal topic chains (Sec. 8) for bag-of-words ones; ``--fixed-k K`` runs the paper's
 baseline, K Kalman-filter chains that never die, through the same sampler.
 
 Epochs come from the corpus's integer ``time`` column: epoch t holds the items with time
@@ -23,6 +24,8 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import scipy.sparse as sp
+from scipy.special import softmax
 
 from bnpmix.algorithms.metrics import contingency
 from bnpmix.algorithms.tdpm.dynamics import RandomWalk
@@ -35,6 +38,7 @@ from bnpmix.algorithms.tdpm.gibbs import (
     relabel,
 )
 from bnpmix.algorithms.tdpm.model import TemporalMixture
+from bnpmix.algorithms.tdpm.text import TextEmission
 from bnpmix.storage import BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 
@@ -77,10 +81,18 @@ class TDPMConfig:
                               within="[1, inf)")
 
 
-def hyperparameters(cfg: TDPMConfig, X: np.ndarray) -> dict[str, Any]:
-    """The run's hyperparameters, scaled to the data's variance per dimension v: σ = v; Σ and
-    ρ, unless given, are sampled with the chains (``learn``: their inverse-gamma priors
-    IG(2, Σ_0), mean Σ_0 = v / 25, and IG(2, Σ_0)), starting at Σ_0."""
+def hyperparameters(cfg: TDPMConfig, X: Any, text: bool) -> dict[str, Any]:
+    """The run's hyperparameters. Gaussian chains, scaled to the data's variance per dimension
+    v: σ = v; Σ and ρ, unless given, are sampled with the chains (``learn``: inverse-gamma
+    priors IG(2, Σ_0), mean Σ_0 = v / 25, both), starting at Σ_0. Text chains (natural
+    parameters): σ = 10, as the paper's Sec. 8; ρ, unless given, sampled from IG(2, 0.1)."""
+    if text:
+        drift = cfg.drift_var if cfg.drift_var is not None else 0.1
+        return {"alpha": cfg.alpha, "window": cfg.window, "decay": cfg.decay,
+                "birth_var": cfg.birth_var if cfg.birth_var is not None else 10.0,
+                "drift_var": drift, "noise_var": None, "fixed_k": cfg.fixed_k,
+                "emission": "text",
+                "learn": {} if cfg.drift_var is not None else {"drift_var": [2.0, drift]}}
     v = float(np.mean(np.var(X, axis=0))) if len(X) > 1 else 1.0
     v = v if v > 0 else 1.0
     noise = cfg.noise_var if cfg.noise_var is not None else v / 25
@@ -89,7 +101,7 @@ def hyperparameters(cfg: TDPMConfig, X: np.ndarray) -> dict[str, Any]:
     return {"alpha": cfg.alpha, "window": cfg.window, "decay": cfg.decay,
             "birth_var": cfg.birth_var if cfg.birth_var is not None else v,
             "drift_var": cfg.drift_var if cfg.drift_var is not None else noise,
-            "noise_var": noise, "fixed_k": cfg.fixed_k, "learn": learn}
+            "noise_var": noise, "fixed_k": cfg.fixed_k, "emission": "gauss", "learn": learn}
 
 
 @register
@@ -103,16 +115,17 @@ class TDPMEngine(Engine):
     def _load(self) -> None:
         """Every item (X, item ids, times) on the driver, in corpus order."""
         corpus, col = self.ctx.corpus, self.cfg.time_column
-        if corpus.kind != "dense":
-            raise BnpmixError(f"{corpus.path}: tdpm models dense data (Gaussian chains); this "
-                              f"corpus is {corpus.kind}")
+        self.text = corpus.kind == "bow"
+        if self.text and self.cfg.noise_var is not None:
+            raise BnpmixError(f"{corpus.path}: noise_var applies to Gaussian chains; this corpus "
+                              "is bag-of-words (documents are multinomial draws)")
         if col not in corpus.manifest.columns:
             raise BnpmixError(f"{corpus.path}: tdpm needs a {col!r} column (epochs); the corpus "
                               f"has {list(corpus.manifest.columns) or 'no optional columns'}")
         X, items, times = [], [], []
         for p in range(corpus.n_partitions):
             batch = corpus.read(p)
-            X.append(np.asarray(batch.X, float))
+            X.append(batch.X.astype(float) if self.text else np.asarray(batch.X, float))
             items.append(np.asarray(batch.columns.get("item",
                                                       batch.start + np.arange(len(batch)))))
             t = np.asarray(batch.columns[col])
@@ -120,7 +133,7 @@ class TDPMEngine(Engine):
                 raise BnpmixError(f"{corpus.path}: partition {p}: column {col!r} must hold "
                                   f"integers (epochs), not {t.dtype}")
             times.append(t.astype(np.int64))
-        self.X = np.concatenate(X)
+        self.X = sp.vstack(X, format="csr") if self.text else np.concatenate(X)
         self.items = np.concatenate(items)
         times_all = np.concatenate(times)
         self.t0 = int(times_all.min())
@@ -136,18 +149,24 @@ class TDPMEngine(Engine):
         h = self.hyper
         prior = (FixedKPrior(h["fixed_k"], h["alpha"]) if h["fixed_k"]
                  else RCRPPrior(h["alpha"], h["window"], h["decay"]))
-        return ChainSampler(self.epochs, self.T, GaussianEmission(self.X, h["noise_var"]),
+        emission = (TextEmission(self.X) if self.text
+                    else GaussianEmission(self.X, h["noise_var"]))
+        return ChainSampler(self.epochs, self.T, emission,
                             RandomWalk(h["birth_var"], h["drift_var"]), prior)
 
     def start(self) -> None:
         self._load()
-        self.hyper = hyperparameters(self.cfg, self.X)
+        self.hyper = hyperparameters(self.cfg, self.X, self.text)
         self.sampler = self._sampler()
         self.sweep, self.start_epoch, self.kept = 0, 0, []
         rng = self.ctx.rng.init
         if self.hyper["fixed_k"]:
             K = self.hyper["fixed_k"]
-            picks = self.X[rng.choice(len(self.X), size=K, replace=len(self.X) < K)]
+            rows = rng.choice(self.X.shape[0], size=K, replace=self.X.shape[0] < K)
+            picks = self.X[rows]
+            if self.text:  # a document's smoothed log word frequencies
+                counts = picks.toarray() + 0.5
+                picks = np.log(counts / counts.sum(1, keepdims=True))
             self.sampler.init_fixed(np.repeat(picks[:, None, :], self.T, axis=1))
         if self.ctx.warm_start:
             self._warm_start()
@@ -157,8 +176,11 @@ class TDPMEngine(Engine):
         model = read_model(self.ctx.warm_start)
         if not isinstance(model, TemporalMixture) or model.hyper.get("fixed_k"):
             raise BnpmixError(f"{self.ctx.warm_start}: warm start of tdpm needs a tdpm model")
+        if model.obs.text != self.text:
+            raise BnpmixError(f"{self.ctx.warm_start}: a {model.obs.name} model cannot continue "
+                              f"on a {self.ctx.corpus.kind} corpus")
         n_old, T_old = len(model.labels), len(model.times)
-        if n_old > len(self.X) or model.times[0] != self.t0 or T_old > self.T:
+        if n_old > self.X.shape[0] or model.times[0] != self.t0 or T_old > self.T:
             raise BnpmixError(f"{self.ctx.warm_start}: the corpus is not the model's corpus "
                               "with epochs appended")
         if np.any(self.epochs[:n_old] >= T_old) or np.any(self.epochs[n_old:] < T_old):
@@ -166,7 +188,7 @@ class TDPMEngine(Engine):
                               f"epochs after the model's last ({model.times[-1]})")
         self.hyper = dict(model.hyper)
         self.sampler = self._sampler()
-        z = np.full(len(self.X), -1, np.int64)
+        z = np.full(self.X.shape[0], -1, np.int64)
         z[:n_old] = model.labels
         self.sampler.restore({"z": z, "labels": np.arange(model.K), "first": model.first,
                               "last": model.last, "phi": model.states})
@@ -184,7 +206,9 @@ class TDPMEngine(Engine):
         if learn:
             s.resample_variances(self.ctx.rng.init, learn.get("noise_var"),
                                  learn.get("drift_var"))
-            self.hyper.update(noise_var=s.emission.noise_var, drift_var=s.walk.drift_var)
+            self.hyper.update(drift_var=s.walk.drift_var)
+            if "noise_var" in learn:
+                self.hyper.update(noise_var=s.emission.noise_var)
         self.sweep += 1
         if self.sweep > self.cfg.burn_in and (self.sweep - self.cfg.burn_in) % self.cfg.thin == 0:
             self.kept.append(relabel(s.z, self.epochs).astype(np.int32))
@@ -234,10 +258,17 @@ class TDPMEngine(Engine):
             rows["time"].append(model.times[span])
             rows["n"].append(model.counts[span, j])
         chains = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in rows.items()}
-        for d in range(model.states.shape[1]):
-            chains[f"state_{d}"] = model.states[:, d]
-        for d in range(model.states.shape[1]):
-            chains[f"state_var_{d}"] = model.state_vars[:, d]
+        if self.text:  # the 20 most probable words of each chain at each epoch of its span
+            top = np.argsort(-model.states, axis=1)[:, :20]
+            probs = np.take_along_axis(softmax(model.states, axis=1), top, axis=1)
+            vocab = self.ctx.corpus.manifest.vocab
+            words = [[vocab[w] for w in row] for row in top] if vocab else top.tolist()
+            chains["top_words"], chains["top_probs"] = words, probs.tolist()
+        else:
+            for d in range(model.states.shape[1]):
+                chains[f"state_{d}"] = model.states[:, d]
+            for d in range(model.states.shape[1]):
+                chains[f"state_var_{d}"] = model.state_vars[:, d]
         W = self.hyper["window"]
         occupied = (model.counts > 0)
         alive_kept = np.mean([alive_per_epoch(k, self.epochs, self.T, W) for k in kept], axis=0)

@@ -79,3 +79,69 @@ def bag_of_words_topics(n_docs: int = 20_000, V: int = 2_000, K: int = 20, min_l
     blocks = [sp.csr_matrix(rng.multinomial(lengths[s:s + 1000], topics[labels[s:s + 1000]]))
               for s in range(0, n_docs, 1000)]
     return sp.vstack(blocks, format="csr").astype(np.float64), labels, topics
+
+
+def tdpm_gaussian(n_epochs: int = 30, per_epoch: int = 100, alpha: float = 2.5, window: int = 1,
+                  decay: float = 0.8, birth_var: float = 10.0, drift_var: float = 0.1,
+                  noise_var: float = 0.1, dim: int = 2, seed: int = 0
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Gaussian chains of the temporal DP mixture (Ahmed & Xing 2008, Sec. 4.2, 6, 7): items of
+    epoch t seated in order by the recurrent CRP (chain k ∝ m_{k,t} + n_{k,t}, new ∝ α, with
+    m_{k,t} = Σ_{h=1}^{W} e^{−h/λ} n_{k,t−h}); a chain is born with φ ~ N(0, σI), walks
+    φ_t = φ_{t−1} + N(0, ρI) at every epoch it is alive (m_{k,t} > 0 or n_{k,t} > 0, with or
+    without items), and x ~ N(φ_{k,t}, ΣI). σ, ρ, Σ are variances: ``birth_var``, ``drift_var``,
+    ``noise_var``; W = ``window``, λ = ``decay`` (``inf``: no decay).
+
+    Returns (X (N, dim), epochs (N,), labels (N,), states (K, n_epochs, dim)) with
+    N = n_epochs · per_epoch, items in epoch order and, within an epoch, in seating order. Labels
+    are 0..K−1 in order of birth (first epoch, then first item), i.e. canonical as
+    ``bnpmix.algorithms.tdpm.gibbs.relabel`` numbers them. ``states[k, t]`` is chain k's true
+    state at epoch t where the chain is alive (its birth epoch to its last item's epoch + W,
+    within the horizon) and NaN elsewhere."""
+    from bnpmix.algorithms.alloc.rcrp import decay_weights
+
+    rng = np.random.default_rng(seed)
+    w = decay_weights(window, decay)
+    T, N = int(n_epochs), int(n_epochs) * int(per_epoch)
+    X = np.empty((N, dim))
+    epochs = np.repeat(np.arange(T), per_epoch)
+    labels = np.empty(N, dtype=np.int64)
+    counts: list[np.ndarray] = []       # per epoch: items per chain (chains 0..K_t − 1)
+    phi: list[list[np.ndarray]] = []   # per chain: its states at its alive epochs, in order
+    first: list[int] = []              # per chain: birth epoch
+    pos = 0
+    for t in range(T):
+        K = len(phi)
+        m = np.zeros(K)
+        for h, weight in enumerate(w, start=1):
+            if t - h >= 0:
+                m[:len(counts[t - h])] += weight * counts[t - h]
+        inherited = np.flatnonzero(m > 0)
+        for k in inherited:                          # alive at t: one step of the walk
+            phi[k].append(phi[k][-1] + np.sqrt(drift_var) * rng.standard_normal(dim))
+        cand = [int(k) for k in inherited]           # chains an item of epoch t may join
+        weights = list(m[inherited])                 # m_{k,t} + n_{k,t}^{(i)}
+        for _ in range(per_epoch):
+            total = float(np.sum(weights))
+            u = rng.random() * (total + alpha)
+            if u < total:
+                j = min(int(np.searchsorted(np.cumsum(weights), u, side="right")),
+                        len(weights) - 1)
+                k = cand[j]
+            else:                                    # a new chain, born at t
+                k, j = len(phi), len(cand)
+                phi.append([np.sqrt(birth_var) * rng.standard_normal(dim)])
+                first.append(t)
+                cand.append(k)
+                weights.append(0.0)
+            weights[j] += 1.0
+            labels[pos] = k
+            X[pos] = phi[k][-1] + np.sqrt(noise_var) * rng.standard_normal(dim)
+            pos += 1
+        n_t = np.zeros(len(phi), dtype=np.int64)
+        np.add.at(n_t, labels[pos - per_epoch:pos], 1)
+        counts.append(n_t)
+    states = np.full((len(phi), T, dim), np.nan)
+    for k, path in enumerate(phi):
+        states[k, first[k]:first[k] + len(path)] = np.array(path)
+    return X, epochs, labels, states

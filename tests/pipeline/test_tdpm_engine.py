@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.sparse as sp
 
 from bnpmix.algorithms.metrics import global_and_local_vi
 from bnpmix.algorithms.tdpm.gibbs import relabel
@@ -200,3 +201,50 @@ def test_a_daily_schedule_updates_the_chains_online(tmp_path):
         last, new = b[(truth == k) & (E == T - 1)], b[(truth == k) & (E >= T)]
         assert np.bincount(new).argmax() == np.bincount(last).argmax()
         assert np.mean(new == np.bincount(new).argmax()) > 0.8
+
+
+def topics_corpus(path, seed=0):
+    """Bag-of-words documents over 4 epochs: topic 0 throughout, topic 1 at epochs 0-1, topic 2
+    from epoch 2; 20 documents per epoch of 40 words, each topic on its own 10 of 30 words."""
+    from bnpmix.storage.corpus import Manifest
+    from bnpmix.storage.writer import new_corpus
+
+    rng = np.random.default_rng(seed)
+    rows, epochs, truth = [], [], []
+    for t in range(4):
+        for i in range(20):
+            k = 0 if i % 2 == 0 else (1 if t < 2 else 2)
+            p = np.full(30, 0.02)
+            p[10 * k:10 * k + 10] = 1.0
+            rows.append(rng.multinomial(40, p / p.sum()))
+            epochs.append(t)
+            truth.append(k)
+    X = sp.csr_matrix(np.array(rows))
+    manifest = Manifest(kind="bow", dim=30, dtype="int32", columns=("time",),
+                        vocab=[f"w{j}" for j in range(30)])
+    with new_corpus(path, manifest) as writer:
+        for s in range(0, 80, 32):
+            B = X[s:s + 32]
+            writer.add_bow(B.indptr, B.indices, B.data, {"time": np.array(epochs[s:s + 32])})
+    return np.array(epochs), np.array(truth)
+
+
+def test_topic_chains_on_a_bag_of_words_corpus(tmp_path):
+    """Sec. 8's text chains: a topic born, one dying, their top words per epoch."""
+    E, truth = topics_corpus(tmp_path / "c")
+    res = bnpmix("fit", tmp_path / "c", "--out", tmp_path / "r", "--algorithm", "tdpm",
+                 "--sweeps", "15", "--burn-in", "5", "--thin", "5")
+    assert res.returncode == 0, res.stderr
+    labels = RunDir(tmp_path / "r").load_assignments().sort_values("item")["cluster"].to_numpy()
+    assert global_and_local_vi(truth, labels, E)[0] < 0.1
+    chains = pd.read_parquet(tmp_path / "r" / "chains.parquet")
+    for k in range(3):
+        mine = chains[chains.chain == np.bincount(labels[truth == k]).argmax()]
+        assert mine.epoch.tolist() == {0: [0, 1, 2, 3], 1: [0, 1], 2: [2, 3]}[k]
+        for words in mine.top_words:  # its own ten words lead at every epoch
+            assert {int(w[1:]) // 10 for w in words[:8]} == {k}
+    model = load(tmp_path / "r")
+    assert model.means_.shape[1] == 30 and np.allclose(model.means_.sum(1), 1)
+    res = bnpmix("fit", tmp_path / "c", "--out", tmp_path / "bad", "--algorithm", "tdpm",
+                 "--noise-var", "0.1")
+    assert res.returncode == 1 and "noise_var applies to Gaussian chains" in res.stderr
