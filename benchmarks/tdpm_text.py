@@ -156,12 +156,10 @@ def measure(s: ChainSampler, data: dict, W: int) -> dict:
     ks, sizes = np.unique(z, return_counts=True)
     size = dict(zip(ks.tolist(), sizes.tolist(), strict=True))
     sig = np.array([size[k] >= SIGNIFICANT for k in z.tolist()])
-    smoothed = {}
+    smoothed = s.smoothed_states()
 
     def state(k: int, t: int) -> np.ndarray:
-        if k not in smoothed:
-            smoothed[k] = s.smoothed_states(k)[0]
-        return smoothed[k][t - int(s.first[k])]
+        return smoothed[k][0][t - int(s.first[k])]
 
     precision, per_topic = [], []
     for j, name in enumerate(names):
@@ -210,8 +208,9 @@ def oracle_precision(data: dict, emission: TextEmission, walk: RandomWalk,
     spans = [SPANS[n] for n in names]
     s.restore(true_sample(data))
     mle, smooth = [], []
+    smoothed = s.smoothed_states()
     for j, (a, b) in enumerate(spans):
-        means = s.smoothed_states(j)[0]
+        means = smoothed[j][0]
         for t in range(a, b + 1):
             truth = top_words(phi[j, t])
             counts = emission.counts_of(np.flatnonzero((labels == j) & (epochs == t)))
@@ -225,12 +224,13 @@ def chain_table(s: ChainSampler, data: dict, n_words: int = 5) -> list[dict]:
     topic most of their documents come from, and top words per epoch of the smoothed state."""
     words, labels, names = data["words"], data["labels"], data["names"]
     out = []
+    smoothed = s.smoothed_states()
     for k in np.flatnonzero(s.active):
         k = int(k)
         members = s.z == k
         if members.sum() < SIGNIFICANT:
             continue
-        means = s.smoothed_states(k)[0]
+        means = smoothed[k][0]
         f0 = int(s.first[k])
         out.append({"chain": k, "first": f0, "last": int(s.last[k]),
                     "documents": s.counts[:, k].tolist(),

@@ -63,5 +63,5 @@ class GaussianEmission:
         return float(np.sum(gauss_logpdf(self.X[items], phi, self.noise_var)))
 
     def sq_residuals(self, items: np.ndarray, phi: np.ndarray) -> float:
-        """Σ ||x_i − φ_i||² of items at their states (rows of phi): Σ's conditional."""
+        """Σ ||x_i − φ||² of items at one state: what Σ's conditional needs."""
         return float(np.sum((self.X[items] - phi) ** 2))

@@ -261,28 +261,43 @@ class ChainSampler:
 
     # ---- sweeps ----------------------------------------------------------------------------
 
-    def _pseudo_obs(self, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Chain k's Gaussian pseudo-observations (y, r) over its span, and which epochs have
-        members."""
-        f0, f1 = int(self.first[k]), int(self.last[k])
-        L, D = f1 - f0 + 1, self.emission.dim
+    def members(self) -> dict[int, list[np.ndarray]]:
+        """Each active chain's items by epoch of its span (one sort of the seated items)."""
+        seated = np.flatnonzero(self.z >= 0)
+        order = seated[np.lexsort((self.epochs[seated], self.z[seated]))]
+        keys = self.z[order] * self.T + self.epochs[order]
+        cuts = np.flatnonzero(np.diff(keys)) + 1
+        groups = np.split(order, cuts)
+        out = {int(k): [np.zeros(0, np.int64)] * int(self.last[k] - self.first[k] + 1)
+               for k in np.flatnonzero(self.active)}
+        for g in groups:
+            if g.size:
+                k = int(self.z[g[0]])
+                out[k][int(self.epochs[g[0]] - self.first[k])] = g
+        return out
+
+    def _pseudo_obs(self, k: int, mine: list[np.ndarray]
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Chain k's Gaussian pseudo-observations (y, r) over its span from its members by
+        epoch, and which epochs have members."""
+        L, D = len(mine), self.emission.dim
         y, r = np.zeros((L, D)), np.ones((L, D))
-        observed = self.counts[f0:f1 + 1, k] > 0
-        mine = np.flatnonzero(self.z == k)
+        observed = np.array([len(items) > 0 for items in mine])
         for u in np.flatnonzero(observed):
-            items = mine[self.epochs[mine] == f0 + u]
-            y[u], r[u] = self.emission.pseudo_obs(items, self.phi[k][u])
+            y[u], r[u] = self.emission.pseudo_obs(mine[u], self.phi[k][u])
         return y, r, observed
 
     def resample_states(self, rng: np.random.Generator, labels=None) -> None:
         """Forward filtering, backward sampling of every chain's states over its span."""
+        members = self.members()
         labels = np.flatnonzero(self.active) if labels is None else labels
         for k in labels:
-            self.phi[int(k)] = self.walk.ffbs(*self._pseudo_obs(int(k)), rng)
+            self.phi[int(k)] = self.walk.ffbs(*self._pseudo_obs(int(k), members[int(k)]), rng)
 
-    def smoothed_states(self, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The posterior means and variances of chain k's states given its members (RTS)."""
-        return self.walk.smooth(*self._pseudo_obs(k))
+    def smoothed_states(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
+        """Every chain's states' posterior means and variances given its members (RTS)."""
+        return {k: self.walk.smooth(*self._pseudo_obs(k, mine))
+                for k, mine in self.members().items()}
 
     def sweep(self, rng: np.random.Generator, start_epoch: int = 0) -> None:
         """One Gibbs sweep: every item of epochs >= ``start_epoch`` once (epochs in order, items
@@ -305,11 +320,9 @@ class ChainSampler:
         D = self.emission.dim
         chains = [int(k) for k in np.flatnonzero(self.active)]
         if noise is not None:
-            rss = 0.0
-            for k in chains:
-                mine = np.flatnonzero(self.z == k)
-                rss += self.emission.sq_residuals(
-                    mine, self.phi[k][self.epochs[mine] - self.first[k]])
+            rss = sum(self.emission.sq_residuals(items, self.phi[k][u])
+                      for k, mine in self.members().items()
+                      for u, items in enumerate(mine) if len(items))
             a, b = noise
             n = int(np.sum(self.z >= 0)) * D
             self.emission.noise_var = float((b + rss / 2) / rng.gamma(a + n / 2))
@@ -358,13 +371,10 @@ class ChainSampler:
                                    - gammaln(counts.sum(1) + self.prior.alpha)))
         else:
             value = log_prior(counts, self.prior.window, self.prior.decay, self.prior.alpha)
-        for k in act:
-            value += self.walk.log_density(self.phi[int(k)])
-        for i in range(len(self.z)):
-            k = int(self.z[i])
-            if k >= 0:
-                value += float(self.emission.loglik(
-                    i, self.phi[k][self.epochs[i] - self.first[k]][None])[0])
+        for k, mine in self.members().items():
+            value += self.walk.log_density(self.phi[k])
+            value += sum(self.emission.total_loglik(items, self.phi[k][u])
+                         for u, items in enumerate(mine) if len(items))
         return value
 
     def canonical(self) -> np.ndarray:

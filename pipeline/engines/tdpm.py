@@ -234,7 +234,8 @@ class TDPMEngine(Engine):
         counts = np.zeros((self.T, len(order)), np.int64)
         np.add.at(counts, (self.epochs, z), 1)
         kept = self.kept or [z.astype(np.int32)]
-        smooth = [s.smoothed_states(k) for k in order]
+        smoothed = s.smoothed_states()
+        smooth = [smoothed[k] for k in order]
         model = TemporalMixture(
             np.arange(len(order)), first, last, np.concatenate([m for m, _ in smooth]),
             np.concatenate([v for _, v in smooth]), counts, self.t0 + np.arange(self.T), z,
@@ -305,9 +306,8 @@ def stability(final: np.ndarray, kept: list[np.ndarray]) -> np.ndarray:
     """Per item, the fraction of kept samples in which its chain maps onto its final chain (each
     sample's chain mapped to the final chain it shares most items with)."""
     hits = np.zeros(len(final))
+    finals = np.unique(final)
     for z in kept:
-        table = contingency(z, final)
         _, zi = np.unique(z, return_inverse=True)
-        finals = np.unique(final)
-        hits += finals[table.argmax(axis=1)][zi] == final
+        hits += finals[contingency(z, final).argmax(axis=1)][zi] == final
     return hits / len(kept)
