@@ -11,6 +11,8 @@ M_t = Σ_k m_{k,t}. The i-th item of epoch t joins chain k with probability
                     · Π_{k: m_k = 0, n_k > 0} α Γ(n_k).
 
 W = 0 gives an independent CRP per epoch; W = T with λ = ∞ the CRP of the pooled items.
+With membership stability (``tdpm/persistence.py``) the epoch's stayers s_k sit first: m_k
+becomes m_k + s_k in the denominators (Γ(m_k + s_k), Γ(M + S + α)), n_k still counts everyone.
 """
 
 from __future__ import annotations
@@ -50,31 +52,39 @@ def seat_probabilities(m: np.ndarray, n: np.ndarray, alpha: float) -> tuple[np.n
     return weight / total, alpha / total
 
 
-def log_epoch_prior(m: np.ndarray, n: np.ndarray, alpha: float) -> float:
+def log_epoch_prior(m: np.ndarray, n: np.ndarray, alpha: float,
+                    stay: np.ndarray | None = None) -> float:
     """log P(c_t | past) of this epoch's counts n over the chains with pseudo-counts m (chains
-    with m_k = 0 and n_k > 0 are born in the epoch; label-free)."""
+    with m_k = 0 and n_k > 0 are born in the epoch; label-free); given ``stay`` (stayers per
+    chain, seated first), the probability of the others' seating."""
     m, n = np.asarray(m, float), np.asarray(n, float)
+    s = np.zeros_like(m) if stay is None else np.asarray(stay, float)
     inherited = m > 0
     born = ~inherited & (n > 0)
-    value = gammaln(m.sum() + alpha) - gammaln(m.sum() + n.sum() + alpha)
-    value += float(np.sum(gammaln(m[inherited] + n[inherited]) - gammaln(m[inherited])))
+    value = gammaln(m.sum() + s.sum() + alpha) - gammaln(m.sum() + n.sum() + alpha)
+    value += float(np.sum(gammaln(m[inherited] + n[inherited])
+                          - gammaln(m[inherited] + s[inherited])))
     value += float(np.sum(math.log(alpha) + gammaln(n[born])))
     return float(value)
 
 
-def log_prior(counts: np.ndarray, window: int, decay: float, alpha: float) -> float:
-    """log P(c_1, ..., c_T) = Σ_t log P(c_t | past) for counts (T epochs × K chains)."""
-    return sum(log_epoch_prior(pseudo_counts(counts, t, window, decay), counts[t], alpha)
+def log_prior(counts: np.ndarray, window: int, decay: float, alpha: float,
+              stay: np.ndarray | None = None) -> float:
+    """log P(c_1, ..., c_T) = Σ_t log P(c_t | past) for counts (T epochs × K chains), given the
+    stayers ``stay`` (same shape) if any."""
+    return sum(log_epoch_prior(pseudo_counts(counts, t, window, decay), counts[t], alpha,
+                               None if stay is None else stay[t])
                for t in range(counts.shape[0]))
 
 
 def chain_log_factors(cols: np.ndarray, t: int, window: int, decay: float,
-                      alpha: float) -> np.ndarray:
+                      alpha: float, stay: np.ndarray | None = None) -> np.ndarray:
     """Σ_{s=t}^{min(t+W, T−1)} of each chain's own factor of log P(c_s | past) for count columns
     ``cols`` (T epochs × C chains): log Γ(m + n) − log Γ(m) where m > 0, log α + log Γ(n) where
     m = 0 < n, 0 otherwise. Moving one item of epoch t changes only these factors of the chains
     it leaves and joins (M_s does not depend on the labels), so their difference is the prior
-    part of the item's conditional with the exact W-epoch look-ahead."""
+    part of the item's conditional with the exact W-epoch look-ahead. ``stay``: the columns'
+    stayers (same shape), log Γ(m + s) in place of log Γ(m)."""
     cols = np.asarray(cols, float)
     T = cols.shape[0]
     w = decay_weights(window, decay)
@@ -87,7 +97,8 @@ def chain_log_factors(cols: np.ndarray, t: int, window: int, decay: float,
         n = cols[s]
         inherited = m > 0
         born = ~inherited & (n > 0)
+        seated = m if stay is None else m + stay[s]
         total += np.where(inherited, gammaln(np.where(inherited, m + n, 1.0))
-                          - gammaln(np.where(inherited, m, 1.0)), 0.0)
+                          - gammaln(np.where(inherited, seated, 1.0)), 0.0)
         total += np.where(born, math.log(alpha) + gammaln(np.where(born, n, 1.0)), 0.0)
     return total

@@ -20,6 +20,14 @@ Each weight is the product of the prior factors that change (``rcrp.chain_log_fa
 epochs t..t+W) and the likelihood with the new states integrated against the walk's conditional
 given their neighbours; the chosen states are then drawn (and bridged to the neighbours). After
 a sweep over items, every chain's states are redrawn by forward filtering, backward sampling.
+
+With membership stability (``persistence.py``) the state also holds each returning item's stay
+indicator; the item's step draws (chain, stay) jointly. Staying is one more option, the twin of
+joining the previous chain, weighted (M_t + S_t + α)/(m_k + s_k) · P(heads)/P(tails); every
+option also carries the change of the Beta-Binomial coin terms it causes: the item's own coin,
+its next appearance's (a stayer there forces the item into that chain; a non-stayer's coin
+exists iff the chain keeps it available), and the coins that appear when the item's chain
+(or a reconnected pair) becomes alive at epochs where it was not.
 """
 
 from __future__ import annotations
@@ -29,9 +37,10 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
-from ..alloc.rcrp import chain_log_factors, log_prior
+from ..alloc.rcrp import chain_log_factors, decay_weights, log_prior
 from .dynamics import RandomWalk, gauss_logpdf, gauss_product
 from .emission import Emission
+from .persistence import Persistence
 
 
 @dataclass(frozen=True)
@@ -55,19 +64,22 @@ class FixedKPrior:
 @dataclass
 class _Options:
     """One item's places: log weights, kinds ("alive": a state at t exists; "extend", "prepend",
-    "bridge", "new": a state at t is drawn), the chains involved, and the drawn states."""
+    "bridge", "new": a state at t is drawn), the chains involved, the drawn states, and whether
+    the item stays (membership stability)."""
 
     logw: np.ndarray
     kinds: list[str]
     labels: list[tuple[int, ...]]
     states: list[np.ndarray | None]
+    stays: list[bool] | None = None
 
 
 class ChainSampler:
     """The state of one Markov chain of the sampler, and its moves."""
 
     def __init__(self, epochs: np.ndarray, n_epochs: int, emission: Emission,
-                 walk: RandomWalk, prior: RCRPPrior | FixedKPrior):
+                 walk: RandomWalk, prior: RCRPPrior | FixedKPrior,
+                 persistence: Persistence | None = None):
         self.epochs = np.asarray(epochs, dtype=np.int64)
         self.T = int(n_epochs)
         if self.epochs.size and (self.epochs.min() < 0 or self.epochs.max() >= self.T):
@@ -82,6 +94,19 @@ class ChainSampler:
         self.active = np.zeros(cap, dtype=bool)
         self.phi: dict[int, np.ndarray] = {}
         self.by_epoch = [np.flatnonzero(self.epochs == t) for t in range(self.T)]
+        self.persist = persistence
+        if persistence is not None:
+            if self.fixed:
+                raise ValueError("membership stability needs the recurrent CRP, not fixed K")
+            self._w = decay_weights(prior.window, prior.decay)
+            self.y = np.zeros(len(self.epochs), dtype=bool)
+            self.stay = np.zeros_like(self.counts)
+            self.coin = np.full(len(self.epochs), -1, dtype=np.int8)
+            self.heads = np.zeros(persistence.n_ids, dtype=np.int64)
+            self.tails = np.zeros(persistence.n_ids, dtype=np.int64)
+            back = np.flatnonzero(persistence.prev >= 0)
+            self.returning = back[np.argsort(self.epochs[back], kind="stable")]
+            self.ret_epochs = self.epochs[self.returning]
 
     # ---- labels ---------------------------------------------------------------------------
 
@@ -93,6 +118,8 @@ class ChainSampler:
             self.first = np.pad(self.first, (0, cap), constant_values=-1)
             self.last = np.pad(self.last, (0, cap), constant_values=-1)
             self.active = np.pad(self.active, (0, cap))
+            if self.persist is not None:
+                self.stay = np.pad(self.stay, ((0, 0), (0, cap)))
             free = np.array([cap])
         k = int(free[0])
         self.active[k] = True
@@ -102,6 +129,8 @@ class ChainSampler:
         self.active[k] = False
         self.first[k] = self.last[k] = -1
         self.counts[:, k] = 0
+        if self.persist is not None:
+            self.stay[:, k] = 0
         self.phi.pop(k, None)
 
     def init_fixed(self, phi: np.ndarray) -> None:
@@ -117,6 +146,9 @@ class ChainSampler:
         k, t = int(self.z[i]), int(self.epochs[i])
         self.z[i] = -1
         self.counts[t, k] -= 1
+        if self.persist is not None and self.y[i]:
+            self.stay[t, k] -= 1
+            self.y[i] = False
         if self.fixed or self.counts[t, k] > 0:
             return
         occ = np.flatnonzero(self.counts[:, k])
@@ -143,6 +175,9 @@ class ChainSampler:
         self.first[k2], self.last[k2], self.last[k] = b, self.last[k], a
         self.counts[b:, k2] = self.counts[b:, k]
         self.counts[b:, k] = 0
+        if self.persist is not None:
+            self.stay[b:, k2] = self.stay[b:, k]
+            self.stay[b:, k] = 0
         self.z[(self.z == k) & (self.epochs >= b)] = k2
 
     def _options(self, i: int, t: int, rng: np.random.Generator) -> _Options:
@@ -169,8 +204,13 @@ class ChainSampler:
         # prior: each option's changed chain factors over epochs t..t+W
         joined = sub[:, pairs[:, 0]] + sub[:, pairs[:, 1]]
         single = np.concatenate([inside, ext, soon])
+        stay = None
+        if self.persist is not None:
+            ss = self.stay[lo:hi]
+            stay = np.hstack([ss[:, single], ss[:, single],
+                              ss[:, pairs[:, 0]] + ss[:, pairs[:, 1]], 0 * e])
         f = chain_log_factors(np.hstack([sub[:, single], sub[:, single] + e, joined + e, e]),
-                              rel, W, prior.decay, prior.alpha)
+                              rel, W, prior.decay, prior.alpha, stay)
         n1, n2 = len(single), len(pairs)
         before = dict(zip(single.tolist(), f[:n1], strict=True))
         gain = np.concatenate([
@@ -216,10 +256,112 @@ class ChainSampler:
                  + ["bridge"] * n2 + ["new"])
         labels = ([(int(k),) for k in inside] + [(int(k),) for k in ext]
                   + [(int(k),) for k in soon] + [tuple(p) for p in pairs.tolist()] + [()])
-        return _Options(logw, kinds, labels, [None] * len(inside) + list(states))
+        opts = _Options(logw, kinds, labels, [None] * len(inside) + list(states))
+        return opts if self.persist is None else self._with_coins(i, t, opts)
+
+    # ---- membership stability ----------------------------------------------------------------
+
+    def _pseudo(self, chains: np.ndarray, epochs: np.ndarray) -> np.ndarray:
+        """m_{c,s} for pairs (chain c ≥ 0, epoch s)."""
+        m = np.zeros(len(chains))
+        for h, w in enumerate(self._w, start=1):
+            ok = epochs >= h
+            m[ok] += w * self.counts[epochs[ok] - h, chains[ok]]
+        return m
+
+    def _refresh_coins(self, t: int) -> None:
+        """Recompute the coins (1 heads, 0 tails, −1 none) of the returning items of epochs
+        >= t from the labels, and the per-id tallies."""
+        R = self.returning[np.searchsorted(self.ret_epochs, t):]
+        zp = self.z[self.persist.prev[R]]
+        seated = (self.z[R] >= 0) & (zp >= 0)
+        avail = seated.copy()
+        avail[seated] = self._pseudo(zp[seated], self.epochs[R][seated]) > 0
+        new = np.where(seated & self.y[R], 1, np.where(avail, 0, -1)).astype(np.int8)
+        old = self.coin[R]
+        ids = self.persist.ids[R]
+        np.add.at(self.heads, ids, (new == 1).astype(np.int64) - (old == 1))
+        np.add.at(self.tails, ids, (new == 0).astype(np.int64) - (old == 0))
+        self.coin[R] = new
+
+    def _with_coins(self, i: int, t: int, opts: _Options) -> _Options:
+        """Add to each option the change of the coin terms it causes, drop the options that
+        leave a stayer outside its previous chain, and add the stay twin (module docstring)."""
+        P, W = self.persist, self.prior.window
+        n = len(opts.labels)
+        lab0 = np.array([lab[0] if lab else -1 for lab in opts.labels], np.int64)
+        lab1 = np.array([lab[1] if len(lab) > 1 else -1 for lab in opts.labels], np.int64)
+        bridge = lab1 >= 0
+        u = int(P.ids[i])
+        dh, df = np.zeros(n), np.zeros(n)
+        valid = np.ones(n, dtype=bool)
+        j = int(P.next[i])
+        if j >= 0 and self.z[j] >= 0:  # the next appearance's coin depends on this chain
+            if self.y[j]:
+                valid &= (lab0 == self.z[j]) | (lab1 == self.z[j])
+                dh += 1
+            elif self.epochs[j] - t <= W:
+                df += 1
+            else:
+                sj = np.full(n, self.epochs[j])
+                m = np.where(lab0 >= 0, self._pseudo(np.maximum(lab0, 0), sj), 0.0)
+                m += np.where(bridge, self._pseudo(np.maximum(lab1, 0), sj), 0.0)
+                df += m > 0
+        R = self.returning[np.searchsorted(self.ret_epochs, t, side="right"):]
+        zR, zp = self.z[R], self.z[P.prev[R]]
+        broken = self.y[R] & (zR >= 0) & (zp >= 0) & (zR != zp)
+        for a, b in {(int(x), int(y)) for x, y in zip(zR[broken], zp[broken], strict=True)}:
+            valid &= ((lab0 == a) & (lab1 == b)) | ((lab0 == b) & (lab1 == a))
+        # coins that appear: seated non-stayers without one whose previous chain comes alive
+        # (never the item's own id: its later appearances follow its next one, at most W back)
+        gain = np.zeros(n)
+        flips: dict[int, dict[int, int]] = {}
+        cand = (self.coin[R] == -1) & (zR >= 0) & (zp >= 0)
+        for v, c in zip(R[cand].tolist(), zp[cand].tolist(), strict=True):
+            s = int(self.epochs[v])
+            if s - t <= W:
+                hit = np.flatnonzero((lab0 == c) | (lab1 == c))
+            elif np.any(bridge & (lab0 == c)):
+                hit = np.flatnonzero(bridge & (lab0 == c))
+                hit = hit[self._pseudo(lab1[hit], np.full(len(hit), s)) > 0]
+            else:
+                continue
+            uv = int(P.ids[v])
+            for o in hit.tolist():
+                flips.setdefault(o, {}).setdefault(uv, 0)
+                flips[o][uv] += 1
+        for o, tallies in flips.items():
+            ids = np.array(list(tallies), np.int64)
+            add = np.array(list(tallies.values()))
+            gain[o] = float(np.sum(P.log_coins(self.heads[ids], self.tails[ids] + add)
+                                   - P.log_coins(self.heads[ids], self.tails[ids])))
+        h0, f0 = self.heads[u], self.tails[u]
+        base = P.log_coins(h0, f0)
+        p = int(P.prev[i])
+        zpi = int(self.z[p]) if p >= 0 else -1
+        avail = zpi >= 0 and self._pseudo(np.array([zpi]), np.array([t]))[0] > 0
+        move = opts.logw + gain + P.log_coins(h0 + dh, f0 + df + avail) - base
+        keep = np.flatnonzero(valid)
+        logw, rows, stays = [move[keep]], keep.tolist(), [False] * len(keep)
+        if avail:
+            twin = np.flatnonzero(valid & (lab0 == zpi))
+            if twin.size:  # (M_t + S_t + α) / (m_k + s_k) at t, heads for tails
+                big_m = sum(w * self.counts[t - h].sum()
+                            for h, w in enumerate(self._w, start=1) if t >= h)
+                cols = [np.array(opts.labels[o]) for o in twin.tolist()]
+                seated = np.array([self._pseudo(c, np.full(len(c), t)).sum()
+                                   + self.stay[t, c].sum() for c in cols])
+                seat = np.log(big_m + self.stay[t].sum() + self.prior.alpha) - np.log(seated)
+                logw.append(opts.logw[twin] + gain[twin] + seat
+                            + P.log_coins(h0 + dh[twin] + 1, f0 + df[twin])
+                            - base)
+                rows += twin.tolist()
+                stays += [True] * len(twin)
+        return _Options(np.concatenate(logw), [opts.kinds[o] for o in rows],
+                        [opts.labels[o] for o in rows], [opts.states[o] for o in rows], stays)
 
     def _apply(self, i: int, t: int, kind: str, labels: tuple[int, ...],
-               phi: np.ndarray | None, rng: np.random.Generator) -> None:
+               phi: np.ndarray | None, rng: np.random.Generator, stays: bool = False) -> None:
         walk = self.walk
         if kind == "alive":
             k = labels[0]
@@ -240,6 +382,8 @@ class ChainSampler:
             self.phi[k] = np.vstack([self.phi[k], left, phi[None], right, self.phi[b]])
             self.last[k] = self.last[b]
             self.counts[:, k] += self.counts[:, b]
+            if self.persist is not None:
+                self.stay[:, k] += self.stay[:, b]
             self.z[self.z == b] = k
             self._free(b)
         else:
@@ -248,16 +392,24 @@ class ChainSampler:
             self.first[k] = self.last[k] = t
         self.z[i] = k
         self.counts[t, k] += 1
+        if stays:
+            self.y[i] = True
+            self.stay[t, k] += 1
 
     def step(self, i: int, rng: np.random.Generator) -> None:
         """Redraw item i's chain from its exact conditional (the module docstring)."""
         t = int(self.epochs[i])
         if self.z[i] >= 0:
             self._remove(i)
+            if self.persist is not None:
+                self._refresh_coins(t)
         opts = self._options(i, t, rng)
         cdf = np.cumsum(np.exp(opts.logw - opts.logw.max()))
         j = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), len(cdf) - 1)
-        self._apply(i, t, opts.kinds[j], opts.labels[j], opts.states[j], rng)
+        self._apply(i, t, opts.kinds[j], opts.labels[j], opts.states[j], rng,
+                    bool(opts.stays[j]) if opts.stays else False)
+        if self.persist is not None:
+            self._refresh_coins(t)
 
     # ---- sweeps ----------------------------------------------------------------------------
 
@@ -336,9 +488,12 @@ class ChainSampler:
         """The sample (labels, spans, states) as arrays; ``restore`` is its inverse."""
         act = np.flatnonzero(self.active)
         phi = [self.phi[int(k)] for k in act]
-        return {"z": self.z.copy(), "labels": act, "first": self.first[act],
-                "last": self.last[act],
-                "phi": np.concatenate(phi) if phi else np.zeros((0, self.emission.dim))}
+        out = {"z": self.z.copy(), "labels": act, "first": self.first[act],
+               "last": self.last[act],
+               "phi": np.concatenate(phi) if phi else np.zeros((0, self.emission.dim))}
+        if self.persist is not None:
+            out["stay"] = self.y.copy()
+        return out
 
     def restore(self, arrays: dict[str, np.ndarray]) -> None:
         labels = np.asarray(arrays["labels"], np.int64)
@@ -356,12 +511,20 @@ class ChainSampler:
         cuts = np.concatenate([[0], np.cumsum(spans)])
         phi = np.asarray(arrays["phi"], float)
         self.phi = {int(k): phi[cuts[j]:cuts[j + 1]].copy() for j, k in enumerate(labels)}
+        if self.persist is not None:
+            self.y = np.asarray(arrays.get("stay", np.zeros(len(self.z), bool)), bool).copy()
+            self.stay = np.zeros_like(self.counts)
+            np.add.at(self.stay, (self.epochs[self.y], self.z[self.y]), 1)
+            self.coin[:] = -1
+            self.heads[:] = 0
+            self.tails[:] = 0
+            self._refresh_coins(0)
 
     # ---- summaries -------------------------------------------------------------------------
 
     def log_joint(self) -> float:
-        """log p(z, φ, x) of the current sample (the prior over labels, the walks' densities over
-        the spans, the emissions)."""
+        """log p(z, φ, x) of the current sample (the prior over labels, with the stayers and the
+        coins if any, the walks' densities over the spans, the emissions)."""
         act = np.flatnonzero(self.active)
         counts = self.counts[:, act]
         if self.fixed:
@@ -369,8 +532,12 @@ class ChainSampler:
             value = float(np.sum(gammaln(counts + a) - gammaln(a))
                           + np.sum(gammaln(self.prior.alpha)
                                    - gammaln(counts.sum(1) + self.prior.alpha)))
-        else:
+        elif self.persist is None:
             value = log_prior(counts, self.prior.window, self.prior.decay, self.prior.alpha)
+        else:
+            value = log_prior(counts, self.prior.window, self.prior.decay, self.prior.alpha,
+                              self.stay[:, act])
+            value += float(np.sum(self.persist.log_coins(self.heads, self.tails)))
         for k, mine in self.members().items():
             value += self.walk.log_density(self.phi[k])
             value += sum(self.emission.total_loglik(items, self.phi[k][u])
