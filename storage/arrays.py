@@ -53,6 +53,9 @@ class ArrayFile(Mapping[str, np.ndarray]):
         except (KeyError, ValueError, OSError, zipfile.BadZipFile) as exc:
             raise BnpmixError(f"{self.path}: array {name!r} unreadable ({exc})") from None
 
+    def __contains__(self, name: object) -> bool:
+        return name in self._names
+
     def __iter__(self):
         return iter(self._names)
 

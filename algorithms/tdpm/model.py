@@ -62,7 +62,8 @@ class TemporalMixture(PredictiveMixture):
     counts (T, K); ``labels``/``stability`` per training item in corpus order
     (stability: the fraction of kept samples whose chain for the item maps onto its final one);
     ``times`` the time value of each epoch; ``hyper`` alpha, window, decay, birth_var,
-    drift_var, noise_var, fixed_k."""
+    drift_var, noise_var, fixed_k; ``stays`` (membership stability only) whether each training
+    item stayed in its previous chain in the final sample."""
 
     uids: np.ndarray
     first: np.ndarray
@@ -75,6 +76,7 @@ class TemporalMixture(PredictiveMixture):
     stability: np.ndarray
     hyper: dict[str, Any]
     info: dict[str, Any] = field(default_factory=dict)
+    stays: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         self.obs = ChainObs(self.states.shape[1], self.hyper.get("emission") == "text")
@@ -135,6 +137,8 @@ class TemporalMixture(PredictiveMixture):
                   "states": self.states, "state_vars": self.state_vars,
                   "counts": self.counts, "times": self.times,
                   "labels": self.labels, "stability": self.stability}
+        if self.stays is not None:
+            arrays["stays"] = self.stays
         meta = {"kind": KIND, "obs": self.obs.name, "hyper": self.hyper, "info": self.info}
         return arrays, json.loads(json.dumps(meta))
 
@@ -148,4 +152,5 @@ class TemporalMixture(PredictiveMixture):
                    np.asarray(arrays["state_vars"], float),
                    a["counts"].astype(np.int64), a["times"].astype(np.int64),
                    a["labels"].astype(np.int64), np.asarray(arrays["stability"], float),
-                   dict(meta["hyper"]), dict(meta.get("info", {})))
+                   dict(meta["hyper"]), dict(meta.get("info", {})),
+                   np.asarray(arrays["stays"], bool) if "stays" in arrays else None)

@@ -23,6 +23,18 @@ import numpy as np
 from scipy.special import betaln
 
 
+def same_epoch(ids: np.ndarray, epochs: np.ndarray) -> tuple[int, int] | None:
+    """Two items (positions, ascending) with the same id in the same epoch, if any."""
+    _, dense = np.unique(np.asarray(ids), return_inverse=True)
+    epochs = np.asarray(epochs, np.int64)
+    order = np.lexsort((np.arange(len(dense)), epochs, dense))
+    clash = (dense[order[1:]] == dense[order[:-1]]) & (epochs[order[1:]] == epochs[order[:-1]])
+    if not np.any(clash):
+        return None
+    j = int(np.flatnonzero(clash)[0])
+    return int(order[j]), int(order[j + 1])
+
+
 @dataclass(frozen=True)
 class Persistence:
     """Which items are appearances of the same persistent id: ``ids`` (dense 0..U−1 per item),
@@ -42,16 +54,15 @@ class Persistence:
         is an error naming both items (0-based positions)."""
         if not (a > 0 and b > 0):
             raise ValueError(f"the stickiness prior Beta(a, b) needs a, b > 0, not ({a}, {b})")
+        pair = same_epoch(ids, epochs)
+        if pair is not None:
+            i1, i2 = pair
+            raise ValueError(f"items {i1} and {i2} have the same id and the same epoch "
+                             f"{int(epochs[i1])}: a persistent id appears at most once per epoch")
         _, dense = np.unique(np.asarray(ids), return_inverse=True)
         epochs = np.asarray(epochs, np.int64)
         order = np.lexsort((epochs, dense))
         same = dense[order[1:]] == dense[order[:-1]]
-        clash = same & (epochs[order[1:]] == epochs[order[:-1]])
-        if np.any(clash):
-            j = int(np.flatnonzero(clash)[0])
-            i1, i2 = sorted((int(order[j]), int(order[j + 1])))
-            raise ValueError(f"items {i1} and {i2} have the same id and the same epoch "
-                             f"{int(epochs[i1])}: a persistent id appears at most once per epoch")
         prev = np.full(len(dense), -1, np.int64)
         nxt = np.full(len(dense), -1, np.int64)
         prev[order[1:][same]] = order[:-1][same]

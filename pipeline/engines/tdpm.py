@@ -38,11 +38,12 @@ from bnpmix.algorithms.tdpm.gibbs import (
     relabel,
 )
 from bnpmix.algorithms.tdpm.model import TemporalMixture
+from bnpmix.algorithms.tdpm.persistence import Persistence, same_epoch
 from bnpmix.algorithms.tdpm.text import TextEmission
 from bnpmix.storage import BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 
-from ..config import _float, opt
+from ..config import _float, _str, opt
 from ..runtime.engine import Engine, Fitted, State, Step, register
 from ..runtime.models import read_model
 
@@ -79,6 +80,15 @@ class TDPMConfig:
     fixed_k: int | None = opt(None, "run the baseline instead: K chains alive at every epoch "
                               "(Dirichlet(alpha/K) weights per epoch)", parse=_int_or_none,
                               within="[1, inf)")
+    id_column: str | None = opt(None, "membership stability (Sec. 9.2): the corpus column "
+                                "holding each item's persistent id, at most once per epoch; a "
+                                "returning item stays in its previous chain with a learned "
+                                "probability (default: off)", parse=_str,
+                                choices=("item", "label", "sequence"))
+    stickiness_a: float = opt(1.0, "a of the Beta(a, b) prior of each id's probability of "
+                              "staying", within="(0, inf)")
+    stickiness_b: float = opt(1.0, "b of the Beta(a, b) prior of each id's probability of "
+                              "staying", within="(0, inf)")
 
 
 def hyperparameters(cfg: TDPMConfig, X: Any, text: bool) -> dict[str, Any]:
@@ -86,9 +96,10 @@ def hyperparameters(cfg: TDPMConfig, X: Any, text: bool) -> dict[str, Any]:
     v: σ = v; Σ and ρ, unless given, are sampled with the chains (``learn``: inverse-gamma
     priors IG(2, Σ_0), mean Σ_0 = v / 25, both), starting at Σ_0. Text chains (natural
     parameters): σ = 10, as the paper's Sec. 8; ρ, unless given, sampled from IG(2, 0.1)."""
+    common = {"id_column": cfg.id_column, "stickiness": [cfg.stickiness_a, cfg.stickiness_b]}
     if text:
         drift = cfg.drift_var if cfg.drift_var is not None else 0.1
-        return {"alpha": cfg.alpha, "window": cfg.window, "decay": cfg.decay,
+        return common | {"alpha": cfg.alpha, "window": cfg.window, "decay": cfg.decay,
                 "birth_var": cfg.birth_var if cfg.birth_var is not None else 10.0,
                 "drift_var": drift, "noise_var": None, "fixed_k": cfg.fixed_k,
                 "emission": "text",
@@ -98,7 +109,7 @@ def hyperparameters(cfg: TDPMConfig, X: Any, text: bool) -> dict[str, Any]:
     noise = cfg.noise_var if cfg.noise_var is not None else v / 25
     learn = {name: [2.0, noise] for name in ("noise_var", "drift_var")
              if getattr(cfg, name) is None}
-    return {"alpha": cfg.alpha, "window": cfg.window, "decay": cfg.decay,
+    return common | {"alpha": cfg.alpha, "window": cfg.window, "decay": cfg.decay,
             "birth_var": cfg.birth_var if cfg.birth_var is not None else v,
             "drift_var": cfg.drift_var if cfg.drift_var is not None else noise,
             "noise_var": noise, "fixed_k": cfg.fixed_k, "emission": "gauss", "learn": learn}
@@ -122,7 +133,14 @@ class TDPMEngine(Engine):
         if col not in corpus.manifest.columns:
             raise BnpmixError(f"{corpus.path}: tdpm needs a {col!r} column (epochs); the corpus "
                               f"has {list(corpus.manifest.columns) or 'no optional columns'}")
-        X, items, times = [], [], []
+        ids_col = self.cfg.id_column
+        if ids_col is not None and self.cfg.fixed_k is not None:
+            raise BnpmixError("id_column (membership stability) needs the recurrent CRP; "
+                              "fixed_k runs the baseline without it")
+        if ids_col is not None and ids_col not in corpus.manifest.columns:
+            raise BnpmixError(f"{corpus.path}: id_column {ids_col!r} is not a column of the "
+                              f"corpus (it has {list(corpus.manifest.columns) or 'none'})")
+        X, items, times, ids, self.rows = [], [], [], [], []
         for p in range(corpus.n_partitions):
             batch = corpus.read(p)
             X.append(batch.X.astype(float) if self.text else np.asarray(batch.X, float))
@@ -133,8 +151,12 @@ class TDPMEngine(Engine):
                 raise BnpmixError(f"{corpus.path}: partition {p}: column {col!r} must hold "
                                   f"integers (epochs), not {t.dtype}")
             times.append(t.astype(np.int64))
+            self.rows.append(len(t))
+            if ids_col is not None:
+                ids.append(np.asarray(batch.columns[ids_col]))
         self.X = sp.vstack(X, format="csr") if self.text else np.concatenate(X)
         self.items = np.concatenate(items)
+        self.ids = np.concatenate(ids) if ids_col is not None else None
         times_all = np.concatenate(times)
         self.t0 = int(times_all.min())
         T = int(times_all.max()) - self.t0 + 1
@@ -152,13 +174,35 @@ class TDPMEngine(Engine):
         emission = (TextEmission(self.X) if self.text
                     else GaussianEmission(self.X, h["noise_var"]))
         return ChainSampler(self.epochs, self.T, emission,
-                            RandomWalk(h["birth_var"], h["drift_var"]), prior)
+                            RandomWalk(h["birth_var"], h["drift_var"]), prior,
+                            self._persistence())
+
+    def _persistence(self) -> Persistence | None:
+        """The ids' appearances, or None without membership stability; an id twice in one
+        epoch is an error naming both rows."""
+        if self.hyper.get("id_column") is None:
+            return None
+        pair = same_epoch(self.ids, self.epochs)
+        if pair is not None:
+            where = [self._where(i) for i in pair]
+            raise BnpmixError(f"{self.ctx.corpus.path}: {where[0]} and {where[1]} have the same "
+                              f"{self.hyper['id_column']} {self.ids[pair[0]]!r} and the same "
+                              f"{self.cfg.time_column} {self.t0 + self.epochs[pair[0]]}: a "
+                              "persistent id appears at most once per epoch")
+        return Persistence.from_ids(self.ids, self.epochs, *self.hyper["stickiness"])
+
+    def _where(self, i: int) -> str:
+        """Item i's place in the corpus: partition and row."""
+        ends = np.cumsum(self.rows)
+        p = int(np.searchsorted(ends, i, side="right"))
+        return f"partition {p} row {i - (ends[p] - self.rows[p])}"
 
     def start(self) -> None:
         self._load()
         self.hyper = hyperparameters(self.cfg, self.X, self.text)
         self.sampler = self._sampler()
-        self.sweep, self.start_epoch, self.kept = 0, 0, []
+        self.sweep, self.start_epoch, self.kept, self.kept_stays = 0, 0, [], []
+        self.rho_sum = np.zeros(self.sampler.persist.n_ids if self.sampler.persist else 0)
         rng = self.ctx.rng.init
         if self.hyper["fixed_k"]:
             K = self.hyper["fixed_k"]
@@ -186,12 +230,19 @@ class TDPMEngine(Engine):
         if np.any(self.epochs[:n_old] >= T_old) or np.any(self.epochs[n_old:] < T_old):
             raise BnpmixError(f"{self.ctx.warm_start}: the appended partitions must hold only "
                               f"epochs after the model's last ({model.times[-1]})")
-        self.hyper = dict(model.hyper)
+        self.hyper = {"id_column": None, "stickiness": [1.0, 1.0]} | dict(model.hyper)
+        if self.hyper["id_column"] != self.cfg.id_column:
+            raise BnpmixError(f"{self.ctx.warm_start}: the model was fitted with id_column "
+                              f"{self.hyper['id_column']!r}, this run asks for "
+                              f"{self.cfg.id_column!r}")
         self.sampler = self._sampler()
         z = np.full(self.X.shape[0], -1, np.int64)
         z[:n_old] = model.labels
+        stays = np.zeros(len(z), bool)
+        if model.stays is not None:
+            stays[:n_old] = model.stays
         self.sampler.restore({"z": z, "labels": np.arange(model.K), "first": model.first,
-                              "last": model.last, "phi": model.states})
+                              "last": model.last, "phi": model.states, "stay": stays})
         self.start_epoch = max(0, T_old - self.hyper["window"])
 
     # ---- steps -------------------------------------------------------------------------------
@@ -212,11 +263,15 @@ class TDPMEngine(Engine):
         self.sweep += 1
         if self.sweep > self.cfg.burn_in and (self.sweep - self.cfg.burn_in) % self.cfg.thin == 0:
             self.kept.append(relabel(s.z, self.epochs).astype(np.int32))
+            if s.persist is not None:
+                self.kept_stays.append(s.y.copy())
+                self.rho_sum += s.persist.rho_mean(s.heads, s.tails)
         alive = alive_per_epoch(s.z, self.epochs, self.T, self.hyper["window"])
+        extra = {} if s.persist is None else {"stayers": int(s.y.sum())}
         self.trace.append(self.ctx.row(self.sweep, -1, int(s.active.sum()),
                                        log_joint=s.log_joint(), alive_last=int(alive[-1]),
                                        noise_var=self.hyper["noise_var"],
-                                       drift_var=self.hyper["drift_var"]))
+                                       drift_var=self.hyper["drift_var"], **extra))
         return Step(visits=self.ctx.corpus.n_partitions, lap_end=True)
 
     def status(self) -> str:
@@ -241,16 +296,22 @@ class TDPMEngine(Engine):
             np.concatenate([v for _, v in smooth]), counts, self.t0 + np.arange(self.T), z,
             stability(z, kept), self.hyper,
             {"sweeps": self.sweep, "kept_samples": len(self.kept),
-             "online_from_epoch": self.start_epoch})
+             "online_from_epoch": self.start_epoch},
+            s.y.copy() if s.persist is not None else None)
         info = {"stopped": f"{self.sweep} sweeps", "kept_samples": len(self.kept)}
         return Fitted(model, {"log_joint": float(self.trace[-1]["log_joint"])}, info,
                       self._tables(model, kept))
 
     def _tables(self, model: TemporalMixture, kept: list[np.ndarray]) -> dict[str, pa.Table]:
         N, S = len(self.items), len(kept)
-        samples = pa.table({"item": np.tile(self.items, S),
-                            "sample": np.repeat(np.arange(S, dtype=np.int32), N),
-                            "chain": np.concatenate(kept)})
+        samples = {"item": np.tile(self.items, S),
+                   "sample": np.repeat(np.arange(S, dtype=np.int32), N),
+                   "chain": np.concatenate(kept)}
+        tables = {}
+        if self.sampler.persist is not None:
+            stays = self.kept_stays or [self.sampler.y]
+            samples["stay"] = np.concatenate(stays)
+            tables["persistence"] = self._persistence_table(np.mean(stays, axis=0))
         rows = {"chain": [], "epoch": [], "time": [], "n": []}
         for j in range(model.K):
             span = np.arange(model.first[j], model.last[j] + 1)
@@ -279,7 +340,23 @@ class TDPMEngine(Engine):
                   "alive_mean": alive_kept, "occupied": occupied.sum(1),
                   "born": np.bincount(model.first, minlength=self.T),
                   "last_members": np.bincount(model.last, minlength=self.T)}
-        return {"samples": samples, "chains": pa.table(chains), "epochs": pa.table(epochs)}
+        return tables | {"samples": pa.table(samples), "chains": pa.table(chains),
+                         "epochs": pa.table(epochs)}
+
+    def _persistence_table(self, stay_rate: np.ndarray) -> pa.Table:
+        """Per persistent id: appearances, returns, stays (mean over kept samples) and the
+        posterior mean of its probability of staying, E[ρ_u] (averaged over kept samples)."""
+        s = self.sampler
+        P = s.persist
+        rho = (self.rho_sum / len(self.kept) if self.kept
+               else P.rho_mean(s.heads, s.tails))
+        _, first = np.unique(P.ids, return_index=True)
+        return pa.table({"id": self.ids[first],
+                         "appearances": np.bincount(P.ids, minlength=P.n_ids),
+                         "returns": np.bincount(P.ids, weights=P.prev >= 0,
+                                                minlength=P.n_ids).astype(np.int64),
+                         "stays": np.bincount(P.ids, weights=stay_rate, minlength=P.n_ids),
+                         "rho_mean": rho})
 
     # ---- checkpoints -------------------------------------------------------------------------
 
@@ -291,15 +368,23 @@ class TDPMEngine(Engine):
             yield from self.sampler.to_arrays().items()
             if self.kept:
                 yield "kept", np.stack(self.kept)
+            if self.kept_stays:
+                yield "kept_stays", np.stack(self.kept_stays)
+            yield "rho_sum", self.rho_sum
         return meta, arrays()
 
     def restore(self, meta: dict[str, Any], arrays: ArrayFile) -> None:
         self._load()
         self.hyper = dict(meta["hyper"])
         self.sampler = self._sampler()
-        self.sampler.restore({k: arrays[k] for k in ("z", "labels", "first", "last", "phi")})
+        self.sampler.restore({k: arrays[k] for k in ("z", "labels", "first", "last", "phi",
+                                                     "stay") if k in arrays})
         self.sweep, self.start_epoch = int(meta["sweep"]), int(meta["start_epoch"])
         self.kept = list(np.asarray(arrays["kept"], np.int32)) if meta["kept"] else []
+        persist = self.sampler.persist is not None
+        self.kept_stays = (list(np.asarray(arrays["kept_stays"], bool))
+                           if persist and meta["kept"] else [])
+        self.rho_sum = np.asarray(arrays["rho_sum"], float).copy()
 
 
 def stability(final: np.ndarray, kept: list[np.ndarray]) -> np.ndarray:

@@ -11,6 +11,8 @@ each, and the two diagonals at two offsets each. The sign of an edge is irreleva
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 PATCH = 5
@@ -83,7 +85,8 @@ def bag_of_words_topics(n_docs: int = 20_000, V: int = 2_000, K: int = 20, min_l
 
 def tdpm_gaussian(n_epochs: int = 30, per_epoch: int = 100, alpha: float = 2.5, window: int = 1,
                   decay: float = 0.8, birth_var: float = 10.0, drift_var: float = 0.1,
-                  noise_var: float = 0.1, dim: int = 2, seed: int = 0
+                  noise_var: float = 0.1, dim: int = 2, seed: int = 0,
+                  stickiness: np.ndarray | None = None
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Gaussian chains of the temporal DP mixture (Ahmed & Xing 2008, Sec. 4.2, 6, 7): items of
     epoch t seated in order by the recurrent CRP (chain k ∝ m_{k,t} + n_{k,t}, new ∝ α, with
@@ -97,7 +100,30 @@ def tdpm_gaussian(n_epochs: int = 30, per_epoch: int = 100, alpha: float = 2.5, 
     are 0..K−1 in order of birth (first epoch, then first item), i.e. canonical as
     ``bnpmix.algorithms.tdpm.gibbs.relabel`` numbers them. ``states[k, t]`` is chain k's true
     state at epoch t where the chain is alive (its birth epoch to its last item's epoch + W,
-    within the horizon) and NaN elsewhere."""
+    within the horizon) and NaN elsewhere.
+
+    ``stickiness`` (ρ_u per persistent id, membership stability as in
+    ``bnpmix.algorithms.tdpm.persistence``): each epoch's items are ``per_epoch`` ids drawn
+    without replacement; a returning id whose previous chain is alive at t stays in it with
+    probability ρ_u, the stayers seated first. Use ``tdpm_persistent`` to get the ids."""
+    return _tdpm(n_epochs, per_epoch, alpha, window, decay, birth_var, drift_var, noise_var, dim,
+                 seed, stickiness)[:4]
+
+
+def tdpm_persistent(stickiness: np.ndarray, n_epochs: int = 20, per_epoch: int = 60,
+                    **kwargs: Any) -> tuple[np.ndarray, ...]:
+    """``tdpm_gaussian`` with persistent ids of stickiness ρ_u (``stickiness[u]``): returns
+    (X, epochs, labels, states, ids, stays), ``stays`` whether each item stayed."""
+    return _tdpm(n_epochs, per_epoch, **({"alpha": 2.5, "window": 1, "decay": 0.8,
+                                          "birth_var": 10.0, "drift_var": 0.1,
+                                          "noise_var": 0.1, "dim": 2, "seed": 0} | kwargs),
+                 stickiness=np.asarray(stickiness, float))
+
+
+def _tdpm(n_epochs: int, per_epoch: int, alpha: float, window: int, decay: float,
+          birth_var: float, drift_var: float, noise_var: float, dim: int, seed: int,
+          stickiness: np.ndarray | None) -> tuple[np.ndarray, ...]:
+    """The simulation behind ``tdpm_gaussian`` and ``tdpm_persistent``."""
     from bnpmix.algorithms.alloc.rcrp import decay_weights
 
     rng = np.random.default_rng(seed)
@@ -106,6 +132,12 @@ def tdpm_gaussian(n_epochs: int = 30, per_epoch: int = 100, alpha: float = 2.5, 
     X = np.empty((N, dim))
     epochs = np.repeat(np.arange(T), per_epoch)
     labels = np.empty(N, dtype=np.int64)
+    ids = np.arange(N)
+    stays = np.zeros(N, dtype=bool)
+    where: dict[int, int] = {}          # per id: the chain of its latest appearance
+    if stickiness is not None and len(stickiness) < per_epoch:
+        raise ValueError(f"per_epoch = {per_epoch} needs at least as many ids, not "
+                         f"{len(stickiness)}")
     counts: list[np.ndarray] = []       # per epoch: items per chain (chains 0..K_t − 1)
     phi: list[list[np.ndarray]] = []   # per chain: its states at its alive epochs, in order
     first: list[int] = []              # per chain: birth epoch
@@ -121,10 +153,21 @@ def tdpm_gaussian(n_epochs: int = 30, per_epoch: int = 100, alpha: float = 2.5, 
             phi[k].append(phi[k][-1] + np.sqrt(drift_var) * rng.standard_normal(dim))
         cand = [int(k) for k in inherited]           # chains an item of epoch t may join
         weights = list(m[inherited])                 # m_{k,t} + n_{k,t}^{(i)}
-        for _ in range(per_epoch):
+        stayed: list[tuple[int, int]] = []
+        if stickiness is not None:                   # the ids; stayers sit first
+            present = rng.permutation(len(stickiness))[:per_epoch]
+            back = [int(v) for v in present if where.get(int(v), -1) in cand]
+            stayed = [(v, where[v]) for v in back if rng.random() < stickiness[v]]
+            movers = [int(v) for v in present if v not in {s for s, _ in stayed}]
+            ids[pos:pos + per_epoch] = [s for s, _ in stayed] + movers
+        for r in range(per_epoch):
             total = float(np.sum(weights))
             u = rng.random() * (total + alpha)
-            if u < total:
+            if r < len(stayed):
+                k = stayed[r][1]
+                j = cand.index(k)
+                stays[pos] = True
+            elif u < total:
                 j = min(int(np.searchsorted(np.cumsum(weights), u, side="right")),
                         len(weights) - 1)
                 k = cand[j]
@@ -136,6 +179,7 @@ def tdpm_gaussian(n_epochs: int = 30, per_epoch: int = 100, alpha: float = 2.5, 
                 weights.append(0.0)
             weights[j] += 1.0
             labels[pos] = k
+            where[int(ids[pos])] = k
             X[pos] = phi[k][-1] + np.sqrt(noise_var) * rng.standard_normal(dim)
             pos += 1
         n_t = np.zeros(len(phi), dtype=np.int64)
@@ -144,4 +188,4 @@ def tdpm_gaussian(n_epochs: int = 30, per_epoch: int = 100, alpha: float = 2.5, 
     states = np.full((len(phi), T, dim), np.nan)
     for k, path in enumerate(phi):
         states[k, first[k]:first[k] + len(path)] = np.array(path)
-    return X, epochs, labels, states
+    return X, epochs, labels, states, ids, stays
