@@ -15,8 +15,9 @@ kept samples (successive samples of one Markov chain: the standard error ignores
 autocorrelation). Every --trace-every sweeps the number of chains, GVI, LVI and log p(z, φ, x)
 are recorded and printed (mixing); log p at the true labels and states is printed beside it.
 
-Fixed K: the same sampler with ``FixedKPrior(K, α)`` (K chains born at epoch 0 that never die,
-per-epoch Dirichlet(α/K) weights integrated out), for K in --ks (5, 10, 15, 20, 25, 30), each
+Fixed K: the same sampler with ``FixedKPrior(K, α)`` (K chains born at epoch 0 that never die;
+--baselines eq45: the paper's finite dynamic mixture of Sec. 4.3, π_t ~ Dir(n_{·,t−1} + α/K),
+Eq. 4.5; independent: π_t ~ Dir(α/K) each epoch), for K in --ks (5, 10, 15, 20, 25, 30), each
 from --inits (10) random initialisations (chain k constant at a data point drawn at random, all
 K distinct) run for --fixed-sweeps sweeps; the last sample's GVI / LVI, mean and standard error
 over initialisations. The first initialisation of each K records GVI / LVI at a few sweeps
@@ -37,18 +38,21 @@ of epochs from a chain's first item to its last, inclusive), their histogram and
 and all scaled by 0.1 (α, W, λ true).
 
 Prints tables; writes JSON (--json, default benchmarks/results/tdpm_sec7.json; with --quick a
-file in the temporary directory) and, if matplotlib is importable, a PNG next to it (GVI and LVI
-against K with the TDPM as a horizontal line, alive chains per epoch truth vs TDPM). --quick:
+file in the temporary directory) and, if matplotlib is importable (``pip install
+bnpmix[plot]``), a PNG next to it (GVI and LVI against K with the TDPM as a horizontal line,
+alive chains per epoch truth vs TDPM); --plot PATH redraws it from a saved JSON. --quick:
 8 epochs x 40 points, 30 + 3 x 5 sweeps, 2 initialisations of K = 5, 10, 20 fixed sweeps.
 
     python benchmarks/tdpm_sec7.py [--quick | --paper] [--burn-in 300] [--samples 10]
         [--thin 20] [--inits 10] [--fixed-sweeps 200] [--ks 5 10 ...] [--sensitivity]
-        [--data-seed 0] [--seed 1] [--json PATH]
+        [--baselines eq45 independent] [--data-seed 0] [--seed 1] [--json PATH]
+    python benchmarks/tdpm_sec7.py --plot benchmarks/results/tdpm_sec7.json
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import platform
@@ -140,12 +144,13 @@ def run_tdpm(data: dict, hyper: dict, args, seed: int, label: str) -> dict:
     return out
 
 
-def run_fixed(data: dict, hyper: dict, K: int, init: int, args, seed: int) -> dict:
+def run_fixed(data: dict, hyper: dict, K: int, init: int, args, seed: int,
+              carry: bool) -> dict:
     X, epochs, labels, T = data["X"], data["epochs"], data["labels"], data["T"]
     rng = np.random.default_rng([seed, K, init])
     s = ChainSampler(epochs, T, GaussianEmission(X, hyper["noise_var"]),
                      RandomWalk(hyper["birth_var"], hyper["drift_var"]),
-                     FixedKPrior(K, hyper["alpha"]))
+                     FixedKPrior(K, hyper["alpha"], carry))
     phi0 = X[rng.choice(len(X), K, replace=False)]
     s.init_fixed(np.repeat(phi0[:, None, :], T, axis=1))
     marks = {1, 2, 5, 10, 20, 50, 100, 150, 200, 300, 500, 1000, args.fixed_sweeps}
@@ -169,12 +174,13 @@ def plot(path: Path, result: dict) -> str:
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not importable: no plot"
-    tdpm, fixed, truth = result["tdpm"], result["fixed"], result["truth"]
-    ks = [f["K"] for f in fixed]
+    tdpm, truth = result["tdpm"], result["truth"]
     fig, ax = plt.subplots(1, 3, figsize=(15, 4))
     for a, key in zip(ax[:2], ("gvi", "lvi"), strict=True):
-        a.errorbar(ks, [f[key] for f in fixed], yerr=[f[key + "_se"] for f in fixed],
-                   marker="o", capsize=3, label="fixed K (Kalman chains)")
+        for name, fixed in result["fixed"].items():
+            a.errorbar([f["K"] for f in fixed], [f[key] for f in fixed],
+                       yerr=[f[key + "_se"] for f in fixed], marker="o", capsize=3,
+                       color=BASELINES[name][2], label=f"fixed K, {BASELINES[name][1]}")
         a.axhline(tdpm[key], color="C1", label="TDPM")
         a.axhspan(tdpm[key] - tdpm[key + "_se"], tdpm[key] + tdpm[key + "_se"], color="C1",
                   alpha=0.2)
@@ -195,6 +201,10 @@ def plot(path: Path, result: dict) -> str:
     return f"plot: {png}"
 
 
+BASELINES = {"eq45": (True, "Dir(n_{t-1} + α/K) (Eq. 4.5)", "C0"),  # (carry, legend, colour)
+             "independent": (False, "Dir(α/K) per epoch", "C2")}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--quick", action="store_true", help="a small smoke run (< 60 s)")
@@ -211,8 +221,14 @@ def main() -> None:
     p.add_argument("--sensitivity", action="store_true")
     p.add_argument("--data-seed", type=int, default=0)
     p.add_argument("--seed", type=int, default=1, help="the TDPM sampler's (and fixed K's) seed")
+    p.add_argument("--baselines", nargs="*", choices=sorted(BASELINES),
+                   default=["eq45", "independent"])
     p.add_argument("--json", type=Path, default=None)
+    p.add_argument("--plot", type=Path, default=None, help="only redraw the plot of this JSON")
     args = p.parse_args()
+    if args.plot:
+        print(plot(args.plot, json.loads(args.plot.read_text())))
+        return
     shape = {"n_epochs": 30, "per_epoch": 100}
     if args.paper:
         args.burn_in, args.samples, args.thin = 1000, 10, 100
@@ -250,15 +266,16 @@ def main() -> None:
             sensitivity.append({"scale": scale,
                                 **run_tdpm(data, h, args, args.seed, f"TDPM x{scale:g}")})
 
-    fixed = []
-    for K in args.ks:
-        runs = [run_fixed(data, hyper, K, i, args, args.seed) for i in range(args.inits)]
+    fixed: dict[str, list] = {name: [] for name in args.baselines}
+    for name, K in itertools.product(args.baselines, args.ks):
+        runs = [run_fixed(data, hyper, K, i, args, args.seed, BASELINES[name][0])
+                for i in range(args.inits)]
         row = {"K": K, "runs": runs, "trace": runs[0]["trace"],
                "seconds": float(sum(r["seconds"] for r in runs))}
         for key in ("gvi", "lvi", "used"):
             row[key], row[key + "_se"] = mean_se([r[key] for r in runs])
-        fixed.append(row)
-        print(f"[fixed K = {K}] GVI {row['gvi']:.3f} ± {row['gvi_se']:.3f}  LVI "
+        fixed[name].append(row)
+        print(f"[fixed K = {K}, {name}] GVI {row['gvi']:.3f} ± {row['gvi_se']:.3f}  LVI "
               f"{row['lvi']:.3f} ± {row['lvi_se']:.3f}  ({row['seconds']:.0f} s); init 0 "
               "GVI by sweep: " + ", ".join(f"{t['sweep']}: {t['gvi']:.3f}" for t in row["trace"]),
               flush=True)
@@ -269,7 +286,8 @@ def main() -> None:
     rows = [("TDPM", tdpm, f"{tdpm['chains']:.1f}", tdpm["seconds"])]
     rows += [(f"TDPM σ,ρ,Σ x{s['scale']:g}", s, f"{s['chains']:.1f}", s["seconds"])
              for s in sensitivity]
-    rows += [(f"fixed K = {f['K']}", f, f"{f['used']:.1f} used", f["seconds"]) for f in fixed]
+    rows += [(f"K = {f['K']} {name}", f, f"{f['used']:.1f} used", f["seconds"])
+             for name, rows_k in fixed.items() for f in rows_k]
     for name, r, chains, sec in rows:
         print(f"{name:<22}{r['gvi']:>9.3f} ± {r['gvi_se']:.3f}{r['lvi']:>9.3f} ± "
               f"{r['lvi_se']:.3f}{chains:>14}{sec:>10.0f}")
@@ -297,6 +315,7 @@ def main() -> None:
                            "seed": args.seed, "burn_in": args.burn_in, "samples": args.samples,
                            "thin": args.thin, "inits": args.inits,
                            "fixed_sweeps": args.fixed_sweeps, "ks": args.ks,
+                           "baselines": args.baselines,
                            "quick": args.quick, "paper": args.paper},
               "machine": {"python": platform.python_version(), "numpy": np.__version__,
                           "processor": platform.processor() or platform.machine()},

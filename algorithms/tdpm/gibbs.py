@@ -54,11 +54,34 @@ class RCRPPrior:
 
 @dataclass(frozen=True)
 class FixedKPrior:
-    """The baseline: K chains alive at every epoch, born at the first; each epoch's weights
-    Dirichlet(α/K, ..., α/K), integrated out (so an item joins k with weight n_{k,t} + α/K)."""
+    """The baseline: K chains alive at every epoch, born at the first. The paper's finite
+    dynamic mixture (Sec. 4.3, ``carry``): π_t ~ Dir(n_{·,t−1} + α/K), so an item joins k with
+    weight n_{k,t−1} + n_{k,t} + α/K (Eq. 4.5) times the look-ahead (n_{k,t} + n_{k,t+1} +
+    α/K)/(n_{k,t} + α/K) of the next epoch's Dirichlet-multinomial; without ``carry``, each
+    epoch's weights are Dir(α/K) on their own (weight n_{k,t} + α/K)."""
 
     K: int
     alpha: float
+    carry: bool = True
+
+    def weights(self, counts: np.ndarray, t: int) -> np.ndarray:
+        """log prior weight of each chain for one more item at epoch t (the item removed)."""
+        a = self.alpha / self.K
+        n = counts[t, :self.K].astype(float)
+        if not self.carry:
+            return np.log(n + a)
+        before = counts[t - 1, :self.K] if t > 0 else 0.0
+        after = counts[t + 1, :self.K] if t + 1 < len(counts) else 0.0
+        return np.log(before + n + a) + np.log(n + after + a) - np.log(n + a)
+
+    def log_prior(self, counts: np.ndarray) -> float:
+        """log P(c_1, ..., c_T): per epoch, the Dirichlet-multinomial of its counts."""
+        a = self.alpha / self.K
+        beta = np.full(counts.shape, a)
+        if self.carry:
+            beta[1:] += counts[:-1]
+        return float(np.sum(gammaln(beta + counts) - gammaln(beta))
+                     + np.sum(gammaln(beta.sum(1)) - gammaln(beta.sum(1) + counts.sum(1))))
 
 
 @dataclass
@@ -182,9 +205,9 @@ class ChainSampler:
 
     def _options(self, i: int, t: int, rng: np.random.Generator) -> _Options:
         if self.fixed:
-            K, alpha = self.prior.K, self.prior.alpha
+            K = self.prior.K
             phi_t = np.stack([self.phi[k][t] for k in range(K)])
-            logw = np.log(self.counts[t, :K] + alpha / K) + self.emission.loglik(i, phi_t)
+            logw = self.prior.weights(self.counts, t) + self.emission.loglik(i, phi_t)
             return _Options(logw, ["alive"] * K, [(k,) for k in range(K)], [None] * K)
         prior, walk = self.prior, self.walk
         W = prior.window
@@ -528,10 +551,7 @@ class ChainSampler:
         act = np.flatnonzero(self.active)
         counts = self.counts[:, act]
         if self.fixed:
-            a = self.prior.alpha / self.prior.K
-            value = float(np.sum(gammaln(counts + a) - gammaln(a))
-                          + np.sum(gammaln(self.prior.alpha)
-                                   - gammaln(counts.sum(1) + self.prior.alpha)))
+            value = self.prior.log_prior(counts)
         elif self.persist is None:
             value = log_prior(counts, self.prior.window, self.prior.decay, self.prior.alpha)
         else:

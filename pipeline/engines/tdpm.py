@@ -77,8 +77,9 @@ class TDPMConfig:
                                   "(default: sampled, from an inverse-gamma prior with mean the "
                                   "data's variance per dimension / 25)", parse=_float,
                                   within="(0, inf)")
-    fixed_k: int | None = opt(None, "run the baseline instead: K chains alive at every epoch "
-                              "(Dirichlet(alpha/K) weights per epoch)", parse=_int_or_none,
+    fixed_k: int | None = opt(None, "run the baseline instead: K chains alive at every epoch, "
+                              "weights Dirichlet(previous epoch's counts + alpha/K) (the "
+                              "paper's Eq. 4.5)", parse=_int_or_none,
                               within="[1, inf)")
     id_column: str | None = opt(None, "membership stability (Sec. 9.2): the corpus column "
                                 "holding each item's persistent id, at most once per epoch; a "

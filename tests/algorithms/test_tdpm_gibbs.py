@@ -60,18 +60,20 @@ def exact_tdpm(x, epochs, T, prior):
     return np.tensordot(w, np.array(co, float), axes=1), float(w @ np.array(kk))
 
 
-def exact_fixed(x, epochs, T, K, alpha):
-    """The fixed-K baseline: K labelled chains born at epoch 0, per-epoch Dirichlet(α/K)
-    weights integrated out."""
+def exact_fixed(x, epochs, T, K, alpha, carry):
+    """The fixed-K baseline: K labelled chains born at epoch 0, each epoch's weights
+    π_t ~ Dir(α/K + (carry: n_{·,t−1})) integrated out."""
     N = len(x)
     logw, co = [], []
     for z in itertools.product(range(K), repeat=N):
         z = np.array(z)
         counts = np.zeros((T, K))
         np.add.at(counts, (epochs, z), 1)
-        a = alpha / K
-        value = float(np.sum(gammaln(counts + a) - gammaln(a))
-                      + np.sum(gammaln(alpha) - gammaln(counts.sum(1) + alpha)))
+        value = 0.0
+        for t in range(T):
+            beta = alpha / K + (counts[t - 1] if carry and t > 0 else np.zeros(K))
+            value += float(np.sum(gammaln(beta + counts[t]) - gammaln(beta))
+                           + gammaln(beta.sum()) - gammaln(beta.sum() + counts[t].sum()))
         value += sum(chain_log_marginal(x[z == k], epochs[z == k], 0)
                      for k in range(K) if np.any(z == k))
         logw.append(value)
@@ -138,9 +140,12 @@ def test_gibbs_matches_enumeration_with_splits_over_3_epochs():
     check_against(exact_co, exact_k, runs)
 
 
-def test_fixed_k_baseline_matches_enumeration():
-    prior = FixedKPrior(K=2, alpha=1.0)
-    exact_co = exact_fixed(X6, E6, 2, 2, 1.0)
+@pytest.mark.parametrize("carry", [True, False])
+def test_fixed_k_baseline_matches_enumeration(carry):
+    prior = FixedKPrior(K=2, alpha=1.0, carry=carry)
+    exact_co = exact_fixed(X6, E6, 2, 2, 1.0, carry)
+    # the two priors differ on this problem (the test tells them apart)
+    assert np.max(np.abs(exact_co - exact_fixed(X6, E6, 2, 2, 1.0, not carry))) > 0.03
     init = np.zeros((2, 2, 1))
     init[0, :, 0], init[1, :, 0] = -1.0, 1.0
     runs = [run(X6, E6, 2, prior, seed, sweeps=2200, init_phi=init) for seed in range(3)]
