@@ -165,7 +165,8 @@ class ChainSampler:
 
     # ---- one item --------------------------------------------------------------------------
 
-    def _remove(self, i: int) -> None:
+    def _remove(self, i: int) -> int:
+        """Unseat item i; returns the label of the chain split off (−1: no split)."""
         k, t = int(self.z[i]), int(self.epochs[i])
         self.z[i] = -1
         self.counts[t, k] -= 1
@@ -173,7 +174,7 @@ class ChainSampler:
             self.stay[t, k] -= 1
             self.y[i] = False
         if self.fixed or self.counts[t, k] > 0:
-            return
+            return -1
         occ = np.flatnonzero(self.counts[:, k])
         f0 = int(self.first[k])
         if occ.size == 0:
@@ -187,9 +188,10 @@ class ChainSampler:
         else:
             a, b = int(occ[occ < t].max()), int(occ[occ > t].min())
             if b - a > self.prior.window:
-                self._split(k, a, b)
+                return self._split(k, a, b)
+        return -1
 
-    def _split(self, k: int, a: int, b: int) -> None:
+    def _split(self, k: int, a: int, b: int) -> int:
         """Chain k's occupied epochs a < b are more than W apart: from b on it is a new chain."""
         k2 = self._new_label()
         f0 = int(self.first[k])
@@ -202,6 +204,7 @@ class ChainSampler:
             self.stay[b:, k2] = self.stay[b:, k]
             self.stay[b:, k] = 0
         self.z[(self.z == k) & (self.epochs >= b)] = k2
+        return k2
 
     def _options(self, i: int, t: int, rng: np.random.Generator) -> _Options:
         if self.fixed:
@@ -292,11 +295,20 @@ class ChainSampler:
             m[ok] += w * self.counts[epochs[ok] - h, chains[ok]]
         return m
 
-    def _refresh_coins(self, t: int) -> None:
+    def _refresh_coins(self, t: int, chains: tuple[int, ...] | None = None,
+                       items: tuple[int, ...] = ()) -> None:
         """Recompute the coins (1 heads, 0 tails, −1 none) of the returning items of epochs
-        >= t from the labels, and the per-id tallies."""
+        >= t from the labels, and the per-id tallies; given ``chains``, only of the items whose
+        previous appearance is in one of them (an item's move at t changes the pseudo-counts
+        of the chains it leaves and joins only, a split or reconnection the labels of those
+        only) and of ``items`` (the moved item and its next appearance)."""
         R = self.returning[np.searchsorted(self.ret_epochs, t):]
-        zp = self.z[self.persist.prev[R]]
+        back, zp = R, self.z[self.persist.prev[R]]
+        if chains is not None:
+            sel = np.isin(back, items)
+            for c in chains:
+                sel |= zp == c
+            R, zp = R[sel], zp[sel]
         seated = (self.z[R] >= 0) & (zp >= 0)
         avail = seated.copy()
         avail[seated] = self._pseudo(zp[seated], self.epochs[R][seated]) > 0
@@ -339,16 +351,15 @@ class ChainSampler:
         # (never the item's own id: its later appearances follow its next one, at most W back)
         gain = np.zeros(n)
         flips: dict[int, dict[int, int]] = {}
-        cand = (self.coin[R] == -1) & (zR >= 0) & (zp >= 0)
+        near = self.epochs[R] <= t + W
+        cand = (self.coin[R] == -1) & (zR >= 0) & (zp >= 0) & (near | np.isin(zp, lab0[bridge]))
         for v, c in zip(R[cand].tolist(), zp[cand].tolist(), strict=True):
             s = int(self.epochs[v])
             if s - t <= W:
                 hit = np.flatnonzero((lab0 == c) | (lab1 == c))
-            elif np.any(bridge & (lab0 == c)):
+            else:
                 hit = np.flatnonzero(bridge & (lab0 == c))
                 hit = hit[self._pseudo(lab1[hit], np.full(len(hit), s)) > 0]
-            else:
-                continue
             uv = int(P.ids[v])
             for o in hit.tolist():
                 flips.setdefault(o, {}).setdefault(uv, 0)
@@ -423,16 +434,17 @@ class ChainSampler:
         """Redraw item i's chain from its exact conditional (the module docstring)."""
         t = int(self.epochs[i])
         if self.z[i] >= 0:
-            self._remove(i)
+            k = int(self.z[i])
+            born = self._remove(i)
             if self.persist is not None:
-                self._refresh_coins(t)
+                self._refresh_coins(t, (k, born), (i, int(self.persist.next[i])))
         opts = self._options(i, t, rng)
         cdf = np.cumsum(np.exp(opts.logw - opts.logw.max()))
         j = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), len(cdf) - 1)
         self._apply(i, t, opts.kinds[j], opts.labels[j], opts.states[j], rng,
                     bool(opts.stays[j]) if opts.stays else False)
         if self.persist is not None:
-            self._refresh_coins(t)
+            self._refresh_coins(t, (int(self.z[i]),), (i,))
 
     # ---- sweeps ----------------------------------------------------------------------------
 
@@ -536,6 +548,7 @@ class ChainSampler:
         self.phi = {int(k): phi[cuts[j]:cuts[j + 1]].copy() for j, k in enumerate(labels)}
         if self.persist is not None:
             self.y = np.asarray(arrays.get("stay", np.zeros(len(self.z), bool)), bool).copy()
+            self.y &= self.z >= 0  # an unseated item stays nowhere
             self.stay = np.zeros_like(self.counts)
             np.add.at(self.stay, (self.epochs[self.y], self.z[self.y]), 1)
             self.coin[:] = -1

@@ -385,7 +385,9 @@ class TDPMEngine(Engine):
         persist = self.sampler.persist is not None
         self.kept_stays = (list(np.asarray(arrays["kept_stays"], bool))
                            if persist and meta["kept"] else [])
-        self.rho_sum = np.asarray(arrays["rho_sum"], float).copy()
+        n_ids = self.sampler.persist.n_ids if persist else 0
+        self.rho_sum = (np.asarray(arrays["rho_sum"], float).copy() if "rho_sum" in arrays
+                        else np.zeros(n_ids))  # checkpoints from before membership stability
 
 
 def stability(final: np.ndarray, kept: list[np.ndarray]) -> np.ndarray:
