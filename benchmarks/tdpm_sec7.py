@@ -174,10 +174,12 @@ def plot(path: Path, result: dict) -> str:
         import matplotlib.pyplot as plt
     except ImportError:
         return "matplotlib is not importable: no plot"
-    tdpm, truth = result["tdpm"], result["truth"]
+    tdpm, truth, baselines = result["tdpm"], result["truth"], result["fixed"]
+    if isinstance(baselines, list):  # results written before --baselines: Dir(α/K) per epoch
+        baselines = {"independent": baselines}
     fig, ax = plt.subplots(1, 3, figsize=(15, 4))
     for a, key in zip(ax[:2], ("gvi", "lvi"), strict=True):
-        for name, fixed in result["fixed"].items():
+        for name, fixed in baselines.items():
             a.errorbar([f["K"] for f in fixed], [f[key] for f in fixed],
                        yerr=[f[key + "_se"] for f in fixed], marker="o", capsize=3,
                        color=BASELINES[name][2], label=f"fixed K, {BASELINES[name][1]}")
