@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
-from ..alloc.rcrp import chain_log_factors, decay_weights, log_prior
+from ..alloc.rcrp import chain_log_factors, decay_weights, log_prior, pseudo_counts
 from .dynamics import RandomWalk, gauss_logpdf, gauss_product
 from .emission import Emission
 from .persistence import Persistence
@@ -303,9 +303,9 @@ class ChainSampler:
         of the chains it leaves and joins only, a split or reconnection the labels of those
         only) and of ``items`` (the moved item and its next appearance)."""
         R = self.returning[np.searchsorted(self.ret_epochs, t):]
-        back, zp = R, self.z[self.persist.prev[R]]
+        zp = self.z[self.persist.prev[R]]
         if chains is not None:
-            sel = np.isin(back, items)
+            sel = np.isin(R, items)
             for c in chains:
                 sel |= zp == c
             R, zp = R[sel], zp[sel]
@@ -380,8 +380,7 @@ class ChainSampler:
         if avail:
             twin = np.flatnonzero(valid & (lab0 == zpi))
             if twin.size:  # (M_t + S_t + α) / (m_k + s_k) at t, heads for tails
-                big_m = sum(w * self.counts[t - h].sum()
-                            for h, w in enumerate(self._w, start=1) if t >= h)
+                big_m = pseudo_counts(self.counts, t, W, self.prior.decay).sum()
                 cols = [np.array(opts.labels[o]) for o in twin.tolist()]
                 seated = np.array([self._pseudo(c, np.full(len(c), t)).sum()
                                    + self.stay[t, c].sum() for c in cols])

@@ -23,16 +23,23 @@ import numpy as np
 from scipy.special import betaln
 
 
-def same_epoch(ids: np.ndarray, epochs: np.ndarray) -> tuple[int, int] | None:
-    """Two items (positions, ascending) with the same id in the same epoch, if any."""
+def _appearances(ids: np.ndarray, epochs: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int] | None]:
+    """Dense ids, the items ordered by (id, epoch, position), whether each consecutive pair in
+    that order is one id, and a pair of items (positions, ascending) with the same id in the
+    same epoch, if any."""
     _, dense = np.unique(np.asarray(ids), return_inverse=True)
     epochs = np.asarray(epochs, np.int64)
     order = np.lexsort((np.arange(len(dense)), epochs, dense))
-    clash = (dense[order[1:]] == dense[order[:-1]]) & (epochs[order[1:]] == epochs[order[:-1]])
-    if not np.any(clash):
-        return None
-    j = int(np.flatnonzero(clash)[0])
-    return int(order[j]), int(order[j + 1])
+    same = dense[order[1:]] == dense[order[:-1]]
+    clash = np.flatnonzero(same & (epochs[order[1:]] == epochs[order[:-1]]))
+    pair = (int(order[clash[0]]), int(order[clash[0] + 1])) if clash.size else None
+    return dense.astype(np.int64), order, same, pair
+
+
+def same_epoch(ids: np.ndarray, epochs: np.ndarray) -> tuple[int, int] | None:
+    """Two items (positions, ascending) with the same id in the same epoch, if any."""
+    return _appearances(ids, epochs)[3]
 
 
 @dataclass(frozen=True)
@@ -54,20 +61,16 @@ class Persistence:
         is an error naming both items (0-based positions)."""
         if not (a > 0 and b > 0):
             raise ValueError(f"the stickiness prior Beta(a, b) needs a, b > 0, not ({a}, {b})")
-        pair = same_epoch(ids, epochs)
+        dense, order, same, pair = _appearances(ids, epochs)
         if pair is not None:
             i1, i2 = pair
             raise ValueError(f"items {i1} and {i2} have the same id and the same epoch "
                              f"{int(epochs[i1])}: a persistent id appears at most once per epoch")
-        _, dense = np.unique(np.asarray(ids), return_inverse=True)
-        epochs = np.asarray(epochs, np.int64)
-        order = np.lexsort((epochs, dense))
-        same = dense[order[1:]] == dense[order[:-1]]
         prev = np.full(len(dense), -1, np.int64)
         nxt = np.full(len(dense), -1, np.int64)
         prev[order[1:][same]] = order[:-1][same]
         nxt[order[:-1][same]] = order[1:][same]
-        return cls(dense.astype(np.int64), prev, nxt, float(a), float(b))
+        return cls(dense, prev, nxt, float(a), float(b))
 
     @property
     def n_ids(self) -> int:

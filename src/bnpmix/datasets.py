@@ -85,8 +85,7 @@ def bag_of_words_topics(n_docs: int = 20_000, V: int = 2_000, K: int = 20, min_l
 
 def tdpm_gaussian(n_epochs: int = 30, per_epoch: int = 100, alpha: float = 2.5, window: int = 1,
                   decay: float = 0.8, birth_var: float = 10.0, drift_var: float = 0.1,
-                  noise_var: float = 0.1, dim: int = 2, seed: int = 0,
-                  stickiness: np.ndarray | None = None
+                  noise_var: float = 0.1, dim: int = 2, seed: int = 0
                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Gaussian chains of the temporal DP mixture (Ahmed & Xing 2008, Sec. 4.2, 6, 7): items of
     epoch t seated in order by the recurrent CRP (chain k ∝ m_{k,t} + n_{k,t}, new ∝ α, with
@@ -100,20 +99,18 @@ def tdpm_gaussian(n_epochs: int = 30, per_epoch: int = 100, alpha: float = 2.5, 
     are 0..K−1 in order of birth (first epoch, then first item), i.e. canonical as
     ``bnpmix.algorithms.tdpm.gibbs.relabel`` numbers them. ``states[k, t]`` is chain k's true
     state at epoch t where the chain is alive (its birth epoch to its last item's epoch + W,
-    within the horizon) and NaN elsewhere.
-
-    ``stickiness`` (ρ_u per persistent id, membership stability as in
-    ``bnpmix.algorithms.tdpm.persistence``): each epoch's items are ``per_epoch`` ids drawn
-    without replacement; a returning id whose previous chain is alive at t stays in it with
-    probability ρ_u, the stayers seated first. Use ``tdpm_persistent`` to get the ids."""
+    within the horizon) and NaN elsewhere."""
     return _tdpm(n_epochs, per_epoch, alpha, window, decay, birth_var, drift_var, noise_var, dim,
-                 seed, stickiness)[:4]
+                 seed, None)[:4]
 
 
 def tdpm_persistent(stickiness: np.ndarray, n_epochs: int = 20, per_epoch: int = 60,
                     **kwargs: Any) -> tuple[np.ndarray, ...]:
-    """``tdpm_gaussian`` with persistent ids of stickiness ρ_u (``stickiness[u]``): returns
-    (X, epochs, labels, states, ids, stays), ``stays`` whether each item stayed."""
+    """``tdpm_gaussian`` (same keyword parameters) with persistent ids of stickiness ρ_u
+    (``stickiness[u]``, membership stability as in ``bnpmix.algorithms.tdpm.persistence``):
+    each epoch's items are ``per_epoch`` ids drawn without replacement; a returning id whose
+    previous chain is alive at t stays in it with probability ρ_u, the stayers seated first.
+    Returns (X, epochs, labels, states, ids, stays), ``stays`` whether each item stayed."""
     return _tdpm(n_epochs, per_epoch, **({"alpha": 2.5, "window": 1, "decay": 0.8,
                                           "birth_var": 10.0, "drift_var": 0.1,
                                           "noise_var": 0.1, "dim": 2, "seed": 0} | kwargs),
