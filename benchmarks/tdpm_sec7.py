@@ -5,7 +5,9 @@ Data: ``bnpmix.datasets.tdpm_gaussian``: 30 epochs x 100 points, α = 2.5, W = 1
 σ = 10, ρ = 0.1, Σ = 0.1 I (σ, ρ, Σ variances). The paper does not give the dimension D; we chose
 D = 2 (--dim).
 
-TDPM: ``ChainSampler`` with the RCRP prior and the true hyperparameters. The paper runs 1000
+TDPM: ``ChainSampler`` with the RCRP prior and the true hyperparameters, its item moves and the
+relinking moves across epoch boundaries (both samplers have them; --no-relink: item moves only,
+the sampler of the results committed before relinking existed). The paper runs 1000
 Gibbs sweeps, then keeps 10 samples 100 sweeps apart (2000 sweeps, ~35 min here at ~1 s a
 sweep); our default is --burn-in 300 sweeps, then --samples 10 every --thin 20 sweeps (500
 sweeps); --paper uses the paper's 1000 + 10 x 100. The first sweep seats the items sequentially.
@@ -40,12 +42,14 @@ and all scaled by 0.1 (α, W, λ true).
 Prints tables; writes JSON (--json, default benchmarks/results/tdpm_sec7.json; with --quick a
 file in the temporary directory) and, if matplotlib is importable (``pip install
 bnpmix[plot]``), a PNG next to it (GVI and LVI against K with the TDPM as a horizontal line,
-alive chains per epoch truth vs TDPM); --plot PATH redraws it from a saved JSON. --quick:
+alive chains per epoch truth vs TDPM); --plot PATH redraws it from a saved JSON. --jobs N runs
+the TDPM and the fixed-K runs in N processes (each run's figures do not depend on it). --quick:
 8 epochs x 40 points, 30 + 3 x 5 sweeps, 2 initialisations of K = 5, 10, 20 fixed sweeps.
 
     python benchmarks/tdpm_sec7.py [--quick | --paper] [--burn-in 300] [--samples 10]
         [--thin 20] [--inits 10] [--fixed-sweeps 200] [--ks 5 10 ...] [--sensitivity]
-        [--baselines eq45 independent] [--data-seed 0] [--seed 1] [--json PATH]
+        [--baselines eq45 independent] [--no-relink] [--jobs 1] [--data-seed 0] [--seed 1]
+        [--json PATH]
     python benchmarks/tdpm_sec7.py --plot benchmarks/results/tdpm_sec7.json
 """
 
@@ -58,6 +62,7 @@ import math
 import platform
 import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -110,7 +115,7 @@ def run_tdpm(data: dict, hyper: dict, args, seed: int, label: str) -> dict:
     W = hyper["window"]
     s = ChainSampler(epochs, T, GaussianEmission(X, hyper["noise_var"]),
                      RandomWalk(hyper["birth_var"], hyper["drift_var"]),
-                     RCRPPrior(hyper["alpha"], W, hyper["decay"]))
+                     RCRPPrior(hyper["alpha"], W, hyper["decay"]), relink=not args.no_relink)
     rng = np.random.default_rng(seed)
     total = args.burn_in + args.samples * args.thin
     keep = {args.burn_in + j * args.thin for j in range(1, args.samples + 1)}
@@ -136,6 +141,7 @@ def run_tdpm(data: dict, hyper: dict, args, seed: int, label: str) -> dict:
                                 **chain_summary(z, epochs, T, W)})
     seconds = time.perf_counter() - start
     out = {"label": label, "seed": seed, "hyper": hyper, "sweeps": total, "seconds": seconds,
+           "relinked": s.relinked,
            "seconds_per_sweep": seconds / total, "trace": trace, "samples": samples}
     for key in ("gvi", "lvi", "chains", "significant", "lifespan_mean"):
         out[key], out[key + "_se"] = mean_se([x[key] for x in samples])
@@ -150,7 +156,7 @@ def run_fixed(data: dict, hyper: dict, K: int, init: int, args, seed: int,
     rng = np.random.default_rng([seed, K, init])
     s = ChainSampler(epochs, T, GaussianEmission(X, hyper["noise_var"]),
                      RandomWalk(hyper["birth_var"], hyper["drift_var"]),
-                     FixedKPrior(K, hyper["alpha"], carry))
+                     FixedKPrior(K, hyper["alpha"], carry), relink=not args.no_relink)
     phi0 = X[rng.choice(len(X), K, replace=False)]
     s.init_fixed(np.repeat(phi0[:, None, :], T, axis=1))
     marks = {1, 2, 5, 10, 20, 50, 100, 150, 200, 300, 500, 1000, args.fixed_sweeps}
@@ -163,6 +169,7 @@ def run_fixed(data: dict, hyper: dict, K: int, init: int, args, seed: int,
             trace.append({"sweep": sweep, "gvi": gvi, "lvi": lvi})
     gvi, lvi = global_and_local_vi(labels, s.z, epochs)
     return {"K": K, "init": init, "gvi": gvi, "lvi": lvi, "used": len(np.unique(s.z)),
+            "relinked": s.relinked,
             "seconds": time.perf_counter() - start, "trace": trace}
 
 
@@ -203,6 +210,14 @@ def plot(path: Path, result: dict) -> str:
     return f"plot: {png}"
 
 
+def run_all(tasks: list, jobs: int) -> list:
+    """Each (function, arguments) task's result, in order, over ``jobs`` processes."""
+    if jobs <= 1:
+        return [f(*a) for f, a in tasks]
+    with ProcessPoolExecutor(jobs) as pool:
+        return [f.result() for f in [pool.submit(f, *a) for f, a in tasks]]
+
+
 BASELINES = {"eq45": (True, "Dir(n_{t-1} + α/K) (Eq. 4.5)", "C0"),  # (carry, legend, colour)
              "independent": (False, "Dir(α/K) per epoch", "C2")}
 
@@ -225,6 +240,9 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=1, help="the TDPM sampler's (and fixed K's) seed")
     p.add_argument("--baselines", nargs="*", choices=sorted(BASELINES),
                    default=["eq45", "independent"])
+    p.add_argument("--no-relink", action="store_true",
+                   help="item moves only (both samplers): the sampler before relinking")
+    p.add_argument("--jobs", type=int, default=1, help="processes for the runs")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--plot", type=Path, default=None, help="only redraw the plot of this JSON")
     args = p.parse_args()
@@ -259,19 +277,22 @@ def main() -> None:
     truth["log_joint"] = check.log_joint()
     print(f"truth: log p(z, φ, x) = {truth['log_joint']:.1f}", flush=True)
 
-    tdpm = run_tdpm(data, hyper, args, args.seed, "TDPM")
-    sensitivity = []
-    if args.sensitivity:
-        for scale in (10.0, 0.1):
-            h = {**hyper, **{k: hyper[k] * scale for k in ("birth_var", "drift_var",
-                                                           "noise_var")}}
-            sensitivity.append({"scale": scale,
-                                **run_tdpm(data, h, args, args.seed, f"TDPM x{scale:g}")})
-
+    tasks = [(run_tdpm, (data, hyper, args, args.seed, "TDPM"))]
+    scales = (10.0, 0.1) if args.sensitivity else ()
+    for scale in scales:
+        h = {**hyper, **{k: hyper[k] * scale for k in ("birth_var", "drift_var", "noise_var")}}
+        tasks.append((run_tdpm, (data, h, args, args.seed, f"TDPM x{scale:g}")))
+    grid = list(itertools.product(args.baselines, args.ks, range(args.inits)))
+    tasks += [(run_fixed, (data, hyper, K, i, args, args.seed, BASELINES[name][0]))
+              for name, K, i in grid]
+    results = run_all(tasks, args.jobs)
+    tdpm = results[0]
+    sensitivity = [{"scale": scale, **r}
+                   for scale, r in zip(scales, results[1:1 + len(scales)], strict=True)]
     fixed: dict[str, list] = {name: [] for name in args.baselines}
+    runs_of = dict(zip(grid, results[1 + len(scales):], strict=True))
     for name, K in itertools.product(args.baselines, args.ks):
-        runs = [run_fixed(data, hyper, K, i, args, args.seed, BASELINES[name][0])
-                for i in range(args.inits)]
+        runs = [runs_of[name, K, i] for i in range(args.inits)]
         row = {"K": K, "runs": runs, "trace": runs[0]["trace"],
                "seconds": float(sum(r["seconds"] for r in runs))}
         for key in ("gvi", "lvi", "used"):
@@ -317,7 +338,7 @@ def main() -> None:
                            "seed": args.seed, "burn_in": args.burn_in, "samples": args.samples,
                            "thin": args.thin, "inits": args.inits,
                            "fixed_sweeps": args.fixed_sweeps, "ks": args.ks,
-                           "baselines": args.baselines,
+                           "baselines": args.baselines, "relink": not args.no_relink,
                            "quick": args.quick, "paper": args.paper},
               "machine": {"python": platform.python_version(), "numpy": np.__version__,
                           "processor": platform.processor() or platform.machine()},

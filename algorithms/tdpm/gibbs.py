@@ -19,7 +19,23 @@ configuration that differs only in the item:
 Each weight is the product of the prior factors that change (``rcrp.chain_log_factors``, over
 epochs t..t+W) and the likelihood with the new states integrated against the walk's conditional
 given their neighbours; the chosen states are then drawn (and bridged to the neighbours). After
-a sweep over items, every chain's states are redrawn by forward filtering, backward sampling.
+a sweep over items, the chains are relinked across each epoch boundary, then every chain's
+states are redrawn by forward filtering, backward sampling.
+
+Relinking (not in the paper; one item at a time, a chain cut in two, or two chains that cross,
+takes many unlikely steps to mend). At boundary t every chain with members in [t − W, t − 1] is
+a head, every chain with members in [t, t + W − 1] a tail, and the labels say which head each
+tail continues (or none). A move picks a head h and gives it another tail: swapping tails with
+another head, taking a tail that had no head, or (RCRP) letting its tail start a chain of its
+own; links more than W epochs apart are excluded. The pieces' members and states do not change,
+so the log joint changes only by the prior factors of the chains involved over epochs
+t..t+W−1 and by the walk across the boundary, N(φ_τ(b); φ_h(a), (b − a)ρ) with the states in
+between integrated out (a tail without a head: the birth N(0, σ)). The new tail is drawn from
+the head's moves in proportion to their joints (the current one excluded) and accepted with
+probability min(1, Σ_moves from here / Σ_moves from there), which leaves the posterior
+invariant (Metropolised Gibbs); the states in between are then drawn from the walk's bridge.
+Under fixed K the K chains are all heads and tails and only swap. Not with membership stability
+(a stayer's coin would depend on the link).
 
 With membership stability (``persistence.py``) the state also holds each returning item's stay
 indicator; the item's step draws (chain, stay) jointly. Staying is one more option, the twin of
@@ -51,6 +67,13 @@ class RCRPPrior:
     window: int
     decay: float
 
+    def link_factors(self, cols: np.ndarray, rel: int) -> np.ndarray:
+        """Each column's own factors of log P(c_s | past) over the epochs s = rel..rel+W−1 whose
+        window straddles the boundary before row ``rel`` (the rows of ``cols`` end before
+        rel + W): Γ(m + n)/Γ(m) or α Γ(n) (``rcrp.chain_log_factors``); M_s does not depend on
+        how the chains on either side are linked."""
+        return chain_log_factors(cols, rel, self.window, self.decay, self.alpha)
+
 
 @dataclass(frozen=True)
 class FixedKPrior:
@@ -73,6 +96,15 @@ class FixedKPrior:
         before = counts[t - 1, :self.K] if t > 0 else 0.0
         after = counts[t + 1, :self.K] if t + 1 < len(counts) else 0.0
         return np.log(before + n + a) + np.log(n + after + a) - np.log(n + a)
+
+    def link_factors(self, cols: np.ndarray, rel: int) -> np.ndarray:
+        """Each column's own factor of the epoch-``rel`` Dirichlet-multinomial given row rel − 1:
+        log Γ(n_{k,t−1} + α/K + n_{k,t}) − log Γ(n_{k,t−1} + α/K) with ``carry`` (the sums over
+        k do not depend on the labels), 0 without (Dir(α/K) is exchangeable)."""
+        if not self.carry:
+            return np.zeros(cols.shape[1])
+        before = cols[rel - 1].astype(float) + self.alpha / self.K
+        return gammaln(before + cols[rel]) - gammaln(before)
 
     def log_prior(self, counts: np.ndarray) -> float:
         """log P(c_1, ..., c_T): per epoch, the Dirichlet-multinomial of its counts."""
@@ -102,7 +134,7 @@ class ChainSampler:
 
     def __init__(self, epochs: np.ndarray, n_epochs: int, emission: Emission,
                  walk: RandomWalk, prior: RCRPPrior | FixedKPrior,
-                 persistence: Persistence | None = None):
+                 persistence: Persistence | None = None, relink: bool = True):
         self.epochs = np.asarray(epochs, dtype=np.int64)
         self.T = int(n_epochs)
         if self.epochs.size and (self.epochs.min() < 0 or self.epochs.max() >= self.T):
@@ -118,6 +150,8 @@ class ChainSampler:
         self.phi: dict[int, np.ndarray] = {}
         self.by_epoch = [np.flatnonzero(self.epochs == t) for t in range(self.T)]
         self.persist = persistence
+        self.relinking = relink and persistence is None
+        self.relinked = 0  # relinking moves accepted so far
         if persistence is not None:
             if self.fixed:
                 raise ValueError("membership stability needs the recurrent CRP, not fixed K")
@@ -445,6 +479,125 @@ class ChainSampler:
         if self.persist is not None:
             self._refresh_coins(t, (int(self.z[i]),), (i,))
 
+    # ---- relinking chains across an epoch boundary -----------------------------------------
+
+    def relink(self, rng: np.random.Generator, start_epoch: int = 0) -> int:
+        """Relinking moves at every boundary t > ``start_epoch`` (module docstring); returns
+        how many were accepted."""
+        done = sum(self._relink_at(t, rng) for t in range(max(1, start_epoch), self.T))
+        self.relinked += done
+        return done
+
+    def _relink_at(self, t: int, rng: np.random.Generator) -> int:
+        """Metropolised Gibbs moves over how the heads (chains' parts before t) connect to the
+        tails (parts from t on), then the chains rebuilt if any move was accepted."""
+        W = 1 if self.fixed else self.prior.window
+        if W == 0:  # no chain crosses a boundary
+            return 0
+        act = np.flatnonzero(self.active)
+        lo, hi = max(0, t - W), min(self.T, t + W)
+        rel = t - lo
+        if self.fixed:  # K chains alive at every epoch
+            heads = tails = act
+            a, b = np.full(len(act), t - 1), np.full(len(act), t)
+        else:
+            pre, post = self.counts[lo:t, act] > 0, self.counts[t:hi, act] > 0
+            heads, tails = act[pre.any(0)], act[post.any(0)]
+            a = t - 1 - np.argmax(pre[::-1, pre.any(0)], axis=0)  # last occupied epoch < t
+            b = t + np.argmax(post[:, post.any(0)], axis=0)  # first occupied epoch >= t
+        if heads.size == 0:
+            return 0
+        nH, nT = len(heads), len(tails)
+        # count columns of the pieces (rows lo..hi−1), and a zero column (index −1) for "none"
+        Hc, Tc = np.zeros((hi - lo, nH + 1)), np.zeros((hi - lo, nT + 1))
+        Hc[:rel, :nH] = self.counts[lo:t, heads]
+        Tc[rel:, :nT] = self.counts[t:hi, tails]
+        # the walk across the boundary: L[h, τ] = log N(φ_τ(b); φ_h(a), (b − a)ρ) if b − a <= W;
+        # a tail without a head is born, log N(φ_τ(b); 0, σ); a head without a tail ends (0)
+        L = np.zeros((nH + 1, nT + 1))
+        if nT:
+            phi_a = np.stack([self.phi[int(k)][a[h] - self.first[k]] for h, k in enumerate(heads)])
+            phi_b = np.stack([self.phi[int(k)][b[j] - self.first[k]] for j, k in enumerate(tails)])
+            gap = b[None, :] - a[:, None]
+            link = gauss_logpdf(phi_b[None], phi_a[:, None],
+                                self.walk.drift_var * np.maximum(gap, 1)[..., None])
+            L[:nH, :nT] = np.where(gap <= W, link, -np.inf)
+            L[-1, :nT] = gauss_logpdf(phi_b, 0.0, self.walk.birth_var)
+        where = {int(k): j for j, k in enumerate(tails)}
+        tail_of = np.array([where.get(int(k), -1) for k in heads], dtype=np.int64)
+
+        def options(h: int, tail_of: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+            """Head h's moves from matching ``tail_of``: swap tails with another head g, take an
+            unmatched tail (g = −1) or, under the RCRP, let its tail go (g = gt = −1); the change
+            of the log joint of each."""
+            th = tail_of[h]
+            g = np.delete(np.arange(nH), h)
+            gt = tail_of[g]
+            if not self.fixed:
+                held = np.zeros(nT + 1, dtype=bool)
+                held[tail_of] = True  # (index −1, "none", lands on the spare slot)
+                free = np.flatnonzero(~held[:nT])
+                g = np.concatenate([g, np.full(len(free) + 1, -1)])
+                gt = np.concatenate([gt, free, [-1]])
+            g, gt = g[gt != th], gt[gt != th]
+            n = len(g)
+            f = self.prior.link_factors(np.hstack([Hc[:, [h]] + Tc[:, gt], Hc[:, g] + Tc[:, [th]],
+                                                   Hc[:, g] + Tc[:, gt],
+                                                   Hc[:, [h]] + Tc[:, [th]]]), rel)
+            delta = (f[:n] + f[n:2 * n] - f[2 * n:3 * n] - f[-1]
+                     + L[h, gt] + L[g, th] - L[g, gt] - L[h, th])
+            return g, gt, delta
+
+        accepted = 0
+        for h in rng.permutation(nH).tolist():
+            g, gt, delta = options(h, tail_of)
+            if not np.any(np.isfinite(delta)):
+                continue
+            cdf = np.cumsum(np.exp(delta - delta.max()))
+            j = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), len(cdf) - 1)
+            proposal = tail_of.copy()
+            proposal[h] = gt[j]
+            if g[j] >= 0:
+                proposal[g[j]] = tail_of[h]
+            back = options(h, proposal)[2]
+            ratio = np.logaddexp.reduce(delta) - np.logaddexp.reduce(back) - delta[j]
+            if np.log(rng.random()) < ratio:
+                tail_of = proposal
+                accepted += 1
+        if accepted:
+            self._rejoin(t, heads, tails, a, b, tail_of, rng)
+        return accepted
+
+    def _rejoin(self, t: int, heads: np.ndarray, tails: np.ndarray, a: np.ndarray,
+                b: np.ndarray, tail_of: np.ndarray, rng: np.random.Generator) -> None:
+        """Rebuild the chains across boundary t from the matching: a head keeps its label and
+        takes its tail's items, counts and states (the states between a and b drawn from the
+        walk's bridge); an unmatched tail gets a label of its own."""
+        first, last = self.first.copy(), self.last.copy()
+        head_phi = [self.phi[k][:e - first[k] + 1] for k, e in zip(heads, a, strict=True)]
+        tail_phi = [self.phi[k][e - first[k]:] for k, e in zip(tails, b, strict=True)]
+        tail_counts = self.counts[t:, tails].copy()
+        later = np.flatnonzero(np.isin(self.z, tails) & (self.epochs >= t))
+        tail_items = [later[self.z[later] == k] for k in tails]
+        for k in np.setdiff1d(tails, heads):
+            self._free(int(k))
+        for h, k in enumerate(heads.tolist()):
+            j = int(tail_of[h])
+            self.counts[t:, k] = 0 if j < 0 else tail_counts[:, j]
+            self.last[k] = a[h] if j < 0 else last[tails[j]]
+            parts = [head_phi[h]]
+            if j >= 0:
+                parts += [self.walk.bridge(head_phi[h][-1], tail_phi[j][0], int(b[j] - a[h]), rng),
+                          tail_phi[j]]
+                self.z[tail_items[j]] = k
+            self.phi[k] = np.vstack(parts)
+        for j in np.setdiff1d(np.arange(len(tails)), tail_of).tolist():
+            k = self._new_label()
+            self.counts[t:, k] = tail_counts[:, j]
+            self.first[k], self.last[k] = b[j], last[tails[j]]
+            self.phi[k] = tail_phi[j].copy()
+            self.z[tail_items[j]] = k
+
     # ---- sweeps ----------------------------------------------------------------------------
 
     def members(self) -> dict[int, list[np.ndarray]]:
@@ -488,13 +641,16 @@ class ChainSampler:
     def sweep(self, rng: np.random.Generator, start_epoch: int = 0) -> None:
         """One Gibbs sweep: every item of epochs >= ``start_epoch`` once (epochs in order, items
         shuffled within each; items not yet seated are seated sequentially, redrawing the states
-        of the chains alive after each epoch), then every chain's states."""
+        of the chains alive after each epoch), the relinking moves at every boundary after
+        ``start_epoch``, then every chain's states."""
         for t in range(start_epoch, self.T):
             seating = bool(np.any(self.z[self.by_epoch[t]] < 0))
             for i in rng.permutation(self.by_epoch[t]):
                 self.step(int(i), rng)
             if seating:
                 self.resample_states(rng, np.flatnonzero(self.active & (self.last == t)))
+        if self.relinking:
+            self.relink(rng, start_epoch)
         self.resample_states(rng)
 
     def resample_variances(self, rng: np.random.Generator, noise: tuple[float, float] | None,

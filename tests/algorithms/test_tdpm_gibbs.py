@@ -129,12 +129,14 @@ def test_gibbs_matches_enumeration_6_items_2_epochs(window, decay):
     check_against(exact_co, exact_k, runs)
 
 
-def test_gibbs_matches_enumeration_with_splits_over_3_epochs():
+@pytest.mark.parametrize("window", [1, 2])
+def test_gibbs_matches_enumeration_with_splits_over_3_epochs(window):
     """The middle item bridges its chain: removing it splits the chain (W = 1), and the
-    'reconnect two chains' option of its conditional is needed to be exact."""
+    'reconnect two chains' option of its conditional is needed to be exact. With W = 2 a chain
+    may skip epoch 1, and relinking across a boundary integrates out the state in between."""
     x = np.array([0.0, 0.3, 0.1, 0.2, 2.0, -0.2])
     epochs = np.array([0, 0, 1, 2, 2, 2])
-    prior = RCRPPrior(alpha=0.7, window=1, decay=2.0)
+    prior = RCRPPrior(alpha=0.7, window=window, decay=2.0)
     exact_co, exact_k = exact_tdpm(x, epochs, 3, prior)
     runs = [run(x, epochs, 3, prior, seed, sweeps=2200) for seed in range(3)]
     check_against(exact_co, exact_k, runs)
@@ -184,3 +186,64 @@ def test_variance_conditionals_are_the_inverse_gammas_of_the_residuals():
     assert s.walk.drift_var == pytest.approx((0.2 + sq / 2) / replay.gamma(3.0 + n_inc / 2),
                                              rel=1e-12)
     assert n_inc > 0
+
+
+def relink_frequencies(s: ChainSampler, t: int, moves: int, seed: int):
+    """Relinking moves alone at boundary t (the states fixed): visit frequency and log joint of
+    each configuration visited."""
+    rng = np.random.default_rng(seed)
+    seen: dict[tuple, list] = {}
+    for _ in range(moves):
+        s._relink_at(t, rng)
+        key = tuple(s.canonical().tolist())
+        if key not in seen:
+            seen[key] = [0, s.log_joint()]
+        seen[key][0] += 1
+    freq = np.array([v[0] for v in seen.values()], float) / moves
+    logp = np.array([v[1] for v in seen.values()])
+    return freq, np.exp(logp - logsumexp(logp))
+
+
+def close_to_target(freq: np.ndarray, target: np.ndarray, moves: int) -> bool:
+    """Within 4 binomial standard errors, inflated 3x for the moves' autocorrelation."""
+    se = np.sqrt(target * (1 - target) / moves)
+    return bool(np.all(np.abs(freq - target) < 4 * 3 * se + 0.002))
+
+
+@pytest.mark.parametrize("window", [1, 2])
+def test_relinking_alone_samples_the_matchings_in_proportion_to_the_joint(window):
+    """Three heads (chains with members before t = 2), two tails: with the states held fixed,
+    the moves visit all Σ_k C(3,k) C(2,k) k! = 13 ways to link them and stay in each in
+    proportion to exp(log joint), computed by the sampler's log_joint (not the move's
+    differences). W = 2 changes the prior factors of epochs 2 and 3 (a link more than one epoch
+    apart, whose states between are integrated out, is in the enumeration test below)."""
+    x = np.array([-1.0, -0.8, 0.3, 1.1, -0.9, -0.7, 0.5, 0.6, 1.0, 0.0])
+    epochs = np.array([0, 1, 1, 1, 2, 2, 2, 3, 3, 3])
+    # chains: 0 = items 0, 1, 4, 5 (crosses t = 2); 1 = item 2; 2 = item 3; 3 = items 6-9
+    z = np.array([0, 0, 1, 2, 0, 0, 3, 3, 3, 3])
+    s = ChainSampler(epochs, 4, GaussianEmission(x[:, None], NOISE), RandomWalk(SIGMA, 1.0),
+                     RCRPPrior(alpha=1.0, window=window, decay=2.0))
+    first = np.array([epochs[z == k].min() for k in range(4)])
+    last = np.array([epochs[z == k].max() for k in range(4)])
+    phi = np.concatenate([np.linspace(-0.5, 0.5, last[k] - first[k] + 1)[:, None]
+                          for k in range(4)])
+    s.restore({"z": z, "labels": np.arange(4), "first": first, "last": last, "phi": phi})
+    freq, target = relink_frequencies(s, 2, 20000, seed=window)
+    assert len(freq) == 13
+    assert target.min() > 0.002 and target.max() < 0.6  # the test discriminates
+    assert close_to_target(freq, target, 20000), (freq, target)
+
+
+def test_relinking_alone_swaps_the_fixed_k_chains_in_proportion_to_the_joint():
+    """Fixed K = 3 with Eq. 4.5's carry: only swaps, the 3! = 6 permutations of the tails."""
+    x = np.array([-1.0, 0.0, 1.0, -0.5, 0.4, 0.9, 0.1])
+    epochs = np.array([0, 0, 0, 1, 1, 1, 1])
+    s = ChainSampler(epochs, 2, GaussianEmission(x[:, None], NOISE), RandomWalk(SIGMA, 1.0),
+                     FixedKPrior(K=3, alpha=1.0, carry=True))
+    phi = np.array([[-1.0], [-0.2], [0.0], [0.6], [1.0], [0.8]])
+    s.restore({"z": np.array([0, 1, 2, 0, 1, 2, 2]), "labels": np.arange(3),
+               "first": np.zeros(3, int), "last": np.ones(3, int), "phi": phi})
+    freq, target = relink_frequencies(s, 1, 20000, seed=3)
+    assert len(freq) == 6
+    assert target.min() > 0.002 and target.max() < 0.6
+    assert close_to_target(freq, target, 20000), (freq, target)
