@@ -36,6 +36,10 @@ before), truth against the TDPM samples' average, for all chains and for chains 
 (the paper's Fig. 3-d/f attribute most errors to chains of 1-3 items); and lifespans (the number
 of epochs from a chain's first item to its last, inclusive), their histogram and mean.
 
+--from-truth adds a TDPM run (same schedule and seed) started at the true labels and states:
+where its samples' GVI / LVI match the empty start's, the sampler has found the posterior, and
+what is left is the posterior's own spread around the truth.
+
 --sensitivity adds two TDPM runs (same data, seed and schedule) with σ, ρ, Σ all scaled by 10
 and all scaled by 0.1 (α, W, λ true).
 
@@ -48,6 +52,7 @@ the TDPM and the fixed-K runs in N processes (each run's figures do not depend o
 
     python benchmarks/tdpm_sec7.py [--quick | --paper] [--burn-in 300] [--samples 10]
         [--thin 20] [--inits 10] [--fixed-sweeps 200] [--ks 5 10 ...] [--sensitivity]
+        [--from-truth]
         [--baselines eq45 independent] [--no-relink] [--jobs 1] [--data-seed 0] [--seed 1]
         [--json PATH]
     python benchmarks/tdpm_sec7.py --plot benchmarks/results/tdpm_sec7.json
@@ -110,12 +115,15 @@ def set_state(s: ChainSampler, labels: np.ndarray, states: np.ndarray) -> None:
     s.phi = {k: states[k, s.first[k]:s.last[k] + 1].copy() for k in range(K)}
 
 
-def run_tdpm(data: dict, hyper: dict, args, seed: int, label: str) -> dict:
+def run_tdpm(data: dict, hyper: dict, args, seed: int, label: str,
+             from_truth: bool = False) -> dict:
     X, epochs, labels, T = data["X"], data["epochs"], data["labels"], data["T"]
     W = hyper["window"]
     s = ChainSampler(epochs, T, GaussianEmission(X, hyper["noise_var"]),
                      RandomWalk(hyper["birth_var"], hyper["drift_var"]),
                      RCRPPrior(hyper["alpha"], W, hyper["decay"]), relink=not args.no_relink)
+    if from_truth:
+        set_state(s, labels, data["states"])
     rng = np.random.default_rng(seed)
     total = args.burn_in + args.samples * args.thin
     keep = {args.burn_in + j * args.thin for j in range(1, args.samples + 1)}
@@ -236,6 +244,8 @@ def main() -> None:
                    help="fixed-K runs (none: skip them)")
     p.add_argument("--dim", type=int, default=2)
     p.add_argument("--sensitivity", action="store_true")
+    p.add_argument("--from-truth", action="store_true",
+                   help="one more TDPM run started at the true labels and states")
     p.add_argument("--data-seed", type=int, default=0)
     p.add_argument("--seed", type=int, default=1, help="the TDPM sampler's (and fixed K's) seed")
     p.add_argument("--baselines", nargs="*", choices=sorted(BASELINES),
@@ -264,7 +274,7 @@ def main() -> None:
     wall = time.perf_counter()
     X, epochs, labels, states = tdpm_gaussian(**shape, **hyper, dim=args.dim, seed=args.data_seed)
     T, W = shape["n_epochs"], hyper["window"]
-    data = {"X": X, "epochs": epochs, "labels": labels, "T": T}
+    data = {"X": X, "epochs": epochs, "labels": labels, "T": T, "states": states}
     truth = chain_summary(labels, epochs, T, W)
     print(f"data: {T} epochs x {shape['per_epoch']} points, D = {args.dim}, {hyper}, "
           f"data seed {args.data_seed}; sampler seed {args.seed}")
@@ -282,6 +292,8 @@ def main() -> None:
     for scale in scales:
         h = {**hyper, **{k: hyper[k] * scale for k in ("birth_var", "drift_var", "noise_var")}}
         tasks.append((run_tdpm, (data, h, args, args.seed, f"TDPM x{scale:g}")))
+    if args.from_truth:
+        tasks.append((run_tdpm, (data, hyper, args, args.seed, "TDPM from the truth", True)))
     grid = list(itertools.product(args.baselines, args.ks, range(args.inits)))
     tasks += [(run_fixed, (data, hyper, K, i, args, args.seed, BASELINES[name][0]))
               for name, K, i in grid]
@@ -290,7 +302,8 @@ def main() -> None:
     sensitivity = [{"scale": scale, **r}
                    for scale, r in zip(scales, results[1:1 + len(scales)], strict=True)]
     fixed: dict[str, list] = {name: [] for name in args.baselines}
-    runs_of = dict(zip(grid, results[1 + len(scales):], strict=True))
+    from_truth = results[1 + len(scales)] if args.from_truth else None
+    runs_of = dict(zip(grid, results[1 + len(scales) + args.from_truth:], strict=True))
     for name, K in itertools.product(args.baselines, args.ks):
         runs = [runs_of[name, K, i] for i in range(args.inits)]
         row = {"K": K, "runs": runs, "trace": runs[0]["trace"],
@@ -309,6 +322,9 @@ def main() -> None:
     rows = [("TDPM", tdpm, f"{tdpm['chains']:.1f}", tdpm["seconds"])]
     rows += [(f"TDPM σ,ρ,Σ x{s['scale']:g}", s, f"{s['chains']:.1f}", s["seconds"])
              for s in sensitivity]
+    if from_truth:
+        rows.append(("TDPM from the truth", from_truth, f"{from_truth['chains']:.1f}",
+                     from_truth["seconds"]))
     rows += [(f"K = {f['K']} {name}", f, f"{f['used']:.1f} used", f["seconds"])
              for name, rows_k in fixed.items() for f in rows_k]
     for name, r, chains, sec in rows:
@@ -342,7 +358,8 @@ def main() -> None:
                            "quick": args.quick, "paper": args.paper},
               "machine": {"python": platform.python_version(), "numpy": np.__version__,
                           "processor": platform.processor() or platform.machine()},
-              "truth": truth, "tdpm": tdpm, "sensitivity": sensitivity, "fixed": fixed,
+              "truth": truth, "tdpm": tdpm, "sensitivity": sensitivity,
+              "from_truth": from_truth, "fixed": fixed,
               "wall_seconds": time.perf_counter() - wall}
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1))
