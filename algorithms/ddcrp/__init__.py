@@ -1,0 +1,1 @@
+"""The sequential distance-dependent CRP (Bartunov & Vetrov 2014, re-derived in issue 12)."""
