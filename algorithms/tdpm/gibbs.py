@@ -502,9 +502,10 @@ class ChainSampler:
             a, b = np.full(len(act), t - 1), np.full(len(act), t)
         else:
             pre, post = self.counts[lo:t, act] > 0, self.counts[t:hi, act] > 0
-            heads, tails = act[pre.any(0)], act[post.any(0)]
-            a = t - 1 - np.argmax(pre[::-1, pre.any(0)], axis=0)  # last occupied epoch < t
-            b = t + np.argmax(post[:, post.any(0)], axis=0)  # first occupied epoch >= t
+            is_head, is_tail = pre.any(0), post.any(0)
+            heads, tails = act[is_head], act[is_tail]
+            a = t - 1 - np.argmax(pre[::-1, is_head], axis=0)  # last occupied epoch < t
+            b = t + np.argmax(post[:, is_tail], axis=0)  # first occupied epoch >= t
         if heads.size == 0:
             return 0
         nH, nT = len(heads), len(tails)

@@ -9,7 +9,7 @@ import numpy as np
 from bnpmix.algorithms.ddcrp.fit import fit_sequence
 from bnpmix.algorithms.ddcrp.links import decay, log_link_prior
 from bnpmix.algorithms.ddcrp.vi import Links
-from bnpmix.algorithms.metrics import contingency
+from bnpmix.algorithms.metrics import adjusted_rand_index as ari
 from bnpmix.algorithms.obs.gauss import Gauss
 
 
@@ -18,16 +18,6 @@ def five_gaussians(R: float, n: int, rng: np.random.Generator):
     centres = np.array([[0, 0], [R, R], [R, -R], [-R, R], [-R, -R]], float)
     z = rng.integers(5, size=n)
     return centres[z] + rng.standard_normal((n, 2)), z
-
-
-def ari(a: np.ndarray, b: np.ndarray) -> float:
-    from scipy.special import comb
-
-    table = contingency(a, b)
-    pairs = comb(table, 2).sum()
-    ra, rb = comb(table.sum(1), 2).sum(), comb(table.sum(0), 2).sum()
-    expected = ra * rb / comb(len(a), 2)
-    return float((pairs - expected) / ((ra + rb) / 2 - expected))
 
 
 def test_the_elbo_never_decreases_over_half_steps():
