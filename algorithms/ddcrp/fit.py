@@ -1,9 +1,10 @@
 """Variational inference for one sequence under the sequential ddCRP (issue 12): coordinate
 ascent alternating the tables' q(θ_j), λ_j = λ_0 + Σ_s Z_sj t(x_s) (any observation model of
-``algorithms/obs``; K = N tables, a table's mass Σ_s Z_sj may be 0), and a sweep over the links'
-q(c_i) in random order (``vi.Links``). The ELBO is the links' term plus the observation
-model's Σ_j [Σ_s Z_sj E log p(x_s | θ_j) + E log G_0(θ_j) − E log q(θ_j)]; each half-step is an
-exact coordinate maximisation, so it never decreases.
+``algorithms/obs``; the live tables only: an empty table's optimal q(θ) is the prior and adds 0),
+and a sweep over the links' q(c_i) in random order (``vi.Links``). The ELBO is the links' term
+plus the observation model's Σ_j [Σ_s Z_sj E log p(x_s | θ_j) + E log G_0(θ_j) − E log q(θ_j)];
+each half-step is an exact coordinate maximisation, so without pruning it never decreases.
+The bound has many local optima: ``fit_restarts`` keeps the best of several starts.
 """
 
 from __future__ import annotations
@@ -14,13 +15,13 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..obs.base import Arrays, Data, ObsModel
-from .links import log_link_prior
+from .links import log_link_band
 from .vi import Links
 
 
 @dataclass
 class SequenceFit:
-    """One sequence's result: the links, the tables' posteriors, the ELBO at the start (as
+    """One sequence's result: the links, the live tables' posteriors, the ELBO at the start (as
     both entries of ``trace[0]``) and after each iteration's two half-steps (links, then
     tables), iterations run and whether the ELBO settled."""
 
@@ -34,64 +35,101 @@ class SequenceFit:
     @property
     def n_tables(self) -> float:
         """E[#tables] = Σ_j q(c_j = j)."""
-        return float(np.trace(self.links.q))
+        return float(self.links.q[:, 0].sum())
 
 
-def sequential_links(X: Data, logp: np.ndarray, obs: ObsModel,
-                     rng: np.random.Generator | None = None) -> Links:
-    """A start in one pass over the sequence: customer i's q(c_i) ∝ p(c_i = t) times the
-    posterior predictive of x_i under the table mixture of t (under the prior for a new table),
-    the tables' posteriors from the earlier customers' responsibilities; given ``rng``, a link
-    drawn from that row instead (a different start for each restart). The coordinate update
-    itself scores a table by E_q log p(x | θ), which under a vague prior is so low for an empty
-    table that ascent from an empty or random start keeps one table."""
-    N = len(logp)
-    q = np.zeros_like(logp)
-    Z = np.zeros_like(logp)
+def sampled_links(X: Data, logp: np.ndarray, obs: ObsModel, rng: np.random.Generator,
+                  prune: float = 0.0) -> Links:
+    """A start drawn in one pass over the sequence: customer i links to t (t = i: a new table)
+    with probability ∝ p(c_i = t) times the posterior predictive of x_i under t's table (the
+    prior's for a new one), the tables holding the earlier customers' drawn links. Hard links,
+    so only the drawn tables are live."""
+    N, width = logp.shape
+    rows = obs.prepare(X)
+    cap = 16
+    state = obs.predictive_state(obs.prior_post(cap))
+    label = np.zeros(N, int)
+    q = np.zeros((N, width))
+    K = 0
     for i in range(N):
-        own = np.zeros(N)
-        post = obs.post(Z[:i, :i + 1].sum(0), obs.stats(X[:i], Z[:i, :i + 1]))
-        ell = obs.predictive_logpdf(X[i:i + 1], post)[0]
-        score = logp[i, :i + 1].copy()
-        score[:i] += Z[:i, :i + 1] @ ell
-        score[i] += ell[i]
-        row = np.exp(score - score.max())
-        row /= row.sum()
-        if rng is not None:
-            row = np.eye(i + 1)[rng.choice(i + 1, p=row)]
-        q[i, :i + 1] = row
-        own[:i + 1] = row[:i] @ Z[:i, :i + 1]
-        own[i] += row[i]
-        Z[i] = own
-    return Links.from_q(logp, q)
+        d = np.arange(min(width - 1, i) + 1)
+        if cap == K:
+            more = obs.predictive_state(obs.prior_post(cap))
+            state = {k: np.concatenate([v, more[k]]) for k, v in state.items()}
+            cap *= 2
+        pred = rows.loglik({k: v[:K + 1] for k, v in state.items()}, i)
+        score = logp[i, d] + pred[np.concatenate([[K], label[i - d[1:]]])]
+        p = np.exp(score - score.max())
+        pick = int(rng.choice(len(d), p=p / p.sum()))
+        q[i, pick] = 1.0
+        if pick == 0:
+            label[i], K = K, K + 1
+        else:
+            label[i] = label[i - pick]
+        rows.absorb(state, i, np.array([label[i]]), np.ones(1))
+    return Links(logp, q, prune)
+
+
+def tables_elbo(X: Data, links: Links, obs: ObsModel, post: Arrays | None = None
+                ) -> tuple[float, Arrays]:
+    """The ELBO at q(θ) = ``post`` (the optimal posteriors given the links if None), and the
+    optimal posteriors."""
+    Z = links.responsibilities
+    N, stats = Z.sum(0), obs.stats(X, Z)
+    best = obs.post(N, stats)
+    return links.link_term() + obs.elbo(N, stats, best if post is None else post), best
 
 
 def fit_sequence(X: Data, positions: np.ndarray, obs: ObsModel, alpha: float,
                  f: Callable[[np.ndarray], np.ndarray], rng: np.random.Generator,
-                 max_iter: int = 200, tol: float = 1e-8, start: str = "sequential"
-                 ) -> SequenceFit:
-    """Coordinate ascent until the ELBO's relative change is below ``tol``, from the one-pass
-    start (``start="sequential"``), one with links drawn in that pass (``"sampled"``: a
-    restart) or q(c) = p(c) (``"prior"``)."""
-    logp = log_link_prior(positions, alpha, f)
-    links = {"prior": lambda: Links.prior(logp),
-             "sequential": lambda: sequential_links(X, logp, obs),
-             "sampled": lambda: sequential_links(X, logp, obs, rng)}[start]()
-    Z = links.responsibilities
-    N, stats = Z.sum(0), obs.stats(X, Z)
-    post = obs.post(N, stats)
-    elbo = links.link_term() + obs.elbo(N, stats, post)
+                 max_iter: int = 200, tol: float = 1e-8, window: int | None = None,
+                 prune: float = 1e-6) -> SequenceFit:
+    """Coordinate ascent from a drawn start until the ELBO's relative change is below ``tol``;
+    links to the ``window`` most recent customers only, self-links below ``prune`` closed."""
+    logp = log_link_band(positions, alpha, f, window)
+    return ascend(X, sampled_links(X, logp, obs, rng, prune), obs, rng, max_iter, tol)
+
+
+def fit_restarts(X: Data, positions: np.ndarray, obs: ObsModel, alpha: float,
+                 f: Callable[[np.ndarray], np.ndarray], seed: int | np.random.SeedSequence,
+                 restarts: int = 10, max_iter: int = 200, tol: float = 1e-8,
+                 window: int | None = None, prune: float = 1e-6
+                 ) -> tuple[SequenceFit, list[float]]:
+    """The best of ``restarts`` fits from independent drawn starts (restart r uses the r-th
+    stream spawned from ``seed``), and every restart's final ELBO."""
+    if restarts < 1:
+        raise ValueError(f"restarts must be at least 1, not {restarts}")
+    seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
+    fits = [fit_sequence(X, positions, obs, alpha, f, np.random.default_rng(s), max_iter, tol,
+                         window, prune) for s in seq.spawn(restarts)]
+    elbos = [fit.elbo for fit in fits]
+    return fits[int(np.argmax(elbos))], elbos
+
+
+def ascend(X: Data, links: Links, obs: ObsModel, rng: np.random.Generator,
+           max_iter: int = 200, tol: float = 1e-8) -> SequenceFit:
+    """Coordinate ascent from ``links`` (the tables' q(θ) first)."""
+    elbo, post = tables_elbo(X, links, obs)
     fit = SequenceFit(links, post, elbo, [(elbo, elbo)])
+    ell_empty = obs.E_loglik(X, obs.prior_post(1))[:, 0]
     for it in range(1, max_iter + 1):
-        links.sweep(obs.E_loglik(X, post), rng)
-        Z = links.responsibilities
-        N, stats = Z.sum(0), obs.stats(X, Z)
-        after_links = links.link_term() + obs.elbo(N, stats, post)
-        post = obs.post(N, stats)
-        elbo = links.link_term() + obs.elbo(N, stats, post)
+        before = links.cols
+        links.sweep(obs.E_loglik(X, post), ell_empty, rng)
+        after_links, _ = tables_elbo(X, links, obs, carried(obs, post, before, links.cols))
+        elbo, post = tables_elbo(X, links, obs)
         fit.trace.append((after_links, elbo))
         fit.iterations, fit.post, previous, fit.elbo = it, post, fit.elbo, elbo
         if abs(elbo - previous) <= tol * abs(elbo):
             fit.converged = True
             break
     return fit
+
+
+def carried(obs: ObsModel, post: Arrays, before: np.ndarray, after: np.ndarray) -> Arrays:
+    """The posteriors of tables ``after`` taken from those of ``before`` (the prior for a table
+    opened since): q(θ) unchanged across a links half-step."""
+    where = {int(j): k for k, j in enumerate(before)}
+    fresh = obs.prior_post(1)
+    parts = [{n: (post[n][[where[j]]] if j in where else fresh[n]) for n in post}
+             for j in after.tolist()]
+    return {n: np.concatenate([p[n] for p in parts]) for n in post}

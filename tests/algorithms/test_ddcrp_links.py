@@ -9,9 +9,29 @@ import math
 
 import numpy as np
 import pytest
+from scipy.linalg import solve_triangular
 
-from bnpmix.algorithms.ddcrp.links import decay, log_link_prior, reach, tables, update_row
+from bnpmix.algorithms.ddcrp.links import (
+    decay,
+    dense,
+    from_dense,
+    log_link_band,
+    log_link_prior,
+    window_width,
+)
 from bnpmix.algorithms.ddcrp.vi import Links
+
+
+def reach(q: np.ndarray) -> np.ndarray:
+    """The reference R = (I − A)⁻¹ of a dense q (A its strictly lower part), a fresh inverse."""
+    N = len(q)
+    return solve_triangular(np.eye(N) - np.tril(q, -1), np.eye(N), lower=True)
+
+
+def links_of(logp: np.ndarray, q: np.ndarray, W: int | None = None, prune: float = 0.0) -> Links:
+    """Links from dense N × N matrices, banded to W (all links without)."""
+    W = len(q) - 1 if W is None else W
+    return Links(from_dense(logp, W, -np.inf), from_dense(q, W), prune)
 
 
 def random_q(N: int, rng: np.random.Generator) -> np.ndarray:
@@ -42,7 +62,9 @@ def enumerate_links(q: np.ndarray):
 def test_paths_and_tables_against_every_link_graph(N):
     rng = np.random.default_rng(N)
     q = random_q(N, rng)
-    R = reach(np.tril(q, -1))
+    links = links_of(np.zeros_like(q), q)  # the prior plays no part here
+    assert list(links.cols) == list(range(N))  # every self-link has mass: every table live
+    R = links.R
     paths, z = np.zeros((N, N)), np.zeros((N, N))
     for c, w in enumerate_links(q):
         tab = table_of(c)
@@ -62,21 +84,42 @@ def test_paths_and_tables_against_every_link_graph(N):
         through += walk
     np.testing.assert_allclose(R, through, atol=1e-12)
     np.testing.assert_allclose(paths, R, atol=1e-12)
-    Z = tables(R, np.diag(q).copy())
+    Z = links.responsibilities
     np.testing.assert_allclose(Z, z, atol=1e-12)
     np.testing.assert_allclose(Z.sum(1), 1.0, atol=1e-12)
 
 
-def test_rank_one_update_equals_a_fresh_inverse():
+@pytest.mark.parametrize("W, prune", [(None, 0.0), (4, 0.0), (None, 0.05), (4, 0.05)])
+def test_rank_one_updates_equal_a_fresh_inverse(W, prune):
+    """After every coordinate step (full or banded, with or without closed tables) the kept
+    columns of R equal those of a fresh inverse, and a column not kept is solved exactly."""
     rng = np.random.default_rng(0)
     N = 40
-    q = random_q(N, rng)
-    R = reach(np.tril(q, -1))
-    for i in rng.permutation(N)[:15]:
-        row = rng.dirichlet(np.ones(i + 1))
-        update_row(R, int(i), row[:i] - q[i, :i])
-        q[i, :i + 1] = row
-        np.testing.assert_allclose(R, reach(np.tril(q, -1)), atol=1e-12, rtol=0)
+    Wn = window_width(N, W)
+    logp = log_link_band(np.arange(N), 0.5, decay("exponential", 3.0), W)
+    q = np.exp(logp) * rng.gamma(0.7, size=logp.shape)
+    links = Links(logp, q / q.sum(1, keepdims=True), prune)
+    assert links.q.shape == (N, Wn + 1)
+    ell = rng.normal(scale=2.0, size=(N, len(links.cols)))
+    ell_empty = rng.normal(size=N)
+    for i in rng.permutation(N):
+        ell = links.update(int(i), ell, ell_empty)
+        fresh = reach(links.dense_q())
+        np.testing.assert_allclose(links.R, fresh[:, links.cols], atol=1e-12, rtol=0)
+        j = int(rng.integers(N))
+        np.testing.assert_allclose(links.column(j), fresh[j:, j], atol=1e-12, rtol=0)
+    assert np.all(links.q[1:, 0][links.q[1:, 0] > 0] >= prune)
+    np.testing.assert_allclose(links.q.sum(1), 1.0, atol=1e-12)
+
+
+def test_a_window_keeps_only_the_most_recent_links():
+    logp = log_link_band(np.arange(9), 0.4, decay("none"), window=3)
+    full = dense(logp, -np.inf)
+    for i in range(9):
+        kept = np.flatnonzero(np.isfinite(full[i]))
+        assert list(kept) == list(range(max(0, i - 3), i + 1))
+        # f ≡ 1 over the kept links: each earlier one 1/(α + min(i, 3))
+        np.testing.assert_allclose(np.exp(full[i, kept[:-1]]), 1 / (0.4 + min(i, 3)))
 
 
 def crp_log_prob(blocks, alpha: float, N: int) -> float:
@@ -109,7 +152,7 @@ def test_uniform_links_within_blocks_give_the_crp_term_exactly():
         q[b[0], b[0]] = 1.0
         for n, i in enumerate(b[1:], start=1):
             q[i, b[:n]] = 1.0 / n
-    links = Links.from_q(log_link_prior(np.arange(N), alpha, decay("none")), q)
+    links = links_of(log_link_prior(np.arange(N), alpha, decay("none")), q)
     assert links.link_term() == pytest.approx(crp_log_prob(blocks, alpha, N), abs=1e-12)
 
 
@@ -128,22 +171,27 @@ def test_link_prior_rows_are_distributions(kind, a):
         np.testing.assert_allclose(np.exp(logp[i, :i + 1]), np.array(w) / sum(w), rtol=1e-12)
 
 
+def bound(links: Links, ell: np.ndarray) -> float:
+    """The links' bound with ℓ given for all N tables (the empty ones' columns unused)."""
+    return links.bound(ell[:, links.cols])
+
+
 def test_each_coordinate_step_is_the_argmax_and_the_bound_never_decreases():
     rng = np.random.default_rng(3)
     N = 9
     logp = log_link_prior(np.arange(N), 0.5, decay("exponential", 3.0))
     ell = rng.normal(scale=3.0, size=(N, N))
-    links = Links.from_q(logp, random_q(N, rng))
-    before = links.bound(ell)
+    links = links_of(logp, random_q(N, rng))
+    before = bound(links, ell)
     for i in rng.permutation(N):
         i = int(i)
         links.update(i, ell)
-        best = links.bound(ell)
+        best = bound(links, ell)
         assert best >= before - 1e-10
         before = best
         # no other q(c_i) does better (random rows and the vertices of the simplex)
         for row in [*rng.dirichlet(np.ones(i + 1), size=20), *np.eye(i + 1)]:
-            q = links.q.copy()
+            q = links.dense_q()
             q[i, :i + 1] = row
-            assert Links.from_q(logp, q).bound(ell) <= best + 1e-10
-        np.testing.assert_allclose(links.R, reach(np.tril(links.q, -1)), atol=1e-12)
+            assert bound(links_of(logp, q), ell) <= best + 1e-10
+        np.testing.assert_allclose(links.R, reach(links.dense_q()), atol=1e-12)
