@@ -78,8 +78,9 @@ def ingest_source(args: argparse.Namespace, src: Path, out: Path, fmt: str, over
     if fmt == "npy":
         return ingest_npy(src, out, **common)
     if fmt == "csv":
-        return ingest_csv(src, out, label_column=args.label_column, time_column=args.time_column,
-                          id_column=args.id_column, **common)
+        return ingest_csv(src, out, label_column=args.label_column,
+                          time_column=args.time_column, id_column=args.id_column,
+                          sequence_column=args.sequence_column, **common)
     if fmt == "docword":
         return ingest_docword(src, out, vocab=args.vocab, **common)
     return ingest_text(src, out, stopwords=args.stopwords, min_df=args.min_df,
@@ -97,7 +98,7 @@ def ingest_append(args: argparse.Namespace, src: Path, corpus: Path, fmt: str) -
     staged = Path(tempfile.mkdtemp(prefix=f".append.{os.getpid()}-", suffix=".tmp", dir=corpus))
     try:
         ingest_source(args, src, staged / "new", fmt, overwrite=False)
-        added = append_corpus(corpus, staged / "new")
+        added = append_corpus(corpus, staged / "new", source=src)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
     print(f"appended {added} partitions to {corpus} "
@@ -255,7 +256,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("corpus_dir", help="the corpus directory to create")
     p.add_argument("--format", choices=FORMATS, help="source format (default: from the name)")
     p.add_argument("--partition-rows", type=_positive_int, default=DEFAULT_PARTITION_ROWS,
-                   metavar="N", help=f"items per partition (default {DEFAULT_PARTITION_ROWS})")
+                   metavar="N", help=f"items per partition (default {DEFAULT_PARTITION_ROWS}); "
+                   "with --sequence-column a partition closes at the first sequence boundary at "
+                   "or after N items, so a longer sequence makes one bigger partition")
     p.add_argument("--overwrite", action="store_true", help="replace an existing corpus directory")
     p.add_argument("--append", action="store_true",
                    help="add the source's rows as new partitions of an existing corpus")
@@ -263,6 +266,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label-column", help="csv: column holding a label per item")
     p.add_argument("--time-column", help="csv: column holding an integer time/epoch per item")
     p.add_argument("--id-column", help="csv: column holding an item id")
+    p.add_argument("--sequence-column",
+                   help="csv: column holding an integer sequence id; a sequence is kept whole in "
+                   "one partition, rows in file order (the file must be grouped by sequence; a "
+                   "partition may exceed --partition-rows to hold a long sequence)")
     p.add_argument("--stopwords", help="text: stop-word file, one word per line")
     p.add_argument("--min-df", type=_positive_int, default=1,
                    help="text: drop words in fewer documents than this (default 1)")

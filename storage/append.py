@@ -6,6 +6,9 @@ atomically last. Readers see the old manifest, or the new one with every new fil
 Appenders take an exclusive lock on ``CORPUS/.lock`` (flock: the kernel releases it when the
 holder dies) from reading the manifest to publishing the new one, so concurrent appends into one
 corpus are serialised and none is lost.
+
+A sequence (the optional ``sequence`` column) is kept whole in one partition, so new rows may only
+start new sequences: an append whose sequence ids are already in the corpus is refused.
 """
 
 from __future__ import annotations
@@ -19,9 +22,13 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
 from .atomic import fsync_dir, write_json_atomic
-from .corpus import MANIFEST, Corpus, PartitionInfo, partition_name
-from .errors import BnpmixError
+from .corpus import MANIFEST, Corpus, Manifest, PartitionInfo, partition_name
+from .errors import BnpmixError, CorruptPartitionError, DataError
 
 
 def check_compatible(corpus: Corpus, new: Corpus) -> None:
@@ -29,8 +36,56 @@ def check_compatible(corpus: Corpus, new: Corpus) -> None:
     a, b = corpus.manifest, new.manifest
     for field in ("kind", "dim", "dtype", "columns", "vocab"):
         if getattr(a, field) != getattr(b, field):
+            shown = "" if field == "vocab" else f" ({_shown(b, field)} vs {_shown(a, field)})"
             raise BnpmixError(f"{corpus.path}: cannot append: the new data's {field} differs "
-                              f"from the corpus's")
+                              f"from the corpus's{shown}")
+
+
+def _shown(manifest: Manifest, field: str) -> str:
+    value = getattr(manifest, field)
+    return (", ".join(value) or "none") if field == "columns" else str(value)
+
+
+def partition_sequences(corpus: Corpus, index: int) -> np.ndarray:
+    """The ``sequence`` column of one partition (int64). Reads only that column, not the whole
+    file, so the partition's checksum is not verified here (every read of its data does)."""
+    path = corpus.partition_file(index)
+    try:
+        column = pq.read_table(path, columns=["sequence"]).column(0)
+    except (OSError, KeyError, pa.ArrowException) as exc:
+        raise CorruptPartitionError(f"{path}: cannot read its sequence column ({exc})") from None
+    return column.to_numpy().astype(np.int64, copy=False)
+
+
+def sequence_ids(corpus: Corpus) -> np.ndarray:
+    """The distinct sequence ids of a corpus with a ``sequence`` column, in order of first
+    appearance (reads the whole column: meant for the new, staged data)."""
+    parts = [partition_sequences(corpus, i) for i in range(corpus.n_partitions)]
+    ids = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    unique, first = np.unique(ids, return_index=True)
+    return unique[np.argsort(first, kind="stable")]
+
+
+def check_new_sequences(corpus: Corpus, new: Corpus, source: str | Path | None = None) -> None:
+    """With a ``sequence`` column, every sequence of the new data must be new to the corpus
+    (a sequence is kept whole in one partition): else a DataError naming the source (the staged
+    corpus when not given) and the clashing ids, in the new data's order. The corpus is read
+    one partition's sequence column at a time."""
+    if "sequence" not in corpus.manifest.columns or "sequence" not in new.manifest.columns:
+        return
+    new_ids = sequence_ids(new)
+    known = np.zeros(len(new_ids), dtype=bool)
+    for i in range(corpus.n_partitions):
+        known |= np.isin(new_ids, partition_sequences(corpus, i))
+    clash = new_ids[known]
+    if clash.size:
+        listed = ", ".join(str(int(i)) for i in clash[:5])
+        more = f" and {clash.size - 5} more" if clash.size > 5 else ""
+        raise DataError(source if source is not None else new.path,
+                        f"cannot append to {corpus.path}: sequence id{'s' * (clash.size > 1)} "
+                        f"{listed}{more} already in the corpus; a sequence is kept whole in "
+                        "one partition, so appended rows must start new sequences (or "
+                        "re-ingest the whole data into a new corpus); nothing was changed")
 
 
 LOCK = ".lock"
@@ -58,17 +113,18 @@ def corpus_lock(corpus: str | Path, timeout: float = 600.0) -> Iterator[None]:
             fcntl.flock(fh, fcntl.LOCK_UN)
 
 
-def append_corpus(target: str | Path, staged: str | Path) -> int:
+def append_corpus(target: str | Path, staged: str | Path, source: str | Path | None = None) -> int:
     """Move the partitions of the staged corpus into ``target`` under its append lock; returns
-    how many were added."""
+    how many were added. ``source`` (the file the staged corpus came from) is named in errors."""
     check_compatible(Corpus(target), Corpus(staged))  # refused before the lock file is made
     with corpus_lock(target):
-        return _append_locked(target, staged)
+        return _append_locked(target, staged, source)
 
 
-def _append_locked(target: str | Path, staged: str | Path) -> int:
+def _append_locked(target: str | Path, staged: str | Path, source: str | Path | None) -> int:
     corpus, new = Corpus(target), Corpus(staged)
     check_compatible(corpus, new)
+    check_new_sequences(corpus, new, source)  # under the lock: no concurrent append can race it
     start = corpus.n_partitions
     added = []
     for j, info in enumerate(new.manifest.partitions):

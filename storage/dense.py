@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import csv
+import itertools
 import math
 from collections.abc import Iterator
 from pathlib import Path
@@ -81,22 +82,71 @@ def ingest_array(
     overwrite: bool = False,
     source: str = "<array>",
 ) -> Manifest:
-    """Write an in-memory (N, D) array, with optional per-item columns, as a dense corpus."""
+    """Write an in-memory (N, D) array, with optional per-item columns, as a dense corpus.
+
+    With a ``sequence`` column (integers) each sequence's rows must be contiguous, and a
+    partition closes at the first sequence boundary at or after ``partition_rows`` rows, so a
+    sequence is never split (a longer sequence makes one bigger partition).
+    """
     X = np.asarray(X)
     if X.ndim != 2:
         raise DataError(source, f"expected a 2-D array, got shape {X.shape}")
     if not np.issubdtype(X.dtype, np.number) or np.iscomplexobj(X):
         raise DataError(source, f"expected a real numeric array, got dtype {X.dtype}")
     columns = dict(columns or {})
+    n = X.shape[0]
+    if "sequence" in columns:
+        columns["sequence"] = _sequence_array(columns["sequence"], n, source)
+        bounds = _sequence_bounds(columns["sequence"], partition_rows, source)
+    else:
+        bounds = [*range(0, n, partition_rows), n] if n else [0]
 
     def chunks() -> Iterator[Chunk]:
-        for s in range(0, X.shape[0], partition_rows):
-            e = s + partition_rows
+        for s, e in itertools.pairwise(bounds):
             yield s, X[s:e], {k: np.asarray(v[s:e]) for k, v in columns.items()}
 
     return _write_dense(
         out, source, X.shape[1], _dense_dtype(X.dtype), tuple(sorted(columns)), chunks(), overwrite
     )
+
+
+GROUPED = "the {what} must be grouped by sequence, each sequence's rows together"
+
+
+def _sequence_array(values: Any, n: int, source: str | Path) -> np.ndarray:
+    """An in-memory sequence column as int64, or a DataError."""
+    seq = np.asarray(values)
+    if seq.shape != (n,):
+        raise DataError(source, f"column 'sequence' has shape {seq.shape}, expected ({n},)")
+    if seq.dtype.kind not in "iu":
+        raise DataError(source, f"column 'sequence' must hold integers, not {seq.dtype}")
+    if seq.dtype == np.uint64 and n and seq.max() > INT64_MAX:
+        raise DataError(source, "column 'sequence' holds integers beyond the int64 range")
+    return seq.astype(np.int64)
+
+
+def _sequence_bounds(seq: np.ndarray, partition_rows: int, source: str | Path) -> list[int]:
+    """Partition boundaries (0, ..., N) that never split a sequence: each partition closes at
+    the first sequence start at or after ``partition_rows`` rows. A sequence id that reappears
+    after another sequence started is a DataError naming both rows (0-based)."""
+    n = len(seq)
+    if n == 0:
+        return [0]
+    starts = np.flatnonzero(np.r_[True, seq[1:] != seq[:-1]])
+    ids = seq[starts]
+    order = np.argsort(ids, kind="stable")  # each id's runs stay in file order
+    again = np.flatnonzero(ids[order][1:] == ids[order][:-1])
+    if again.size:
+        k = int(np.argmin(order[again + 1]))  # the first reappearance in file order
+        run, previous = int(order[again[k] + 1]), int(order[again[k]])
+        raise DataError(source, f"sequence {int(ids[run])} reappears after other sequences "
+                        f"(last seen at row {int(starts[previous + 1]) - 1}): "
+                        + GROUPED.format(what="rows"), row=int(starts[run]))
+    bounds = [0]
+    while bounds[-1] < n:
+        j = int(np.searchsorted(starts, bounds[-1] + partition_rows, side="left"))
+        bounds.append(int(starts[j]) if j < len(starts) else n)
+    return bounds
 
 
 def ingest_npy(
@@ -158,6 +208,9 @@ def _parse_int(text: str, path: Path, line: int, name: str) -> int:
     return int(value)
 
 
+INT_ROLES = ("time", "sequence")  # csv columns parsed as int64
+
+
 def ingest_csv(
     path: str | Path,
     out: str | Path,
@@ -166,15 +219,23 @@ def ingest_csv(
     label_column: str | None = None,
     time_column: str | None = None,
     id_column: str | None = None,
+    sequence_column: str | None = None,
     delimiter: str = ",",
     overwrite: bool = False,
 ) -> Manifest:
-    """Ingest a CSV file with a header row: numeric feature columns plus optional id/label/time.
+    """Ingest a CSV file with a header row: numeric feature columns plus optional
+    id/label/time/sequence.
 
-    Labels and ids are kept as strings; the time column must hold integers (epochs).
+    Labels and ids are kept as strings; the time column must hold integers (epochs), and so must
+    the sequence column (sequence ids). A sequence is never split between partitions: its rows
+    must be contiguous in the file (a DataError names the line where an id reappears after
+    another sequence started), they keep their file order, and a partition closes at the first
+    sequence boundary at or after ``partition_rows`` rows, so a sequence longer than that makes
+    one bigger partition.
     """
     path = Path(path)
-    special = {"label": label_column, "time": time_column, "item": id_column}
+    special = {"label": label_column, "time": time_column, "item": id_column,
+               "sequence": sequence_column}
     special = {k: v for k, v in special.items() if v is not None}
     if not path.is_file():
         raise DataError(path, "source file not found")
@@ -195,6 +256,7 @@ def ingest_csv(
         def chunks() -> Iterator[Chunk]:
             rows: list[list[float]] = []
             cols: dict[str, list] = {k: [] for k in special}
+            order = _SequenceOrder(path, sequence_column) if sequence_column else None
             first = 0
             while (row := _next_row(reader, path)) is not None:
                 line = reader.line_num
@@ -202,24 +264,82 @@ def ingest_csv(
                     raise DataError(
                         path, f"expected {len(header)} fields, found {len(row)}", line=line
                     )
-                rows.append([_parse_float(row[i], path, line, n)
-                             for i, n in zip(feature_idx, names, strict=True)])
-                for role, name in special.items():
-                    text = row[position[name]]
-                    cols[role].append(
-                        _parse_int(text, path, line, name) if role == "time" else text
-                    )
-                if len(rows) == partition_rows:
+                values = [_parse_float(row[i], path, line, n)
+                          for i, n in zip(feature_idx, names, strict=True)]
+                extra = {role: _parse_int(row[position[name]], path, line, name)
+                         if role in INT_ROLES else row[position[name]]
+                         for role, name in special.items()}
+                boundary = order is None or order.step(extra["sequence"], line)
+                if boundary and len(rows) >= partition_rows:
                     yield first, np.array(rows), _column_arrays(cols)
                     first += len(rows)
                     rows = []
                     cols = {k: [] for k in special}
+                rows.append(values)
+                for role, value in extra.items():
+                    cols[role].append(value)
             if rows:
                 yield first, np.array(rows), _column_arrays(cols)
 
         return _write_dense(
             out, path, len(feature_idx), "float64", tuple(sorted(special)), chunks(), overwrite
         )
+
+
+class _SequenceOrder:
+    """Checks, row by row, that each sequence's rows are contiguous in a file.
+
+    Every finished sequence's id is remembered with its last line: the recent ones in a dict,
+    the older ones in a few sorted int64 arrays merged like a binary counter (so 16 bytes a
+    sequence, and a look-up per sequence start costs a few binary searches).
+    """
+
+    RECENT = 1 << 16  # finished sequences held in the dict before it is compacted
+
+    def __init__(self, path: Path, column: str) -> None:
+        self.path, self.column = path, column
+        self.current: int | None = None
+        self.last_line = 0
+        self.recent: dict[int, int] = {}
+        self.levels: list[tuple[np.ndarray, np.ndarray]] = []  # (ids sorted, last lines)
+
+    def step(self, seq: int, line: int) -> bool:
+        """Record a row of sequence ``seq`` on ``line``; True if it starts a sequence."""
+        if seq == self.current:
+            self.last_line = line
+            return False
+        if self.current is not None:
+            self.recent[self.current] = self.last_line
+            if len(self.recent) >= self.RECENT:
+                self._compact()
+        seen = self._last_seen(seq)
+        if seen is not None:
+            raise DataError(self.path, f"sequence {seq} reappears after other sequences (last "
+                            f"seen on line {seen}): " + GROUPED.format(what="file")
+                            + f" (e.g. sorted stably by {self.column!r})",
+                            line=line, field=self.column)
+        self.current, self.last_line = seq, line
+        return True
+
+    def _last_seen(self, seq: int) -> int | None:
+        if seq in self.recent:
+            return self.recent[seq]
+        for ids, lines in self.levels:
+            i = int(np.searchsorted(ids, seq))
+            if i < len(ids) and ids[i] == seq:
+                return int(lines[i])
+        return None
+
+    def _compact(self) -> None:
+        ids = np.fromiter(self.recent, dtype=np.int64, count=len(self.recent))
+        lines = np.fromiter(self.recent.values(), dtype=np.int64, count=len(self.recent))
+        self.recent.clear()
+        # merged into every older level at most twice its size: O(log n) levels remain
+        while self.levels and len(self.levels[-1][0]) <= 2 * len(ids):
+            older_ids, older_lines = self.levels.pop()
+            ids, lines = np.concatenate([older_ids, ids]), np.concatenate([older_lines, lines])
+        order = np.argsort(ids, kind="stable")
+        self.levels.append((ids[order], lines[order]))
 
 
 def _next_row(reader: Any, path: Path) -> list[str] | None:
@@ -232,7 +352,7 @@ def _next_row(reader: Any, path: Path) -> list[str] | None:
 
 
 def _column_arrays(cols: dict[str, list]) -> dict[str, np.ndarray]:
-    return {k: np.asarray(v, dtype=np.int64 if k == "time" else str) for k, v in cols.items()}
+    return {k: np.asarray(v, dtype=np.int64 if k in INT_ROLES else str) for k, v in cols.items()}
 
 
 __all__ = ["DENSE_DTYPES", "check_finite", "ingest_array", "ingest_csv", "ingest_npy"]
