@@ -249,6 +249,11 @@ class Option:
     choices: tuple[str, ...] | None
     within: str | None = None  # the interval a value must lie in
     engines: tuple[str, ...] = ()  # engine options: the engines that take it
+    variants: tuple[tuple[str, Option], ...] = ()  # engines whose same-named options differ
+
+    def for_engine(self, engine: str) -> Option:
+        """The row as ``engine`` defines it (its own parser, choices and range)."""
+        return dict(self.variants).get(engine, self)
 
     @property
     def flag(self) -> str:
@@ -280,6 +285,25 @@ def _rows(cls: type, section: str, prefix: tuple[str, ...] = ()) -> list[Option]
     return rows
 
 
+def _shared(seen: Option, row: Option, engine: str) -> Option:
+    """One row for an option that ``engine`` shares with ``seen.engines``: the same row if they
+    define it alike, else a row whose value each engine parses its own way (at resolve)."""
+    engines = (*seen.engines, engine)
+    same = ("parse", "default", "choices", "within", "help")
+    variants = seen.variants or ((seen.engines[0], seen),)
+    if not seen.variants and all(getattr(seen, k) == getattr(row, k) for k in same):
+        return dataclasses.replace(seen, engines=engines)
+    variants = (*variants, (engine, row))
+    return dataclasses.replace(
+        seen, parse=lambda value: value, default=None, choices=None, within=None,
+        help="; ".join(f"{e}: {r.help}{_shown(r)}" for e, r in variants),
+        engines=engines, variants=variants)
+
+
+def _shown(row: Option) -> str:
+    return "" if row.default is None else f" (default {row.default})"
+
+
 def options() -> list[Option]:
     """The whole table: run and model options, then every registered engine's options (an
     option several engines share, e.g. ``laps``, is one row naming all of them)."""
@@ -292,8 +316,8 @@ def options() -> list[Option]:
     for name in engine_names():
         for r in _rows(ENGINES[name].Config, "engine"):
             seen = engine_rows.get(r.name)
-            engine_rows[r.name] = dataclasses.replace(
-                seen or r, engines=(*(seen.engines if seen else ()), name))
+            engine_rows[r.name] = (dataclasses.replace(r, engines=(name,)) if seen is None
+                                   else _shared(seen, r, name))
     clash = {r.name for r in rows} & set(engine_rows)
     if clash:
         raise TypeError(f"engine options {sorted(clash)} clash with run or model options")
@@ -389,6 +413,7 @@ def resolve(values: dict[str, Any], source: str,
         if row.section == "engine" and algorithm not in row.engines:
             raise BnpmixError(f"{where}: option {key!r} does not apply to --algorithm "
                               f"{algorithm} (it is an option of {', '.join(row.engines)})")
+        row = row.for_engine(algorithm)
         try:
             parsed = row.parse(value)
         except (TypeError, ValueError) as exc:

@@ -111,7 +111,8 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         ctx = make_context(corpus, job.run, job.model, executor)
         obs = ctx.obs
         first, best = (0, None) if ckpt is None else checkpoint.restarts(ckpt, ctx)
-        for restart in range(first, r.restarts):
+        runs = 1 if engine_class(job.algorithm).restarts_within else r.restarts
+        for restart in range(first, runs):
             ctx.obs, ctx.next_uid = obs, 0
             ctx.rng = Streams.from_seed(r.seed + restart)
             engine = engine_class(job.algorithm)(ctx, job.engine)
@@ -138,7 +139,7 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
                 best = Best(restart, fitted, engine.trace, laps_done, seen)
             best.objectives = seen
         write_assignments(run, ctx, best.fitted)
-    if r.restarts > 1:
+    if runs > 1:
         best.fitted.info.update({"restart": f"{best.restart} of {r.restarts}",
                                  "restart_objectives": best.objectives})
     return _publish(run, ctx, job, best.fitted, best.trace, best.laps, where)

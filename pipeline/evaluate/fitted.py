@@ -46,13 +46,26 @@ class FittedModel:
             raise ValueError(f"X does not fit this {self.model.obs.name} model: {exc}") from None
         return X
 
-    def score_samples(self, X: Any) -> np.ndarray:
-        """Posterior-predictive log density of each item, new components' mass included."""
-        return self.model.score_samples(self._data(X))
+    def score_samples(self, X: Any, sequence: Any = None, positions: Any = None) -> np.ndarray:
+        """Posterior-predictive log density of each item, new components' mass included. A
+        ddcrp model scores items held out from their ``sequence`` (one id, or one per item)
+        by the paper's Eq. 7, linking uniformly to the sequence's training items or, given
+        their ``positions``, by the run's decay."""
+        X = self._data(X)
+        if sequence is None:
+            if positions is not None:
+                raise ValueError("positions apply to items of a sequence: give sequence too")
+            return self.model.score_samples(X)
+        if not hasattr(self.model, "score_sequences"):
+            raise ValueError(f"this {type(self.model).__name__} has no sequences (fit "
+                             "--algorithm ddcrp for a model of sequences)")
+        seqs = np.broadcast_to(np.asarray(sequence), (X.shape[0],))
+        return self.model.score_sequences(
+            X, seqs, None if positions is None else np.asarray(positions, float))
 
-    def score(self, X: Any) -> float:
-        """Mean posterior-predictive log density per item."""
-        return float(np.mean(self.score_samples(X)))
+    def score(self, X: Any, sequence: Any = None, positions: Any = None) -> float:
+        """Mean posterior-predictive log density per item (see ``score_samples``)."""
+        return float(np.mean(self.score_samples(X, sequence, positions)))
 
     def predict_proba(self, X: Any) -> np.ndarray:
         """(n, K) probabilities over the active components (columns in ``component_ids_``

@@ -64,6 +64,7 @@ class FitContext:
     warm_start: str | None = None
     started: float = field(default_factory=time.perf_counter)
     next_uid: int = 0
+    restarts: int = 1
 
     def new_uids(self, n: int) -> np.ndarray:
         uids = np.arange(self.next_uid, self.next_uid + n, dtype=np.int64)
@@ -113,7 +114,8 @@ def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> Fi
         raise BnpmixError(f"prior: {exc}") from None
     alloc = alloc_from_params(model.alloc, {"alpha0": model.alpha0})
     return FitContext(corpus, run.seed, executor, source, obs, alloc, Streams.from_seed(run.seed),
-                      model.init_sample, run.wave, run.summary_bytes, run.warm_start)
+                      model.init_sample, run.wave, run.summary_bytes, run.warm_start,
+                      restarts=run.restarts)
 
 
 def prior_keys(obs_name: str) -> list[str]:

@@ -72,6 +72,9 @@ class Engine(ABC):
     Config: ClassVar[type]
     summary: ClassVar[str] = ""  # one line for --help
     random: ClassVar[bool] = True  # its result depends on the seed (else --restarts is pointless)
+    # it restarts its own independent sub-problems (``ctx.restarts`` times each) and the
+    # runtime runs it once, rather than rerunning the whole engine ``restarts`` times
+    restarts_within: ClassVar[bool] = False
 
     def __init__(self, ctx: FitContext, cfg: Any) -> None:
         self.ctx = ctx

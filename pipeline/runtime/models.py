@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from bnpmix.algorithms import nrm_mixture
+from bnpmix.algorithms.ddcrp import model as sequential
 from bnpmix.algorithms.mixture import KIND, Mixture, PredictiveMixture
 from bnpmix.algorithms.tdpm import model as temporal
 from bnpmix.storage import BnpmixError, RunDir
@@ -18,6 +19,7 @@ READERS: dict[str, Callable[[dict[str, np.ndarray], dict[str, Any]], Any]] = {
     KIND: Mixture.from_arrays,
     nrm_mixture.KIND: nrm_mixture.NRMMixture.from_arrays,
     temporal.KIND: temporal.TemporalMixture.from_arrays,
+    sequential.KIND: sequential.SequenceMixture.from_arrays,
 }
 
 
