@@ -199,8 +199,11 @@ class RunConfig:
     checkpoint_every: int = opt(0, "also checkpoint every M batch visits (0: after each lap)",
                                 within="[0, inf)")
     warm_start: str | None = opt(None, "start from a previous run's model (RUN_DIR)", parse=_str)
-    restarts: int = opt(1, "independent runs (streams from seed, seed + 1, ...; the same prior); "
-                        "the one with the highest objective is kept", within="[1, inf)")
+    restarts: int | None = opt(None, "independent starts, the best objective kept: of the "
+                               "whole run (streams from seed, seed + 1, ...; the same prior; "
+                               "default 1), or for ddcrp of each sequence (default 10)",
+                               parse=lambda v: None if v is None else _int(v),
+                               within="[1, inf)")
 
     def __post_init__(self) -> None:
         if not (self.scheduler in ("threads", "synchronous")
@@ -286,18 +289,37 @@ def _rows(cls: type, section: str, prefix: tuple[str, ...] = ()) -> list[Option]
 
 
 def _shared(seen: Option, row: Option, engine: str) -> Option:
-    """One row for an option that ``engine`` shares with ``seen.engines``: the same row if they
-    define it alike, else a row whose value each engine parses its own way (at resolve)."""
+    """One row for an option that ``engine`` shares with ``seen.engines``: the first engine's
+    row if they parse it alike, else a row whose value each engine parses its own way (at
+    resolve; on the command line the first parser that accepts the text)."""
     engines = (*seen.engines, engine)
-    same = ("parse", "default", "choices", "within", "help")
-    variants = seen.variants or ((seen.engines[0], seen),)
-    if not seen.variants and all(getattr(seen, k) == getattr(row, k) for k in same):
+    alike = ("parse", "choices", "within")
+    if not seen.variants and all(getattr(seen, k) == getattr(row, k) for k in alike):
         return dataclasses.replace(seen, engines=engines)
-    variants = (*variants, (engine, row))
+    variants = (*(seen.variants or ((seen.engines[0], seen),)), (engine, row))
     return dataclasses.replace(
-        seen, parse=lambda value: value, default=None, choices=None, within=None,
-        help="; ".join(f"{e}: {r.help}{_shown(r)}" for e, r in variants),
+        seen, parse=_first_parse(tuple(r for _, r in variants)), default=None, choices=None,
+        within=None, help="; ".join(f"{e}: {r.help}{_shown(r)}" for e, r in variants),
         engines=engines, variants=variants)
+
+
+def _first_parse(rows: tuple[Option, ...]) -> Callable[[Any], Any]:
+    def parse(value: Any) -> Any:
+        errors = []
+        for r in rows:
+            try:
+                parsed = r.parse(value)
+            except (TypeError, ValueError) as exc:
+                errors.append(str(exc))
+                continue
+            if r.choices is None or parsed in r.choices:
+                return parsed
+        return value if not errors else _raise(errors)
+    return parse
+
+
+def _raise(errors: list[str]) -> Any:
+    raise ValueError("; ".join(errors))
 
 
 def _shown(row: Option) -> str:
@@ -342,6 +364,9 @@ class JobConfig:
                              f"not a {type(self.engine).__name__}")
         for cfg in (self.run, self.model, self.engine):
             check_ranges(cfg)
+        if self.run.restarts is None:
+            object.__setattr__(self, "run", dataclasses.replace(
+                self.run, restarts=engine_class(self.algorithm).default_restarts))
         if self.run.restarts > 1 and not engine_class(self.algorithm).random:
             raise RangeError("restarts", f"restarts: {self.algorithm} does not depend on the "
                              "seed, so every restart would be the same run")

@@ -58,7 +58,8 @@ class DDCRPConfig:
                      "sequential CRP), window 1[d < a], exponential exp(-d/a), logistic "
                      "exp(a-d)/(1+exp(a-d))", choices=DECAYS)
     decay_a: float = opt(10.0, "a, the decay's scale", within="(0, inf)")
-    alpha: float = opt(1.0, "the weight of a self-link (a new table)", within="(0, inf)")
+    alpha: float = opt(1.0, "concentration: the weight of a new table (ddcrp: of a self-link; "
+                       "tdpm: of a new chain)", within="(0, inf)")
     window: int | None = opt(None, "link only to the W most recent customers (default: all); a "
                              "step then costs O(N (W + K)) instead of O(N^2)",
                              parse=_int_or_none, within="[1, inf)")
@@ -66,8 +67,8 @@ class DDCRPConfig:
                        within="[0, 0.5]")
     iterations: int = opt(200, "coordinate-ascent iterations per start at most",
                           within="[1, inf)")
-    tol: float = opt(1e-7, "stop a start when the ELBO changes by less than this fraction",
-                     within="(0, inf)")
+    rel_tol: float = opt(1e-7, "stop a start when the ELBO changes by less than this fraction "
+                     "(0: run every iteration)", within="[0, inf)")
 
 
 def sequence_layout(batch: Batch, column: str) -> tuple[np.ndarray, np.ndarray]:
@@ -119,6 +120,7 @@ class DDCRPEngine(Engine):
     summary = ("sequential distance-dependent CRP (clusters that follow the order of each "
                "sequence), variational inference, one task per sequence")
     restarts_within = True
+    default_restarts = 10  # the bound has many local optima (the paper restarts 300 times)
 
     def _layout(self) -> None:
         """The sequences: (partition, id, ordinal) per sequence, or one gathered sequence."""
@@ -151,7 +153,7 @@ class DDCRPEngine(Engine):
         return {"column": self.column, "position_column": cfg.position_column,
                 "decay": cfg.decay, "decay_a": cfg.decay_a, "alpha": cfg.alpha,
                 "window": cfg.window, "prune": cfg.prune, "iterations": cfg.iterations,
-                "tol": cfg.tol, "restarts": self.ctx.restarts, "seed": self.ctx.seed}
+                "tol": cfg.rel_tol, "restarts": self.ctx.restarts, "seed": self.ctx.seed}
 
     def start(self) -> None:
         self._layout()

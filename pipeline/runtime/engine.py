@@ -75,6 +75,7 @@ class Engine(ABC):
     # it restarts its own independent sub-problems (``ctx.restarts`` times each) and the
     # runtime runs it once, rather than rerunning the whole engine ``restarts`` times
     restarts_within: ClassVar[bool] = False
+    default_restarts: ClassVar[int] = 1  # --restarts when not given
 
     def __init__(self, ctx: FitContext, cfg: Any) -> None:
         self.ctx = ctx
