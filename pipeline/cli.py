@@ -357,6 +357,8 @@ def add_option(parser: argparse.ArgumentParser, row: Option) -> None:
     the engine's default applies)."""
 
     def parse(text: str):
+        if row.variants:  # the chosen engine's row parses it, at resolve
+            return text
         try:
             return row.parse(text)
         except (TypeError, ValueError) as exc:

@@ -291,35 +291,16 @@ def _rows(cls: type, section: str, prefix: tuple[str, ...] = ()) -> list[Option]
 def _shared(seen: Option, row: Option, engine: str) -> Option:
     """One row for an option that ``engine`` shares with ``seen.engines``: the first engine's
     row if they parse it alike, else a row whose value each engine parses its own way (at
-    resolve; on the command line the first parser that accepts the text)."""
+    resolve)."""
     engines = (*seen.engines, engine)
     alike = ("parse", "choices", "within")
     if not seen.variants and all(getattr(seen, k) == getattr(row, k) for k in alike):
         return dataclasses.replace(seen, engines=engines)
     variants = (*(seen.variants or ((seen.engines[0], seen),)), (engine, row))
     return dataclasses.replace(
-        seen, parse=_first_parse(tuple(r for _, r in variants)), default=None, choices=None,
+        seen, parse=lambda value: value, default=None, choices=None,
         within=None, help="; ".join(f"{e}: {r.help}{_shown(r)}" for e, r in variants),
         engines=engines, variants=variants)
-
-
-def _first_parse(rows: tuple[Option, ...]) -> Callable[[Any], Any]:
-    def parse(value: Any) -> Any:
-        errors = []
-        for r in rows:
-            try:
-                parsed = r.parse(value)
-            except (TypeError, ValueError) as exc:
-                errors.append(str(exc))
-                continue
-            if r.choices is None or parsed in r.choices:
-                return parsed
-        return value if not errors else _raise(errors)
-    return parse
-
-
-def _raise(errors: list[str]) -> Any:
-    raise ValueError("; ".join(errors))
 
 
 def _shown(row: Option) -> str:

@@ -90,8 +90,9 @@ class Links:
 
     @property
     def responsibilities(self) -> np.ndarray:
-        """Z_sk = E z_s,cols[k] (N × K; rows sum to 1)."""
-        return self.R * self.q_self[None, :]
+        """Z_sk = E z_s,cols[k] (N × K; rows sum to 1), clipped to [0, 1] against the rank-one
+        updates' rounding (entries of −1e−43 were seen)."""
+        return np.clip(self.R * self.q_self[None, :], 0.0, 1.0)
 
     def dense_q(self) -> np.ndarray:
         """q as the N × N lower-triangular matrix q(c_i = j)."""

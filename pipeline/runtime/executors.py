@@ -134,8 +134,8 @@ class DaskExecutor(Executor):
         futures = [
             self.client.submit(_on_worker, self.refs[i], self.cache_bytes, fn, own,
                                shared_arg, pure=False, retries=self.retries,
-                               key=f"bnpmix-partition-{i}-{wave}")
-            for i, own in tasks
+                               key=f"bnpmix-partition-{i}-{wave}-{n}")
+            for n, (i, own) in enumerate(tasks)
         ]
         try:
             return [self._result(i, f) for i, f in zip(indices, futures, strict=True)]

@@ -96,7 +96,8 @@ def test_each_option_is_a_flag_a_job_key_and_a_resolved_value(row, tmp_path):
         args = build_parser().parse_args(["fit", "c", "--out", "o", *base, row.flag,
                                           as_text(value)])
         flags = fit_flags(args)  # a repeatable --prior arrives as a list of values
-        assert flags[row.name] == value
+        # a row engines parse differently arrives as text, parsed at resolve by the engine
+        assert flags[row.name] == (as_text(value) if row.variants else value)
         flags.update(companion)
         assert resolved(load_job(None, flags).config, row) == value
     # 2. a job file
