@@ -293,7 +293,7 @@ def _shared(seen: Option, row: Option, engine: str) -> Option:
     row if they parse it alike, else a row whose value each engine parses its own way (at
     resolve)."""
     engines = (*seen.engines, engine)
-    alike = ("parse", "choices", "within")
+    alike = ("parse", "choices")  # ranges are checked per engine (check_ranges)
     if not seen.variants and all(getattr(seen, k) == getattr(row, k) for k in alike):
         return dataclasses.replace(seen, engines=engines)
     variants = (*(seen.variants or ((seen.engines[0], seen),)), (engine, row))
