@@ -13,16 +13,25 @@ after each iteration, E[#tables], live columns of R and the process's peak RSS (
 the fit and at the end). Ratios of seconds an iteration against (a) and (b).
 pruning: (a) against (b) at N = 1,000, the same start and update order: the ELBO difference after
 each iteration, the largest |Δq(c_i)| and the items whose most probable table differs.
-engine: ``bnpmix fit CORPUS --algorithm ddcrp`` on 200 sequences of 300 items (each from 2-3 of
-the five Gaussians), ingested from CSV with ``--sequence-column sequence``: wall time (summary's
-``wall_seconds`` and the whole command) with --scheduler synchronous, threads (--threads 2) and a
-real local Dask cluster (``dask scheduler`` + ``dask worker --nworkers 1|2 --nthreads 1`` on
-127.0.0.1), whether all give the same summary ELBO, speedups against synchronous.
+engine: ``bnpmix fit CORPUS --algorithm ddcrp --iterations 10 --restarts 1`` (the engine's
+default is 10 restarts a sequence; --seq-iterations, --restarts) on 200 sequences of 300 items
+(each from 2-3 of the five Gaussians), ingested from one CSV with ``--sequence-column sequence``
+at ``--partition-rows`` 3000 (10 sequences a partition) and 300 (one a partition): wall time
+(summary's ``wall_seconds`` and the whole command) with --scheduler synchronous, threads
+(--threads 2) and a real local Dask cluster (``dask scheduler`` + ``dask worker --nworkers 1|2
+--nthreads 1`` on 127.0.0.1, stopped by PID), whether all four give the same summary ELBO (a
+failed run is kept with its error), speedups against synchronous. The two layouts draw
+different prior-scaling samples (--init-sample), so their ELBOs differ from each other.
 
 Prints tables; writes JSON (--json, default benchmarks/results/ddcrp_speed.json).
 
-    python benchmarks/ddcrp_speed.py [--quick] [--sizes 1000 3000] [--iterations 5 2]
-        [--dense-iterations 5 1] [--seq-iterations 15] [--seed 0] [--json PATH]
+    python benchmarks/ddcrp_speed.py [--quick] [--parts iterations engine] [--sizes 1000 3000]
+        [--iterations 5 2] [--dense-iterations 5 0] [--windows 50 200] [--layouts 3000 300]
+        [--seq-iterations 10] [--restarts 1] [--seed 0] [--json PATH]
+
+--dense-iterations 0 skips (a) at that size (by default at N = 3,000: one iteration took 437 s
+here); the table's "N³ est" column scales the smallest size's seconds by (N / N_0)³. A run of
+some --parts keeps the other parts of an existing JSON.
 """
 
 from __future__ import annotations
@@ -165,15 +174,16 @@ def print_iterations(rows: list[dict]) -> None:
     print("\nseconds per iteration (links sweep + tables update), one sequence, same seed")
     print(f"{'N':>6} {'decay':<12}{'config':<10}{'W':>5}{'prune':>7}{'its':>4}{'start s':>8}"
           f"{'s/it':>9}{'first':>8}{'last':>8}{'sweep':>8}{'vs a':>7}{'vs b':>7}"
-          f"{'ELBO@1':>12}{'ELBO end':>12}{'tables':>8}{'cols':>6}{'RSS MB':>8}"
-          f"{'N³ est':>8}")
+          f"{'ELBO start':>12}{'ELBO it 1':>12}{'ELBO end':>12}{'tables':>8}{'cols':>6}"
+          f"{'RSS MB':>8}{'N³ est':>8}")
     for r in rows:
         va = f"{r['ratio_vs_a']:.3f}" if r["ratio_vs_a"] is not None else "-"
         vb = f"{r['ratio_vs_b']:.3f}" if r["ratio_vs_b"] is not None else "-"
         print(f"{r['N']:>6} {r['decay']:<12}{r['config']:<10}{r['W']:>5}{r['prune']:>7.0e}"
               f"{r['iterations']:>4}{r['start_s']:>8.2f}{r['s_per_iter']:>9.3f}"
               f"{r['first_iter_s']:>8.3f}{r['last_iter_s']:>8.3f}{r['sweep_s_per_iter']:>8.3f}"
-              f"{va:>7}{vb:>7}{r['elbo_trace'][0]:>12.2f}{r['elbo']:>12.2f}"
+              f"{va:>7}{vb:>7}{r['elbo_trace'][0]:>12.2f}{r['elbo_trace'][1]:>12.2f}"
+              f"{r['elbo']:>12.2f}"
               f"{r['n_tables']:>8.3f}{r['live_columns']:>6}{r['rss_peak_mb']:>8.0f}"
               f"{r['cubic_from_smallest_s'] or 0:>8.2f}")
     print("  (N³ est: the smallest size's s/it scaled by (N / N_smallest)³; vs a, vs b: s/it "
@@ -277,7 +287,7 @@ def wait_for_workers(address: str, n: int) -> None:
             time.sleep(0.3)
 
 
-def engine_runs(corpus: Path, seq_iterations: int, tmp: Path) -> list[dict]:
+def engine_runs(corpus: Path, seq_iterations: int, restarts: int, tmp: Path) -> list[dict]:
     """``bnpmix fit --algorithm ddcrp`` on one corpus with the four executors; a failed run is
     kept with its error (last stderr line) and the time it took to fail."""
     bn = [sys.executable, "-m", "bnpmix"]
@@ -286,7 +296,7 @@ def engine_runs(corpus: Path, seq_iterations: int, tmp: Path) -> list[dict]:
     def fit(label: str, *flags: str, cluster: dict | None = None) -> None:
         out = tmp / f"run-{corpus.name}-{label.replace(' ', '-')}"
         cmd = [*bn, "fit", str(corpus), "--algorithm", "ddcrp", "--out", str(out),
-               "--iterations", str(seq_iterations), *flags]
+               "--iterations", str(seq_iterations), "--restarts", str(restarts), *flags]
         seconds, proc = timed_command(cmd)
         r = {"label": label, "command": " ".join(["bnpmix", *cmd[3:]]), "command_s": seconds,
              "returncode": proc.returncode, "cluster": cluster}
@@ -331,12 +341,12 @@ def engine_runs(corpus: Path, seq_iterations: int, tmp: Path) -> list[dict]:
     return runs
 
 
-def engine_part(n_seq: int, n_items: int, layouts: list[int], seq_iterations: int, seed: int,
-                tmp: Path) -> dict:
+def engine_part(n_seq: int, n_items: int, layouts: list[int], seq_iterations: int,
+                restarts: int, seed: int, tmp: Path) -> dict:
     csv = tmp / "sequences.csv"
     sequence_csv(csv, n_seq, n_items, seed)
     out = {"sequences": n_seq, "items_per_sequence": n_items, "seq_iterations": seq_iterations,
-           "corpora": []}
+           "restarts": restarts, "corpora": []}
     for rows in layouts:
         corpus = tmp / f"corpus-{rows}"
         ingest = [sys.executable, "-m", "bnpmix", "ingest", str(csv), str(corpus),
@@ -348,7 +358,7 @@ def engine_part(n_seq: int, n_items: int, layouts: list[int], seq_iterations: in
         print(f"\n{n_seq} x {n_items} items, --partition-rows {rows}: {partitions} partitions "
               f"({n_seq / partitions:.0f} sequences each), ingested in {ingest_s:.1f} s",
               flush=True)
-        runs = engine_runs(corpus, seq_iterations, tmp)
+        runs = engine_runs(corpus, seq_iterations, restarts, tmp)
         ok = [r for r in runs if r["returncode"] == 0]
         same = len(ok) == len(runs) and all(r["same_elbo_as_synchronous"] for r in ok)
         out["corpora"].append({"partition_rows": rows, "partitions": partitions,
@@ -356,7 +366,8 @@ def engine_part(n_seq: int, n_items: int, layouts: list[int], seq_iterations: in
                                "ingest_s": ingest_s, "runs": runs, "all_ok": len(ok) == len(runs),
                                "same_elbo": same})
     print(f"\nbnpmix fit --algorithm ddcrp: {n_seq} sequences x {n_items} items, --iterations "
-          f"{seq_iterations} (otherwise the defaults: no window, prune 1e-6, tol 1e-7, 1 restart)")
+          f"{seq_iterations} --restarts {restarts} (otherwise the defaults: no window, "
+          "prune 1e-6, tol 1e-7)")
     print(f"{'rows/part':>9} {'executor':<16}{'wall s':>8}{'command s':>11}{'speedup':>9}"
           f"{'(cmd)':>7}{'ELBO':>20}{'Δ vs sync':>11}")
     for c in out["corpora"]:
@@ -401,6 +412,11 @@ def main() -> None:
                    help="ingest --partition-rows of the corpora (300: one sequence each)")
     p.add_argument("--seq-iterations", type=int, default=10,
                    help="bnpmix fit --iterations for the engine part")
+    p.add_argument("--restarts", type=int, default=1,
+                   help="bnpmix fit --restarts for the engine part (the engine's default is 10)")
+    p.add_argument("--parts", nargs="+", choices=("iterations", "engine"),
+                   default=["iterations", "engine"],
+                   help="what to run (the JSON keeps the other parts of an earlier run)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", type=Path, default=RESULTS / "ddcrp_speed.json")
     p.add_argument("--one", help=argparse.SUPPRESS)
@@ -409,38 +425,46 @@ def main() -> None:
         print(json.dumps(one_config(json.loads(args.one))))
         return
     if args.quick:
-        args.sizes, args.iterations, args.dense_iterations = [200, 400], [2, 2], [2, 1]
+        args.sizes, args.iterations, args.dense_iterations = [150, 300], [2, 2], [2, 1]
         args.sequences, args.items, args.seq_iterations = 16, 100, 3
-        args.layouts = [800, 100]
+        args.layouts = [800]
     wall = time.perf_counter()
     load_start = os.getloadavg()
     print(f"load average at start {load_start[0]:.2f} {load_start[1]:.2f} {load_start[2]:.2f} "
           f"({os.cpu_count()} cpus)", flush=True)
+    # a run of some parts keeps the other parts of an existing JSON
+    result = json.loads(args.json.read_text()) if args.json.exists() else {}
+    if args.quick or set(args.parts) == {"iterations", "engine"}:
+        result = {}
+    result.setdefault("runs", [])
+    result["runs"].append({"command": " ".join(["python", *sys.argv]), "parts": args.parts,
+                           "machine": machine(), "load_at_start": list(load_start)})
     tmp = Path(tempfile.mkdtemp(prefix="bnpmix-ddcrp-speed-"))
     try:
-        rows = per_iteration(args.sizes, args.iterations, args.dense_iterations, args.windows,
-                             args.seed, tmp)
-        print_iterations(rows)
-        pruning = pruning_effect(rows, args.sizes[0])
-        engine = engine_part(args.sequences, args.items, args.layouts, args.seq_iterations,
-                             args.seed, tmp)
+        if "iterations" in args.parts:
+            rows = per_iteration(args.sizes, args.iterations, args.dense_iterations,
+                                 args.windows, args.seed, tmp)
+            print_iterations(rows)
+            result["pruning"] = pruning_effect(rows, args.sizes[0])
+            for r in rows:
+                r.pop("q_file", None)
+            result["per_iteration"] = rows
+            result["iteration_settings"] = {
+                "alpha": ALPHA, "decays": DECAYS, "prune": PRUNE, "dim": 2,
+                "centres": CENTRES.tolist(), "seed": args.seed, "sizes": args.sizes,
+                "iterations": args.iterations, "dense_iterations": args.dense_iterations,
+                "windows": args.windows, "quick": args.quick}
+        if "engine" in args.parts:
+            result["engine"] = engine_part(args.sequences, args.items, args.layouts,
+                                           args.seq_iterations, args.restarts, args.seed, tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    for r in rows:
-        r.pop("q_file", None)
-    result = {"settings": {"alpha": ALPHA, "decays": DECAYS, "prune": PRUNE, "dim": 2,
-                           "centres": CENTRES.tolist(), "seed": args.seed, "sizes": args.sizes,
-                           "iterations": args.iterations,
-                           "dense_iterations": args.dense_iterations, "windows": args.windows,
-                           "quick": args.quick},
-              "command": " ".join([Path(sys.executable).name, *sys.argv]),
-              "machine": machine(), "load_at_start": list(load_start),
-              "per_iteration": rows, "pruning": pruning, "engine": engine,
-              "wall_seconds": time.perf_counter() - wall}
+    result["runs"][-1]["wall_seconds"] = time.perf_counter() - wall
+    result["runs"][-1]["load_at_end"] = list(os.getloadavg())
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1))
-    print(f"\nwrote {args.json}; wall {result['wall_seconds']:.0f} s; load average now "
-          + " ".join(f"{x:.2f}" for x in os.getloadavg()))
+    print(f"\nwrote {args.json}; wall {result['runs'][-1]['wall_seconds']:.0f} s; load average "
+          "now " + " ".join(f"{x:.2f}" for x in os.getloadavg()))
 
 
 if __name__ == "__main__":
