@@ -70,14 +70,10 @@ def sampled_links(X: Data, logp: np.ndarray, obs: ObsModel, rng: np.random.Gener
     return Links(logp, q, prune)
 
 
-def tables_elbo(X: Data, links: Links, obs: ObsModel, post: Arrays | None = None
-                ) -> tuple[float, Arrays]:
-    """The ELBO at q(θ) = ``post`` (the optimal posteriors given the links if None), and the
-    optimal posteriors."""
+def table_stats(X: Data, links: Links, obs: ObsModel) -> tuple[np.ndarray, Arrays]:
+    """The live tables' masses N_j = Σ_s Z_sj and statistics Σ_s Z_sj t(x_s)."""
     Z = links.responsibilities
-    N, stats = Z.sum(0), obs.stats(X, Z)
-    best = obs.post(N, stats)
-    return links.link_term() + obs.elbo(N, stats, best if post is None else post), best
+    return Z.sum(0), obs.stats(X, Z)
 
 
 def fit_sequence(X: Data, positions: np.ndarray, obs: ObsModel, alpha: float,
@@ -100,23 +96,32 @@ def fit_restarts(X: Data, positions: np.ndarray, obs: ObsModel, alpha: float,
     if restarts < 1:
         raise ValueError(f"restarts must be at least 1, not {restarts}")
     seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
-    fits = [fit_sequence(X, positions, obs, alpha, f, np.random.default_rng(s), max_iter, tol,
-                         window, prune) for s in seq.spawn(restarts)]
-    elbos = [fit.elbo for fit in fits]
-    return fits[int(np.argmax(elbos))], elbos
+    best, elbos = None, []
+    for s in seq.spawn(restarts):  # only the best fit so far is kept
+        fit = fit_sequence(X, positions, obs, alpha, f, np.random.default_rng(s), max_iter, tol,
+                           window, prune)
+        elbos.append(fit.elbo)
+        if best is None or fit.elbo > best.elbo:
+            best = fit
+    return best, elbos
 
 
 def ascend(X: Data, links: Links, obs: ObsModel, rng: np.random.Generator,
            max_iter: int = 200, tol: float = 1e-8) -> SequenceFit:
     """Coordinate ascent from ``links`` (the tables' q(θ) first)."""
-    elbo, post = tables_elbo(X, links, obs)
+    N, stats = table_stats(X, links, obs)
+    post = obs.post(N, stats)
+    elbo = links.link_term() + obs.elbo(N, stats, post)
     fit = SequenceFit(links, post, elbo, [(elbo, elbo)])
     ell_empty = obs.E_loglik(X, obs.prior_post(1))[:, 0]
     for it in range(1, max_iter + 1):
         before = links.cols
         links.sweep(obs.E_loglik(X, post), ell_empty, rng)
-        after_links, _ = tables_elbo(X, links, obs, carried(obs, post, before, links.cols))
-        elbo, post = tables_elbo(X, links, obs)
+        N, stats = table_stats(X, links, obs)
+        terms = links.link_term()
+        after_links = terms + obs.elbo(N, stats, carried(obs, post, before, links.cols))
+        post = obs.post(N, stats)
+        elbo = terms + obs.elbo(N, stats, post)
         fit.trace.append((after_links, elbo))
         fit.iterations, fit.post, previous, fit.elbo = it, post, fit.elbo, elbo
         if abs(elbo - previous) <= tol * abs(elbo):

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import numpy as np
 from scipy.linalg.lapack import dtbtrs
-from scipy.special import logsumexp
 
 from .links import dense
 
@@ -40,7 +39,9 @@ class Links:
         self.q = np.array(q, float)
         self.prune = float(prune)
         N, width = self.q.shape
-        self._ab = np.zeros((width, N))  # L = I − A in LAPACK's lower band layout
+        # L = I − A in LAPACK's lower band layout, column-major so that the slice from a row on
+        # reaches dtbtrs without a copy
+        self._ab = np.zeros((width, N), order="F")
         for d in range(1, width):
             self._ab[d, :N - d] = -self.q[d:, d]
         for i in np.flatnonzero((self.q[:, 0] < self.prune) & (self.q[:, 0] > 0)):
@@ -120,7 +121,8 @@ class Links:
         score = self.logp[i, d].copy()
         score[1:] += self.R[t] @ (self.q_self * v)
         score[0] += v[own] if own >= 0 else col @ ell_empty[i:]
-        row = np.exp(score - logsumexp(score))
+        row = np.exp(score - score.max())
+        row /= row.sum()
         if i > 0 and row[0] < self.prune:
             row[0] = 0.0
             row /= row.sum()
