@@ -118,7 +118,7 @@ from scipy.special import gammaln, logsumexp
 
 from bnpmix.algorithms.alloc.stick import StickBreaking
 from bnpmix.algorithms.ddcrp.fit import ascend, fit_sequence, sampled_links
-from bnpmix.algorithms.ddcrp.gibbs import LinkSampler, tables_of
+from bnpmix.algorithms.ddcrp.gibbs import LinkSampler, ThetaSampler, tables_of
 from bnpmix.algorithms.ddcrp.heldout import heldout_links, heldout_logpdf
 from bnpmix.algorithms.ddcrp.links import decay, dense, log_link_band
 from bnpmix.algorithms.ddcrp.vi import Links
@@ -133,6 +133,7 @@ PRUNE = 1e-6  # fit_sequence's default: self-links whose optimum is below it are
 HIT = 0.01  # a restart "found the best" when its bound is within this of the best
 N_TRAIN = N_TEST = 200
 PER = 40  # items per component in each half
+SAMPLERS = {"collapsed": LinkSampler, "uncollapsed": ThetaSampler}
 
 
 # ---------------------------------------------------------------- data and priors
@@ -491,7 +492,8 @@ def warm_up(data: dict, obs: Gauss, alpha: float, a: float) -> None:
     n, rng = 30, np.random.default_rng(0)
     X, logp = data["x_train"][:n], log_link_band(data["t_train"][:n], alpha, decay("none"))
     ascend(X, sampled_links(X, logp, obs, rng, PRUNE), obs, rng, 1)
-    LinkSampler(X, dense(logp, -np.inf), obs).sweep(rng)
+    for sampler in SAMPLERS.values():
+        sampler(X, dense(logp, -np.inf), obs).sweep(rng)
     _scorer(data, a)(np.ones((len(data["x_train"]), 1)), obs.prior_post(1), obs)
 
 
@@ -524,7 +526,7 @@ def vi_run(data: dict, obs: Gauss, alpha: float, a: float, window: int | None,
 
 
 def gibbs_run(data: dict, obs: Gauss, alpha: float, a: float, window: int | None,
-              seed: np.random.SeedSequence, sweeps: int) -> dict:
+              seed: np.random.SeedSequence, sweeps: int, kind: str) -> dict:
     warm_up(data, obs, alpha, a)
     X, score = data["x_train"], _scorer(data, a)
     N = len(X)
@@ -532,7 +534,7 @@ def gibbs_run(data: dict, obs: Gauss, alpha: float, a: float, window: int | None
     clock = time.perf_counter()
     band = log_link_band(data["t_train"], alpha, decay("exponential", a), window)
     start = np.arange(N) - sampled_links(X, band, obs, rng, PRUNE).q.argmax(1)
-    sampler = LinkSampler(X, dense(band, -np.inf), obs, start)
+    sampler = SAMPLERS[kind](X, dense(band, -np.inf), obs, start)
     seconds = time.perf_counter() - clock
     trace, dens = [], []
     for sweep in range(sweeps + 1):
@@ -550,8 +552,8 @@ def gibbs_run(data: dict, obs: Gauss, alpha: float, a: float, window: int | None
         avg = logsumexp(half, axis=0) - math.log(len(half))
         trace.append({"sweep": sweep, "seconds": seconds, "heldout": float(near.mean()),
                       "heldout_crp": float(flat.mean()), "heldout_avg": float(avg[0].mean()),
-                      "heldout_crp_avg": float(avg[1].mean()), "log_joint": sampler.log_joint(),
-                      "tables": Z.shape[1]})
+                      "heldout_crp_avg": float(avg[1].mean()), "tables": Z.shape[1],
+                      **({"log_joint": sampler.log_joint()} if kind == "collapsed" else {})})
     return {"trace": trace, "seconds": seconds, "sweeps": sweeps,
             "links": sampler.links.tolist()}
 
@@ -569,6 +571,12 @@ def vi_from_links(data: dict, obs: Gauss, alpha: float, a: float, window: int | 
     near, flat = score(fit.links.responsibilities, fit.post, obs)
     return {"elbo": fit.elbo, "iterations": fit.iterations, "tables": fit.n_tables,
             "heldout": float(near.mean()), "heldout_crp": float(flat.mean())}
+
+
+def settled(trace: list[dict], final: float, tol: float) -> float:
+    """Seconds at which the held-out first comes within ``tol`` of ``final`` (a run's own
+    level: VI's last value, a chain's last-half average of its states' values)."""
+    return first_time(trace, "heldout", final - tol)
 
 
 def first_time(trace: list[dict], key: str, level: float) -> float:
@@ -598,13 +606,16 @@ def sec53(args) -> dict:
     streams = np.random.SeedSequence([args.seed, 53]).spawn(args.chains)
     model = (data, obs, alpha, args.a53, args.window53)
     tasks = [(vi_run, (*model, s, args.max_iter, args.tol)) for s in streams]
-    tasks += [(gibbs_run, (*model, s, args.sweeps)) for s in streams]
+    for kind in SAMPLERS:
+        tasks += [(gibbs_run, (*model, s, args.sweeps, kind)) for s in streams]
     start = time.perf_counter()
     results = run_all(tasks, args.jobs)
     wall = time.perf_counter() - start
-    vi, gibbs = results[:args.chains], results[args.chains:]
+    C = args.chains
+    vi = results[:C]
+    chains = {kind: results[C * (n + 1):C * (n + 2)] for n, kind in enumerate(SAMPLERS)}
     polish = run_all([(vi_from_links, (*model, g["links"], s, args.max_iter, args.tol))
-                      for g, s in zip(gibbs, streams, strict=True)], args.jobs)
+                      for g, s in zip(chains["collapsed"], streams, strict=True)], args.jobs)
     # VI restarted in sequence: after each run, the held-out of the best bound so far
     best, restarts, clock = -np.inf, [], 0.0
     for run in vi:
@@ -613,66 +624,94 @@ def sec53(args) -> dict:
             best, keep = run["elbo"], run["trace"][-1]
         restarts.append({"seconds": clock, "heldout": keep["heldout"],
                          "heldout_crp": keep["heldout_crp"], "elbo": best})
-    print("\nper run: VI (converged iterations, seconds, bound, tables, held-out with decay "
-          "links | f ≡ 1); Gibbs (seconds for all sweeps, held-out of the last state | the "
-          "last-half average; at VI's convergence time; seconds to first reach VI's final "
-          "held-out)")
-    for c, (v, g) in enumerate(zip(vi, gibbs, strict=True)):
-        last, gl = v["trace"][-1], g["trace"][-1]
-        v["gibbs_at_vi_time"] = at_time(g["trace"], "heldout", v["seconds"])
-        v["gibbs_reaches_vi"] = first_time(g["trace"], "heldout", last["heldout"])
+    for v in vi:
+        v["settled"] = settled(v["trace"], v["trace"][-1]["heldout"], args.settle)
+    for runs in chains.values():
+        for g in runs:
+            tail = [t["heldout"] for t in g["trace"][len(g["trace"]) // 2:]]
+            g["level"] = float(np.mean(tail))
+            g["settled"] = settled(g["trace"], g["level"], args.settle)
+    print("\nper run: VI (converged iterations, seconds, seconds to come within --settle "
+          f"{args.settle} of its final held-out, bound, tables, held-out with decay links | "
+          "f ≡ 1); each Gibbs sampler (seconds for all sweeps, seconds to come within --settle "
+          "of its last-half mean, that mean, the last state's held-out | the last-half average "
+          "of densities; at VI's convergence time; seconds to first reach VI's final held-out)")
+    for c, v in enumerate(vi):
+        last = v["trace"][-1]
         print(f"run {c}: VI {v['iterations']:>3} it {'conv' if v['converged'] else 'cap':<5}"
-              f"{v['seconds']:>6.2f} s  bound {last['elbo']:>9.2f}  tables {last['tables']:>6.2f}"
-              f"  {last['heldout']:.4f} | {last['heldout_crp']:.4f};  Gibbs {g['seconds']:>6.1f}"
-              f" s  {gl['heldout']:.4f} | avg {gl['heldout_avg']:.4f} ({gl['tables']} tables, "
-              f"f ≡ 1: {gl['heldout_crp']:.4f} | {gl['heldout_crp_avg']:.4f}); at VI's "
-              f"{v['seconds']:.2f} s: {v['gibbs_at_vi_time']:.4f}; reaches VI's level at "
-              f"{v['gibbs_reaches_vi']:.2f} s")
-    print("VI started at each Gibbs chain's last state (links one-hot), run to convergence:")
+              f"{v['seconds']:>6.2f} s (settled {v['settled']:.2f} s)  bound {last['elbo']:>9.2f}"
+              f"  tables {last['tables']:>6.2f}  {last['heldout']:.4f} | "
+              f"{last['heldout_crp']:.4f}")
+        for kind, runs in chains.items():
+            g = runs[c]
+            gl = g["trace"][-1]
+            g["at_vi_time"] = at_time(g["trace"], "heldout", v["seconds"])
+            g["reaches_vi"] = first_time(g["trace"], "heldout", last["heldout"])
+            print(f"       {kind:<11} Gibbs {g['seconds']:>6.1f} s (settled {g['settled']:.2f} s"
+                  f" at {g['level']:.4f})  last {gl['heldout']:.4f} | avg "
+                  f"{gl['heldout_avg']:.4f} ({gl['tables']} tables, f ≡ 1: "
+                  f"{gl['heldout_crp']:.4f}); at VI's {v['seconds']:.2f} s: "
+                  f"{g['at_vi_time']:.4f}; reaches VI's level at {g['reaches_vi']:.2f} s")
+    print("VI started at each collapsed Gibbs chain's last state (links one-hot), run to "
+          "convergence:")
     for c, (v, w) in enumerate(zip(vi, polish, strict=True)):
         print(f"run {c}: {w['iterations']:>3} it  bound {w['elbo']:>9.2f} (VI from its drawn "
               f"start: {v['elbo']:.2f})  tables {w['tables']:>6.2f}  held-out {w['heldout']:.4f}"
               f" | {w['heldout_crp']:.4f}")
     summary = {
         "vi_seconds": mean_se([v["seconds"] for v in vi]),
+        "vi_settled": mean_se([v["settled"] for v in vi]),
         "vi_iterations": mean_se([v["iterations"] for v in vi]),
         "vi_heldout": mean_se([v["trace"][-1]["heldout"] for v in vi]),
         "vi_heldout_crp": mean_se([v["trace"][-1]["heldout_crp"] for v in vi]),
         "vi_best_bound_heldout": restarts[-1]["heldout"],
         "vi_from_gibbs_elbo": mean_se([w["elbo"] for w in polish]),
         "vi_from_gibbs_heldout": mean_se([w["heldout"] for w in polish]),
-        "gibbs_seconds_per_sweep": mean_se([g["seconds"] / max(g["sweeps"], 1) for g in gibbs]),
-        "gibbs_heldout_last": mean_se([g["trace"][-1]["heldout"] for g in gibbs]),
-        "gibbs_heldout_avg": mean_se([g["trace"][-1]["heldout_avg"] for g in gibbs]),
-        "gibbs_heldout_crp_last": mean_se([g["trace"][-1]["heldout_crp"] for g in gibbs]),
-        "gibbs_at_vi_time": mean_se([v["gibbs_at_vi_time"] for v in vi]),
     }
-    for t in (0.5, 1.0, 2.0, 5.0, 10.0, 30.0):
-        summary[f"at_{t:g}s"] = {
-            "vi": mean_se([at_time(v["trace"], "heldout", t) for v in vi]),
-            "gibbs": mean_se([at_time(g["trace"], "heldout", t) for g in gibbs]),
-            "gibbs_avg": mean_se([at_time(g["trace"], "heldout_avg", t) for g in gibbs])}
-    print(f"\nmean ± se over {args.chains} runs (held-out per test item, decay links):")
+    for kind, runs in chains.items():
+        summary[kind] = {
+            "seconds_per_sweep": mean_se([g["seconds"] / max(g["sweeps"], 1) for g in runs]),
+            "settled": mean_se([g["settled"] for g in runs]),
+            "level": mean_se([g["level"] for g in runs]),
+            "heldout_last": mean_se([g["trace"][-1]["heldout"] for g in runs]),
+            "heldout_avg": mean_se([g["trace"][-1]["heldout_avg"] for g in runs]),
+            "heldout_crp_last": mean_se([g["trace"][-1]["heldout_crp"] for g in runs]),
+            "at_vi_time": mean_se([g["at_vi_time"] for g in runs]),
+            "reaches_vi": mean_se([g["reaches_vi"] for g in runs]),
+        }
+    times = (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
+    for t in times:
+        summary[f"at_{t:g}s"] = {"vi": mean_se([at_time(v["trace"], "heldout", t) for v in vi])}
+        for kind, runs in chains.items():
+            summary[f"at_{t:g}s"][kind] = mean_se([at_time(g["trace"], "heldout", t)
+                                                   for g in runs])
+    print(f"\nmean ± se over {C} runs (held-out per test item, decay links):")
     print(f"  VI: {summary['vi_iterations'][0]:.1f} iterations, {summary['vi_seconds'][0]:.2f} ± "
-          f"{summary['vi_seconds'][1]:.2f} s to converge, held-out {summary['vi_heldout'][0]:.4f}"
-          f" ± {summary['vi_heldout'][1]:.4f} (f ≡ 1: {summary['vi_heldout_crp'][0]:.4f}); the "
-          f"best bound of the {args.chains} runs: {summary['vi_best_bound_heldout']:.4f}")
-    print(f"  Gibbs: {summary['gibbs_seconds_per_sweep'][0]:.3f} s a sweep; after {args.sweeps}"
-          f" sweeps {summary['gibbs_heldout_last'][0]:.4f} ± {summary['gibbs_heldout_last'][1]:.4f}"
-          f" (last-half average {summary['gibbs_heldout_avg'][0]:.4f} ± "
-          f"{summary['gibbs_heldout_avg'][1]:.4f}; f ≡ 1: "
-          f"{summary['gibbs_heldout_crp_last'][0]:.4f}); at VI's convergence time "
-          f"{summary['gibbs_at_vi_time'][0]:.4f} ± {summary['gibbs_at_vi_time'][1]:.4f}")
-    print(f"{'seconds':>8}{'VI':>18}{'Gibbs state':>18}{'Gibbs average':>18}")
-    for t in (0.5, 1.0, 2.0, 5.0, 10.0, 30.0):
+          f"{summary['vi_seconds'][1]:.2f} s to converge (within {args.settle} of its final "
+          f"held-out at {summary['vi_settled'][0]:.2f} ± {summary['vi_settled'][1]:.2f} s), "
+          f"held-out {summary['vi_heldout'][0]:.4f} ± {summary['vi_heldout'][1]:.4f} (f ≡ 1: "
+          f"{summary['vi_heldout_crp'][0]:.4f}); the best bound of the {C} runs: "
+          f"{summary['vi_best_bound_heldout']:.4f}")
+    for kind in SAMPLERS:
+        g = summary[kind]
+        print(f"  {kind} Gibbs: {g['seconds_per_sweep'][0]:.3f} s a sweep; within {args.settle}"
+              f" of its last-half mean ({g['level'][0]:.4f} ± {g['level'][1]:.4f}) at "
+              f"{g['settled'][0]:.2f} ± {g['settled'][1]:.2f} s; after {args.sweeps} sweeps "
+              f"{g['heldout_last'][0]:.4f} ± {g['heldout_last'][1]:.4f} (last-half average of "
+              f"densities {g['heldout_avg'][0]:.4f}; f ≡ 1: {g['heldout_crp_last'][0]:.4f}); at "
+              f"VI's convergence time {g['at_vi_time'][0]:.4f} ± {g['at_vi_time'][1]:.4f}; "
+              f"reaches VI's final held-out at {g['reaches_vi'][0]:.2f} s (nan: never)")
+    print(f"{'seconds':>8}" + "".join(f"{k:>18}" for k in ("VI", *SAMPLERS)))
+    for t in times:
         cell = summary[f"at_{t:g}s"]
         print(f"{t:>8g}" + "".join(f"{cell[k][0]:>11.4f} ± {cell[k][1]:.3f}"
-                                    for k in ("vi", "gibbs", "gibbs_avg")))
+                                    for k in ("vi", *SAMPLERS)))
     print(f"oracle (true states and parameters) {data['oracle']:.4f}; wall {wall:.0f} s")
     settings_data = {k: (v.tolist() if isinstance(v, np.ndarray) else v)
                      for k, v in data.items() if k in ("precision", "switches", "oracle")}
     return {"data": settings_data, "train_per_state": counts, "prior": obs.prior(),
-            "vi": vi, "gibbs": gibbs, "vi_restarts": restarts, "vi_from_gibbs": polish,
+            "vi": vi, "gibbs": chains["collapsed"], "gibbs_uncollapsed": chains["uncollapsed"],
+            "vi_restarts": restarts, "vi_from_gibbs": polish,
             "summary": summary,
             "wall_seconds": wall}
 
@@ -713,12 +752,13 @@ def plot(path: Path, result: dict) -> str:
             for c, run in enumerate(result["vi"]):
                 a.plot([t["seconds"] for t in run["trace"]], [t[key] for t in run["trace"]],
                        "C0.-", lw=1, ms=3, label="VI (per iteration)" if c == 0 else None)
-            for c, run in enumerate(result["gibbs"]):
-                tr = run["trace"]
-                a.plot([t["seconds"] for t in tr], [t[key] for t in tr], "C1-", lw=0.6,
-                       alpha=0.7, label="Gibbs, current state" if c == 0 else None)
-                a.plot([t["seconds"] for t in tr], [t[key + "_avg"] for t in tr], "C3--", lw=1,
-                       label="Gibbs, last-half average" if c == 0 else None)
+            for runs, colour, what in ((result["gibbs"], "C1", "collapsed Gibbs"),
+                                       (result.get("gibbs_uncollapsed", []), "C2",
+                                        "uncollapsed Gibbs")):
+                for c, run in enumerate(runs):
+                    tr = run["trace"]
+                    a.plot([t["seconds"] for t in tr], [t[key] for t in tr], f"{colour}-",
+                           lw=0.6, alpha=0.7, label=f"{what}, current state" if c == 0 else None)
             if key == "heldout":
                 a.axhline(result["data"]["oracle"], color="k", ls=":", label="true states")
             a.set_xscale("log")
@@ -761,6 +801,9 @@ def main() -> None:
     p.add_argument("--swap", type=int, default=3, help="points permuted each side of a switch")
     p.add_argument("--chains", type=int, default=4, help="sec53's runs of each method")
     p.add_argument("--sweeps", type=int, default=300, help="sec53's Gibbs sweeps per run")
+    p.add_argument("--settle", type=float, default=0.01,
+                   help="sec53: a run has settled once its held-out per test item comes within "
+                        "this of its own final level")
     p.add_argument("--out", type=Path, default=None, help="directory of the JSON and PNG files")
     p.add_argument("--suffix", default="", help="output names ddcrp_<experiment><suffix>.json")
     p.add_argument("--plot", type=Path, default=None, help="only redraw the plot of this JSON")

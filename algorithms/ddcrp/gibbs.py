@@ -1,16 +1,14 @@
-"""A collapsed Gibbs sampler over the links of the sequential ddCRP (issue 12; Blei & Frazier
-2011's link sampler, applied to Bartunov & Vetrov 2014's sequential prior).
+"""Gibbs samplers over the links of the sequential ddCRP (issue 12; Blei & Frazier 2011's link
+sampler, applied to Bartunov & Vetrov 2014's sequential prior): ``LinkSampler`` is collapsed,
+``ThetaSampler`` keeps the tables' parameters θ as the paper's Sec. 5.3 baseline does.
 
-The tables' parameters θ are integrated out with the observation model's conjugate marginal
-M(S) = ∫ Π_{s∈S} p(x_s | θ) G_0(θ) dθ, so the state is the links c alone and the target is
+Customer i's step removes its link: since links only point backwards, i's table splits into A,
+the customers whose paths reach i (i and later customers only), and the rest (empty if i linked
+to itself). Relative to that split, a self-link leaves A a table of its own, and a link to any
+j < i (in the rest or in another table B, as j ∉ A) merges A with j's table.
 
-    p(c | X) ∝ Π_i p(c_i) · Π_tables M(table)
-
-(the paper's Gibbs baseline samples θ as well; this one is collapsed). Customer i's step removes
-its link: since links only point backwards, i's table splits into A, the customers whose paths
-reach i (i and later customers only), and the rest (empty if i linked to itself). Relative to
-that split, a self-link leaves the partition as it is, and a link to any j < i (in the rest or
-in another table B, as j ∉ A) merges A with j's table:
+Collapsed (θ integrated out with the conjugate marginal M(S) = ∫ Π_{s∈S} p(x_s | θ) G_0(θ) dθ),
+the state is the links c alone and the target is p(c | X) ∝ Π_i p(c_i) · Π_tables M(table):
 
     log p(c_i = i | …) = log p_ii + const,
     log p(c_i = j | …) = log p_ij + log M(A ∪ B) − log M(A) − log M(B) + const   (j ∈ B).
@@ -20,9 +18,21 @@ table B at once and the step costs one ``log_marginal`` call on K + 2 tables (th
 the rest). Per-table statistics and log marginals are cached by table root and updated as
 customers move; they are rebuilt from the per-customer statistics at the start of each sweep,
 so rounding cannot accumulate.
+
+Uncollapsed, the state is (c, θ_r for every root r) with target
+p(c) Π_r G_0(θ_r) Π_s p(x_s | θ_{table of s}). The link step is Neal's (2000) Algorithm 8 with
+one auxiliary table: A's self-link is scored with θ_i if i was already a root (A is then its
+whole table) and with a fresh draw θ_i ~ G_0 otherwise:
+
+    log p(c_i = j | …) = log p_ij + Σ_{s∈A} log p(x_s | θ_B)   (j ∈ B, j < i),
+    log p(c_i = i | …) = log p_ii + Σ_{s∈A} log p(x_s | θ_i).
+
+After the links, every table's θ_r is drawn from its conjugate posterior given its members.
 """
 
 from __future__ import annotations
+
+from abc import ABC, abstractmethod
 
 import numpy as np
 
@@ -65,13 +75,14 @@ def _check_links(links: np.ndarray) -> np.ndarray:
     return c
 
 
-class LinkSampler:
-    """Collapsed Gibbs sampling of the links c given data X (n rows), the link prior ``logp``
-    (``links.log_link_prior``: N × N, log p(c_i = j)) and a conjugate observation model.
+class _Chain(ABC):
+    """What both samplers share: the links c given data X (n rows), the link prior ``logp``
+    (``links.log_link_prior``: N × N, log p(c_i = j)) and an observation model; each customer's
+    table (``labels``, its root); cutting and re-joining customer i's part A; the sweep.
 
     The default start is every customer linked to itself (N singleton tables): a state that
     always has positive probability (α > 0), whatever the decay's support. ``links`` and
-    ``labels`` (each customer's table root) are the current state; treat them as read-only.
+    ``labels`` are the current state; treat them as read-only.
     """
 
     def __init__(self, X: Data, logp: np.ndarray, obs: ObsModel,
@@ -89,8 +100,71 @@ class LinkSampler:
             raise ValueError(f"{len(self.links)} links for {N} customers")
         if not np.all(np.isfinite(self.logp[np.arange(N), self.links])):
             raise ValueError("the starting links have zero prior probability")
+        self._relabel()
+
+    def _relabel(self) -> None:
+        self.labels = tables_of(self.links)
+        self._is_root = self.links == np.arange(self.N)
+
+    def _part(self, i: int) -> np.ndarray:
+        """A: i and the later customers whose link paths pass through i (sorted)."""
+        root = int(self.labels[i])
+        members = np.flatnonzero(self.labels == root)
+        if root == i:
+            return members
+        links = self.links
+        inside = {i}
+        for k in members[members > i].tolist():
+            if int(links[k]) in inside:
+                inside.add(k)
+        return np.fromiter(sorted(inside), dtype=np.intp, count=len(inside))
+
+    def _cut(self, i: int, A: np.ndarray) -> None:
+        """c_i = i: A becomes a table rooted at i."""
+        self.links[i] = i
+        self._is_root[i] = True
+        self.labels[A] = i
+
+    def _join(self, i: int, A: np.ndarray, j: int) -> int:
+        """c_i = j < i: A joins j's table; returns that table's root."""
+        r = int(self.labels[j])
+        self.links[i] = j
+        self._is_root[i] = False
+        self.labels[A] = r
+        return r
+
+    @staticmethod
+    def _choose(score: np.ndarray, rng: np.random.Generator) -> int:
+        """A draw from the categorical with log weights ``score`` (the last one finite)."""
+        # the max shift is logsumexp's own; scipy's wrapper alone took half of a step's time
+        cdf = np.cumsum(np.exp(score - score.max()))
+        return min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")),
+                   len(score) - 1)
+
+    @abstractmethod
+    def _refresh(self, rng: np.random.Generator) -> None:
+        """Rebuild the tables' caches from the links (at each sweep's start)."""
+
+    @abstractmethod
+    def step(self, i: int, rng: np.random.Generator) -> None:
+        """Draw customer i's link given everything else."""
+
+    def sweep(self, rng: np.random.Generator) -> None:
+        """The tables' caches rebuilt (the uncollapsed sampler: θ drawn given the tables), then
+        every customer's link once, in a random order."""
+        self._refresh(rng)
+        for i in rng.permutation(self.N).tolist():
+            self.step(i, rng)
+
+
+class LinkSampler(_Chain):
+    """Collapsed Gibbs sampling of the links (the module docstring's first scores)."""
+
+    def __init__(self, X: Data, logp: np.ndarray, obs: ObsModel,
+                 links: np.ndarray | None = None) -> None:
+        super().__init__(X, logp, obs, links)
         self._items = self._item_stats()
-        self._refresh()
+        self._refresh(None)
 
     def _item_stats(self) -> Arrays:
         """Each customer's own statistics t(x_s): arrays with a leading N axis."""
@@ -100,12 +174,11 @@ class LinkSampler:
             return {k: np.zeros((0, *s)) for k, s in self.obs.stat_shapes().items()}
         return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
-    def _refresh(self) -> None:
+    def _refresh(self, rng: np.random.Generator | None) -> None:
         """Labels, counts, statistics and log marginals of every table from scratch, stored at
         the table's root (entries at non-roots are unused)."""
         N = self.N
-        self.labels = tables_of(self.links)
-        self._is_root = self.links == np.arange(N)
+        self._relabel()
         onehot = np.zeros((N, N))
         onehot[np.arange(N), self.labels] = 1.0
         self._n = onehot.sum(0)
@@ -116,19 +189,6 @@ class LinkSampler:
         if len(roots):
             self._lm[roots] = self.obs.log_marginal(
                 self._n[roots], {k: v[roots] for k, v in self._stats.items()})
-
-    def _part(self, i: int) -> np.ndarray:
-        """A: i and the later customers whose link paths pass through i (sorted)."""
-        root = int(self.labels[i])
-        if root == i:
-            return np.flatnonzero(self.labels == root)
-        members = np.flatnonzero(self.labels == root)
-        links = self.links
-        inside = {i}
-        for k in members[members > i].tolist():
-            if int(links[k]) in inside:
-                inside.add(k)
-        return np.fromiter(sorted(inside), dtype=np.intp, count=len(inside))
 
     def step(self, i: int, rng: np.random.Generator) -> None:
         """Draw c_i from p(c_i | c_−i, X) (the module docstring's scores) and re-join."""
@@ -142,9 +202,7 @@ class LinkSampler:
             self._n[old_root] -= n_A
             for k, v in self._stats.items():
                 v[old_root] -= S_A[k]
-        self.links[i] = i
-        self._is_root[i] = True
-        self.labels[A] = i
+        self._cut(i, A)
         self._n[i] = n_A
         for k, v in self._stats.items():
             v[i] = S_A[k]
@@ -163,29 +221,58 @@ class LinkSampler:
 
         score = np.empty(i + 1)
         score[:i] = self.logp[i, :i] + gain[self.labels[:i]]
-        score[i] = self.logp[i, i]
-        # the max shift is logsumexp's own; scipy's wrapper alone took half of a step's time
-        cdf = np.cumsum(np.exp(score - score.max()))  # score_i = log p_ii is finite (α > 0)
-        j = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), i)
+        score[i] = self.logp[i, i]  # finite: α > 0
+        j = self._choose(score, rng)
         if j == i:
             return
-        r = int(self.labels[j])
-        self.links[i] = j
-        self._is_root[i] = False
-        self.labels[A] = r
+        r = self._join(i, A, j)
         self._n[r] += n_A
         for k, v in self._stats.items():
             v[r] += S_A[k]
         self._lm[r] = lm[int(np.searchsorted(roots, r))]
-
-    def sweep(self, rng: np.random.Generator) -> None:
-        """Every customer's link once, in a random order (caches rebuilt first)."""
-        self._refresh()
-        for i in rng.permutation(self.N).tolist():
-            self.step(i, rng)
 
     def log_joint(self) -> float:
         """log p(c, X) of the current links (``log_joint``, from the cached tables)."""
         N = self.N
         prior = float(self.logp[np.arange(N), self.links].sum())
         return prior + float(self._lm[self._is_root].sum())
+
+
+class ThetaSampler(_Chain):
+    """Uncollapsed Gibbs sampling of the links and the tables' parameters θ (the module
+    docstring's Algorithm-8 scores), as in the paper's Sec. 5.3. Needs ``obs.draw`` and
+    ``obs.loglik``. θ is first drawn at the first sweep's start."""
+
+    def __init__(self, X: Data, logp: np.ndarray, obs: ObsModel,
+                 links: np.ndarray | None = None) -> None:
+        super().__init__(X, logp, obs, links)
+        self._prior = obs.prior_post(1)
+        self._ll = np.zeros((self.N, self.N))  # column r: log p(x_s | θ_r), at roots only
+
+    def _refresh(self, rng: np.random.Generator) -> None:
+        """θ_r ~ p(θ | the members of r's table) for every table, and their columns of log
+        p(x_s | θ_r)."""
+        self._relabel()
+        roots, which = np.unique(self.labels, return_inverse=True)
+        onehot = np.zeros((self.N, len(roots)))
+        onehot[np.arange(self.N), which] = 1.0
+        post = self.obs.post(onehot.sum(0), self.obs.stats(self.X, onehot))
+        self._ll[:, roots] = self.obs.loglik(self.X, self.obs.draw(post, rng))
+
+    def step(self, i: int, rng: np.random.Generator) -> None:
+        """Draw c_i given the links, θ and X, with a fresh θ_i ~ G_0 for A's own table unless
+        i is already a root, and re-join."""
+        i = int(i)
+        A = self._part(i)
+        if int(self.labels[i]) != i:
+            self._ll[:, i] = self.obs.loglik(self.X, self.obs.draw(self._prior, rng))[:, 0]
+        self._cut(i, A)
+        roots = np.flatnonzero(self._is_root[:i])  # the tables a link to j < i can reach
+        fit = np.zeros(self.N)
+        fit[roots] = self._ll[np.ix_(A, roots)].sum(0)
+        score = np.empty(i + 1)
+        score[:i] = self.logp[i, :i] + fit[self.labels[:i]]
+        score[i] = self.logp[i, i] + self._ll[A, i].sum()
+        j = self._choose(score, rng)
+        if j != i:
+            self._join(i, A, j)

@@ -79,7 +79,7 @@ class SequenceMixture(PredictiveMixture):
         tables = slice(self.table_offsets[s], self.table_offsets[s + 1])
         post = {k: v[tables] for k, v in self.post.items()}
         if positions is None:
-            link = heldout_links(train, np.zeros(X.shape[0]), decay("none"))
+            link = heldout_links(train, np.full(X.shape[0], train[-1]), decay("none"))
         else:
             h = self.hyper
             link = heldout_links(train, np.asarray(positions, float),

@@ -7,6 +7,8 @@ b = b0 + ½ (x2 + κ0 m0² - κ m²).
 Under q: E[λ_d] = a / b_d, E[log λ_d] = ψ(a) - log b_d, E[λ_d μ_d²] = 1/κ + (a/b_d) m_d².
 One item x with weight w: κ' = κ + w, m' = (κ m + w x) / κ', a' = a + w/2,
 b' = b + ½ (w κ / κ') (x - m)².
+Draws (draw): λ_d = G_d / b_d with G_d ~ Gamma(a, 1) drawn in log space, then
+μ_d = m_d + z_d / √(κ λ_d) with z ~ N(0, I).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from .base import (
     data_scale_matrix,
     dense_item,
     dense_items,
+    log_gamma_draw,
 )
 
 LOG2PI = np.log(2 * np.pi)
@@ -95,6 +98,24 @@ class DiagGauss(ObsModel):
         quad = (X**2) @ e.T - 2.0 * X @ (e * m).T + (e * m**2).sum(1)
         elog = (digamma(a)[:, None] - np.log(b)).sum(1)
         return -0.5 * self.D * LOG2PI + 0.5 * elog - 0.5 * (self.D / kappa + quad)
+
+    def draw(self, post: Arrays, rng: np.random.Generator) -> Arrays:
+        """(μ_kd, λ_kd) ~ NG(m_kd, κ_k, a_k, b_kd) as θ = {"mu": μ (K, D), "s": √λ (K, D),
+        "logdet": Σ_d log λ_d (K,)}."""
+        m, b = post["m"], post["b"]
+        a = np.broadcast_to(np.asarray(post["a"], dtype=float)[:, None], b.shape)
+        log_lam = log_gamma_draw(a, rng) - np.log(b)
+        z = rng.standard_normal(m.shape)
+        mu = m + z * np.exp(-0.5 * log_lam) / np.sqrt(post["kappa"])[:, None]
+        return {"mu": mu, "s": np.exp(0.5 * log_lam), "logdet": log_lam.sum(-1)}
+
+    def loglik(self, X: Data, theta: Arrays) -> np.ndarray:
+        """Σ_d log N(x_d | μ_d, 1/λ_d) = -D/2 log 2π + ½ Σ_d log λ_d - ½ Σ_d (s_d (x_d - μ_d))²,
+        s = √λ: (n, K), the differences taken before squaring (no cancellation)."""
+        X = np.asarray(X, dtype=float)
+        Z = (X[:, None, :] - theta["mu"][None]) * theta["s"][None]
+        quad = np.einsum("nkd,nkd->nk", Z, Z)
+        return -0.5 * self.D * LOG2PI + 0.5 * theta["logdet"] - 0.5 * quad
 
     def elbo(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:
         """Σ_k E[log p(x | μ, λ)] + E[log NG(μ, λ | λ0)] - E[log q(μ, λ)] for any q.

@@ -7,6 +7,8 @@ B = B0 + S + κ0 m0 m0ᵀ - κ m mᵀ.
 Under q: E[Λ] = ν B⁻¹, E[Λμ] = ν B⁻¹ m, E[μᵀΛμ] = D/κ + ν mᵀB⁻¹m.
 One item x with weight w: κ' = κ + w, m' = (κ m + w x) / κ', ν' = ν + w,
 B' = B + (w κ / κ') (x - m)(x - m)ᵀ, a rank-one update of B's Cholesky factor.
+Draws (draw): Λ = Pᵀ P by Bartlett's decomposition (P = Aᵀ U, wishart.wishart_draw), then
+μ = m + P⁻¹ z / √κ with z ~ N(0, I), so Cov(μ | Λ) = P⁻¹ P⁻ᵀ / κ = (κ Λ)⁻¹.
 """
 
 from __future__ import annotations
@@ -100,6 +102,20 @@ class Gauss(ObsModel):
         quad = W.mahalanobis(np.asarray(X, dtype=float), post["U"], post["m"])
         return (-0.5 * D * W.LOG2PI + 0.5 * elogdet
                 - 0.5 * (D / post["kappa"] + post["nu"] * quad))
+
+    def draw(self, post: Arrays, rng: np.random.Generator) -> Arrays:
+        """(μ_k, Λ_k) ~ NW(m_k, κ_k, ν_k, B_k⁻¹) as θ = {"mu": μ (K, D), "U": P (K, D, D) with
+        Λ = Pᵀ P, "logdet": log|Λ| (K,)}; μ - m = P⁻¹ z / √κ by one LU solve per component."""
+        P, logdet = W.wishart_draw(post["nu"], post["U"], post["logdet_B"], rng)
+        z = rng.standard_normal(post["m"].shape)
+        dmu = np.linalg.solve(P, z[..., None])[..., 0] if len(z) else z
+        return {"mu": post["m"] + dmu / np.sqrt(post["kappa"])[:, None], "U": P,
+                "logdet": logdet}
+
+    def loglik(self, X: Data, theta: Arrays) -> np.ndarray:
+        """log N(x | μ, Λ⁻¹) = -D/2 log 2π + ½ log|Λ| - ½ |P (x - μ)|²: (n, K)."""
+        quad = W.mahalanobis(np.asarray(X, dtype=float), theta["U"], theta["mu"])
+        return -0.5 * self.D * W.LOG2PI + 0.5 * theta["logdet"] - 0.5 * quad
 
     def elbo(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:
         """Σ_k E[log p(x | μ, Λ)] + E[log NW(μ, Λ | λ0)] - E[log q(μ, Λ)] for any q.

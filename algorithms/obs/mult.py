@@ -9,6 +9,9 @@ this convention, but every log likelihood, log evidence and ELBO here excludes i
 Posterior: λ_k = λ0 + wc_k (Eq. 10), with E[log θ_kw] = ψ(λ_kw) - ψ(Σ_v λ_kv).
 logB(λ) = Σ_w log Γ(λ_w) - log Γ(Σ_w λ_w) is the log normaliser of Dir(λ).
 One document x with weight w: λ_k' = λ_k + w x, on x's non-zero words only.
+Draws (draw): θ_k = G_k / Σ_w G_kw with G_kw ~ Gamma(λ_kw, 1), all in log space: log θ_kw =
+log G_kw - logsumexp_v log G_kv (small λ, such as λ0 = 0.1 on unseen words, underflows a direct
+draw of G).
 """
 
 from __future__ import annotations
@@ -17,9 +20,9 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import digamma, gammaln
+from scipy.special import digamma, gammaln, logsumexp
 
-from .base import Arrays, Data, ObsModel, check_component, check_weight
+from .base import Arrays, Data, ObsModel, check_component, check_weight, log_gamma_draw
 
 
 def log_B(lam: np.ndarray) -> np.ndarray:
@@ -102,6 +105,16 @@ class Mult(ObsModel):
     def E_loglik(self, X: Data, post: Arrays) -> np.ndarray:
         """Eq. 9: E[log p(x_n | θ_k)] = Σ_w x_nw E[log θ_kw] = X E[log θ]ᵀ (n, K)."""
         return np.asarray(as_csr(X) @ post["Elogtheta"].T)
+
+    def draw(self, post: Arrays, rng: np.random.Generator) -> Arrays:
+        """θ_k ~ Dir(λ_k) as θ = {"logtheta": log θ (K, V)}, normalised in log space."""
+        logG = log_gamma_draw(post["lam"], rng)
+        return {"logtheta": logG - logsumexp(logG, axis=-1, keepdims=True)}
+
+    def loglik(self, X: Data, theta: Arrays) -> np.ndarray:
+        """log p(x_n | θ_k) = Σ_w x_nw log θ_kw = X log θᵀ (n, K), sparse @ dense; like E_loglik,
+        without the multinomial coefficient."""
+        return np.asarray(as_csr(X) @ theta["logtheta"].T)
 
     def elbo(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:
         """Eq. 8 observation terms for any q(θ_k) = Dir(λ_k), with Elogθ from post:

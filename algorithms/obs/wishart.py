@@ -12,6 +12,8 @@ import numpy as np
 from scipy.linalg.blas import dtrsv
 from scipy.special import digamma, gammaln
 
+from .base import log_gamma_draw
+
 LOG2PI = np.log(2 * np.pi)
 EPS = np.finfo(float).eps
 
@@ -130,3 +132,20 @@ def chol_rank1(L: np.ndarray, v: np.ndarray, sign: int) -> None:
     tail *= (p if sign > 0 else -p) / np.sqrt(q * q_prev)
     L *= np.sqrt(q / q_prev)
     L += tail
+
+
+def wishart_draw(nu: np.ndarray, U: np.ndarray, logdet_B: np.ndarray,
+                 rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Λ_k ~ Wishart(ν_k, B_k⁻¹) with B_k⁻¹ = U_kᵀ U_k, for all k at once, by Bartlett's
+    decomposition: Λ = Uᵀ A Aᵀ U with A lower triangular, A_ii² ~ χ²(ν - i) (i = 0..D-1) and
+    A_ij ~ N(0, 1) below the diagonal. Returns P = Aᵀ U (K, D, D), so that Λ = Pᵀ P and
+    xᵀ Λ x = |P x|², and log|Λ| = Σ_i log A_ii² - log|B| (K,), the χ² drawn in log space."""
+    nu = np.asarray(nu, dtype=float)
+    K, D = U.shape[0], U.shape[-1]
+    log_chi2 = np.log(2.0) + log_gamma_draw(0.5 * (nu[:, None] - np.arange(D)), rng)
+    A = np.zeros((K, D, D))
+    rows, cols = np.tril_indices(D, -1)
+    A[:, rows, cols] = rng.standard_normal((K, len(rows)))
+    diag = np.arange(D)
+    A[:, diag, diag] = np.exp(0.5 * log_chi2)
+    return np.swapaxes(A, -1, -2) @ U, log_chi2.sum(-1) - logdet_B

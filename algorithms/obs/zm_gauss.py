@@ -3,6 +3,7 @@
 x ~ N(0, Λ⁻¹), Λ ~ Wishart(ν0, B0⁻¹). Statistics: S_k = Σ_n r_nk x_n x_nᵀ (Eq. 13).
 Posterior: ν_k = ν0 + N_k, B_k = B0 + S_k (Eq. 18).
 One item x with weight w: ν' = ν + w, B' = B + w x xᵀ (a rank-one update of B's Cholesky factor).
+Draws (draw): Λ = Pᵀ P by Bartlett's decomposition (P = Aᵀ U, wishart.wishart_draw).
 """
 
 from __future__ import annotations
@@ -79,6 +80,17 @@ class ZeroMeanGauss(ObsModel):
         elogdet = W.E_logdet(post["nu"], post["logdet_B"], self.D)
         quad = W.mahalanobis(np.asarray(X, dtype=float), post["U"])
         return -0.5 * self.D * W.LOG2PI + 0.5 * elogdet - 0.5 * post["nu"] * quad
+
+    def draw(self, post: Arrays, rng: np.random.Generator) -> Arrays:
+        """Λ_k ~ Wishart(ν_k, B_k⁻¹) as θ = {"U": P (K, D, D) with Λ = Pᵀ P, "logdet": log|Λ|
+        (K,)}."""
+        P, logdet = W.wishart_draw(post["nu"], post["U"], post["logdet_B"], rng)
+        return {"U": P, "logdet": logdet}
+
+    def loglik(self, X: Data, theta: Arrays) -> np.ndarray:
+        """log N(x | 0, Λ⁻¹) = -D/2 log 2π + ½ log|Λ| - ½ |P x|²: (n, K)."""
+        quad = W.mahalanobis(np.asarray(X, dtype=float), theta["U"])
+        return -0.5 * self.D * W.LOG2PI + 0.5 * theta["logdet"] - 0.5 * quad
 
     def elbo(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:
         D, nu, logdet = self.D, post["nu"], post["logdet_B"]

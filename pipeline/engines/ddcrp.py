@@ -71,11 +71,46 @@ class DDCRPConfig:
                      "(0: run every iteration)", within="[0, inf)")
 
 
-def sequence_layout(batch: Batch, column: str) -> tuple[np.ndarray, np.ndarray]:
-    """The sequence ids of one partition in order of first appearance, and their sizes."""
-    ids, first, counts = np.unique(batch.columns[column], return_index=True, return_counts=True)
+def sequence_layout(batch: Batch, column: str, position_column: str | None
+                    ) -> tuple[np.ndarray, np.ndarray]:
+    """The sequence ids of one partition in order of first appearance, and their sizes; each
+    sequence's positions checked (``checked_positions``)."""
+    values = batch.columns[column]
+    ids, first, counts = np.unique(values, return_index=True, return_counts=True)
     order = np.argsort(first)
+    if position_column is not None:
+        for s in ids[order].tolist():
+            rows = np.flatnonzero(values == s)
+            checked_positions(batch.columns[position_column][rows], batch.start + rows,
+                              position_column, s)
     return ids[order], counts[order]
+
+
+def position_ends(batch: Batch, position_column: str) -> tuple[float, float]:
+    """A partition's first and last positions, its own positions checked (a corpus that is one
+    sequence; the driver checks that partitions follow one another)."""
+    pos = checked_positions(batch.columns[position_column],
+                            batch.start + np.arange(len(batch)), position_column, None)
+    return (float(pos[0]), float(pos[-1])) if len(pos) else (np.inf, -np.inf)
+
+
+def checked_positions(values: np.ndarray, rows: np.ndarray, column: str,
+                      sequence: int | None) -> np.ndarray:
+    """A sequence's positions as floats: finite and non-decreasing (a customer links back in
+    the stored order, d_ij = position_i − position_j >= 0), else an error naming the row."""
+    pos = np.asarray(values, float)
+    where = "the corpus" if sequence is None else f"sequence {sequence}"
+    bad = np.flatnonzero(~np.isfinite(pos))
+    if len(bad):
+        raise BnpmixError(f"{where}: {column!r} is {pos[bad[0]]} at row {int(rows[bad[0]])}: "
+                          "positions must be finite numbers")
+    back = np.flatnonzero(np.diff(pos) < 0)
+    if len(back):
+        r = back[0] + 1
+        raise BnpmixError(f"{where}: {column!r} goes back from {pos[r - 1]:g} (row "
+                          f"{int(rows[r - 1])}) to {pos[r]:g} (row {int(rows[r])}): positions "
+                          "must not decrease in the stored order of a sequence")
+    return pos
 
 
 def gather(batch: Batch, position_column: str | None) -> tuple[Data, np.ndarray | None]:
@@ -134,9 +169,10 @@ class DDCRPEngine(Engine):
         self.column = cfg.sequence_column or ("sequence" if "sequence" in columns else None)
         self.tasks: list[tuple[int, int, int]] = []
         if self.column is None:
+            self._check_one_sequence()
             return
         layouts = self.ctx.executor.map(sequence_layout, range(corpus.n_partitions),
-                                        self.column)
+                                        self.column, cfg.position_column)
         home: dict[int, int] = {}
         for p, (ids, _) in enumerate(layouts):
             for s in ids.tolist():
@@ -147,6 +183,22 @@ class DDCRPEngine(Engine):
                         "keeps it so)")
                 home[s] = p
                 self.tasks.append((p, s, len(self.tasks)))
+
+    def _check_one_sequence(self) -> None:
+        """Positions of a corpus that is one sequence: finite and non-decreasing across the
+        partitions too."""
+        column = self.cfg.position_column
+        if column is None:
+            return
+        ends = self.ctx.executor.map(position_ends, range(self.ctx.corpus.n_partitions), column)
+        row, last = 0, -np.inf
+        for p, (lo, hi) in enumerate(ends):
+            if lo < last:
+                raise BnpmixError(f"the corpus: {column!r} goes back from {last:g} (row "
+                                  f"{row - 1}) to {lo:g} (row {row}, the first of partition "
+                                  f"{p}): positions must not decrease in the stored order")
+            row += self.ctx.corpus.manifest.partitions[p].rows
+            last = max(last, hi)
 
     def _params(self) -> dict[str, Any]:
         cfg = self.cfg

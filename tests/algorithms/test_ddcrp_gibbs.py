@@ -13,7 +13,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import gammaln
 
-from bnpmix.algorithms.ddcrp.gibbs import LinkSampler, log_joint, tables_of
+from bnpmix.algorithms.ddcrp.gibbs import LinkSampler, ThetaSampler, log_joint, tables_of
 from bnpmix.algorithms.ddcrp.links import decay, log_link_prior
 from bnpmix.algorithms.metrics import adjusted_rand_index as ari
 from bnpmix.algorithms.obs.diag_gauss import DiagGauss
@@ -101,41 +101,52 @@ CASES = {
                   np.arange(6), 1.0, ("none", 1.0), lambda X: Mult.default(X, 0.5), None),
 }
 
-SWEEPS, BURN_IN, BATCHES = 4000, 200, 40
+BURN_IN, BATCHES = 200, 40
+# The uncollapsed sampler opens a table only when a draw from G_0 fits A's items, so it mixes
+# several times slower, the more so the tighter the prior's clusters: for it the Gaussian cases
+# use κ0 = 1 and clusters half as wide as the data (scale 0.5), and three times the sweeps.
+SAMPLERS = {"collapsed": (LinkSampler, 4000, 0.015, {}),
+            "uncollapsed": (ThetaSampler, 12000, 0.02, {"kappa0": 1.0, "scale": 0.5})}
 
 
+@pytest.mark.parametrize("kind", list(SAMPLERS))
 @pytest.mark.parametrize("case", list(CASES))
-def test_coclustering_matches_enumerating_every_link_graph(case):
-    """The sampler's co-clustering frequencies over SWEEPS sweeps against the exact posterior.
+def test_coclustering_matches_enumerating_every_link_graph(case, kind):
+    """Each sampler's co-clustering frequencies against the exact posterior (for the
+    uncollapsed sampler, the links' posterior with θ integrated out: its marginal).
 
-    Tolerance: 5 batch-means standard errors (BATCHES batches of 100 sweeps, so
-    autocorrelation within 100 sweeps is accounted for) plus 0.005 for the pairs whose
+    Tolerance: 5 batch-means standard errors (BATCHES batches of 100 or 300 sweeps, so
+    autocorrelation within a batch is accounted for) plus 0.005 for the pairs whose
     probability is near 0 or 1 (there a batch-means SE from a handful of events is itself
-    unreliable). With ~70 pairs over the cases, 5 SE gives a false alarm at most a few in 10⁵;
-    the seeds are fixed, so the test is deterministic. SE <= 0.015 is checked too, so the
-    tolerance stays below 0.08: the posteriors here have pairs between 0.1 and 0.9 that a
-    wrong sampler moves by more (dropping −log M(A) − log M(B) from the merge score, or
-    scoring a link back into i's remaining table by the prior alone, fails every case).
+    unreliable). With ~140 pairs over the cases, 5 SE gives a false alarm at most a few in
+    10⁵; the seeds are fixed, so the test is deterministic. SE <= 0.015 (uncollapsed: 0.02) is
+    checked too, so the tolerance stays below 0.08 (0.105): the posteriors here have pairs
+    between 0.1 and 0.9 that a wrong sampler moves by more (collapsed: dropping −log M(A) −
+    log M(B) from the merge score, or scoring a link back into i's remaining table by the
+    prior alone, fails every case; uncollapsed: a fresh G_0 draw for A's own table even when
+    i is already a root, or no redraw of θ after the links, fails too).
     """
-    X, positions, alpha, (kind, a), make_obs, start = CASES[case]
-    obs = make_obs(X)
-    logp = log_link_prior(positions, alpha, decay(kind, a))
+    X, positions, alpha, (shape, a), make_obs, start = CASES[case]
+    cls, sweeps, most_se, vaguer = SAMPLERS[kind]
+    gaussian = make_obs in (Gauss.default, DiagGauss.default)
+    obs = make_obs(X, **vaguer) if gaussian else make_obs(X)
+    logp = log_link_prior(positions, alpha, decay(shape, a))
     N = len(logp)
     exact = exact_coclustering(X, logp, obs)
     iu = np.triu_indices(N, 1)
     assert np.any((exact[iu] > 0.1) & (exact[iu] < 0.9))  # the posterior is not trivial
 
-    sampler = LinkSampler(X, logp, obs, links=start)
+    sampler = cls(X, logp, obs, links=start)
     rng = np.random.default_rng(7)
     for _ in range(BURN_IN):
         sampler.sweep(rng)
-    seen = np.empty((SWEEPS, len(iu[0])))
-    for t in range(SWEEPS):
+    seen = np.empty((sweeps, len(iu[0])))
+    for t in range(sweeps):
         sampler.sweep(rng)
         seen[t] = (sampler.labels[:, None] == sampler.labels[None, :])[iu]
     freq = seen.mean(0)
     se = seen.reshape(BATCHES, -1, seen.shape[1]).mean(1).std(0, ddof=1) / math.sqrt(BATCHES)
-    assert se.max() <= 0.015
+    assert se.max() <= most_se
     err = np.abs(freq - exact[iu])
     assert np.all(err <= 5 * se + 0.005), (err.max(), np.round(freq - exact[iu], 3))
 

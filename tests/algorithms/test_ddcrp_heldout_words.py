@@ -55,8 +55,28 @@ def test_heldout_links_follow_the_decay_and_the_window():
         np.testing.assert_allclose(row, w / w.sum(), rtol=1e-12)
     win = heldout_links(np.arange(5.0), np.array([5.0]), decay("none"), window=2)
     np.testing.assert_allclose(win, [[0, 0, 0, 0.5, 0.5]])
-    with pytest.raises(ValueError, match="held-out item 0"):
+    with pytest.raises(ValueError, match=r"held-out item 0 .* every decay weight is 0"):
         heldout_links(np.arange(5.0), np.array([50.0]), decay("window", 3.0))
+
+
+def test_heldout_items_among_the_training_items_link_backwards():
+    """An item at t* = 2.5 links to the customers at 0, 1, 2 only (and, with a window of 2, to
+    the two most recent of those); one at a training position includes that customer; one
+    before the first training position, or at a NaN position, is an error naming it."""
+    train = np.arange(6.0)
+    link = heldout_links(train, np.array([2.5, 4.0]), decay("exponential", 2.0))
+    w = np.exp(-(2.5 - np.arange(3.0)) / 2.0)
+    np.testing.assert_allclose(link[0], np.r_[w / w.sum(), 0, 0, 0], rtol=1e-12)
+    w = np.exp(-(4.0 - np.arange(5.0)) / 2.0)
+    np.testing.assert_allclose(link[1], np.r_[w / w.sum(), 0], rtol=1e-12)
+    win = heldout_links(train, np.array([2.5, 9.0]), decay("none"), window=2)
+    np.testing.assert_allclose(win, [[0, 0.5, 0.5, 0, 0, 0], [0, 0, 0, 0, 0.5, 0.5]])
+    with pytest.raises(ValueError, match=r"held-out item 1 .* at or before its position -1"):
+        heldout_links(train, np.array([3.0, -1.0]), decay("none"))
+    with pytest.raises(ValueError, match=r"held-out item 0 .* at or before its position nan"):
+        heldout_links(train, np.array([np.nan]), decay("none"))
+    with pytest.raises(ValueError, match="non-decreasing"):
+        heldout_links(np.array([0.0, 2.0, 1.0]), np.array([3.0]), decay("none"))
 
 
 def test_heldout_density_is_the_table_mixture():

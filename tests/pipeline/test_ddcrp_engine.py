@@ -298,7 +298,7 @@ def test_held_out_items_score_by_their_sequence(data, default_run):
         np.testing.assert_array_equal(train, np.arange(len(rows)))  # index in the sequence
         post = {name: v[mm.table_offsets[k]:mm.table_offsets[k + 1]]
                 for name, v in mm.post.items()}
-        link = heldout.heldout_links(train, np.zeros(len(inside)), decay("none"))
+        link = heldout.heldout_links(train, np.full(len(inside), train[-1]), decay("none"))
         np.testing.assert_array_equal(
             got_in, heldout.heldout_logpdf(inside, link, mm.block(k), post, mm.obs))
         # the same density written as a mixture of the tables by their mean responsibility
@@ -434,6 +434,35 @@ def test_a_sequence_in_two_partitions_is_refused_naming_both(data, tmp_path):
     err = failed(cli("fit", written, "--out", tmp_path / "run", "--algorithm", "ddcrp",
                      "--restarts", 1))
     assert "sequence 7 lies in partitions 0 and 2" in err, err
+    assert not (tmp_path / "run").exists()
+
+
+def test_positions_that_go_back_or_are_not_numbers_are_refused_naming_the_row(data, tmp_path):
+    """Links point back in the stored order: a position column that decreases within a sequence
+    (or holds NaN) would silently give negative distances; the fit is refused instead, naming
+    the sequence and the corpus rows, and nothing is written."""
+    X = data.df[["x", "y"]].to_numpy()[:30]
+    time_ = np.arange(30.0)
+    time_[17] = 12.5  # sequence 3 (rows 10..19): 16 -> 12.5
+    written = tmp_path / "written"
+    with new_corpus(written, Manifest(kind="dense", dim=2, dtype="float64",
+                                      columns=("sequence", "time"))) as w:
+        w.add_dense(X[:10], {"sequence": np.array([1] * 10), "time": time_[:10]})
+        w.add_dense(X[10:], {"sequence": np.array([3] * 10 + [9] * 10), "time": time_[10:]})
+    err = failed(cli("fit", written, "--out", tmp_path / "run", "--algorithm", "ddcrp",
+                     "--restarts", 1, "--position-column", "time"))
+    assert "sequence 3: 'time' goes back from 16 (row 16) to 12.5 (row 17)" in err, err
+    assert not (tmp_path / "run").exists()
+
+    # the whole corpus as one sequence: a NaN position
+    time_[17] = np.nan
+    one = tmp_path / "one"
+    with new_corpus(one, Manifest(kind="dense", dim=2, dtype="float64", columns=("time",))) as w:
+        w.add_dense(X[:10], {"time": time_[:10]})
+        w.add_dense(X[10:], {"time": time_[10:]})
+    err = failed(cli("fit", one, "--out", tmp_path / "run", "--algorithm", "ddcrp",
+                     "--restarts", 1, "--position-column", "time"))
+    assert "the corpus: 'time' is nan at row 17" in err, err
     assert not (tmp_path / "run").exists()
 
 
