@@ -15,6 +15,15 @@ from bnpmix.storage import (
 __version__ = "0.1.0"
 
 
+def __getattr__(name: str) -> object:
+    """``bnpmix.BayesianMixture``, imported on first use (it pulls in the engines)."""
+    if name == "BayesianMixture":
+        from bnpmix.pipeline.estimator import BayesianMixture
+
+        return BayesianMixture
+    raise AttributeError(f"module 'bnpmix' has no attribute {name!r}")
+
+
 def load(run_dir: str) -> object:
     """The fitted model of a finished run directory, whatever engine produced it: ``weights_``,
     ``means_``, ``predict``, ``predict_proba``, ``score_samples`` (bnpmix.pipeline.evaluate)."""
@@ -23,6 +32,7 @@ def load(run_dir: str) -> object:
     return load_run(run_dir)
 
 __all__ = [
+    "BayesianMixture",
     "BnpmixError",
     "Corpus",
     "DataError",

@@ -1,0 +1,266 @@
+"""``bnpmix.BayesianMixture``: the engines behind scikit-learn's estimator verbs.
+
+``fit(X)`` writes X as a corpus in a temporary directory (or reads a corpus directory given as a
+path), runs the chosen engine exactly as ``bnpmix fit`` does, and keeps the fitted model in
+memory; the temporary files are removed. Predictions use the posterior predictive:
+p(z = k | x) ∝ E[w_k] p(x | x_k's posterior), ``score_samples`` = log Σ_k E[w_k] p(x | …) plus
+the mass for new components, as ``bnpmix evaluate``.
+
+Engine options are keyword arguments with the job-file names (``K=5, laps=20``, ``alpha0=2``);
+they are parameters like any other for ``get_params``/``set_params``/``clone``.
+"""
+
+from __future__ import annotations
+
+import inspect
+import tempfile
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from bnpmix.storage import BnpmixError, Corpus, Manifest, RunDir
+from bnpmix.storage.writer import new_corpus
+
+from .config import options
+from .evaluate.fitted import FittedModel
+from .fit import fit as fit_corpus
+from .fit import job_config
+from .runtime.models import read_model
+
+try:  # scikit-learn is optional: with it the estimator is a real sklearn estimator
+    from sklearn.base import BaseEstimator, ClusterMixin, DensityMixin
+    from sklearn.exceptions import ConvergenceWarning
+except ImportError:  # pragma: no cover - exercised only without scikit-learn
+    BaseEstimator, ClusterMixin, DensityMixin = object, object, object
+
+    class ConvergenceWarning(UserWarning):  # type: ignore[no-redef]
+        """An engine stopped at its iteration limit before its convergence test."""
+
+ROWS = 4096  # items per partition of an in-memory X's corpus
+
+
+# every job option by its job-file name (not the run directory's: the estimator's is temporary;
+# sklearn's warm_start means something else): keyword parameters, default
+# None (the engine's default), so that get_params, set_params and clone see them all
+OPTIONS = tuple(row.name for row in options()
+                if row.name not in {"algorithm", "corpus", "out", "seed", "obs", "warm_start",
+                                    "checkpoint_every"})
+
+
+class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
+    """A Bayesian nonparametric mixture fitted by one of bnpmix's engines.
+
+    Parameters
+    ----------
+    algorithm : the engine: "memo" (memoized online VB with births and merges, the default),
+        "vb", "sovb", "adf", "ep", "ddcrp", "tdpm" (see ``bnpmix fit --help``).
+    obs : the observation model ("gauss", "diag-gauss", "zm-gauss", "mult"); default: "mult"
+        for sparse counts, "gauss" otherwise.
+    random_state : int seed (None: a fresh one for each fit).
+    **options : engine options by their job-file names, e.g. ``K=1, laps=100, alpha0=1.0``.
+
+    Fitted attributes: ``weights_`` (E[w_k] of the active components), ``weight_new_`` (the
+    mass left for new ones), ``means_``, ``covariances_`` (Gaussian models: E[Σ_k]),
+    ``n_components_`` (active components), ``labels_`` (training items' most probable
+    component), ``lower_bound_`` (the engine's objective: ELBO, or ADF/EP log-likelihood),
+    ``converged_``, ``n_iter_`` (laps), ``n_features_in_``, ``model_`` (the FittedModel).
+    """
+
+    def __init__(self, algorithm: str = "memo", obs: str | None = None,
+                 random_state: int | None = None, **options: Any) -> None:
+        self.algorithm = algorithm
+        self.obs = obs
+        self.random_state = random_state
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise TypeError(f"unknown engine option(s) {', '.join(unknown)} (options take "
+                            "their job-file names: see bnpmix fit --help)")
+        for name in OPTIONS:  # None: the engine's default
+            setattr(self, name, options.get(name))
+
+    def _job(self, seed: int) -> Any:
+        given = {name: getattr(self, name) for name in OPTIONS if getattr(self, name) is not None}
+        if self.obs is not None:
+            given["obs"] = self.obs
+        return job_config(algorithm=self.algorithm, seed=seed, **given)
+
+    # -- fitting ------------------------------------------------------------------------------
+
+    def fit(self, X: Any, y: Any = None) -> BayesianMixture:
+        """Fit to X: an (n, D) array, a scipy.sparse count matrix, a pandas or pyarrow table, a
+        Dask array or dataframe (written block by block, never gathered), or a corpus path."""
+        seed = (int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+                if self.random_state is None else _seed(self.random_state))
+        job = self._job(seed)
+        with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp:
+            corpus = (Path(X) if isinstance(X, str | Path)
+                      else write_corpus(X, Path(tmp) / "corpus"))
+            run = Path(tmp) / "run"
+            summary = fit_corpus(corpus, run, job)
+            self._set_fitted(FittedModel(read_model(str(run))), summary,
+                             RunDir(run).load_assignments(), Corpus(corpus))
+        if not self.converged_:
+            warnings.warn(f"{self.algorithm} stopped before converging "
+                          f"({summary.get('stopped', 'its iteration limit')}); raise laps or "
+                          "iterations", ConvergenceWarning, stacklevel=2)
+        return self
+
+    def _set_fitted(self, model: FittedModel, summary: dict[str, Any], assignments: Any,
+                    corpus: Corpus) -> None:
+        self.model_ = model
+        self.weights_, self.weight_new_ = model.weights_, model.weight_new_
+        self.means_ = model.means_
+        self.n_components_ = model.n_components_
+        self.n_features_in_ = corpus.manifest.dim
+        obs = model.model.obs
+        if hasattr(obs, "covariances"):
+            self.covariances_ = obs.covariances(model.model.post)
+        index = {int(u): k for k, u in enumerate(model.component_ids_)}
+        order = assignments.sort_values("item")
+        self.labels_ = np.array([index.get(int(c), -1) for c in order["cluster"]])
+        self.lower_bound_ = float(summary[summary["objective"]])
+        self.n_iter_ = int(summary["laps"])
+        stopped = summary.get("stopped")
+        self.converged_ = True if stopped is None else str(stopped).startswith("converged")
+
+    def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
+        """Fit, then the training items' most probable components (``labels_``)."""
+        return self.fit(X).labels_
+
+    # -- predictions --------------------------------------------------------------------------
+
+    def _fitted(self) -> FittedModel:
+        if not hasattr(self, "model_"):
+            from sklearn.exceptions import NotFittedError
+
+            raise NotFittedError("this BayesianMixture is not fitted yet: call fit first")
+        return self.model_
+
+    def _check(self, X: Any) -> Any:
+        X = _in_memory(X)
+        if X.shape[1] != self.n_features_in_:
+            raise ValueError(f"X has {X.shape[1]} features, but BayesianMixture is expecting "
+                             f"{self.n_features_in_} features as input")
+        return X
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Index (0..K-1, as ``weights_``) of each item's most probable active component."""
+        return self._fitted().predict(self._check(X))
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """(n, K) posterior-predictive probabilities over the active components."""
+        return self._fitted().predict_proba(self._check(X))
+
+    def score_samples(self, X: Any) -> np.ndarray:
+        """Posterior-predictive log density of each item (new components' mass included)."""
+        return self._fitted().score_samples(self._check(X))
+
+    def score(self, X: Any, y: Any = None) -> float:
+        """Mean posterior-predictive log density per item."""
+        return float(np.mean(self.score_samples(X)))
+
+
+BayesianMixture.__init__.__signature__ = inspect.signature(BayesianMixture.__init__).replace(
+    parameters=[*list(inspect.signature(BayesianMixture.__init__).parameters.values())[:4],
+                *(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None)
+                  for name in OPTIONS)])
+
+
+def _seed(random_state: Any) -> int:
+    if isinstance(random_state, np.random.RandomState):
+        return int(random_state.randint(2**31 - 1))
+    if isinstance(random_state, np.random.Generator):
+        return int(random_state.integers(2**31 - 1))
+    return int(random_state)
+
+
+def _in_memory(X: Any) -> Any:
+    """X as float64: a CSR matrix for sparse input, else a 2-D array (finite values)."""
+    if hasattr(X, "dask"):
+        X = X.compute()
+    if hasattr(X, "to_pandas") and not hasattr(X, "to_numpy"):  # pyarrow tables
+        X = X.to_pandas()
+    X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
+    if np.iscomplexobj(X):
+        raise ValueError("Complex data not supported: X must be real")
+    X = X.astype(np.float64)
+    data = X.data if sp.issparse(X) else X
+    if X.ndim != 2:
+        raise ValueError(f"expected a 2-D array of items, got shape {X.shape}: Reshape your "
+                         "data with X.reshape(-1, 1) for one feature or X.reshape(1, -1) for "
+                         "one item")
+    if X.shape[0] < 1:
+        raise ValueError(f"Found array with 0 sample(s) (shape={X.shape}) while a minimum of "
+                         "1 is required.")
+    if X.shape[1] < 1:
+        raise ValueError(f"Found array with 0 feature(s) (shape={X.shape}) while a minimum of "
+                         "1 is required.")
+    if not np.all(np.isfinite(data)):
+        raise ValueError("X contains NaN or infinity")
+    return X
+
+
+def _blocks(X: Any) -> Any:
+    """X's row blocks, each in memory one at a time: a Dask collection's partitions or chunks,
+    else ROWS rows at a time."""
+    if hasattr(X, "to_delayed") and hasattr(X, "divisions"):  # dask dataframe
+        for part in X.to_delayed():
+            yield _in_memory(part.compute())
+        return
+    if hasattr(X, "to_delayed") and hasattr(X, "chunks"):  # dask array
+        for row in X.to_delayed():
+            yield _in_memory(np.hstack([b.compute() for b in np.atleast_1d(row)]))
+        return
+    X = _in_memory(X)
+    for a in range(0, X.shape[0], ROWS):
+        yield X[a:a + ROWS]
+
+
+def write_corpus(X: Any, out: Path) -> Path:
+    """X as a corpus at ``out``: dense rows, or bag-of-words for sparse counts."""
+    with _Writer(out) as w:
+        for block in _blocks(X):
+            w.add(block)
+    if w.n == 0:
+        raise ValueError("X has no items")
+    return out
+
+
+class _Writer:
+    """Opens the corpus at its first block (its kind and width come from that block)."""
+
+    def __init__(self, out: Path) -> None:
+        self.out, self.n, self._ctx, self._w = out, 0, None, None
+
+    def __enter__(self) -> _Writer:
+        return self
+
+    def add(self, block: Any) -> None:
+        if self._w is None:
+            sparse = sp.issparse(block)
+            manifest = Manifest(kind="bow" if sparse else "dense", dim=block.shape[1],
+                                dtype="int32" if sparse else "float64",
+                                vocab=[f"w{v}" for v in range(block.shape[1])] if sparse
+                                else None)
+            self._ctx = new_corpus(self.out, manifest)
+            self._w = self._ctx.__enter__()
+        if block.shape[1] != self._w.manifest.dim:
+            raise ValueError(f"a block of X has {block.shape[1]} columns, not "
+                             f"{self._w.manifest.dim}")
+        if sp.issparse(block):
+            if np.any(block.data < 0) or np.any(block.data != np.round(block.data)):
+                raise ValueError("sparse X must hold non-negative integer counts")
+            self._w.add_bow(block.indptr, block.indices, block.data.astype(np.int32))
+        else:
+            self._w.add_dense(block)
+        self.n += block.shape[0]
+
+    def __exit__(self, *exc: Any) -> None:
+        if self._ctx is not None:
+            self._ctx.__exit__(*exc)
+
+
+__all__ = ["BayesianMixture", "BnpmixError", "ConvergenceWarning", "write_corpus"]

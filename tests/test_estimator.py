@@ -1,0 +1,122 @@
+"""bnpmix.BayesianMixture (issue 13): scikit-learn's own estimator checks, predictions equal to
+the run's assignments and to ``bnpmix evaluate``, every input kind, parameters and errors."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+import scipy.sparse as sp
+
+sklearn = pytest.importorskip("sklearn", reason="scikit-learn is in the test extra")
+from sklearn.base import clone  # noqa: E402
+from sklearn.datasets import load_iris  # noqa: E402
+from sklearn.utils.estimator_checks import parametrize_with_checks  # noqa: E402
+
+import bnpmix  # noqa: E402
+from bnpmix import BayesianMixture  # noqa: E402
+from bnpmix.pipeline.evaluate import evaluate  # noqa: E402
+from bnpmix.pipeline.fit import fit, job_config  # noqa: E402
+from bnpmix.storage import ingest_array  # noqa: E402
+
+
+@parametrize_with_checks([BayesianMixture(random_state=0, laps=10)])
+def test_scikit_learn_estimator_checks(estimator, check):
+    """Every check of sklearn's check_estimator (none xfailed: none needed a waiver)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        check(estimator)
+
+
+def blobs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.0, 0.0], [8.0, 0.0], [0.0, 8.0]])
+    z = rng.integers(3, size=n)
+    return centres[z] + rng.standard_normal((n, 2)), z
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    root = tmp_path_factory.mktemp("estimator")
+    X, z = blobs(600, 0)
+    Xh, zh = blobs(300, 1)
+    ingest_array(X, root / "train", partition_rows=200)
+    ingest_array(Xh, root / "held", partition_rows=100, columns={"label": zh})
+    return root, X, z, Xh
+
+
+def test_predict_on_training_data_equals_the_runs_assignments(corpus):
+    root, X, z, _ = corpus
+    est = BayesianMixture(random_state=3).fit(root / "train")
+    assert est.n_components_ == 3
+    np.testing.assert_array_equal(est.predict(X), est.labels_)
+    assert bnpmix.algorithms.metrics.adjusted_rand_index(z, est.labels_) > 0.99
+    assert est.fit_predict(X).shape == (600,)
+
+
+def test_score_samples_equals_evaluate(corpus, tmp_path):
+    """The same engine, seed and corpus through ``bnpmix fit`` + ``evaluate`` and through the
+    estimator: the held-out log-likelihood per item agrees to 1e-12."""
+    root, _, _, Xh = corpus
+    fit(root / "train", tmp_path / "run", job_config(algorithm="memo", seed=5))
+    figures = evaluate(tmp_path / "run", root / "held")
+    est = BayesianMixture(random_state=5).fit(root / "train")
+    assert est.score(Xh) == pytest.approx(figures["heldout_loglik_per_item"], rel=1e-12)
+    np.testing.assert_allclose(est.score_samples(Xh),
+                               bnpmix.load(tmp_path / "run").score_samples(Xh), rtol=1e-12)
+
+
+def test_every_input_kind_gives_the_same_fit():
+    """numpy, pandas, pyarrow and a Dask array of the same rows (one partition each) fit the
+    same model; a corpus of counts as scipy.sparse fits a multinomial mixture."""
+    dask_array = pytest.importorskip("dask.array")
+    X, _ = blobs(300, 2)
+    kinds = [X, pd.DataFrame(X, columns=["a", "b"]),
+             pa.table({"a": X[:, 0], "b": X[:, 1]}), dask_array.from_array(X, chunks=(300, 2))]
+    scores = [BayesianMixture(random_state=1).fit(k).score(X) for k in kinds]
+    assert scores == [scores[0]] * 4
+
+    rng = np.random.default_rng(0)
+    topics = rng.dirichlet(np.full(30, 0.1), size=3)
+    counts = np.vstack([rng.multinomial(40, topics[t]) for t in rng.integers(3, size=200)])
+    est = BayesianMixture(random_state=0).fit(sp.csr_matrix(counts))
+    assert est.model_.model.obs.name == "mult"
+    assert est.predict_proba(sp.csr_matrix(counts)).shape == (200, est.n_components_)
+
+
+def test_engine_options_are_parameters():
+    est = BayesianMixture(algorithm="vb", K=4, laps=3, random_state=0)
+    params = est.get_params()
+    assert params["K"] == 4 and params["laps"] == 3 and params["alpha0"] is None
+    assert repr(est) == "BayesianMixture(K=4, algorithm='vb', laps=3, random_state=0)"
+    assert clone(est).get_params() == params
+    est.set_params(K=6)
+    assert est.K == 6
+    with pytest.raises(ValueError, match="Invalid parameter"):
+        est.set_params(bogus=1)
+    with pytest.raises(TypeError, match=r"unknown engine option.*bogus"):
+        BayesianMixture(bogus=1)
+
+
+def test_a_stop_at_the_lap_limit_warns_and_is_recorded():
+    X, _ = load_iris(return_X_y=True)
+    with pytest.warns(sklearn.exceptions.ConvergenceWarning, match="laps"):
+        est = BayesianMixture(algorithm="vb", K=10, laps=2, random_state=0).fit(X)
+    assert not est.converged_ and est.n_iter_ == 2
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert BayesianMixture(random_state=0).fit(X).converged_
+
+
+def test_bad_options_and_data_are_refused_clearly():
+    X, _ = blobs(50, 0)
+    with pytest.raises(bnpmix.BnpmixError, match="laps"):
+        BayesianMixture(laps=0).fit(X)
+    with pytest.raises(ValueError, match="NaN or infinity"):
+        BayesianMixture().fit(np.where(np.eye(50, 2) > 0, np.nan, X))
+    est = BayesianMixture(random_state=0).fit(X)
+    with pytest.raises(ValueError, match="X has 3 features, but BayesianMixture is expecting 2"):
+        est.predict(np.zeros((4, 3)))
