@@ -28,7 +28,7 @@ from .config import options
 from .evaluate.fitted import FittedModel
 from .fit import fit as fit_corpus
 from .fit import job_config
-from .runtime.models import read_model
+from .runtime.models import read_model, write_model
 
 try:  # scikit-learn is optional: with it the estimator is a real sklearn estimator
     from sklearn.base import BaseEstimator, ClusterMixin, DensityMixin
@@ -50,6 +50,25 @@ OPTIONS = tuple(row.name for row in options()
                                     "checkpoint_every"})
 
 
+class _adf_only:
+    """A method that exists only on ADF estimators (``hasattr(est, "partial_fit")`` is then
+    False for the others, as scikit-learn and dask-ml's Incremental expect), with an
+    AttributeError that says why."""
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj: Any, owner: Any = None) -> Any:
+        if obj is None:
+            return self.fn
+        if obj.algorithm != "adf":
+            raise AttributeError(f"partial_fit streams with ADF: use algorithm='adf', not "
+                                 f"{obj.algorithm!r} (memo and vb fit whole corpora: fit a "
+                                 "corpus path, which is read partition by partition)")
+        return self.fn.__get__(obj, owner)
+
+
 class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
     """A Bayesian nonparametric mixture fitted by one of bnpmix's engines.
 
@@ -65,7 +84,8 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
     Fitted attributes: ``weights_`` (E[w_k] of the active components), ``weight_new_`` (the
     mass left for new ones), ``means_``, ``covariances_`` (Gaussian models: E[Σ_k]),
     ``n_components_`` (active components), ``labels_`` (training items' most probable
-    component), ``lower_bound_`` (the engine's objective: ELBO, or ADF/EP log-likelihood),
+    component: an index into ``weights_``; a component may own no item), ``lower_bound_``
+    (the engine's objective: ELBO, or ADF/EP log-likelihood),
     ``converged_``, ``n_iter_`` (laps), ``n_features_in_``, ``model_`` (the FittedModel).
     """
 
@@ -123,8 +143,32 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
         self.labels_ = np.array([index.get(int(c), -1) for c in order["cluster"]])
         self.lower_bound_ = float(summary[summary["objective"]])
         self.n_iter_ = int(summary["laps"])
-        stopped = summary.get("stopped")
-        self.converged_ = True if stopped is None else str(stopped).startswith("converged")
+        self.converged_ = _converged(summary)
+
+    @_adf_only
+    def partial_fit(self, X: Any, y: Any = None) -> BayesianMixture:
+        """Absorb the items of X after everything absorbed so far: ADF streaming (Tank et al.
+        Alg. 1), each call one more pass of the adf engine warm-started from the model so far,
+        so that blocks X_1, X_2, ... give exactly one ADF run over their rows in that order.
+        The observation prior is fixed at the first call (a data-scaled default: from the first
+        block). ``labels_`` and ``lower_bound_`` are the last block's."""
+        started = hasattr(self, "model_")
+        if started and _in_memory_width(X) != self.n_features_in_:
+            raise ValueError(f"X has {_in_memory_width(X)} features, but BayesianMixture is "
+                             f"expecting {self.n_features_in_} features as input")
+        seed = 0 if self.random_state is None else _seed(self.random_state)  # ADF: unused
+        with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp:
+            job = self._job(seed)
+            if started:  # the model so far, as a run directory to warm-start from
+                model = self.model_.model
+                model.info = {**model.info, "partitions": []}  # a new corpus each call
+                write_model(RunDir(Path(tmp) / "so-far").create(), model)
+                job = job.replace(run_warm_start=str(Path(tmp) / "so-far"))
+            corpus = write_corpus(X, Path(tmp) / "corpus")
+            summary = fit_corpus(corpus, Path(tmp) / "run", job)
+            self._set_fitted(FittedModel(read_model(str(Path(tmp) / "run"))), summary,
+                             RunDir(Path(tmp) / "run").load_assignments(), Corpus(corpus))
+        return self
 
     def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
         """Fit, then the training items' most probable components (``labels_``)."""
@@ -169,6 +213,14 @@ BayesianMixture.__init__.__signature__ = inspect.signature(BayesianMixture.__ini
                   for name in OPTIONS)])
 
 
+def _converged(summary: dict[str, Any]) -> bool:
+    """False only where an engine with a convergence test stopped at its limit (memo, vb:
+    laps; ddcrp: some sequence's iterations); ADF, EP and tdpm run a set number of passes."""
+    if "sequences" in summary and "converged" in summary:
+        return int(summary["converged"]) == int(summary["sequences"])
+    return not str(summary.get("stopped", "")).startswith("the maximum")
+
+
 def _seed(random_state: Any) -> int:
     if isinstance(random_state, np.random.RandomState):
         return int(random_state.randint(2**31 - 1))
@@ -201,6 +253,12 @@ def _in_memory(X: Any) -> Any:
     if not np.all(np.isfinite(data)):
         raise ValueError("X contains NaN or infinity")
     return X
+
+
+def _in_memory_width(X: Any) -> int:
+    """The number of columns of X without reading its rows."""
+    shape = getattr(X, "shape", None)
+    return int(shape[1]) if shape is not None and len(shape) == 2 else _in_memory(X).shape[1]
 
 
 def _blocks(X: Any) -> Any:
