@@ -206,7 +206,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    print(json.dumps(evaluate(args.run_dir, args.heldout, args.labels_column)))
+    print(json.dumps(evaluate(args.run_dir, args.heldout, args.labels_column,
+                              scheduler=args.scheduler)))
     return 0
 
 
@@ -337,10 +338,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_tune)
 
-    p = sub.add_parser("evaluate", help="held-out log-likelihood, ARI and NMI (prints JSON)")
+    p = sub.add_parser("evaluate", help="held-out log-likelihood per item, K; with labels ARI, "
+                       "NMI, VI and majority-label accuracy (prints JSON)")
     p.add_argument("run_dir")
     p.add_argument("--heldout", required=True, metavar="CORPUS_DIR")
-    p.add_argument("--labels-column", help="corpus column with true labels (for ARI and NMI)")
+    p.add_argument("--labels-column", help="corpus column with true labels (for ARI, NMI, "
+                   "VI and accuracy)")
+    p.add_argument("--scheduler", default="threads",
+                   help="where partitions are scored: threads, synchronous, or tcp://HOST:PORT "
+                   "of a Dask scheduler (default threads)")
     p.set_defaults(func=cmd_evaluate)
 
     p = sub.add_parser("demo", help="run the main job on an embedded synthetic data set")

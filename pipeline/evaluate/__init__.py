@@ -6,38 +6,203 @@ per-partition sums, cluster ids and labels come back to the driver.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.special import logsumexp
 
-from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
+from bnpmix.algorithms.ddcrp.heldout import heldout_links
+from bnpmix.algorithms.ddcrp.links import decay
+from bnpmix.algorithms.ddcrp.model import SequenceMixture
+from bnpmix.algorithms.metrics import (
+    adjusted_rand_index,
+    alignment_accuracy,
+    normalized_mutual_info,
+    variation_of_information,
+)
+from bnpmix.algorithms.nrm_mixture import NRMMixture
 from bnpmix.algorithms.obs.mult import log_multinomial_coefficient
+from bnpmix.algorithms.tdpm.model import TemporalMixture
 from bnpmix.storage import Batch, BnpmixError, Corpus, RunDir
 
 from ..runtime.executors import open_executor
 from ..runtime.models import read_model
 from .fitted import FittedModel, load
 
+# observation models whose bag-of-words density is of the token sequence, log p(x_d) without the
+# multinomial coefficient log(n_d! / Π_w x_dw!): the Dirichlet-multinomial (``mult``) and the
+# tdpm's logistic-normal topic chains
+WITHOUT_COEFFICIENT = ("mult", "tdpm-text")
 
-def score_partition(batch: Batch, model: Any, labels_column: str | None
+
+@dataclass(frozen=True)
+class HeldoutPlan:
+    """How the workers score a held-out partition, decided on the driver from the model, the
+    run's configuration and the held-out corpus's manifest (never its rows).
+
+    ``sequence_column`` / ``sequence``: a ddcrp model scores each item within its sequence
+    (from that column, or the one sequence of a run fitted to a corpus without sequences);
+    ``position_column``: by the run's decay from those positions, else linking uniformly.
+    ``time_column`` / ``next_time``: a tdpm model predicts the epoch after its last only, so a
+    held-out item's time, when the corpus has the column, must be ``next_time``.
+    ``coefficient``: also sum the multinomial coefficients (bag-of-words token models).
+    ``scoring``: what the per-item figure is, for the output."""
+
+    scoring: str
+    coefficient: bool = False
+    sequence_column: str | None = None
+    sequence: int | None = None
+    position_column: str | None = None
+    time_column: str | None = None
+    next_time: int | None = None
+
+
+def _rows_error(batch: Batch, what: str) -> BnpmixError:
+    return BnpmixError(f"held-out partition {batch.index} (rows {batch.start}.."
+                       f"{batch.start + len(batch) - 1}): {what}")
+
+
+def sequence_tables(model: SequenceMixture, X: Any, sequence: int,
+                    positions: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    """The ids of sequence ``sequence``'s tables and, per held-out item, log of each table's
+    share of Eq. 7: log (p̃ Z)_k + log p(x* | table k), with p̃ the item's link distribution over
+    the sequence's training customers (uniform without positions, else the run's decay and
+    window, as ``SequenceMixture.score_sequence``); logsumexp over k is the item's score."""
+    s = model.index[int(sequence)]
+    train = model.positions[model.item_offsets[s]:model.item_offsets[s + 1]]
+    tables = slice(model.table_offsets[s], model.table_offsets[s + 1])
+    if positions is None:
+        link = heldout_links(train, np.full(X.shape[0], train[-1]), decay("none"))
+    else:
+        h = model.hyper
+        link = heldout_links(train, positions, decay(h["decay"], h["decay_a"]), h["window"])
+    post = {k: v[tables] for k, v in model.post.items()}
+    with np.errstate(divide="ignore"):
+        share = np.log(link @ model.block(s))
+    return model.uids[tables], share + model.obs.predictive_logpdf(X, post)
+
+
+def _score_sequences(batch: Batch, model: SequenceMixture, plan: HeldoutPlan
+                     ) -> tuple[np.ndarray, np.ndarray]:
+    """Eq. 7 per item (the model's own ``score_sequences``) and each item's most probable
+    table of its sequence."""
+    X, n = batch.X, len(batch)
+    seqs = (np.full(n, plan.sequence, np.int64) if plan.sequence_column is None
+            else np.asarray(batch.columns[plan.sequence_column]))
+    positions = (None if plan.position_column is None
+                 else np.asarray(batch.columns[plan.position_column], float))
+    unknown = np.setdiff1d(np.unique(seqs), model.sequences)
+    if len(unknown):
+        row = batch.start + int(np.flatnonzero(seqs == unknown[0])[0])
+        raise _rows_error(batch, f"sequence {unknown[0]} (row {row}) is not one the model was "
+                          f"fitted to: a ddcrp model scores an item by linking it to its own "
+                          f"sequence's training items ({len(model.sequences)} sequences)")
+    best = np.empty(n, np.int64)
+    try:
+        logp = model.score_sequences(X, seqs, positions)
+        for s in np.unique(seqs):
+            rows = np.flatnonzero(seqs == s)
+            ids, joint = sequence_tables(model, X[rows], int(s),
+                                         None if positions is None else positions[rows])
+            best[rows] = ids[joint.argmax(axis=1)]
+    except ValueError as exc:
+        raise _rows_error(batch, str(exc)) from None
+    return logp, best
+
+
+def _check_next_epoch(batch: Batch, plan: HeldoutPlan) -> None:
+    times = np.asarray(batch.columns[plan.time_column])
+    off = np.flatnonzero(times != plan.next_time)
+    if len(off):
+        row = batch.start + int(off[0])
+        raise _rows_error(batch, f"{plan.time_column!r} is {times[off[0]]} at row {row} "
+                          f"({len(off)} of the partition's {len(times)} rows are not of time "
+                          f"{plan.next_time}): a tdpm model predicts only the epoch after its "
+                          f"last, time {plan.next_time}; the chains' weights and states at "
+                          "another epoch given the training items are not part of the fitted "
+                          f"model, so these items cannot be scored (hold out items of time "
+                          f"{plan.next_time})")
+
+
+def score_partition(batch: Batch, model: Any, labels_column: str | None,
+                    plan: HeldoutPlan | None = None
                     ) -> tuple[float, int, np.ndarray, np.ndarray | None, float]:
-    """Σ_n log p(x_n | fit), n, the most probable active component id of each item, labels, and
-    (bag-of-words) Σ_n of the multinomial coefficient log(n_d! / Π_w x_dw!) that the first
-    excludes."""
+    """Σ_n log p(x_n | fit), n, the most probable active component id of each item (−1 if it
+    can only be a new one), labels, and (bag-of-words) Σ_n of the multinomial coefficient
+    log(n_d! / Π_w x_dw!) that the first excludes. log p(x_n | fit) is the model's held-out
+    predictive: log Σ_k π_k p(x_n | k) + π_new p(x_n | prior) (mixtures: expected weights and
+    posterior predictives; NRM: the predictive rule; tdpm: the next epoch's chains), or for a
+    ddcrp model its Eq. 7 within the item's sequence."""
+    plan = plan if plan is not None else plan_for(model, {}, None)
     try:
         model.obs.check_data(batch.X)
     except ValueError as exc:
         raise BnpmixError(f"held-out partition {batch.index}: does not fit the model's "
                           f"{model.obs.name} observations: {exc}") from None
-    logp = model.log_joint_predictive(batch.X)
-    total = float(logsumexp(logp, axis=1).sum())
-    best = model.uids[logp[:, :-1].argmax(axis=1)]
+    if isinstance(model, SequenceMixture):
+        per_item, best = _score_sequences(batch, model, plan)
+    else:
+        if plan.time_column is not None:
+            _check_next_epoch(batch, plan)
+        logp = model.log_joint_predictive(batch.X)
+        per_item = logsumexp(logp, axis=1)
+        active = logp[:, :-1]
+        best = np.full(len(batch), -1, np.int64)
+        if active.shape[1]:
+            k = active.argmax(axis=1)
+            found = np.isfinite(active[np.arange(len(k)), k])
+            best[found] = model.uids[k[found]]
     labels = None if labels_column is None else batch.columns[labels_column]
-    coefficient = float(log_multinomial_coefficient(batch.X).sum()) if model.obs.name == "mult" \
+    coefficient = float(log_multinomial_coefficient(batch.X).sum()) if plan.coefficient \
         else 0.0
-    return total, len(batch), best, labels, coefficient
+    return float(np.sum(per_item)), len(batch), best, labels, coefficient
+
+
+def plan_for(model: Any, config: dict[str, Any], corpus: Corpus | None) -> HeldoutPlan:
+    """The scoring plan of ``model`` (whose run recorded ``config``, summary.json's) for the
+    held-out ``corpus`` (its manifest only; None: no columns known). Errors when a model cannot
+    score the corpus, saying why."""
+    columns = () if corpus is None else tuple(corpus.manifest.columns)
+    where = "the held-out corpus" if corpus is None else str(corpus.path)
+    coefficient = model.obs.name in WITHOUT_COEFFICIENT  # models of bag-of-words data only
+    if isinstance(model, SequenceMixture):
+        h = model.hyper
+        column, position = h.get("sequence_column"), h.get("position_column")
+        if column is not None and column not in columns:
+            raise BnpmixError(
+                f"{where}: a ddcrp model scores a held-out item within its sequence (Eq. 7: it "
+                f"links to that sequence's training items), so the corpus needs the run's "
+                f"sequence column {column!r} (it has {list(columns) or 'no columns'}; ingest "
+                f"with --sequence-column {column})")
+        if position not in columns:
+            position = None
+        links = ("uniform links to the sequence's training items" if position is None else
+                 f"links by the run's {h['decay']} decay (a = {h['decay_a']:g}) from "
+                 f"{position!r}")
+        within = (f"each item's sequence ({column!r} column)" if column
+                  else "the run's one sequence")
+        return HeldoutPlan(f"ddcrp Eq. 7 within {within}, {links}", coefficient,
+                           sequence_column=column,
+                           sequence=None if column else int(model.sequences[0]),
+                           position_column=position)
+    if isinstance(model, TemporalMixture):
+        column = config.get("engine", {}).get("time_column", "time")
+        next_time = int(model.times[-1]) + 1 if len(model.times) else 0
+        scoring = (f"tdpm next epoch (time {next_time}): chains alive then, weighted by their "
+                   "pseudo-counts, and a new chain")
+        if model.obs.text:
+            scoring += " (topic chains at their last state's posterior mean, plug-in)"
+        if column in columns:
+            return HeldoutPlan(scoring, coefficient, time_column=column, next_time=next_time)
+        return HeldoutPlan(scoring + f" (the corpus has no {column!r} column: every item taken "
+                           "as of the next epoch)", coefficient)
+    if isinstance(model, NRMMixture):
+        return HeldoutPlan("NRM predictive rule: log sum_k pi_k p(x | lambda_k) + pi_new "
+                           "p(x | lambda_0)", coefficient)
+    return HeldoutPlan("posterior predictive: log sum_k E[w_k] p(x | q(phi_k)) + E[w_new] "
+                       "p(x | prior)", coefficient)
 
 
 def fitted_facts(run_dir: str | Path, model: Any) -> dict[str, Any]:
@@ -67,34 +232,45 @@ def check_heldout(corpus: Corpus, model: Any, fitted: dict[str, Any]) -> None:
 
 def evaluate(run_dir: str | Path, heldout: str | Path, labels_column: str | None = None,
              scheduler: str = "threads", wave: int = 8) -> dict[str, Any]:
-    """Held-out log-likelihood per item; ARI and NMI against a label column when given."""
+    """Held-out predictive log-likelihood per item, (1/N) Σ_n log p(x_n | fit), as the model
+    defines it for new items (``plan_for``; the model's own ``score_samples`` /
+    ``score_sequences``); with a label column also ARI, NMI (arithmetic mean), VI (nats) and the
+    majority-label accuracy of each item's most probable component against the labels."""
     model = read_model(str(run_dir))
     corpus = Corpus(heldout)
     check_heldout(corpus, model, fitted_facts(run_dir, model))
     if labels_column is not None and labels_column not in corpus.manifest.columns:
         raise BnpmixError(f"{heldout}: no column {labels_column!r} "
                           f"(has {list(corpus.manifest.columns)})")
+    config = RunDir(run_dir).load_summary().get("config") or {}
+    plan = plan_for(model, config, corpus)
     total, coefficient, n, clusters, labels = 0.0, 0.0, 0, [], []
     with open_executor(corpus, scheduler) as executor:
         for start in range(0, corpus.n_partitions, wave):
             indices = list(range(start, min(corpus.n_partitions, start + wave)))
             for s, m, best, y, c in executor.map(score_partition, indices, model,
-                                                 labels_column):
+                                                 labels_column, plan):
                 total += s
                 coefficient += c
                 n += m
                 clusters.append(best)
                 if y is not None:
                     labels.append(y)
-    out: dict[str, Any] = {"heldout_loglik_per_item": total / n, "K": model.K, "n_items": n}
-    if model.obs.name == "mult":  # documents: say which scale, and give the other one too
-        out["multinomial_coefficient_included"] = False
+    if n == 0:
+        raise BnpmixError(f"{heldout}: no items to score")
+    out: dict[str, Any] = {"heldout_loglik_per_item": total / n, "K": model.K, "n_items": n,
+                           "scoring": plan.scoring}
+    # documents: say which scale, and give the other one too; dense data: None, not applicable
+    out["multinomial_coefficient_included"] = False if plan.coefficient else None
+    if plan.coefficient:
         out["heldout_loglik_per_item_with_coefficient"] = (total + coefficient) / n
     if labels_column is not None:
         c, y = np.concatenate(clusters), np.concatenate(labels)
         out["ari"] = adjusted_rand_index(y, c)
         out["nmi"] = normalized_mutual_info(y, c)
+        out["vi"] = variation_of_information(y, c)
+        out["accuracy"] = alignment_accuracy(c, y)
     return out
 
 
-__all__ = ["FittedModel", "evaluate", "load", "score_partition"]
+__all__ = ["FittedModel", "HeldoutPlan", "evaluate", "load", "plan_for", "score_partition"]
