@@ -12,11 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.special import logsumexp
 
 from ..mixture import PredictiveMixture
 from ..obs import obs_from_prior
 from ..obs.base import Arrays, Data, ObsModel
-from .heldout import heldout_links, heldout_logpdf
+from .heldout import heldout_links
 from .links import decay
 
 KIND = "ddcrp"
@@ -66,11 +67,12 @@ class SequenceMixture(PredictiveMixture):
         mass = np.concatenate([self.block(s).sum(0) for s in range(len(self.sequences))])
         return mass / max(mass.sum(), 1e-300), 0.0
 
-    def score_sequence(self, X: Data, sequence: int,
-                       positions: np.ndarray | None = None) -> np.ndarray:
-        """log p(x*) of items held out from ``sequence`` (Eq. 7): each links to the sequence's
-        training customers uniformly (f ≡ 1, as the paper's Sec. 5.2.2) or, given their
-        ``positions``, by the run's decay and window."""
+    def table_shares(self, X: Data, sequence: int, positions: np.ndarray | None = None
+                     ) -> tuple[np.ndarray, np.ndarray]:
+        """The ids of ``sequence``'s tables and, per item held out from it, each table's term
+        of Eq. 7: log (p̃ Z)_k + log p(x* | table k), p̃ linking uniformly to the sequence's
+        training customers (f ≡ 1, as the paper's Sec. 5.2.2) or, given the items'
+        ``positions``, by the run's decay and window; logsumexp over k is the item's score."""
         if int(sequence) not in self.index:
             raise ValueError(f"sequence {sequence} is not in this model (it has "
                              f"{len(self.sequences)} sequences)")
@@ -84,7 +86,14 @@ class SequenceMixture(PredictiveMixture):
             h = self.hyper
             link = heldout_links(train, np.asarray(positions, float),
                                  decay(h["decay"], h["decay_a"]), h["window"])
-        return heldout_logpdf(X, link, self.block(s), post, self.obs)
+        with np.errstate(divide="ignore"):
+            share = np.log(link @ self.block(s))
+        return self.uids[tables], share + self.obs.predictive_logpdf(X, post)
+
+    def score_sequence(self, X: Data, sequence: int,
+                       positions: np.ndarray | None = None) -> np.ndarray:
+        """log p(x*) of items held out from ``sequence`` (Eq. 7; ``table_shares``)."""
+        return logsumexp(self.table_shares(X, sequence, positions)[1], axis=1)
 
     def score_sequences(self, X: Data, sequences: np.ndarray,
                         positions: np.ndarray | None = None) -> np.ndarray:

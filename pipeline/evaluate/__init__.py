@@ -13,8 +13,6 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from bnpmix.algorithms.ddcrp.heldout import heldout_links
-from bnpmix.algorithms.ddcrp.links import decay
 from bnpmix.algorithms.ddcrp.model import SequenceMixture
 from bnpmix.algorithms.metrics import (
     adjusted_rand_index,
@@ -64,30 +62,10 @@ def _rows_error(batch: Batch, what: str) -> BnpmixError:
                        f"{batch.start + len(batch) - 1}): {what}")
 
 
-def sequence_tables(model: SequenceMixture, X: Any, sequence: int,
-                    positions: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-    """The ids of sequence ``sequence``'s tables and, per held-out item, log of each table's
-    share of Eq. 7: log (p̃ Z)_k + log p(x* | table k), with p̃ the item's link distribution over
-    the sequence's training customers (uniform without positions, else the run's decay and
-    window, as ``SequenceMixture.score_sequence``); logsumexp over k is the item's score."""
-    s = model.index[int(sequence)]
-    train = model.positions[model.item_offsets[s]:model.item_offsets[s + 1]]
-    tables = slice(model.table_offsets[s], model.table_offsets[s + 1])
-    if positions is None:
-        link = heldout_links(train, np.full(X.shape[0], train[-1]), decay("none"))
-    else:
-        h = model.hyper
-        link = heldout_links(train, positions, decay(h["decay"], h["decay_a"]), h["window"])
-    post = {k: v[tables] for k, v in model.post.items()}
-    with np.errstate(divide="ignore"):
-        share = np.log(link @ model.block(s))
-    return model.uids[tables], share + model.obs.predictive_logpdf(X, post)
-
-
 def _score_sequences(batch: Batch, model: SequenceMixture, plan: HeldoutPlan
                      ) -> tuple[np.ndarray, np.ndarray]:
-    """Eq. 7 per item (the model's own ``score_sequences``) and each item's most probable
-    table of its sequence."""
+    """Eq. 7 per item and each item's most probable table of its sequence, from one
+    ``table_shares`` per sequence."""
     X, n = batch.X, len(batch)
     seqs = (np.full(n, plan.sequence, np.int64) if plan.sequence_column is None
             else np.asarray(batch.columns[plan.sequence_column]))
@@ -99,13 +77,13 @@ def _score_sequences(batch: Batch, model: SequenceMixture, plan: HeldoutPlan
         raise _rows_error(batch, f"sequence {unknown[0]} (row {row}) is not one the model was "
                           f"fitted to: a ddcrp model scores an item by linking it to its own "
                           f"sequence's training items ({len(model.sequences)} sequences)")
-    best = np.empty(n, np.int64)
+    best, logp = np.empty(n, np.int64), np.empty(n)
     try:
-        logp = model.score_sequences(X, seqs, positions)
         for s in np.unique(seqs):
             rows = np.flatnonzero(seqs == s)
-            ids, joint = sequence_tables(model, X[rows], int(s),
+            ids, joint = model.table_shares(X[rows], int(s),
                                          None if positions is None else positions[rows])
+            logp[rows] = logsumexp(joint, axis=1)  # the model's score_sequence
             best[rows] = ids[joint.argmax(axis=1)]
     except ValueError as exc:
         raise _rows_error(batch, str(exc)) from None
