@@ -13,6 +13,7 @@ they are parameters like any other for ``get_params``/``set_params``/``clone``.
 from __future__ import annotations
 
 import inspect
+import itertools
 import tempfile
 import warnings
 from pathlib import Path
@@ -118,15 +119,19 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
         with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp:
             corpus = (Path(X) if isinstance(X, str | Path)
                       else write_corpus(X, Path(tmp) / "corpus"))
-            run = Path(tmp) / "run"
-            summary = fit_corpus(corpus, run, job)
-            self._set_fitted(FittedModel(read_model(str(run))), summary,
-                             RunDir(run).load_assignments(), Corpus(corpus))
+            summary = self._run(corpus, Path(tmp) / "run", job)
         if not self.converged_:
             warnings.warn(f"{self.algorithm} stopped before converging "
                           f"({summary.get('stopped', 'its iteration limit')}); raise laps or "
                           "iterations", ConvergenceWarning, stacklevel=2)
         return self
+
+    def _run(self, corpus: Path, run: Path, job: Any) -> dict[str, Any]:
+        """Fit ``corpus`` into ``run`` as ``bnpmix fit`` does and keep the result in memory."""
+        summary = fit_corpus(corpus, run, job)
+        self._set_fitted(FittedModel(read_model(str(run))), summary,
+                         RunDir(run).load_assignments(), Corpus(corpus))
+        return summary
 
     def _set_fitted(self, model: FittedModel, summary: dict[str, Any], assignments: Any,
                     corpus: Corpus) -> None:
@@ -164,10 +169,7 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
                 model.info = {**model.info, "partitions": []}  # a new corpus each call
                 write_model(RunDir(Path(tmp) / "so-far").create(), model)
                 job = job.replace(run_warm_start=str(Path(tmp) / "so-far"))
-            corpus = write_corpus(X, Path(tmp) / "corpus")
-            summary = fit_corpus(corpus, Path(tmp) / "run", job)
-            self._set_fitted(FittedModel(read_model(str(Path(tmp) / "run"))), summary,
-                             RunDir(Path(tmp) / "run").load_assignments(), Corpus(corpus))
+            self._run(write_corpus(X, Path(tmp) / "corpus"), Path(tmp) / "run", job)
         return self
 
     def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
@@ -278,47 +280,28 @@ def _blocks(X: Any) -> Any:
 
 
 def write_corpus(X: Any, out: Path) -> Path:
-    """X as a corpus at ``out``: dense rows, or bag-of-words for sparse counts."""
-    with _Writer(out) as w:
-        for block in _blocks(X):
-            w.add(block)
-    if w.n == 0:
+    """X as a corpus at ``out``: dense rows, or bag-of-words for sparse counts (the kind and
+    width from the first block)."""
+    blocks = _blocks(X)
+    first = next(blocks, None)
+    if first is None:
         raise ValueError("X has no items")
-    return out
-
-
-class _Writer:
-    """Opens the corpus at its first block (its kind and width come from that block)."""
-
-    def __init__(self, out: Path) -> None:
-        self.out, self.n, self._ctx, self._w = out, 0, None, None
-
-    def __enter__(self) -> _Writer:
-        return self
-
-    def add(self, block: Any) -> None:
-        if self._w is None:
-            sparse = sp.issparse(block)
-            manifest = Manifest(kind="bow" if sparse else "dense", dim=block.shape[1],
-                                dtype="int32" if sparse else "float64",
-                                vocab=[f"w{v}" for v in range(block.shape[1])] if sparse
-                                else None)
-            self._ctx = new_corpus(self.out, manifest)
-            self._w = self._ctx.__enter__()
-        if block.shape[1] != self._w.manifest.dim:
-            raise ValueError(f"a block of X has {block.shape[1]} columns, not "
-                             f"{self._w.manifest.dim}")
-        if sp.issparse(block):
-            if np.any(block.data < 0) or np.any(block.data != np.round(block.data)):
+    sparse = sp.issparse(first)
+    manifest = Manifest(kind="bow" if sparse else "dense", dim=first.shape[1],
+                        dtype="int32" if sparse else "float64",
+                        vocab=[f"w{v}" for v in range(first.shape[1])] if sparse else None)
+    with new_corpus(out, manifest) as w:
+        for block in itertools.chain([first], blocks):
+            if block.shape[1] != manifest.dim:
+                raise ValueError(f"a block of X has {block.shape[1]} columns, not "
+                                 f"{manifest.dim}")
+            if not sparse:
+                w.add_dense(block)
+            elif np.any(block.data < 0) or np.any(block.data != np.round(block.data)):
                 raise ValueError("sparse X must hold non-negative integer counts")
-            self._w.add_bow(block.indptr, block.indices, block.data.astype(np.int32))
-        else:
-            self._w.add_dense(block)
-        self.n += block.shape[0]
-
-    def __exit__(self, *exc: Any) -> None:
-        if self._ctx is not None:
-            self._ctx.__exit__(*exc)
+            else:
+                w.add_bow(block.indptr, block.indices, block.data.astype(np.int32))
+    return out
 
 
 __all__ = ["BayesianMixture", "BnpmixError", "ConvergenceWarning", "write_corpus"]
