@@ -21,6 +21,7 @@ from bnpmix.pipeline.config import OBS_NAMES, Option, options, prior_flags, prio
 from bnpmix.pipeline.evaluate import evaluate
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.pipeline.jobfile import load_job
+from bnpmix.pipeline.report.cli import add_parsers as add_report_parsers
 from bnpmix.pipeline.runtime.progress import Progress
 from bnpmix.pipeline.schedule import scheduled_run
 from bnpmix.pipeline.tune import A_GRID, SCALE_GRID, TAU_GRID, format_table, tune, write_job
@@ -61,38 +62,75 @@ def guess_format(src: Path) -> str:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    import warnings
+
+    from bnpmix.storage import DataWarning
+
     src, out = Path(args.src), Path(args.corpus_dir)
     fmt = args.format or guess_format(src)
-    if args.append:
-        return ingest_append(args, src, out, fmt)
-    if args.overwrite:
-        check_replaceable(out, src)
-    manifest = ingest_source(args, src, out, fmt, args.overwrite)
+    check_ingest_flags(args, fmt)
+    with warnings.catch_warnings():  # the ingesters' DataWarnings as `bnpmix: warning: ...`
+        warnings.simplefilter("always", DataWarning)
+        warnings.showwarning = _show_warning
+        if args.append:
+            return ingest_append(args, src, out, fmt)
+        if args.overwrite:
+            check_replaceable(out, src)
+        manifest = ingest_source(args, src, out, fmt, args.overwrite)
     print(f"ingested {manifest.n_items} items into {len(manifest.partitions)} partitions at {out}")
     return 0
+
+
+def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
+                  file: Any = None, line: str | None = None) -> None:
+    import warnings
+
+    from bnpmix.storage import DataWarning
+
+    if issubclass(category, DataWarning):
+        print(f"bnpmix: warning: {message}", file=sys.stderr)
+    else:
+        sys.stderr.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+
+TEXT_PRUNING = {"stopwords": "--stopwords", "min_df": "--min-df",
+                "max_df_fraction": "--max-df-fraction"}
+
+
+def check_ingest_flags(args: argparse.Namespace, fmt: str) -> None:
+    """Flags that would be ignored for this format are usage errors, not silently dropped."""
+    if args.vocab is not None and fmt not in ("docword", "text"):
+        raise UsageError(f"--vocab applies to docword and text sources, not {fmt}")
+    if args.labels is not None and fmt == "csv":
+        raise UsageError("--labels is for npy, docword and text sources; a csv source keeps "
+                         "its labels in a column: give --label-column NAME")
+    given = [flag for key, flag in TEXT_PRUNING.items() if getattr(args, key) is not None]
+    if fmt == "text" and args.vocab is not None and given:
+        raise UsageError(f"--vocab fixes the vocabulary, so {', '.join(given)} would not "
+                         "apply; drop them")
 
 
 def ingest_source(args: argparse.Namespace, src: Path, out: Path, fmt: str, overwrite: bool):
     """Run the ingester of ``fmt`` with the options given on the command line."""
     common = {"partition_rows": args.partition_rows, "overwrite": overwrite}
     if fmt == "npy":
-        return ingest_npy(src, out, **common)
+        return ingest_npy(src, out, labels=args.labels, **common)
     if fmt == "csv":
         return ingest_csv(src, out, label_column=args.label_column,
                           time_column=args.time_column, id_column=args.id_column,
                           sequence_column=args.sequence_column, **common)
     if fmt == "docword":
-        return ingest_docword(src, out, vocab=args.vocab, **common)
-    return ingest_text(src, out, stopwords=args.stopwords, min_df=args.min_df,
-                       max_df_fraction=args.max_df_fraction,
-                       min_doc_length=args.min_doc_length, **common)
+        return ingest_docword(src, out, vocab=args.vocab, labels=args.labels, **common)
+    pruning = {key: getattr(args, key) for key in TEXT_PRUNING if getattr(args, key) is not None}
+    return ingest_text(src, out, vocab=args.vocab, labels=args.labels,
+                       min_doc_length=args.min_doc_length, **pruning, **common)
 
 
 def ingest_append(args: argparse.Namespace, src: Path, corpus: Path, fmt: str) -> int:
     """Ingest into a staged sibling, then move its partitions into the existing corpus."""
-    if fmt == "text":
-        raise BnpmixError(f"{src}: --append takes npy, csv or docword sources (text ingestion "
-                          "builds its own vocabulary)")
+    if fmt == "text" and args.vocab is None:
+        raise BnpmixError(f"{src}: --append of text needs --vocab {corpus} (the corpus's "
+                          "vocabulary; without it text ingestion builds its own)")
     Corpus(corpus)  # the target must already be a corpus
     remove_stale_staging(corpus / "append")
     staged = Path(tempfile.mkdtemp(prefix=f".append.{os.getpid()}-", suffix=".tmp", dir=corpus))
@@ -106,27 +144,23 @@ def ingest_append(args: argparse.Namespace, src: Path, corpus: Path, fmt: str) -
     return 0
 
 
-def format_info(info: dict) -> str:
-    """Human-readable lines of a corpus's info."""
-    dim_name = "V (vocabulary)" if info["kind"] == "bow" else "D (dimension)"
-    lines = [
-        f"kind          {info['kind']}",
-        f"items         {info['n_items']}",
-        f"{dim_name:<14}{info['dim']}",
-    ]
-    if info["kind"] == "bow":
-        lines.append(f"non-zeros     {info['nnz']}")
-    lines += [
-        f"partitions    {info['n_partitions']}",
-        f"bytes         {info['bytes']}",
-        f"columns       {', '.join(info['columns']) or '-'}",
-    ]
-    return "\n".join(lines)
-
-
 def cmd_info(args: argparse.Namespace) -> int:
-    info = Corpus(args.corpus_dir).info()
-    print(json.dumps(info) if args.json else format_info(info))
+    from bnpmix.pipeline import inspect
+
+    if inspect.kind_of(args.path) == "run":
+        info = inspect.run_info(args.path)
+        print(json.dumps(info) if args.json else inspect.format_run_info(info))
+    else:
+        info = Corpus(args.path).info()
+        print(json.dumps(info) if args.json else inspect.format_corpus_info(info))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace) -> int:
+    from bnpmix.pipeline import inspect
+
+    shown = inspect.show_clusters(args.run_dir, top_words=args.top_words, top=args.top)
+    print(json.dumps(shown) if args.json else inspect.format_show(shown))
     return 0
 
 
@@ -263,28 +297,67 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--overwrite", action="store_true", help="replace an existing corpus directory")
     p.add_argument("--append", action="store_true",
                    help="add the source's rows as new partitions of an existing corpus")
-    p.add_argument("--vocab", help="docword: vocabulary file (default vocab.NAME.txt beside it)")
-    p.add_argument("--label-column", help="csv: column holding a label per item")
+    p.add_argument("--vocab", metavar="FILE|CORPUS_DIR",
+                   help="docword, text: vocabulary, one word per line, or a corpus directory "
+                   "(its vocab.txt, which `bnpmix info CORPUS_DIR` names): the corpus's columns "
+                   "are exactly these words, so held-out text ingested with a training corpus's "
+                   "vocabulary gets its columns; other words are dropped and --stopwords, "
+                   "--min-df, --max-df-fraction do not apply (docword default: vocab.NAME.txt "
+                   "beside it)")
+    p.add_argument("--labels", metavar="FILE",
+                   help="npy, docword, text: one label per line for each row/document, in order "
+                   "(text: each file of the folder in name order, or each line of the file); "
+                   "stored as the corpus's `label` column as csv's --label-column stores one; "
+                   "integers, or strings (mapped to 0..k-1 in sorted order, the mapping recorded "
+                   "in the manifest)")
+    p.add_argument("--label-column", help="csv: column holding a label per item (a feature "
+                   "column named label, class, target, y, ... holding integers gets a warning "
+                   "when this is not given)")
     p.add_argument("--time-column", help="csv: column holding an integer time/epoch per item")
     p.add_argument("--id-column", help="csv: column holding an item id")
     p.add_argument("--sequence-column",
                    help="csv: column holding an integer sequence id; a sequence is kept whole in "
                    "one partition, rows in file order (the file must be grouped by sequence; a "
                    "partition may exceed --partition-rows to hold a long sequence)")
-    p.add_argument("--stopwords", help="text: stop-word file, one word per line")
-    p.add_argument("--min-df", type=_positive_int, default=1,
-                   help="text: drop words in fewer documents than this (default 1)")
-    p.add_argument("--max-df-fraction", type=float, default=1.0,
+    p.add_argument("--stopwords", metavar="english|none|FILE",
+                   help="text: words never kept: `english` (default: the shipped list of about "
+                   "270 function words such as the, of, and), `none`, or a file with one word per "
+                   "line that replaces the list (./english for a file of that name); the manifest "
+                   "records which list was used")
+    p.add_argument("--min-df", type=_positive_int,
+                   help="text: drop words in fewer documents than this (default 2: a word met in "
+                   "one document only cannot tie documents together, and such words, typos and "
+                   "rare names, are often half of the distinct words; 1 keeps every word)")
+    p.add_argument("--max-df-fraction", type=float,
                    help="text: drop words in more than this fraction of documents (default 1.0)")
     p.add_argument("--min-doc-length", type=int, default=1,
                    help="text: drop documents with fewer vocabulary words (default 1)")
     p.set_defaults(func=cmd_ingest)
 
-    p = sub.add_parser("info", help="describe a corpus")
-    p.add_argument("corpus_dir")
+    p = sub.add_parser("info", help="describe a corpus or a finished run",
+                       description="A corpus: kind, items, dimension, partitions, columns, its "
+                       "vocabulary file. A run directory: engine, K (effective: more than 1%% of "
+                       "the weight; non-empty: at least one item), weights, cluster sizes, the "
+                       "objective, laps, wall seconds.")
+    p.add_argument("path", metavar="CORPUS_DIR|RUN_DIR")
     p.add_argument("--json", action="store_true",
-                   help="one JSON object: kind, n_items, dim, nnz (bow), n_partitions, bytes")
+                   help="one JSON object (a corpus: kind, n_items, dim, nnz (bow), n_partitions, "
+                   "bytes, ...; a run: engine, K, K_effective, K_nonempty, weights, sizes, ...)")
     p.set_defaults(func=cmd_info)
+
+    p = sub.add_parser("show", help="a finished run's clusters by weight: top words (text) or "
+                       "means (dense)",
+                       description="The heaviest clusters of a run with their weights and sizes "
+                       "and, for text, their most probable words (posterior mean word "
+                       "probabilities; words from RUN_DIR/vocab.txt, else the corpus's), for "
+                       "dense data their posterior mean vectors.")
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--top-words", type=_positive_int, default=10, metavar="N",
+                   help="words shown per text cluster (default 10)")
+    p.add_argument("--top", type=_positive_int, default=20, metavar="N",
+                   help="clusters shown, heaviest first (default 20)")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.set_defaults(func=cmd_show)
 
     p = sub.add_parser("fit", help="fit a DP mixture to a corpus and write a run directory",
                        description="Options may also come from --config job.toml (same names); "
@@ -348,6 +421,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="where partitions are scored: threads, synchronous, or tcp://HOST:PORT "
                    "of a Dask scheduler (default threads)")
     p.set_defaults(func=cmd_evaluate)
+
+    add_report_parsers(sub)
 
     p = sub.add_parser("demo", help="run the main job on an embedded synthetic data set")
     p.add_argument("--n", type=_positive_int, default=20_000, help="number of patches")

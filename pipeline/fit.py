@@ -190,6 +190,8 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
         "executor": where,
         "config": job.to_dict(),
     })
+    if ctx.corpus.manifest.vocab is not None:  # the run names its columns (`bnpmix show`)
+        run.write_vocab(ctx.corpus.manifest.vocab)
     run.write_summary(summary)
     checkpoint.checkpoint_path(run).unlink(missing_ok=True)
     return summary

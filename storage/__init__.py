@@ -3,7 +3,7 @@
 from .corpus import Batch, Corpus, Manifest, PartitionInfo
 from .dense import ingest_array, ingest_csv, ingest_npy
 from .docword import ingest_docword, read_vocab
-from .errors import BnpmixError, CorruptPartitionError, DataError
+from .errors import BnpmixError, CorruptPartitionError, DataError, DataWarning
 from .rundir import RunDir, validate_summary
 from .text import ingest_text, tokenize
 from .writer import DEFAULT_PARTITION_ROWS
@@ -15,6 +15,7 @@ __all__ = [
     "Corpus",
     "CorruptPartitionError",
     "DataError",
+    "DataWarning",
     "Manifest",
     "PartitionInfo",
     "RunDir",

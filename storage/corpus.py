@@ -6,6 +6,11 @@ Bag-of-words corpora store each document as two list columns, ``word_ids`` (int3
 Optional per-item columns: ``item`` (string id), ``label``, ``time`` (int64 epoch) and
 ``sequence`` (int64). Each partition is one memoized batch; reading one never reads another, and
 its bytes are checked against the SHA-256 recorded at ingestion.
+
+A corpus with a vocabulary (bag-of-words) also holds it as ``vocab.txt``, one word per line, word
+``w`` on line ``w + 1``: the file to pass as ``bnpmix ingest --vocab`` so that held-out text gets
+the same columns. The manifest's optional ``ingest`` object records how the source was read (the
+stop-word list, the document-frequency limits, where the labels came from).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from .errors import BnpmixError, CorruptPartitionError
 FORMAT_NAME = "bnpmix-corpus"
 FORMAT_VERSION = 1
 MANIFEST = "manifest.json"
+VOCAB_FILE = "vocab.txt"
 KINDS = ("dense", "bow")
 OPTIONAL_COLUMNS = ("item", "label", "time", "sequence")
 DENSE_DTYPES = ("float32", "float64")
@@ -89,6 +95,7 @@ class Manifest:
     columns: tuple[str, ...] = ()
     vocab: list[str] | None = None
     partitions: list[PartitionInfo] = field(default_factory=list)
+    ingest: dict[str, Any] | None = None  # how the source was read (stop words, labels, ...)
 
     @property
     def n_items(self) -> int:
@@ -106,15 +113,15 @@ class Manifest:
 
     @property
     def vocab_sha256(self) -> str | None:
-        """sha256 of the vocabulary, one word per line (None without a vocabulary)."""
-        return None if self.vocab is None else sha256_bytes("\n".join(self.vocab).encode())
+        """sha256 of the vocabulary (None without one): see ``vocab_sha256``."""
+        return None if self.vocab is None else vocab_sha256(self.vocab)
 
     def facts(self) -> dict[str, Any]:
         """What a model fitted to this corpus depends on: kind, dimension, vocabulary."""
         return {"kind": self.kind, "dim": self.dim, "vocab_sha256": self.vocab_sha256}
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        out = {
             "format": FORMAT_NAME,
             "version": FORMAT_VERSION,
             "kind": self.kind,
@@ -126,6 +133,9 @@ class Manifest:
             "vocab": self.vocab,
             "partitions": [p.to_json() for p in self.partitions],
         }
+        if self.ingest is not None:
+            out["ingest"] = self.ingest
+        return out
 
     @classmethod
     def from_json(cls, obj: Any, path: str | Path) -> Manifest:
@@ -171,8 +181,13 @@ class Manifest:
         if not entries:
             raise BnpmixError(f"{path}: field 'partitions' is empty: a corpus has at least one")
         parts = [_partition_info(p, i, path) for i, p in enumerate(entries)]
+        ingest = obj.get("ingest")
+        if ingest is not None and not isinstance(ingest, dict):
+            raise BnpmixError(f"{path}: field 'ingest' must be an object, not a "
+                              f"{type(ingest).__name__}")
         return cls(kind=kind, dim=dim, dtype=dtype, columns=columns,
-                   vocab=list(vocab) if vocab is not None else None, partitions=parts)
+                   vocab=list(vocab) if vocab is not None else None, partitions=parts,
+                   ingest=ingest)
 
 
 @dataclass
@@ -212,6 +227,11 @@ def bow_table(
     }
     arrays.update({k: pa.array(v) for k, v in columns.items()})
     return pa.table(arrays)
+
+
+def vocab_sha256(words: list[str]) -> str:
+    """sha256 of a vocabulary, one word per line: how a fit records the columns it saw."""
+    return sha256_bytes("\n".join(words).encode())
 
 
 def write_partition(directory: Path, index: int, table: pa.Table, nnz: int | None) -> PartitionInfo:
@@ -367,4 +387,16 @@ class Corpus:
         }
         if self.kind == "bow":
             out["nnz"] = self.manifest.nnz
+        if self.manifest.vocab is not None:
+            vocab_file = self.vocab_file
+            out["vocab_file"] = None if vocab_file is None else str(vocab_file.resolve())
+        if self.manifest.ingest is not None:
+            out["ingest"] = self.manifest.ingest
         return out
+
+    @property
+    def vocab_file(self) -> Path | None:
+        """``vocab.txt`` of a corpus with a vocabulary (None for corpora ingested before it was
+        written: pass the corpus directory itself as ``--vocab`` then)."""
+        path = self.path / VOCAB_FILE
+        return path if self.manifest.vocab is not None and path.is_file() else None

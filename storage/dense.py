@@ -9,6 +9,7 @@ import contextlib
 import csv
 import itertools
 import math
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,8 @@ from typing import Any
 import numpy as np
 
 from .corpus import DENSE_DTYPES, Manifest
-from .errors import DataError
+from .errors import DataError, DataWarning
+from .labels import open_labels, streaming
 from .textio import numbered_lines
 from .writer import DEFAULT_PARTITION_ROWS, new_corpus
 
@@ -59,10 +61,11 @@ def _write_dense(
     columns: tuple[str, ...],
     chunks: Iterator[Chunk],
     overwrite: bool,
+    ingest: dict[str, Any] | None = None,
 ) -> Manifest:
     if dim < 1:
         raise DataError(source, "no feature columns (the data has 0 columns)")
-    manifest = Manifest(kind="dense", dim=dim, dtype=dtype, columns=columns)
+    manifest = Manifest(kind="dense", dim=dim, dtype=dtype, columns=columns, ingest=ingest)
     with new_corpus(out, manifest, overwrite=overwrite) as writer:
         for first_row, X, cols in chunks:
             check_exact(X, source, first_row)
@@ -153,10 +156,13 @@ def ingest_npy(
     path: str | Path,
     out: str | Path,
     *,
+    labels: str | Path | None = None,
     partition_rows: int = DEFAULT_PARTITION_ROWS,
     overwrite: bool = False,
 ) -> Manifest:
-    """Ingest a 2-D real ``.npy`` array, mapping one partition's rows into memory at a time."""
+    """Ingest a 2-D real ``.npy`` array, mapping one partition's rows into memory at a time.
+    ``labels``: a file with one label per row (see storage/labels.py), stored as the ``label``
+    column."""
     path = Path(path)
     try:
         header = np.load(path, mmap_mode="r", allow_pickle=False)
@@ -170,12 +176,15 @@ def ingest_npy(
     if dtype.kind not in "fiu":
         raise DataError(path, f"expected a real numeric array, got dtype {dtype}")
     n, d = shape
+    label_file = open_labels(labels)
+    if label_file is not None:
+        label_file.check_count(n, path, "rows")
 
-    def chunks() -> Iterator[Chunk]:
+    def blocks() -> Iterator[tuple[int, np.ndarray]]:
         if fortran:
             full = np.load(path, mmap_mode="r")
             for s in range(0, n, partition_rows):
-                yield s, np.array(full[s : s + partition_rows]), {}
+                yield s, np.array(full[s : s + partition_rows])
             return
         for s in range(0, n, partition_rows):
             rows = min(partition_rows, n - s)
@@ -184,9 +193,16 @@ def ingest_npy(
             )
             block = np.array(view)
             del view  # unmap now: resident pages stay bounded by one partition
-            yield s, block, {}
+            yield s, block
 
-    return _write_dense(out, path, d, _dense_dtype(dtype), (), chunks(), overwrite)
+    def chunks() -> Iterator[Chunk]:
+        with streaming(label_file) as stream:
+            for s, block in blocks():
+                yield s, block, {} if stream is None else {"label": stream.take(len(block))}
+
+    columns = () if label_file is None else ("label",)
+    ingest = None if label_file is None else {"format": "npy", "labels": label_file.meta()}
+    return _write_dense(out, path, d, _dense_dtype(dtype), columns, chunks(), overwrite, ingest)
 
 
 def _parse_float(text: str, path: Path, line: int, name: str) -> float:
@@ -209,6 +225,8 @@ def _parse_int(text: str, path: Path, line: int, name: str) -> int:
 
 
 INT_ROLES = ("time", "sequence")  # csv columns parsed as int64
+# feature columns named like this (any case) that hold integers are probably labels
+LABEL_LIKE = ("label", "labels", "class", "target", "y", "category")
 
 
 def ingest_csv(
@@ -252,6 +270,9 @@ def ingest_csv(
         if not feature_idx:
             raise DataError(path, "no numeric feature columns", line=1)
         names = [header[i] for i in feature_idx]
+        # position among the features -> still all integers (only without --label-column)
+        label_like = {} if label_column is not None else {
+            j: True for j, name in enumerate(names) if name.strip().lower() in LABEL_LIKE}
 
         def chunks() -> Iterator[Chunk]:
             rows: list[list[float]] = []
@@ -266,6 +287,9 @@ def ingest_csv(
                     )
                 values = [_parse_float(row[i], path, line, n)
                           for i, n in zip(feature_idx, names, strict=True)]
+                for j, integer in label_like.items():
+                    if integer and values[j] != int(values[j]):
+                        label_like[j] = False
                 extra = {role: _parse_int(row[position[name]], path, line, name)
                          if role in INT_ROLES else row[position[name]]
                          for role, name in special.items()}
@@ -281,9 +305,17 @@ def ingest_csv(
             if rows:
                 yield first, np.array(rows), _column_arrays(cols)
 
-        return _write_dense(
+        manifest = _write_dense(
             out, path, len(feature_idx), "float64", tuple(sorted(special)), chunks(), overwrite
         )
+    for j, integer in label_like.items():
+        if integer:
+            warnings.warn(f"{path}: column {names[j]!r} holds integers and is named like a label, "
+                          "but it was kept as a feature (one of the data's dimensions); to make "
+                          "it the items' labels instead, ingest again with --label-column "
+                          f"{names[j]} --overwrite (label_column={names[j]!r} in Python)",
+                          DataWarning, stacklevel=2)
+    return manifest
 
 
 class _SequenceOrder:

@@ -17,8 +17,9 @@ from typing import IO
 import numpy as np
 import pandas as pd
 
-from .corpus import Manifest
+from .corpus import MANIFEST, Corpus, Manifest
 from .errors import DataError
+from .labels import LabelStream, open_labels, streaming
 from .textio import decoding_errors, numbered_lines, open_binary
 from .writer import DEFAULT_PARTITION_ROWS, CorpusWriter, new_corpus
 
@@ -28,8 +29,14 @@ MAX_EMPTY_PARTITIONS = 100  # in a row: empty documents happen, whole runs of th
 
 
 def read_vocab(path: str | Path) -> list[str]:
-    """One word per line; line w names word w (1-based)."""
+    """One word per line; line w names word w (1-based). A corpus directory stands for its
+    vocabulary (``vocab.txt``, or the manifest's ``vocab`` for corpora written before it)."""
     path = Path(path)
+    if path.is_dir() and (path / MANIFEST).is_file():
+        words = Corpus(path).manifest.vocab
+        if words is None:
+            raise DataError(path, "this corpus has no vocabulary (a dense corpus)")
+        return words
     if not path.is_file():
         raise DataError(path, "vocabulary file not found")
     words = []
@@ -147,8 +154,10 @@ class _PartitionBuffer:
     are consecutive within a piece), so memory stays near one partition's triples.
     """
 
-    def __init__(self, writer: CorpusWriter, path: Path, D: int, R: int) -> None:
+    def __init__(self, writer: CorpusWriter, path: Path, D: int, R: int,
+                 labels: LabelStream | None = None) -> None:
         self.writer, self.path, self.D, self.R = writer, path, D, R
+        self.labels = labels
         self.current = 0  # partition being filled
         self.pieces: list[tuple[np.ndarray, int]] = []  # (int32 triples, line of first triple)
         self.last_doc = 0
@@ -204,7 +213,8 @@ class _PartitionBuffer:
                             f"D={self.D} is far beyond the documents in the file", line=1)
         doc = triples[:, 0] - 1 - start
         indptr = np.concatenate([[0], np.cumsum(np.bincount(doc, minlength=n))])
-        self.writer.add_bow(indptr, triples[:, 1] - 1, triples[:, 2])
+        columns = None if self.labels is None else {"label": self.labels.take(n)}
+        self.writer.add_bow(indptr, triples[:, 1] - 1, triples[:, 2], columns)
         self.pieces = []
         self.current += 1
 
@@ -219,24 +229,34 @@ def ingest_docword(
     out: str | Path,
     *,
     vocab: str | Path | None = None,
+    labels: str | Path | None = None,
     partition_rows: int = DEFAULT_PARTITION_ROWS,
     overwrite: bool = False,
 ) -> Manifest:
-    """Ingest a UCI ``docword`` file; ``vocab`` defaults to ``vocab.NAME.txt`` beside it."""
+    """Ingest a UCI ``docword`` file; ``vocab`` (a file, or a corpus directory) defaults to
+    ``vocab.NAME.txt`` beside it. ``labels``: a file with one label per document (see
+    storage/labels.py), stored as the ``label`` column."""
     path = Path(path)
     if not path.is_file():
         raise DataError(path, "source file not found")
     vocab_path = Path(vocab) if vocab is not None else default_vocab_path(path)
     words = read_vocab(vocab_path) if vocab_path is not None else None
+    label_file = open_labels(labels)
     with decoding_errors(path), open_binary(path) as fh:
         D, W, NNZ = _read_header(fh, path)
         if D == 0:
             raise DataError(path, "empty source: header says 0 documents", line=1)
         if words is not None and len(words) != W:
             raise DataError(vocab_path, f"has {len(words)} words but {path} says W={W}")
-        manifest = Manifest(kind="bow", dim=W, dtype="int32", vocab=words)
-        with new_corpus(out, manifest, overwrite=overwrite) as writer:
-            buffer = _PartitionBuffer(writer, path, D, partition_rows)
+        if label_file is not None:
+            label_file.check_count(D, path, "documents (its header's D)")
+        manifest = Manifest(kind="bow", dim=W, dtype="int32", vocab=words,
+                            columns=("label",) if label_file is not None else (),
+                            ingest=None if label_file is None else {
+                                "format": "docword", "labels": label_file.meta()})
+        with streaming(label_file) as stream, \
+                new_corpus(out, manifest, overwrite=overwrite) as writer:
+            buffer = _PartitionBuffer(writer, path, D, partition_rows, stream)
             n_triples = 0
             for first_line, block in _triple_chunks(fh, path):
                 _check_block(block, first_line, path, D, W)

@@ -37,3 +37,7 @@ class DataError(BnpmixError):
 
 class CorruptPartitionError(BnpmixError):
     """A partition file whose bytes no longer match the checksum recorded at ingestion."""
+
+
+class DataWarning(UserWarning):
+    """Input that ingests but probably not as meant (the CLI prints it as ``bnpmix: warning``)."""

@@ -10,6 +10,8 @@ Layout::
                                       seconds, and the engine's own columns
     RUN_DIR/model.npz                 the global parameters (arrays) + model.json (their meaning)
     RUN_DIR/assignments/part-00000.parquet   per corpus partition: item, cluster, prob
+    RUN_DIR/vocab.txt                 a bag-of-words corpus's vocabulary, one word per line
+                                      (written before summary.json; `bnpmix show` reads it)
 """
 
 from __future__ import annotations
@@ -27,7 +29,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from .atomic import atomic_write, write_bytes_atomic, write_json_atomic
+from .atomic import atomic_write, write_bytes_atomic, write_json_atomic, write_text_atomic
 from .corpus import partition_name
 from .errors import BnpmixError
 
@@ -84,6 +86,24 @@ class RunDir:
     @property
     def assignments_dir(self) -> Path:
         return self.path / "assignments"
+
+    @property
+    def vocab_path(self) -> Path:
+        return self.path / "vocab.txt"
+
+    def write_vocab(self, words: list[str]) -> None:
+        """The fitted corpus's vocabulary, one word per line (so the run names its columns)."""
+        write_text_atomic(self.vocab_path, "".join(f"{w}\n" for w in words))
+
+    def load_vocab(self) -> list[str] | None:
+        """The words of ``vocab.txt`` (None when the run has none)."""
+        try:
+            text = self.vocab_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise BnpmixError(f"{self.vocab_path}: unreadable ({exc})") from None
+        return text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
 
     def create(self) -> RunDir:
         self.path.mkdir(parents=True, exist_ok=True)

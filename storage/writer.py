@@ -8,9 +8,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .atomic import staged_directory, write_json_atomic
+from .atomic import staged_directory, write_json_atomic, write_text_atomic
 from .corpus import (
     MANIFEST,
+    VOCAB_FILE,
     Corpus,
     Manifest,
     bow_table,
@@ -67,6 +68,10 @@ class CorpusWriter:
         self.manifest.partitions.append(info)
 
     def write_manifest(self) -> None:
+        """The manifest (and, with a vocabulary, ``vocab.txt``: one word per line)."""
+        if self.manifest.vocab is not None:
+            write_text_atomic(self.directory / VOCAB_FILE, "".join(
+                f"{w}\n" for w in self.manifest.vocab))
         write_json_atomic(self.directory / MANIFEST, self.manifest.to_json())
 
 

@@ -37,7 +37,7 @@ def test_folder_of_files_with_pruning(tmp_path):
 def test_one_document_per_line_keeps_line_numbers(tmp_path):
     src = tmp_path / "lines.txt"
     src.write_text("red blue\n\nblue blue green\nred\n")
-    ingest_text(src, tmp_path / "c", partition_rows=2)
+    ingest_text(src, tmp_path / "c", partition_rows=2, min_df=1)
     corpus = Corpus(tmp_path / "c")
     assert corpus.manifest.vocab == ["blue", "green", "red"]
     assert corpus.n_partitions == 2

@@ -1,0 +1,346 @@
+"""What ``bnpmix info`` and ``bnpmix show`` print: a corpus or a finished run, described.
+
+``run_info(RUN_DIR)``: the engine, K (all components; those with more than 1% of the weight; those
+with at least one item assigned), the weights, the cluster sizes counted from the assignments, and
+the figures of summary.json (objective, per item, laps, wall seconds, items).
+
+``show_clusters(RUN_DIR)``: the clusters by decreasing weight with their sizes and, for text (a
+bag-of-words corpus), their most probable words under the posterior mean word distribution; for
+dense data their posterior mean vectors. The words come from ``RUN_DIR/vocab.txt`` (a fit of a
+bag-of-words corpus keeps its vocabulary there), else from the corpus the run's configuration
+names, used only while it is still the vocabulary the run was fitted to (same SHA-256).
+
+Everything here reads; nothing writes.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from bnpmix.storage import BnpmixError, Corpus, RunDir
+from bnpmix.storage.corpus import MANIFEST, vocab_sha256
+
+from .evaluate.fitted import load
+from .runtime.models import read_model
+
+EFFECTIVE = 0.01  # a component with more than this share of the weight counts as effective
+SHOWN_WEIGHTS = 12  # weights listed by `info`'s text output
+SHOWN_DIMS = 8  # mean coordinates listed per cluster by `show`'s text output (JSON: all)
+OBJECTIVES = {"elbo": "ELBO", "loglik": "training predictive log-likelihood",
+              "log_joint": "log joint"}
+
+
+# ------------------------------------------------------------------------------------------
+# what a path is
+
+
+def kind_of(path: str | Path) -> str:
+    """``"run"`` (a finished run directory) or ``"corpus"``; otherwise an error saying what the
+    path is instead."""
+    path = Path(path)
+    if not path.exists():
+        raise BnpmixError(f"{path}: not a corpus directory nor a run directory (no such "
+                          "directory)")
+    if not path.is_dir():
+        raise BnpmixError(f"{path}: not a directory (expected a corpus or a run directory)")
+    if (path / "summary.json").is_file():
+        return "run"
+    if (path / MANIFEST).is_file():
+        return "corpus"
+    if (path / "job.json").is_file():
+        raise BnpmixError(f"{path}: a run directory whose fit has not finished (no summary.json; "
+                          f"`bnpmix resume {path}` continues it)")
+    raise BnpmixError(f"{path}: not a corpus directory (no {MANIFEST}) nor a run directory "
+                      "(no summary.json)")
+
+
+def finished_run(path: str | Path) -> RunDir:
+    """The run directory at ``path``, or an error naming it (a corpus gets a pointer to info)."""
+    if kind_of(path) != "run":
+        raise BnpmixError(f"{path}: a corpus, not a run directory (`bnpmix info {path}` "
+                          "describes it; `bnpmix fit` makes a run)")
+    run = RunDir(path)
+    run.load_summary()  # names the path when summary.json is unreadable
+    for needed in (run.trace_path, run.model_path, run.model_meta_path):
+        if not needed.is_file():
+            raise BnpmixError(f"{path}: not a finished run directory (no {needed.name})")
+    return run
+
+
+# ------------------------------------------------------------------------------------------
+# corpora
+
+
+def format_corpus_info(info: dict[str, Any]) -> str:
+    """Human-readable lines of a corpus's info (``Corpus.info()``)."""
+    dim_name = "V (vocabulary)" if info["kind"] == "bow" else "D (dimension)"
+    lines = [
+        f"kind          {info['kind']}",
+        f"items         {info['n_items']}",
+        f"{dim_name:<13} {info['dim']}",
+    ]
+    if info["kind"] == "bow":
+        lines.append(f"non-zeros     {info['nnz']}")
+    lines += [
+        f"partitions    {info['n_partitions']}",
+        f"bytes         {info['bytes']}",
+        f"columns       {', '.join(info['columns']) or '-'}",
+    ]
+    if "vocab_file" in info:
+        where = (info["vocab_file"] if info["vocab_file"] is not None
+                 else "in the manifest (pass the corpus directory)")
+        lines.append(f"vocabulary    {where}: --vocab for held-out text with these columns")
+    ingest = info.get("ingest") or {}
+    if ingest.get("format") == "text":
+        if ingest.get("vocab_file"):
+            lines.append(f"text          vocabulary fixed by {ingest['vocab_file']}")
+        else:
+            stop = ingest.get("stopwords")
+            stop_text = "none" if not stop else f"{stop['list']} ({stop['n_words']} words)"
+            lines.append(f"text          stop words {stop_text}; min_df {ingest.get('min_df')}, "
+                         f"max_df_fraction {ingest.get('max_df_fraction')}, min_doc_length "
+                         f"{ingest.get('min_doc_length')}")
+    labels = ingest.get("labels")
+    if labels:
+        k = labels["n_classes"]
+        kind = ("integers" if labels.get("integer")
+                else f"strings, mapped to 0..{k - 1} in the manifest")
+        lines.append(f"labels        {k} classes ({kind}) from {labels['file']}")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------------------
+# runs
+
+
+def cluster_sizes(run: RunDir) -> dict[int, int] | None:
+    """Items assigned to each cluster id, counted from the assignments one partition file at a
+    time (only the ``cluster`` column is read); None when the run has no assignments."""
+    files = sorted(run.assignments_dir.glob("part-*.parquet"))
+    if not files:
+        return None
+    ids: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+    for f in files:
+        try:
+            column = pq.read_table(f, columns=["cluster"]).column(0).to_numpy()
+        except (OSError, KeyError, pa.ArrowException) as exc:
+            raise BnpmixError(f"{f}: unreadable assignments ({exc})") from None
+        u, c = np.unique(column, return_counts=True)
+        ids.append(u)
+        counts.append(c)
+    u_all = np.concatenate(ids)
+    c_all = np.concatenate(counts)
+    keys, where = np.unique(u_all, return_inverse=True)
+    totals = np.bincount(where, weights=c_all, minlength=len(keys))
+    return {int(k): int(t) for k, t in zip(keys, totals, strict=True)}
+
+
+def _clusters(weights: np.ndarray, uids: np.ndarray,
+              sizes: dict[int, int] | None) -> list[dict[str, Any]]:
+    """id, weight and size of every component, heaviest first (ties: the larger first);
+    ``index`` is the component's row in the model."""
+    weights = np.asarray(weights, float)
+    ids = [int(i) for i in np.asarray(uids)]
+    size = [None if sizes is None else sizes.get(i, 0) for i in ids]
+    order = sorted(range(len(ids)), key=lambda k: (-weights[k], -(size[k] or 0), ids[k]))
+    return [{"id": ids[k], "weight": float(weights[k]), "size": size[k], "index": k}
+            for k in order]
+
+
+def run_info(path: str | Path) -> dict[str, Any]:
+    """What ``bnpmix info RUN_DIR`` prints (one JSON object with ``--json``)."""
+    run = finished_run(path)
+    summary = run.load_summary()
+    model = read_model(str(run.path))  # weights only: the means are not computed
+    weights, weight_new = model.weights()
+    sizes = cluster_sizes(run)
+    clusters = _clusters(weights, model.uids, sizes)
+    weights = np.array([c["weight"] for c in clusters])
+    objective = summary.get("objective", "elbo")
+    config = summary["config"]
+    info: dict[str, Any] = {
+        "run_dir": str(run.path),
+        "engine": summary["algorithm"],
+        "obs": summary.get("obs", model.obs.name),
+        "corpus": (config.get("run") or {}).get("corpus"),
+        "data": summary.get("data"),
+        "K": int(summary["K"]),
+        "K_effective": int(np.sum(weights > EFFECTIVE)),
+        "K_nonempty": None if sizes is None else sum(1 for c in clusters if c["size"]),
+        "weights": weights.tolist(),
+        "weight_new": float(weight_new),
+        "sizes": None if sizes is None else [c["size"] for c in clusters],
+        "cluster_ids": [c["id"] for c in clusters],
+        "objective": objective,
+        "objective_value": summary.get(objective),
+        "objective_per_item": summary.get(f"{objective}_per_item"),
+        "laps": summary["laps"],
+        "n_items": summary["n_items"],
+        "wall_seconds": summary["wall_seconds"],
+        "vocab_file": str(run.vocab_path) if run.vocab_path.is_file() else None,
+    }
+    for key in ("stopped", "returned", "executor", "restart"):
+        if key in summary:
+            info[key] = summary[key]
+    return info
+
+
+def format_run_info(info: dict[str, Any]) -> str:
+    """Human-readable lines of ``run_info``."""
+    data = info.get("data") or {}
+    shape = ""
+    if data.get("kind"):
+        dim = "V" if data["kind"] == "bow" else "D"
+        shape = f" ({data['kind']}, {dim} = {data.get('dim')})"
+    K, weights = info["K"], info["weights"]
+    nonempty = ("" if info["K_nonempty"] is None
+                else f", {info['K_nonempty']} with at least one item")
+    name = OBJECTIVES.get(info["objective"], info["objective"])
+    lines = [
+        f"engine        {info['engine']} (observation model {info['obs']})",
+        f"corpus        {info['corpus']}{shape}",
+        f"K             {_plural(K, 'component')}: {info['K_effective']} with more than "
+        f"{EFFECTIVE:.0%} of the weight{nonempty}",
+        "weights       " + ", ".join(f"{w:.3f}" for w in weights[:SHOWN_WEIGHTS])
+        + (f" ... ({K - SHOWN_WEIGHTS} more)" if K > SHOWN_WEIGHTS else "")
+        + f"; new component {info['weight_new']:.3g}",
+    ]
+    if info["sizes"] is not None:
+        sizes = info["sizes"]
+        lines.append("sizes         " + ", ".join(str(s) for s in sizes[:SHOWN_WEIGHTS])
+                     + (" ..." if K > SHOWN_WEIGHTS else "") + " (items, in weight order)")
+    else:
+        lines.append("sizes         - (the run has no assignments)")
+    lines += [
+        f"{info['objective']:<14}{_number(info['objective_value'])} ({name}; per item "
+        f"{_number(info['objective_per_item'], '.4f')})",
+        f"laps          {info['laps']}" + (f" ({info['stopped']})" if "stopped" in info else ""),
+        f"items         {info['n_items']}",
+        f"wall seconds  {info['wall_seconds']:.1f}",
+    ]
+    if info["vocab_file"]:
+        lines.append(f"vocabulary    {info['vocab_file']}")
+    return "\n".join(lines)
+
+
+def _plural(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+def _number(value: Any, spec: str = ".6g") -> str:
+    return format(value, spec) if isinstance(value, int | float) else "-"
+
+
+# ------------------------------------------------------------------------------------------
+# show
+
+
+def run_vocabulary(run: RunDir, summary: dict[str, Any],
+                   dim: int) -> tuple[list[str] | None, str]:
+    """The run's vocabulary and where it came from (or, without one, why): RUN_DIR/vocab.txt,
+    else the corpus's while its SHA-256 is the one summary.json recorded."""
+    data = summary.get("data") or {}
+    recorded = data.get("vocab_sha256")
+    words = run.load_vocab()
+    where: str = str(run.vocab_path)
+    if words is None:
+        corpus = (summary["config"].get("run") or {}).get("corpus")
+        if not corpus:
+            return None, "the run keeps no vocab.txt and names no corpus"
+        try:
+            words = Corpus(corpus).manifest.vocab
+        except BnpmixError as exc:
+            return None, f"the run keeps no vocab.txt and its corpus is unreadable ({exc})"
+        where = f"{corpus} (the run keeps no vocab.txt)"
+        if words is None:
+            return None, f"the corpus {corpus} has no vocabulary"
+    if len(words) != dim:
+        return None, f"{where}: {len(words)} words, but the model has {dim} columns"
+    if recorded and vocab_sha256(words) != recorded:
+        return None, f"{where}: not the vocabulary the run was fitted to (its SHA-256 differs)"
+    return words, where
+
+
+def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[str, Any]:
+    """What ``bnpmix show RUN_DIR`` prints: the ``top`` heaviest clusters with their sizes and
+    their ``top_words`` most probable words (text) or their mean vectors (dense)."""
+    if top_words < 1 or top < 1:
+        raise BnpmixError(f"show: --top-words and --top must be positive (got {top_words}, "
+                          f"{top})")
+    run = finished_run(path)
+    summary = run.load_summary()
+    model = load(run.path)
+    clusters = _clusters(model.weights_, model.component_ids_, cluster_sizes(run))
+    means = np.asarray(model.means_, float)
+    data = summary.get("data") or {}
+    text = data.get("kind") == "bow" if data.get("kind") else summary.get("obs") == "mult"
+    out: dict[str, Any] = {
+        "run_dir": str(run.path),
+        "engine": summary["algorithm"],
+        "obs": summary.get("obs", model.model.obs.name),
+        "K": int(summary["K"]),
+        "n_items": summary["n_items"],
+        "kind": "text" if text else "dense",
+        "shown": min(top, len(clusters)),
+    }
+    vocab: list[str] | None = None
+    if text:
+        vocab, where = run_vocabulary(run, summary, means.shape[1])
+        out["vocab"] = where if vocab is not None else None
+        if vocab is None:
+            out["vocab_note"] = f"{where}; words shown by their column number"
+    elif out["obs"] == "zm-gauss":
+        out["note"] = "zero-mean components: every mean is 0 by construction"
+    rows = []
+    for rank, c in enumerate(clusters[:top], start=1):
+        row = {"rank": rank, "id": c["id"], "weight": c["weight"], "size": c["size"]}
+        m = means[c["index"]] if means.ndim == 2 and len(means) > c["index"] else None
+        if m is None:
+            pass
+        elif text:
+            best = np.argsort(-m, kind="stable")[:top_words]
+            row["top_words"] = [{"word": vocab[w] if vocab is not None else f"#{w}",
+                                 "prob": round(float(m[w]), 6)} for w in best]
+        else:
+            row["mean"] = [round(float(v), 4) for v in m]
+        rows.append(row)
+    out["clusters"] = rows
+    return out
+
+
+def format_show(shown: dict[str, Any]) -> str:
+    """Human-readable lines of ``show_clusters``: one line per cluster."""
+    K, n = shown["K"], shown["shown"]
+    head = (f"{shown['engine']} ({shown['obs']}): {_plural(K, 'cluster')} of "
+            f"{_plural(shown['n_items'], 'item')}; "
+            + (f"the {n} heaviest" if n < K else "all") + ", by decreasing weight")
+    lines = [head]
+    if shown.get("vocab"):
+        lines.append(f"words from {shown['vocab']}")
+    for key in ("vocab_note", "note"):
+        if shown.get(key):
+            lines.append(f"note: {shown[key]}")
+    what = "top words" if shown["kind"] == "text" else "mean"
+    lines.append(f"{'rank':>4} {'cluster':>7} {'weight':>7} {'size':>8}  {what}")
+    for row in shown["clusters"]:
+        size = "-" if row["size"] is None else str(row["size"])
+        if "top_words" in row:
+            detail = " ".join(w["word"] for w in row["top_words"])
+        elif "mean" in row:
+            m = row["mean"]
+            detail = "[" + ", ".join(f"{v:.3g}" for v in m[:SHOWN_DIMS]) + (
+                f", ... ({len(m)} dimensions; --json for all)]" if len(m) > SHOWN_DIMS else "]")
+        else:
+            detail = "-"
+        lines.append(f"{row['rank']:>4} {row['id']:>7} {row['weight']:>7.4f} {size:>8}  {detail}")
+    return "\n".join(lines)
+
+
+__all__ = ["cluster_sizes", "format_corpus_info", "format_run_info", "format_show", "kind_of",
+           "run_info", "run_vocabulary", "show_clusters"]

@@ -1,0 +1,109 @@
+"""Reports of finished runs (``bnpmix report RUN_DIR``) and comparisons of several
+(``bnpmix compare RUN1 RUN2 ...``): PNG plots and one self-contained HTML page.
+
+A report is written to ``RUN_DIR/report/`` (or ``out``): ``index.html`` with every picture
+embedded as a data URI, and the same pictures as PNG files beside it. The directory is staged
+beside its final place and renamed into it when complete, so a reader sees the old report or
+the new one, never half of one; a directory that is not a bnpmix report is never replaced.
+matplotlib is an optional dependency (``pip install 'bnpmix[plot]'``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from bnpmix.storage import BnpmixError
+from bnpmix.storage.atomic import staged_directory
+
+from ..inspect import finished_run
+from .page import GENERATOR, Image, render
+from .rundata import RunData, load_run
+
+INDEX = "index.html"
+PLOT_EXTRA = "pip install 'bnpmix[plot]'"
+
+
+def require_matplotlib() -> None:
+    """matplotlib importable, else an error saying how to install it."""
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        raise BnpmixError(f"reports need matplotlib, which is not installed: {PLOT_EXTRA} "
+                          "(or pip install matplotlib)") from None
+
+
+def is_report_dir(path: Path) -> bool:
+    """Whether ``path`` is absent, empty, or a report this package wrote (its index.html
+    carries the generator mark): the only directories a report may replace."""
+    if not path.exists():
+        return True
+    if not path.is_dir():
+        return False
+    if not any(path.iterdir()):
+        return True
+    try:
+        with open(path / INDEX, encoding="utf-8", errors="replace") as fh:
+            head = fh.read(4096)
+    except OSError:
+        return False
+    return f'<meta name="generator" content="{GENERATOR}">' in head
+
+
+def check_output(out: Path) -> Path:
+    """``out`` if a report may be written there, else an error naming it."""
+    if not is_report_dir(out):
+        raise BnpmixError(f"{out}: exists and is not a bnpmix report; choose another output "
+                          "directory")
+    return out
+
+
+def publish(out: Path, page: str, images: Sequence[Image]) -> Path:
+    """Write the page and its PNG files into ``out`` atomically; returns the page's path."""
+    check_output(out)
+    try:
+        with staged_directory(out, overwrite=True) as tmp:
+            for image in images:
+                (tmp / image.file).write_bytes(image.png)
+            (tmp / INDEX).write_text(page, encoding="utf-8")
+    except OSError as exc:
+        raise BnpmixError(f"{out}: cannot write the report ({exc.strerror or exc})") from None
+    return out / INDEX
+
+
+def report(run_dir: str | Path, out: str | Path | None = None,
+           heldout: str | Path | None = None, labels_column: str | None = None) -> Path:
+    """Write the report of a finished run (default ``RUN_DIR/report/``); returns the path of
+    its index.html. ``heldout``: a corpus whose held-out figures the report adds."""
+    run = finished_run(run_dir)  # the path's own errors first, then what is missing
+    target = check_output(Path(out) if out is not None else run.path / "report")
+    require_matplotlib()
+    from .contents import run_sections, run_subtitle
+
+    data = load_run(run.path, heldout, labels_column)
+    sections = run_sections(data)
+    images = [image for section in sections for image in section.images]
+    page = render(f"bnpmix report: {data.name}", run_subtitle(data), sections)
+    return publish(target, page, images)
+
+
+def compare(run_dirs: Sequence[str | Path], out: str | Path,
+            heldout: str | Path | None = None, labels_column: str | None = None) -> Path:
+    """Write one page comparing runs (their figures, traces and weights side by side) into
+    ``out``; returns the path of its index.html."""
+    if not run_dirs:
+        raise BnpmixError("compare needs run directories")
+    for run_dir in run_dirs:
+        finished_run(run_dir)
+    check_output(Path(out))
+    require_matplotlib()
+    from .contents import compare_sections, compare_subtitle
+
+    runs = [load_run(r, heldout, labels_column) for r in run_dirs]
+    sections = compare_sections(runs)
+    images = [image for section in sections for image in section.images]
+    page = render(f"bnpmix comparison of {len(runs)} runs", compare_subtitle(runs), sections)
+    return publish(Path(out), page, images)
+
+
+__all__ = ["RunData", "compare", "load_run", "report"]
