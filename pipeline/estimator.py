@@ -83,7 +83,8 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
     **options : engine options by their job-file names, e.g. ``K=1, laps=100, alpha0=1.0``.
 
     Fitted attributes: ``weights_`` (E[w_k] of the active components), ``weight_new_`` (the
-    mass left for new ones), ``means_``, ``covariances_`` (Gaussian models: E[Σ_k]),
+    mass left for new ones), ``means_``, ``covariances_`` (Gaussian models: E[Σ_k], (K, D, D),
+    or its diagonals (K, D) for "diag-gauss"),
     ``n_components_`` (active components), ``labels_`` (training items' most probable
     component: an index into ``weights_``; a component may own no item), ``lower_bound_``
     (the engine's objective: ELBO, or ADF/EP log-likelihood),
@@ -120,6 +121,7 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
             corpus = (Path(X) if isinstance(X, str | Path)
                       else write_corpus(X, Path(tmp) / "corpus"))
             summary = self._run(corpus, Path(tmp) / "run", job)
+        self._n_seen = int(summary["n_items"])
         if not self.converged_:
             warnings.warn(f"{self.algorithm} stopped before converging "
                           f"({summary.get('stopped', 'its iteration limit')}); raise laps or "
@@ -140,9 +142,11 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
         self.means_ = model.means_
         self.n_components_ = model.n_components_
         self.n_features_in_ = corpus.manifest.dim
-        obs = model.model.obs
-        if hasattr(obs, "covariances"):
-            self.covariances_ = obs.covariances(model.model.post)
+        covariances = model.model.obs.covariances(model.model.post)
+        if covariances is not None:
+            self.covariances_ = covariances
+        elif hasattr(self, "covariances_"):  # a refit with a model that has none
+            del self.covariances_
         index = {int(u): k for k, u in enumerate(model.component_ids_)}
         order = assignments.sort_values("item")
         self.labels_ = np.array([index.get(int(c), -1) for c in order["cluster"]])
@@ -169,7 +173,8 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
                 model.info = {**model.info, "partitions": []}  # a new corpus each call
                 write_model(RunDir(Path(tmp) / "so-far").create(), model)
                 job = job.replace(run_warm_start=str(Path(tmp) / "so-far"))
-            self._run(write_corpus(X, Path(tmp) / "corpus"), Path(tmp) / "run", job)
+            summary = self._run(write_corpus(X, Path(tmp) / "corpus"), Path(tmp) / "run", job)
+        self._n_seen = (self._n_seen if started else 0) + int(summary["n_items"])
         return self
 
     def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
@@ -207,6 +212,26 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
     def score(self, X: Any, y: Any = None) -> float:
         """Mean posterior-predictive log density per item."""
         return float(np.mean(self.score_samples(X)))
+
+    def sample(self, n_samples: int = 1, n_words: Any = None) -> tuple[Any, np.ndarray]:
+        """``n_samples`` new items, each from the posterior predictive (the density
+        ``score_samples`` gives): a component by E[w] (a new one by the mass left), its
+        parameters from q, the item from them. Returns X (CSR counts for text) and each item's
+        component index into ``weights_`` (-1: a new component). ``n_words``: document lengths
+        for text (default: the training documents' mean length). Draws follow
+        ``random_state``."""
+        model = self._fitted().model
+        if not hasattr(model.obs, "sample_items"):
+            raise ValueError(f"sample is not available for {self.algorithm} models (the "
+                             "temporal model has no posterior over next-epoch items to draw)")
+        if n_samples < 1:
+            raise ValueError(f"n_samples must be at least 1, got {n_samples}")
+        if n_words is None and model.obs.name == "mult":
+            tokens = float((model.post["lam"] - model.obs.lam0).sum())  # λ_k = λ0 + counts
+            n_words = max(1, round(tokens / self._n_seen))
+        rng = np.random.default_rng(None if self.random_state is None
+                                    else _seed(self.random_state))
+        return model.sample(n_samples, rng, n_words)
 
 
 BayesianMixture.__init__.__signature__ = inspect.signature(BayesianMixture.__init__).replace(

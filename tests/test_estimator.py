@@ -164,3 +164,49 @@ def test_partial_fit_is_adf_only_and_checks_the_width():
     est = BayesianMixture(algorithm="adf", random_state=0).partial_fit(X)
     with pytest.raises(ValueError, match="X has 3 features"):
         est.partial_fit(np.zeros((5, 3)))
+
+
+def test_sample_follows_the_posterior_predictive():
+    """Monte Carlo: labels by E[w] (-1 by the mass left), and the items' mean and covariance
+    those of the predictive mixture: Σ_k w_k [E[Σ_k](1 + 1/κ_k) + m_k m_kᵀ] - μ μᵀ (a
+    Student-t per component: Cov(μ_k | Λ_k) = (κ_k Λ_k)⁻¹), the new component from the prior."""
+    X, _ = blobs(600, 5)
+    est = BayesianMixture(random_state=0).fit(X)
+    model = est.model_.model
+    S = 200_000
+    Y, y = est.sample(S)
+    assert Y.shape == (S, 2) and set(np.unique(y)) <= {-1, *range(est.n_components_)}
+    post = {k: np.concatenate([model.post[k], model.obs.prior_post(1)[k]])
+            for k in ("m", "kappa", "B", "nu")}
+    w = np.append(est.weights_, est.weight_new_)
+    freq = np.array([np.mean(y == k) for k in [*range(est.n_components_), -1]])
+    assert np.all(np.abs(freq - w) <= 5 * np.sqrt(w * (1 - w) / S) + 1e-12)
+    cov_k = model.obs.covariances(post) * (1 + 1 / post["kappa"])[:, None, None]
+    mean = w @ post["m"]
+    cov = np.einsum("k,kde->de", w, cov_k + np.einsum("kd,ke->kde", post["m"], post["m"]))
+    cov -= np.outer(mean, mean)
+    se = np.sqrt(np.diag(cov) / S)
+    assert np.all(np.abs(Y.mean(0) - mean) <= 5 * se)
+    np.testing.assert_allclose(np.cov(Y.T), cov, rtol=0.05)
+    again, y2 = est.sample(S)  # random_state fixes the draws
+    np.testing.assert_array_equal(y2, y)
+    np.testing.assert_array_equal(again, Y)
+
+
+def test_sample_of_text_and_fitted_covariances():
+    rng = np.random.default_rng(6)
+    C = sp.csr_matrix(rng.poisson(rng.gamma(1.0, 1.0, size=(1, 40)), size=(300, 40)))
+    est = BayesianMixture(random_state=0).fit(C)
+    assert not hasattr(est, "covariances_")  # multinomials have none
+    Y, y = est.sample(50)
+    assert sp.issparse(Y) and Y.shape == (50, 40) and y.shape == (50,)
+    assert set(Y.sum(1).A1) == {round(C.sum() / 300)}  # the mean training length by default
+    assert set(est.sample(3, n_words=[5, 6, 7])[0].sum(1).A1) == {5, 6, 7}
+    X, _ = blobs(300, 7)
+    X -= X.mean(0)  # zero-mean components are for centred data
+    for obs, shape in (("gauss", (2, 2)), ("diag-gauss", (2,)), ("zm-gauss", (2, 2))):
+        fitted = BayesianMixture(obs=obs, random_state=0).fit(X)
+        model = fitted.model_.model
+        np.testing.assert_array_equal(fitted.covariances_, model.obs.covariances(model.post))
+        assert fitted.covariances_.shape == (fitted.n_components_, *shape)
+    assert not hasattr(fitted.set_params(obs="mult").fit(C), "covariances_")  # refit clears

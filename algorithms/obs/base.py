@@ -74,6 +74,12 @@ class ObsModel(ABC):
         """One draw θ_k ~ q(θ_k) = H(θ | λ_k) per component k: arrays with a leading K axis."""
 
     @abstractmethod
+    def sample_items(self, theta: Arrays, rng: np.random.Generator,
+                     n_words: np.ndarray | None = None) -> Data:
+        """One item x_i ~ p(x | θ_i) per row i of θ (arrays with a leading item axis, as
+        ``draw`` returns them); ``n_words``: each document's length (multinomials only)."""
+
+    @abstractmethod
     def loglik(self, X: Data, theta: Arrays) -> np.ndarray:
         """log p(x_n | θ_k) for all n, k: (n, K), with E_q[log p(x_n | θ_k)] = E_loglik(X, post)."""
 
@@ -132,6 +138,10 @@ class ObsModel(ABC):
     @abstractmethod
     def means(self, post: Arrays) -> np.ndarray:
         """Posterior-mean component parameters, (K, D) or (K, V)."""
+
+    def covariances(self, post: Arrays) -> np.ndarray | None:
+        """E_q[Σ_k], the components' expected covariances (None: the model has none)."""
+        return None
 
     def prior_post(self, K: int) -> Arrays:
         """The posterior of K components that have seen no data (equal to the prior)."""

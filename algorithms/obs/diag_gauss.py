@@ -109,6 +109,11 @@ class DiagGauss(ObsModel):
         mu = m + z * np.exp(-0.5 * log_lam) / np.sqrt(post["kappa"])[:, None]
         return {"mu": mu, "s": np.exp(0.5 * log_lam), "logdet": log_lam.sum(-1)}
 
+    def sample_items(self, theta: Arrays, rng: np.random.Generator,
+                     n_words: np.ndarray | None = None) -> np.ndarray:
+        """x_d = μ_d + z_d / √λ_d, z ~ N(0, I) (n, D)."""
+        return theta["mu"] + rng.standard_normal(theta["mu"].shape) / theta["s"]
+
     def loglik(self, X: Data, theta: Arrays) -> np.ndarray:
         """Σ_d log N(x_d | μ_d, 1/λ_d) = -D/2 log 2π + ½ Σ_d log λ_d - ½ Σ_d (s_d (x_d - μ_d))²,
         s = √λ: (n, K), the differences taken before squaring (no cancellation)."""
@@ -214,6 +219,13 @@ class DiagGauss(ObsModel):
     def means(self, post: Arrays) -> np.ndarray:
         """E[μ_k] = m_k (from a posterior or a predictive state)."""
         return np.array(post["m"], dtype=float)
+
+    def covariances(self, post: Arrays) -> np.ndarray:
+        """The diagonals E[1/λ_kd] = b_kd / (a_k - 1) of E[Σ_k] (K, D), scikit-learn's "diag"
+        layout; NaN where a_k ≤ 1 (the mean is infinite)."""
+        a = np.asarray(post["a"], dtype=float)[:, None]
+        b = np.asarray(post["b"], dtype=float)
+        return np.where(a > 1, b / np.where(a > 1, a - 1, 1.0), np.nan)
 
 
 def _log_Z_ng(kappa: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:

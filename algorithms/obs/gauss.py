@@ -112,6 +112,12 @@ class Gauss(ObsModel):
         return {"mu": post["m"] + dmu / np.sqrt(post["kappa"])[:, None], "U": P,
                 "logdet": logdet}
 
+    def sample_items(self, theta: Arrays, rng: np.random.Generator,
+                     n_words: np.ndarray | None = None) -> np.ndarray:
+        """x = μ + P⁻¹ z, z ~ N(0, I): Cov(x) = (Pᵀ P)⁻¹ = Λ⁻¹ (n, D)."""
+        z = rng.standard_normal(theta["mu"].shape)
+        return theta["mu"] + (np.linalg.solve(theta["U"], z[..., None])[..., 0] if len(z) else z)
+
     def loglik(self, X: Data, theta: Arrays) -> np.ndarray:
         """log N(x | μ, Λ⁻¹) = -D/2 log 2π + ½ log|Λ| - ½ |P (x - μ)|²: (n, K)."""
         quad = W.mahalanobis(np.asarray(X, dtype=float), theta["U"], theta["mu"])
@@ -217,6 +223,10 @@ class Gauss(ObsModel):
     def means(self, post: Arrays) -> np.ndarray:
         """E[μ_k] = m_k (from a posterior or a predictive state)."""
         return np.array(post["m"], dtype=float)
+
+    def covariances(self, post: Arrays) -> np.ndarray:
+        """E[Σ_k] = E[Λ_k⁻¹] (see ``wishart.expected_inverse``): (K, D, D)."""
+        return W.expected_inverse(post["B"], post["nu"])
 
 
 def _log_Z_nw(kappa: np.ndarray, nu: np.ndarray, logdet_B: np.ndarray, D: int) -> np.ndarray:

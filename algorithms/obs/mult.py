@@ -111,6 +111,16 @@ class Mult(ObsModel):
         logG = log_gamma_draw(post["lam"], rng)
         return {"logtheta": logG - logsumexp(logG, axis=-1, keepdims=True)}
 
+    def sample_items(self, theta: Arrays, rng: np.random.Generator,
+                     n_words: np.ndarray | None = None) -> sp.csr_matrix:
+        """Counts x_i ~ Multinomial(n_words_i, θ_i) as CSR (n, V) of int64."""
+        if n_words is None:
+            raise ValueError("multinomial items need their lengths: give n_words")
+        theta_ = np.exp(theta["logtheta"])
+        counts = rng.multinomial(np.asarray(n_words, np.int64),
+                                 theta_ / theta_.sum(-1, keepdims=True))
+        return sp.csr_matrix(counts.reshape(len(theta_), self.V))
+
     def loglik(self, X: Data, theta: Arrays) -> np.ndarray:
         """log p(x_n | θ_k) = Σ_w x_nw log θ_kw = X log θᵀ (n, K), sparse @ dense; like E_loglik,
         without the multinomial coefficient."""

@@ -149,3 +149,12 @@ def wishart_draw(nu: np.ndarray, U: np.ndarray, logdet_B: np.ndarray,
     diag = np.arange(D)
     A[:, diag, diag] = np.exp(0.5 * log_chi2)
     return np.swapaxes(A, -1, -2) @ U, log_chi2.sum(-1) - logdet_B
+
+
+def expected_inverse(B: np.ndarray, nu: np.ndarray) -> np.ndarray:
+    """E[Λ⁻¹] = B / (ν - D - 1) for Λ ~ Wishart(ν, B⁻¹) (Λ⁻¹ is inverse-Wishart(ν, B)), per
+    component (K, D, D); NaN where ν ≤ D + 1 (the mean is infinite)."""
+    B, nu = np.asarray(B, dtype=float), np.asarray(nu, dtype=float)
+    D = B.shape[-1]
+    ok = nu > D + 1
+    return np.where(ok[:, None, None], B / np.where(ok, nu - D - 1, 1.0)[:, None, None], np.nan)

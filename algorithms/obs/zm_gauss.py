@@ -87,6 +87,12 @@ class ZeroMeanGauss(ObsModel):
         P, logdet = W.wishart_draw(post["nu"], post["U"], post["logdet_B"], rng)
         return {"U": P, "logdet": logdet}
 
+    def sample_items(self, theta: Arrays, rng: np.random.Generator,
+                     n_words: np.ndarray | None = None) -> np.ndarray:
+        """x = P⁻¹ z, z ~ N(0, I): Cov(x) = (Pᵀ P)⁻¹ = Λ⁻¹ (n, D)."""
+        z = rng.standard_normal(theta["U"].shape[:2])
+        return np.linalg.solve(theta["U"], z[..., None])[..., 0] if len(z) else z
+
     def loglik(self, X: Data, theta: Arrays) -> np.ndarray:
         """log N(x | 0, Λ⁻¹) = -D/2 log 2π + ½ log|Λ| - ½ |P x|²: (n, K)."""
         quad = W.mahalanobis(np.asarray(X, dtype=float), theta["U"])
@@ -168,3 +174,7 @@ class ZeroMeanGauss(ObsModel):
     def means(self, post: Arrays) -> np.ndarray:
         """E[μ_k] = 0: zeros (K, D)."""
         return np.zeros((len(post["nu"]), self.D))
+
+    def covariances(self, post: Arrays) -> np.ndarray:
+        """E[Σ_k] = E[Λ_k⁻¹] (see ``wishart.expected_inverse``): (K, D, D)."""
+        return W.expected_inverse(post["B"], post["nu"])

@@ -40,6 +40,10 @@ class ChainObs:
     def name(self) -> str:
         return "tdpm-text" if self.text else "tdpm-gauss"
 
+    def covariances(self, post: Any) -> None:
+        """None: a chain's emission noise is a fixed hyperparameter, not a posterior."""
+        return None
+
     def check_data(self, X: Any) -> None:
         if X.ndim != 2 or X.shape[1] != self.D:
             raise ValueError(f"expected (n, {self.D}) items, got shape {X.shape}")

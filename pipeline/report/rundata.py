@@ -151,23 +151,6 @@ def read_trace(run: RunDir, summary: dict[str, Any]) -> Trace | None:
     return Trace(x, values, frame["K"].to_numpy(float), name, per_partition)
 
 
-def expected_covariances(model: Any) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """E[Σ_k] of full-covariance Gaussians (Wishart: B/(ν − D − 1)) and E[σ²_kd] of diagonal
-    ones (Gamma on the precision: b/(a − 1)); None where the model has neither."""
-    post = getattr(model, "post", None)
-    if not isinstance(post, dict):
-        return None, None
-    if "B" in post and "nu" in post:
-        B, nu = np.asarray(post["B"], float), np.asarray(post["nu"], float)
-        D = B.shape[-1]
-        denom = np.where(nu > D + 1, nu - D - 1, nu)  # the mean exists only for ν > D + 1
-        return B / denom[:, None, None], None
-    if "b" in post and "a" in post:
-        a, b = np.asarray(post["a"], float), np.asarray(post["b"], float)
-        return None, b / np.where(a > 1, a - 1, a)[:, None]
-    return None, None
-
-
 def top_words(means: np.ndarray, ids: np.ndarray, weights: np.ndarray, vocab: list[str],
               n_clusters: int = TOP, n_words: int = 10) -> list[TopWords]:
     """The ``n_words`` most probable words of the ``n_clusters`` first (heaviest) clusters."""
@@ -217,11 +200,11 @@ def load_run(run_dir: str | Path, heldout: str | Path | None = None,
     means = np.asarray(fitted.means_, float)
     if means.ndim == 2 and means.shape[0] == len(weights):
         data.means = means[order]
-    covariances, variances = expected_covariances(model)
-    if covariances is not None:
+    covariances = model.obs.covariances(model.post)  # full (K, D, D) or diagonal (K, D)
+    if covariances is not None and covariances.ndim == 3:
         data.covariances = covariances[order]
-    if variances is not None:
-        data.variances = variances[order]
+    elif covariances is not None:
+        data.variances = covariances[order]
     facts = summary.get("data") if isinstance(summary.get("data"), dict) else {}
     data.text = facts.get("kind") == "bow" or model.obs.name in ("mult", "tdpm-text")
     if data.text:

@@ -75,7 +75,7 @@ EXPECTED_KEYS = {"gauss": {"mu": (D,), "U": (D, D), "logdet": ()},
 
 
 def test_interface_declares_draw_and_loglik():
-    assert {"draw", "loglik"} <= ObsModel.__abstractmethods__
+    assert {"draw", "loglik", "sample_items"} <= ObsModel.__abstractmethods__
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -178,3 +178,51 @@ def test_log_gamma_draw_small_shapes():
     logtheta = model.draw(model.prior_post(50), rng)["logtheta"]
     assert np.all(np.isfinite(logtheta))
     np.testing.assert_allclose(np.exp(logtheta).sum(-1), 1.0, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["gauss", "zm-gauss", "diag-gauss"])
+def test_covariances_are_the_mean_of_drawn_inverse_precisions(name):
+    """E[Σ_k] = E[Λ_k⁻¹]: covariances(post) against the mean of inv(Λ) over S draws."""
+    model, _, post = setup(name)
+    Lam = precision(name, model.draw(tile(post, S), np.random.default_rng(3)))
+    drawn = np.linalg.inv(Lam)  # (K S, D, D)
+    exact = model.covariances(post)
+    if name == "diag-gauss":
+        assert exact.shape == (K, D)
+        drawn = np.diagonal(drawn, axis1=1, axis2=2)
+    else:
+        assert exact.shape == (K, D, D)
+    assert_mc_close(split(drawn), exact, "E[Σ]")
+
+
+def test_covariances_are_nan_where_the_mean_is_infinite():
+    model, _, post = setup("gauss")
+    post = {**post, "nu": np.where(np.arange(K) == 0, D + 0.5, post["nu"])}  # ν ≤ D + 1
+    cov = model.covariances(post)
+    assert np.isnan(cov[0]).all() and np.isfinite(cov[1:]).all()
+    assert obs_class("mult").default(random_counts(np.random.default_rng(0), 5, V, 0.5)
+                                     ).covariances({"lam": np.ones((2, V))}) is None
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_sample_items_have_the_moments_of_theta(name):
+    """Items x ~ p(x | θ), one θ per item: mean μ and covariance Λ⁻¹ (Gaussians), n θ (counts)."""
+    model, _, post = setup(name)
+    rng = np.random.default_rng(4)
+    one = {key: v[:1] for key, v in model.draw(post, rng).items()}  # component 0's θ, S times
+    theta = {key: np.repeat(v, S, axis=0) for key, v in one.items()}
+    if name == "mult":
+        n_words = np.full(S, 7)
+        X = model.sample_items(theta, rng, n_words).toarray().astype(float)
+        assert X.sum(1).tolist() == n_words.tolist()
+        assert_mc_close(X.T, 7 * np.exp(one["logtheta"][0]), "mean counts")
+        with pytest.raises(ValueError, match="n_words"):
+            model.sample_items(theta, rng)
+        return
+    X = model.sample_items(theta, rng)
+    assert X.shape == (S, D)
+    mean = one["mu"][0] if "mu" in one else np.zeros(D)
+    cov = np.linalg.inv(precision(name, one)[0])
+    assert_mc_close(X.T, mean, "mean")
+    centred = X - mean
+    assert_mc_close(np.einsum("sd,se->des", centred, centred), cov, "covariance")
