@@ -24,7 +24,15 @@ from bnpmix.pipeline.jobfile import load_job
 from bnpmix.pipeline.report.cli import add_parsers as add_report_parsers
 from bnpmix.pipeline.runtime.progress import Progress
 from bnpmix.pipeline.schedule import scheduled_run
-from bnpmix.pipeline.tune import A_GRID, SCALE_GRID, TAU_GRID, format_table, tune, write_job
+from bnpmix.pipeline.tune import (
+    MEMO_FRACTION,
+    MEMO_MAX_ITEMS,
+    SCALE_GRID,
+    format_table,
+    tune,
+    tune_memo,
+    write_job,
+)
 from bnpmix.storage import (
     DEFAULT_PARTITION_ROWS,
     BnpmixError,
@@ -226,11 +234,32 @@ def format_fit(summary: dict, out: str | Path) -> str:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     given = prior_flags(args.prior or [])
-    result = tune(args.corpus_dir, prior=given.get("nrm_prior", "ig"), sigma=args.nrm_sigma,
-                  epsilon=args.epsilon, obs=args.obs, obs_prior=given.get("prior"),
-                  fraction=args.fraction, max_items=args.max_items,
-                  test_fraction=args.test_fraction, seed=args.seed, a_grid=args.a_grid,
-                  tau_grid=args.tau_grid, scale_grid=args.scale_grid)
+    memo = args.algorithm == "memo"
+    # flags only adf/ep or only memo take, by tune()'s or tune_memo()'s parameter names
+    nrm = {"a_grid": "--a-grid", "tau_grid": "--tau-grid", "sigma": "--nrm-sigma",
+           "epsilon": "--epsilon"}
+    dp = {"alpha_grid": "--alpha-grid", "lam0_grid": "--lam0-grid"}
+    values = {"a_grid": args.a_grid, "tau_grid": args.tau_grid, "sigma": args.nrm_sigma,
+              "epsilon": args.epsilon, "alpha_grid": args.alpha_grid,
+              "lam0_grid": args.lam0_grid, "fraction": args.fraction,
+              "max_items": args.max_items}
+    wrong = [flag for name, flag in (nrm if memo else dp).items() if values[name] is not None]
+    if memo and "nrm_prior" in given:
+        wrong.append(f"--prior {given['nrm_prior']}")
+    if wrong:
+        raise UsageError(
+            f"tune: {', '.join(wrong)}: not for --algorithm {args.algorithm} "
+            + ("(the NRM prior of adf and ep; memo searches its DP concentration alpha0: "
+               "--alpha-grid)" if memo else "(memo only; adf and ep search the NRM prior's a "
+               "and tau: --a-grid, --tau-grid)"))
+    chosen = {k: v for k, v in values.items() if v is not None}
+    common = {"obs": args.obs, "obs_prior": given.get("prior"),
+              "test_fraction": args.test_fraction, "seed": args.seed,
+              "scale_grid": args.scale_grid}
+    if memo:
+        result = tune_memo(args.corpus_dir, **common, **chosen)
+    else:
+        result = tune(args.corpus_dir, prior=given.get("nrm_prior", "ig"), **common, **chosen)
     print(json.dumps(result) if args.json else format_table(result))
     if args.out:
         write_job(args.out, args.corpus_dir, result, args.algorithm)
@@ -379,35 +408,47 @@ def build_parser() -> argparse.ArgumentParser:
     q.add_argument("job", metavar="JOB.toml")
     q.set_defaults(func=cmd_schedule)
 
-    p = sub.add_parser("tune", help="NRM prior hyperparameters (a, tau) by held-out predictive "
-                       "log-likelihood of ADF on a sample; writes a job file",
-                       description="ADF over a grid of a and tau on a sample of the corpus "
-                       "(Tank, Foti & Fox 2015, supplement 4.1); prints the table, best first.")
+    p = sub.add_parser("tune", help="prior hyperparameters by held-out predictive "
+                       "log-likelihood on a sample: the NRM prior's a, tau (adf, ep) or the DP "
+                       "concentration alpha0 (memo); writes a job file",
+                       description="Fits a sample of the corpus for every point of a grid and "
+                       "scores held-out items by their posterior predictive; prints the table, "
+                       "best first. adf, ep: one ADF pass per point over a and tau (Tank, Foti "
+                       "& Fox 2015, supplement 4.1). memo: one memo fit per point (its default "
+                       "options, the --seed) over alpha0. Both also search a Gaussian prior's "
+                       "scale; memo on bag-of-words searches the Dirichlet's lam0.")
     p.add_argument("corpus_dir")
+    p.add_argument("--algorithm", choices=("adf", "ep", "memo"), default="adf",
+                   help="the engine tuned and written into the job file (default adf)")
     p.add_argument("--prior", action="append", type=_prior, metavar="PRIOR",
-                   help="the NRM prior: dp, ig (default) or nggp; or a JSON table of "
-                   "observation-prior parameters (repeatable)")
-    p.add_argument("--nrm-sigma", type=float, help="discount sigma of an nggp prior")
-    p.add_argument("--epsilon", type=float, help="cluster creation threshold (default: "
-                   "max(sigma, 0.1))")
+                   help="a JSON table of observation-prior parameters, kept fixed; or (adf, "
+                   "ep) the NRM prior: dp, ig (default) or nggp (repeatable)")
+    p.add_argument("--nrm-sigma", type=float, help="adf, ep: discount sigma of an nggp prior")
+    p.add_argument("--epsilon", type=float, help="adf, ep: cluster creation threshold "
+                   "(default: max(sigma, 0.1))")
     p.add_argument("--obs", choices=OBS_NAMES, help="observation model (default: the corpus's)")
-    p.add_argument("--fraction", type=float, default=0.1,
-                   help="fraction of the corpus's items sampled (default 0.1)")
-    p.add_argument("--max-items", type=_positive_int, default=20_000,
-                   help="at most this many items sampled (default 20000)")
+    p.add_argument("--fraction", type=float,
+                   help=f"fraction of the corpus's items sampled (default 0.1; memo "
+                   f"{MEMO_FRACTION:g})")
+    p.add_argument("--max-items", type=_positive_int,
+                   help=f"at most this many items sampled (default 20000; memo "
+                   f"{MEMO_MAX_ITEMS})")
     p.add_argument("--test-fraction", type=float, default=0.2,
                    help="fraction of the sample held out (default 0.2)")
-    p.add_argument("--a-grid", type=_numbers, default=A_GRID, metavar="A,A,...",
-                   help="values of a (default 1,10,100,1000)")
-    p.add_argument("--tau-grid", type=_numbers, default=TAU_GRID, metavar="T,T,...",
-                   help="values of tau (default 0.1,1,10,100,1000; ignored for dp)")
+    p.add_argument("--a-grid", type=_numbers, metavar="A,A,...",
+                   help="adf, ep: values of a (default 1,10,100,1000)")
+    p.add_argument("--tau-grid", type=_numbers, metavar="T,T,...",
+                   help="adf, ep: values of tau (default 0.1,1,10,100,1000; ignored for dp)")
+    p.add_argument("--alpha-grid", type=_numbers, metavar="A,A,...",
+                   help="memo: values of alpha0 (default 0.1,1,10,100)")
     p.add_argument("--scale-grid", type=_numbers, default=SCALE_GRID, metavar="S,S,...",
                    help="Gaussian priors' scale values (default 0.1,0.3,1; not searched when "
                    "--prior sets scale)")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--lam0-grid", type=_numbers, metavar="L,L,...",
+                   help="memo, bag-of-words: values of the Dirichlet's lam0 (default "
+                   "0.01,0.1,1; not searched when --prior sets lam0)")
+    p.add_argument("--seed", type=int, default=0, help="the sample's seed (and memo's)")
     p.add_argument("--out", metavar="JOB.toml", help="write the best point as a job file")
-    p.add_argument("--algorithm", choices=("adf", "ep"), default="adf",
-                   help="the engine the job file runs (default adf)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_tune)
 

@@ -78,7 +78,7 @@ def finished_run(path: str | Path) -> RunDir:
 
 def format_corpus_info(info: dict[str, Any]) -> str:
     """Human-readable lines of a corpus's info (``Corpus.info()``)."""
-    dim_name = "V (vocabulary)" if info["kind"] == "bow" else "D (dimension)"
+    dim_name = "V (words)" if info["kind"] == "bow" else "D (dimension)"
     lines = [
         f"kind          {info['kind']}",
         f"items         {info['n_items']}",

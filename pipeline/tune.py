@@ -1,24 +1,36 @@
-"""Hyperparameters of the NRM prior by held-out predictive likelihood (``bnpmix tune``; Tank, Foti
-& Fox 2015, supplement Sec. 4.1).
+"""Hyperparameters of the mixture's prior by held-out predictive likelihood (``bnpmix tune``;
+Tank, Foti & Fox 2015, supplement Sec. 4.1).
 
 A sample of the corpus (``fraction`` of its items, at most ``max_items``) is split at random into
-training and test items (``test_fraction`` held out). For every point of the grid, a ∈
-{1, 10, 100, 1000} × τ ∈ {0.1, 1, 10, 100, 1000} (the DP does not depend on τ: a only), one ADF
-pass absorbs the training items in a random order and the test items are scored by the held-out
-predictive log p(x* | fit) = log Σ_{k ≤ K+1} π_k p(x* | λ_k) (algorithms/nrm_mixture.py). The
-best point is written as a job file for ``bnpmix fit --config``. For Gaussian observations the
-prior's ``scale`` (E[Σ] as a fraction of the data's covariance) is searched too, over
-{0.1, 0.3, 1}, unless given: ADF's greedy creation of clusters depends on it more than on a.
+training and test items (``test_fraction`` held out). For every point of the grid the training
+items are fitted and the test items scored by the held-out predictive
+log p(x* | fit) = log Σ_{k ≤ K+1} π_k p(x* | λ_k), the last term the mass of a new component; the
+best point is written as a job file for ``bnpmix fit --config``.
+
+ADF and EP (``tune``): the NRM prior's a ∈ {1, 10, 100, 1000} × τ ∈ {0.1, 1, 10, 100, 1000} (the
+DP does not depend on τ: a only), one ADF pass absorbing the training items in a random order
+(algorithms/nrm_mixture.py). For Gaussian observations the prior's ``scale`` (E[Σ] as a fraction
+of the data's covariance) is searched too, over {0.1, 0.3, 1}, unless given: ADF's greedy
+creation of clusters depends on it more than on a.
 
 The predictive rule depends on (a, τ) only through β = a τ^σ: with U' = U/c, (a c^σ, τ/c) has
 g' = g + const, so Û' + τ' = (Û + τ)/c and w_new' = w_new. Points of the grid with equal β give
 the same fit (the table shows β; the paper's 4 × 5 grid has 11 distinct values for σ = 1/2).
+
+memo (``tune_memo``): the DP concentration α0 ∈ {0.1, 1, 10, 100} × the Gaussian prior's
+``scale`` over the same values (bag-of-words: the Dirichlet's λ0 ∈ {0.01, 0.1, 1}), each point a
+memo fit with the engine's defaults (K = 1, births and merges, laps until convergence) and the
+tune's seed; π_k = E[w_k] under q. The training items are written as a temporary corpus, so the
+fit is exactly ``bnpmix fit``'s. A memo fit costs more than an ADF pass but needs more items
+than 10 % of a small corpus (on digits' 144 items every point gives K = 1), so memo's sample is
+by default all items, at most 5000.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,13 +47,20 @@ from bnpmix.algorithms.summary import Summary
 from bnpmix.storage import BnpmixError, Corpus
 from bnpmix.storage.atomic import write_text_atomic
 
+from .config import JobConfig
 from .engines.nrm import NRMConfig
+from .evaluate.fitted import load
+from .fit import fit, job_config
 from .runtime.context import check_obs, prior_keys
 from .runtime.data import BatchSource
 
 A_GRID = (1.0, 10.0, 100.0, 1000.0)
 TAU_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
 SCALE_GRID = (0.1, 0.3, 1.0)  # Gaussian priors' E[Σ] as a fraction of the data's covariance
+ALPHA_GRID = (0.1, 1.0, 10.0, 100.0)  # memo's DP concentration α0 (its default, 1, included)
+LAM0_GRID = (0.01, 0.1, 1.0)  # the bag-of-words Dirichlet's λ0 (its default, 0.1, included)
+MEMO_FRACTION, MEMO_MAX_ITEMS = 1.0, 5000  # memo's default sample: all items, at most 5000
+SCORE = "heldout_loglik_per_item"
 
 
 @dataclass(frozen=True)
@@ -62,6 +81,39 @@ def sample_split(corpus: Corpus, n: int, test_fraction: float, seed: int) -> Spl
         raise BnpmixError(f"{corpus.path}: a sample of {len(order)} items cannot be split "
                           f"{1 - test_fraction:.0%}/{test_fraction:.0%}; raise --fraction")
     return Split(X[order[n_test:]], X[order[:n_test]])
+
+
+def check_fractions(fraction: float, test_fraction: float) -> None:
+    """The sample's fraction in (0, 1] and the held-out fraction in (0, 1)."""
+    if not 0 < fraction <= 1:
+        raise BnpmixError(f"fraction must lie in (0, 1], not {fraction}")
+    if not 0 < test_fraction < 1:
+        raise BnpmixError(f"test_fraction must lie in (0, 1), not {test_fraction}")
+
+
+def corpus_sample(corpus_dir: str | Path, obs: str | None, fraction: float, max_items: int,
+                  test_fraction: float, seed: int) -> tuple[str, Split]:
+    """The observation model's name and the split of min(max_items, ⌈fraction n⌉) items."""
+    corpus = Corpus(corpus_dir)
+    obs_name = check_obs(corpus, obs)
+    n = max(2, min(max_items, math.ceil(fraction * corpus.n_items)))
+    return obs_name, sample_split(corpus, n, test_fraction, seed)
+
+
+def searched_prior(obs_name: str, obs_prior: dict[str, Any],
+                   grids: dict[str, Sequence[float]]) -> tuple[str | None, list[float | None]]:
+    """The observation-prior parameter searched, the first of ``grids`` that the model takes and
+    ``obs_prior`` does not set, with its values; (None, [None]) when there is none."""
+    for key, values in grids.items():
+        if key in prior_keys(obs_name) and key not in obs_prior:
+            return key, list(values)
+    return None, [None]
+
+
+def with_value(obs_prior: dict[str, Any], key: str | None, value: float | None
+               ) -> dict[str, Any]:
+    """The observation prior with the searched parameter set (unchanged when none is)."""
+    return dict(obs_prior) if key is None else {**obs_prior, key: value}
 
 
 def heldout_score(obs: ObsModel, prior: NRM, eps: float, split: Split) -> tuple[float, int]:
@@ -87,27 +139,20 @@ def tune(corpus_dir: str | Path, *, prior: str = "ig", sigma: float | None = Non
          max_items: int = 20_000, test_fraction: float = 0.2, seed: int = 0,
          a_grid: Sequence[float] = A_GRID, tau_grid: Sequence[float] = TAU_GRID,
          scale_grid: Sequence[float] = SCALE_GRID) -> dict[str, Any]:
-    """The grid's held-out scores (``rows``, best first) and the best point's options
-    (``best``: nrm_prior, nrm_a, nrm_tau, and nrm_sigma / epsilon when given; ``prior``: the
-    observation prior, with the best ``scale`` for Gaussians)."""
-    if not 0 < fraction <= 1:
-        raise BnpmixError(f"fraction must lie in (0, 1], not {fraction}")
-    if not 0 < test_fraction < 1:
-        raise BnpmixError(f"test_fraction must lie in (0, 1), not {test_fraction}")
+    """ADF and EP: the grid's held-out scores (``rows``, best first) and the best point's
+    options (``best``: nrm_prior, nrm_a, nrm_tau, and nrm_sigma / epsilon when given;
+    ``prior``: the observation prior, with the best ``scale`` for Gaussians)."""
+    check_fractions(fraction, test_fraction)
     try:
         base = NRMConfig(prior, nrm_sigma=sigma, epsilon=epsilon)
     except ValueError as exc:
         raise BnpmixError(str(exc)) from None
-    corpus = Corpus(corpus_dir)
-    obs_name = check_obs(corpus, obs)
-    n = max(2, min(max_items, math.ceil(fraction * corpus.n_items)))
-    split = sample_split(corpus, n, test_fraction, seed)
+    obs_name, split = corpus_sample(corpus_dir, obs, fraction, max_items, test_fraction, seed)
     obs_prior = dict(obs_prior or {})
-    scales = list(scale_grid) if "scale" in prior_keys(obs_name) and "scale" not in obs_prior \
-        else [None]
+    key, scales = searched_prior(obs_name, obs_prior, {"scale": scale_grid})
     rows = []
     for scale in scales:
-        given = obs_prior if scale is None else {**obs_prior, "scale": scale}
+        given = with_value(obs_prior, key, scale)
         try:
             model = obs_class(obs_name).default(split.train, **given)
         except TypeError as exc:
@@ -117,27 +162,77 @@ def tune(corpus_dir: str | Path, *, prior: str = "ig", sigma: float | None = Non
             score, K = heldout_score(model, cfg.prior(), cfg.eps(), split)
             rows.append({"nrm_a": cfg.nrm_a, "nrm_tau": cfg.nrm_tau,
                          "beta": cfg.nrm_a * cfg.nrm_tau ** cfg.sigma, "scale": scale,
-                         "heldout_loglik_per_item": score, "K": K})
-    rows.sort(key=lambda r: -r["heldout_loglik_per_item"])
+                         SCORE: score, "K": K})
+    rows.sort(key=lambda r: -r[SCORE])
     top = rows[0]
     best = {"nrm_prior": prior, "nrm_a": top["nrm_a"]}
     if base.sigma > 0:
         best["nrm_tau"] = top["nrm_tau"]
     best.update({k: v for k, v in (("nrm_sigma", sigma), ("epsilon", epsilon)) if v is not None})
-    if top["scale"] is not None:
-        obs_prior["scale"] = top["scale"]
     return {"rows": rows, "best": best, "n_train": split.train.shape[0],
-            "n_test": split.test.shape[0], "obs": obs_name, "prior": obs_prior}
+            "n_test": split.test.shape[0], "obs": obs_name,
+            "prior": with_value(obs_prior, key, top["scale"])}
+
+
+def memo_score(train_corpus: Path, test: Any, job: JobConfig, run_dir: Path) -> dict[str, Any]:
+    """One memo fit of the training corpus, then the mean held-out predictive log density of
+    the test items, log Σ_k E[w_k] p(x* | λ_k) with the new components' mass; K active
+    components, laps and the fit's seconds."""
+    summary = fit(train_corpus, run_dir, job)
+    model = load(run_dir)
+    return {"K": model.n_components_, "laps": int(summary["laps"]),
+            "seconds": float(summary["wall_seconds"]), SCORE: model.score(test)}
+
+
+def tune_memo(corpus_dir: str | Path, *, obs: str | None = None,
+              obs_prior: dict[str, Any] | None = None, fraction: float = MEMO_FRACTION,
+              max_items: int = MEMO_MAX_ITEMS, test_fraction: float = 0.2, seed: int = 0,
+              alpha_grid: Sequence[float] = ALPHA_GRID,
+              scale_grid: Sequence[float] = SCALE_GRID,
+              lam0_grid: Sequence[float] = LAM0_GRID) -> dict[str, Any]:
+    """memo: the held-out scores of α0 × the observation prior's ``scale`` (Gaussians) or
+    ``lam0`` (bag-of-words) unless ``obs_prior`` sets it (``rows``, best first); ``best``:
+    alpha0; ``prior``: the observation prior with the best value."""
+    check_fractions(fraction, test_fraction)
+    obs_name, split = corpus_sample(corpus_dir, obs, fraction, max_items, test_fraction, seed)
+    obs_prior = dict(obs_prior or {})
+    key, values = searched_prior(obs_name, obs_prior, {"scale": scale_grid, "lam0": lam0_grid})
+    from .estimator import write_corpus  # here: the estimator imports scikit-learn when present
+
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="bnpmix-tune-") as tmp:
+        train = write_corpus(split.train, Path(tmp) / "train")
+        for value in values:
+            for alpha0 in alpha_grid:
+                job = job_config(algorithm="memo", seed=seed, obs=obs_name,
+                                 scheduler="synchronous", alpha0=float(alpha0),
+                                 prior=with_value(obs_prior, key, value))
+                point = {"alpha0": float(alpha0), **({} if key is None else {key: value})}
+                run = Path(tmp) / f"run-{len(rows)}"
+                rows.append({**point, **memo_score(train, split.test, job, run)})
+    rows.sort(key=lambda r: -r[SCORE])
+    top = rows[0]
+    return {"engine": "memo", "rows": rows, "best": {"alpha0": top["alpha0"]},
+            "n_train": split.train.shape[0], "n_test": split.test.shape[0], "obs": obs_name,
+            "prior": with_value(obs_prior, key, top.get(key)), "seed": seed}
+
+
+# the table's columns by row key: heading, width and format (None: "-"); the score comes last
+COLUMNS = {"nrm_a": ("a", 8, "g"), "nrm_tau": ("tau", 8, "g"), "beta": ("a tau^sigma", 12, ".4g"),
+           "alpha0": ("alpha0", 8, "g"), "scale": ("scale", 6, "g"), "lam0": ("lam0", 6, "g"),
+           "K": ("K", 6, "d"), "laps": ("laps", 5, "d"), "seconds": ("seconds", 8, ".2f")}
 
 
 def format_table(result: dict[str, Any]) -> str:
-    """The grid, best first, and the choice."""
-    lines = [f"ADF on {result['n_train']} items, scored on {result['n_test']} held out "
+    """The grid, best first (the columns its rows have), and the choice."""
+    keys = [k for k in result["rows"][0] if k in COLUMNS]
+    fitted = "ADF" if "engine" not in result else (  # ADF results keep their original keys
+        f"{result['engine']} (seed {result['seed']}, its other options at their defaults)")
+    lines = [f"{fitted} on {result['n_train']} items, scored on {result['n_test']} held out "
              f"({result['obs']} observations)",
-             f"{'a':>8} {'tau':>8} {'a tau^sigma':>12} {'scale':>6} {'K':>6}  held-out per item"]
-    lines += [f"{r['nrm_a']:>8g} {r['nrm_tau']:>8g} {r['beta']:>12.4g} "
-              f"{'-' if r['scale'] is None else format(r['scale'], 'g'):>6} {r['K']:>6}  "
-              f"{r['heldout_loglik_per_item']:.4f}" for r in result["rows"]]
+             " ".join(f"{COLUMNS[k][0]:>{COLUMNS[k][1]}}" for k in keys) + "  held-out per item"]
+    lines += [" ".join(f"{'-' if r[k] is None else format(r[k], COLUMNS[k][2]):>{COLUMNS[k][1]}}"
+                       for k in keys) + f"  {r[SCORE]:.4f}" for r in result["rows"]]
     chosen = {**result["best"], **{f"prior.{k}": v for k, v in result["prior"].items()}}
     lines.append("best: " + ", ".join(f"{k} = {v}" for k, v in chosen.items()))
     return "\n".join(lines)
