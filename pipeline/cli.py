@@ -41,6 +41,7 @@ from bnpmix.storage import (
     ingest_docword,
     ingest_npy,
     ingest_text,
+    local_path,
 )
 from bnpmix.storage.append import append_corpus
 from bnpmix.storage.atomic import remove_stale_staging
@@ -535,6 +536,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    for name, value in vars(args).items():  # before anything can take a URL for a local path
+        try:
+            local_path(value) if isinstance(value, str) else None
+        except BnpmixError as exc:
+            parser.error(f"{name}: {exc}")
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _terminate)
     try:

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import scipy.sparse as sp
 
-from .errors import BnpmixError, CorruptPartitionError
+from .errors import BnpmixError, CorruptPartitionError, local_path
 
 FORMAT_NAME = "bnpmix-corpus"
 FORMAT_VERSION = 1
@@ -267,7 +267,7 @@ class Corpus:
     """Read access to a corpus directory, one partition at a time."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        self.path = local_path(path)
         manifest_path = self.path / MANIFEST
         try:
             obj = json.loads(manifest_path.read_text(encoding="utf-8"))

@@ -2,7 +2,12 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
+
+# a URL's scheme; Dask's own comm schemes name scheduler addresses, not storage
+URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+DASK_SCHEMES = frozenset({"tcp", "tls", "ucx", "inproc", "ws", "wss"})
 
 
 class BnpmixError(Exception):
@@ -41,3 +46,14 @@ class CorruptPartitionError(BnpmixError):
 
 class DataWarning(UserWarning):
     """Input that ingests but probably not as meant (the CLI prints it as ``bnpmix: warning``)."""
+
+
+def local_path(path: str | Path) -> Path:
+    """``path`` as a local Path, or an error for an object-storage URL (s3://, gs://, ...),
+    which ``Path`` would silently turn into a local directory named after the scheme."""
+    match = URL.match(str(path)) if isinstance(path, str) else None
+    if match and match.group(1).lower() not in DASK_SCHEMES:
+        raise BnpmixError(f"{path}: {match.group(1)}:// URLs are not supported yet (corpora "
+                          "and run directories on object storage are planned); use a local "
+                          "path or a shared file system every worker mounts")
+    return Path(path)

@@ -31,7 +31,7 @@ import pyarrow.parquet as pq
 
 from .atomic import atomic_write, write_bytes_atomic, write_json_atomic, write_text_atomic
 from .corpus import partition_name
-from .errors import BnpmixError
+from .errors import BnpmixError, local_path
 
 SUMMARY_FIELDS: dict[str, type | tuple[type, ...]] = {
     "algorithm": str,
@@ -65,7 +65,7 @@ class RunDir:
     """Paths and atomic writers of one run directory."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = Path(path)
+        self.path = local_path(path)
 
     @property
     def summary_path(self) -> Path:

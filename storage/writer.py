@@ -19,7 +19,7 @@ from .corpus import (
     partition_name,
     write_partition,
 )
-from .errors import BnpmixError
+from .errors import BnpmixError, local_path
 
 DEFAULT_PARTITION_ROWS = 10_000
 
@@ -81,6 +81,7 @@ def new_corpus(out: str | Path, manifest: Manifest, *, overwrite: bool = False) 
 ]:
     """A writer into a staged directory; the corpus appears at ``out`` only if the block ends
     without an exception. ``overwrite`` replaces only a directory that is a corpus."""
+    local_path(out)
     if overwrite:
         check_replaceable(Path(out))
     with staged_directory(out, overwrite=overwrite) as tmp:
