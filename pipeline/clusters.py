@@ -33,7 +33,9 @@ import yaml
 
 from bnpmix.storage import BnpmixError
 
+from .config import CURRENT_CLIENT
 from .jobfile import read_config_file
+from .settings import setting
 
 # the keys each kind's cluster class accepts (a subset of each library's documented arguments)
 CLUSTER_KEYS: dict[str, set[str]] = {
@@ -44,7 +46,7 @@ CLUSTER_KEYS: dict[str, set[str]] = {
             "remote_python"},
     "slurm": {"queue", "account", "cores", "memory", "processes", "walltime", "interface",
               "job_extra_directives", "job_script_prologue", "local_directory",
-              "log_directory", "name", "worker_extra_args"},
+              "log_directory", "name", "job_name", "worker_extra_args"},
     "kubernetes": {"name", "image", "n_workers", "resources", "env", "namespace",
                    "worker_command", "port_forward_cluster_ip"},
 }
@@ -92,6 +94,9 @@ def load_profile(path: str | Path) -> ClusterProfile:
         raise BnpmixError(f"{path}: set dask-config 'distributed.comm.timeouts.connect' (5-10 s: "
                           "the default 30 s stalls recovery after a worker dies)")
     security = _security_paths(path, obj.get("security"))
+    if kind == "kubernetes" and security is not None:
+        raise BnpmixError(f"{path}: field 'security' is not supported for kind kubernetes "
+                          "(KubeCluster takes no security argument)")
     if kind == "address" and str(obj["address"]).startswith("tls://") and security is None:
         raise BnpmixError(f"{path}: field 'security' (ca_file, cert, key) is needed for a "
                           "tls:// address")
@@ -133,32 +138,52 @@ def cluster_class(profile: ClusterProfile) -> type:
     """The library class of the profile's kind, imported now."""
     module, name, package = LIBRARIES[profile.kind]
     try:
+        importlib.import_module(package.replace("-", "_"))  # asyncssh: SSHCluster imports it late
         return getattr(importlib.import_module(module), name)
     except ImportError:
         raise BnpmixError(f"{profile.path}: kind {profile.kind!r} needs the package {package!r} "
                           f"(pip install {package})") from None
 
 
+def process_client(scheduler: str) -> Any:
+    """For ``scheduler`` "distributed", the distributed.Client this process made current
+    (``Client(...)`` or ``with Client(...)``: ``distributed.default_client()``), as Dask's own
+    ``scheduler="distributed"`` means; None for any other scheduler."""
+    if scheduler != CURRENT_CLIENT:
+        return None
+    from distributed import default_client
+
+    try:
+        return default_client()
+    except ValueError:
+        raise BnpmixError(f"scheduler {CURRENT_CLIENT!r} runs on this process's current "
+                          "distributed.Client, and there is none: create one "
+                          "(distributed.Client(...)) or name a scheduler address") from None
+
+
 @contextlib.contextmanager
 def open_client(scheduler: str | None = None, profile_path: str | None = None,
-                worker_wait: float = 60.0) -> Iterator[Any]:
-    """A distributed.Client for ``tcp://HOST:PORT`` or for a cluster profile (started here and
+                worker_wait: float | None = None) -> Iterator[Any]:
+    """A distributed.Client for a scheduler address or for a cluster profile (started here and
     closed at the end when the profile starts one), once at least one worker has joined: a
-    scheduler without workers is an error after ``worker_wait`` seconds, not a silent hang."""
+    scheduler without workers is an error after ``worker_wait`` seconds (None: Dask config
+    ``bnpmix.worker-wait``), not a silent hang."""
     import dask
     from distributed import Client
 
     profile = load_profile(profile_path) if profile_path else None
-    settings = profile.dask_config if profile else {"distributed.comm.timeouts.connect": "10s"}
+    settings = profile.dask_config if profile else {
+        "distributed.comm.timeouts.connect": setting("connect-timeout")}
     with dask.config.set(settings):
         if profile is None or profile.kind == "address":
             address = scheduler if profile is None else profile.address
             try:
-                client = Client(address, timeout="20s", security=security_of(profile))
+                client = Client(address, timeout=setting("scheduler-timeout"),
+                                security=security_of(profile))
             except OSError as exc:
                 raise BnpmixError(f"cannot reach the Dask scheduler at {address} ({exc})") from None
             with client:
-                _wait_for_a_worker(client, address, worker_wait)
+                wait_for_a_worker(client, address, worker_wait)
                 yield client
             return
         extra = {"security": security_of(profile)} if profile.security else {}
@@ -166,16 +191,19 @@ def open_client(scheduler: str | None = None, profile_path: str | None = None,
             if profile.scale:
                 cluster.scale(profile.scale)
             with Client(cluster) as client:
-                _wait_for_a_worker(client, profile_path, worker_wait)
+                wait_for_a_worker(client, profile_path, worker_wait)
                 yield client
 
 
-def _wait_for_a_worker(client: Any, where: str | None, seconds: float) -> None:
+def wait_for_a_worker(client: Any, where: str | None, seconds: float | None = None) -> None:
+    """Return once a worker has joined the client's scheduler; an error naming ``where`` after
+    ``seconds`` (None: Dask config ``bnpmix.worker-wait``)."""
     from dask.distributed import TimeoutError as DaskTimeoutError
 
+    seconds = setting("worker-wait", seconds)
     try:
         client.wait_for_workers(1, timeout=seconds)
     except (TimeoutError, DaskTimeoutError):
         raise BnpmixError(f"{where}: no Dask worker joined the scheduler within {seconds:g} s "
-                          "(start workers with `dask worker ADDRESS`, or raise --worker-wait)"
-                          ) from None
+                          "(start workers with `dask worker ADDRESS`, or raise --worker-wait or "
+                          "the Dask config bnpmix.worker-wait)") from None

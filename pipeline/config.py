@@ -26,7 +26,15 @@ from bnpmix.storage import BnpmixError
 from .runtime.engine import ENGINES, engine_class, engine_names
 
 OBS_NAMES = ("gauss", "zm-gauss", "diag-gauss", "mult")
-SCHEDULERS = "threads, synchronous, or tcp://HOST:PORT of a Dask scheduler"
+CURRENT_CLIENT = "distributed"  # the scheduler name of this process's current Client
+SCHEDULERS = ("threads, synchronous, a Dask scheduler's address (tcp://HOST:PORT), or "
+              "distributed: the Python process's current distributed.Client (job.json records "
+              "its scheduler's address)")
+
+
+def is_address(scheduler: str) -> bool:
+    """Whether ``scheduler`` is a Dask scheduler's address (tcp://, tls://, inproc://, ...)."""
+    return re.match(r"^[a-z][a-z0-9+.-]*://.", scheduler) is not None
 
 
 def _int(value: Any) -> int:
@@ -52,6 +60,11 @@ def _float(value: Any) -> float:
     except ValueError:
         pass
     raise ValueError(f"expected a finite number, not {value!r}")
+
+
+def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``parse`` for an option whose None means unset (its default comes from elsewhere)."""
+    return lambda value: None if value is None else parse(value)
 
 
 def _str(value: Any) -> str:
@@ -188,28 +201,34 @@ class RunConfig:
     cluster: str | None = opt(None, "start or reach a Dask cluster from a profile in "
                               "cluster-configs/ (PROFILE.yaml)", parse=_str)
     threads: int = opt(2, "local threads", within="[1, inf)")
-    worker_wait: float = opt(60.0, "seconds to wait for a first Dask worker before failing",
-                             within="(0, inf)")
+    # unset (None): the Dask config key named in the help, read when the run uses it
+    worker_wait: float | None = opt(None, "seconds to wait for a first Dask worker before "
+                                    "failing (default: Dask config bnpmix.worker-wait, 60 s)",
+                                    parse=_optional(_float), within="(0, inf)")
     wave: int = opt(1, "batches computed in parallel against the same globals",
                     within="[1, inf)")
-    cache_bytes: int = opt(2 << 30, "bytes of partitions kept in memory per worker (or "
-                           "locally) across laps", within="[0, inf)")
-    summary_bytes: int = opt(1 << 30, "bytes of per-partition state the driver keeps in "
-                             "memory before spilling it to disk", within="[0, inf)")
+    cache_bytes: int | None = opt(None, "bytes of partitions kept in memory per worker (or "
+                                  "locally) across laps (default: Dask config "
+                                  "bnpmix.cache-bytes, 2 GiB)", parse=_optional(_int),
+                                  within="[0, inf)")
+    summary_bytes: int | None = opt(None, "bytes of per-partition state the driver keeps in "
+                                    "memory before spilling it to disk (default: Dask config "
+                                    "bnpmix.summary-bytes, 1 GiB)", parse=_optional(_int),
+                                    within="[0, inf)")
     checkpoint_every: int = opt(0, "also checkpoint every M batch visits (0: after each lap)",
                                 within="[0, inf)")
     warm_start: str | None = opt(None, "start from a previous run's model (RUN_DIR)", parse=_str)
     restarts: int | None = opt(None, "independent starts, the best objective kept: of the "
                                "whole run (streams from seed, seed + 1, ...; the same prior; "
                                "default 1), or for ddcrp of each sequence (default 10)",
-                               parse=lambda v: None if v is None else _int(v),
+                               parse=_optional(_int),
                                within="[1, inf)")
 
     def __post_init__(self) -> None:
-        if not (self.scheduler in ("threads", "synchronous")
-                or self.scheduler.startswith("tcp://")):
-            raise ValueError(f"scheduler must be threads, synchronous or tcp://HOST:PORT, "
-                             f"not {self.scheduler!r}")
+        if not (self.scheduler in ("threads", "synchronous", CURRENT_CLIENT)
+                or is_address(self.scheduler)):
+            raise ValueError(f"scheduler must be threads, synchronous, {CURRENT_CLIENT} or a "
+                             f"scheduler address (tcp://HOST:PORT), not {self.scheduler!r}")
 
 
 @dataclass(frozen=True)

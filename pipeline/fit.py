@@ -21,12 +21,14 @@ import numpy as np
 from bnpmix.storage import BnpmixError, Corpus, RunDir
 from bnpmix.storage.atomic import write_json_atomic
 
+from .clusters import process_client
 from .config import JobConfig, resolve
 from .runtime import checkpoint
 from .runtime.context import FitContext, Streams, default_obs_name, make_context
 from .runtime.engine import Best, Engine, Fitted, Step, engine_class
 from .runtime.executors import DaskExecutor, open_executor
 from .runtime.models import write_model
+from .settings import setting
 
 ProgressHook = Callable[[Engine], None]
 StepHook = Callable[[Engine, Step], None]  # after every step and its checkpoint (tests)
@@ -39,9 +41,14 @@ def job_config(**options: Any) -> JobConfig:
 
 
 def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *,
-        progress: ProgressHook | None = None, on_step: StepHook | None = None) -> dict[str, Any]:
-    """Fit a model to a corpus and write the run directory; returns summary.json's content."""
-    job = job or JobConfig()
+        client: Any = None, progress: ProgressHook | None = None,
+        on_step: StepHook | None = None) -> dict[str, Any]:
+    """Fit a model to a corpus and write the run directory; returns summary.json's content.
+    ``client``: a distributed.Client whose cluster runs the partition tasks in place of the
+    executor the job names (its workers must reach the corpus); it is neither closed nor
+    changed, and job.json records its scheduler's address. The job's scheduler
+    ``"distributed"`` asks for this process's current Client the same way."""
+    job, client = on_client(job or JobConfig(), client)
     corpus = Corpus(corpus_dir)
     run = RunDir(out)
     # job.json must not depend on the working directory, nor on defaults that follow the data
@@ -51,13 +58,23 @@ def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *
                       model_obs=job.model.obs or default_obs_name(corpus), **absolute)
     created = run.claim()
     try:
-        summary = _run(corpus, run, job, None, progress, on_step)
+        summary = _run(corpus, run, job, None, progress, on_step, client)
     except BaseException:
         if not (run.path / "job.json").exists():  # nothing resumable was written: leave no trace
             run.release(created)
         raise  # a resumable run keeps its claim: only `bnpmix resume` continues it
     run.release()
     return summary
+
+
+def on_client(job: JobConfig, client: Any) -> tuple[JobConfig, Any]:
+    """The Dask client a run uses (``client``, or this process's current one when the job's
+    scheduler is "distributed"; None: the executor the job names) and the job as job.json
+    records it: the client's scheduler address in place of the job's scheduler and cluster."""
+    client = process_client(job.run.scheduler) if client is None else client
+    if client is None:
+        return job, None
+    return job.replace(run_scheduler=client.scheduler.address, run_cluster=None), client
 
 
 def partitions_of(corpus: Corpus) -> list[list[str]]:
@@ -76,15 +93,16 @@ def read_job(run: RunDir) -> dict[str, Any]:
 
 
 def resume(run_dir: str | Path, progress: ProgressHook | None = None,
-           on_step: StepHook | None = None) -> dict[str, Any] | None:
+           on_step: StepHook | None = None, *, client: Any = None) -> dict[str, Any] | None:
     """Continue a run from its last checkpoint (from the start if it has none); None if it had
     already finished. A run whose corpus has changed since it started (appended partitions) is
-    refused: resuming it would mix summaries of two different data sets."""
+    refused: resuming it would mix summaries of two different data sets. ``client`` as fit's
+    (job.json keeps the address the run started with; summary.json names this one's)."""
     run = RunDir(run_dir)
     if run.summary_path.exists():
         return None
     job = read_job(run)
-    config = JobConfig.from_dict(job["config"])
+    config, client = on_client(JobConfig.from_dict(job["config"]), client)
     corpus = Corpus(job["corpus"])
     if partitions_of(corpus) != job["partitions"]:
         raise BnpmixError(f"{corpus.path}: the corpus changed since {run.path} started "
@@ -92,19 +110,20 @@ def resume(run_dir: str | Path, progress: ProgressHook | None = None,
                           "now); start a new fit")
     ckpt = checkpoint.open_checkpoint(run, config.algorithm)
     try:
-        return _run(corpus, run, config, ckpt, progress, on_step)
+        return _run(corpus, run, config, ckpt, progress, on_step, client)
     finally:
         if ckpt is not None:
             ckpt.close()
 
 
 def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
-         progress: ProgressHook | None, on_step: StepHook | None) -> dict[str, Any]:
+         progress: ProgressHook | None, on_step: StepHook | None,
+         client: Any) -> dict[str, Any]:
     """Restart r runs with the streams of seed + r over the same context and prior; each is
     driven to its end with checkpoints (which carry the best finished restart so far)."""
     r = job.run
     with open_executor(corpus, r.scheduler, r.cluster, r.threads, r.cache_bytes,
-                       r.worker_wait) as executor:
+                       r.worker_wait, client) as executor:
         where = executor.describe()
         if isinstance(executor, DaskExecutor):
             print(f"bnpmix: running on {where}", file=sys.stderr)
@@ -204,10 +223,12 @@ def assign(batch: Any, model: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     return items, cluster, prob
 
 
-def write_assignments(run: RunDir, ctx: FitContext, fitted: Fitted, wave: int = 8) -> None:
-    """Hard assignments per partition, computed by the executor a few partitions at a time and
-    written by the driver as they arrive (driver memory stays at a few partitions' worth)."""
-    n = ctx.corpus.n_partitions
+def write_assignments(run: RunDir, ctx: FitContext, fitted: Fitted,
+                      wave: int | None = None) -> None:
+    """Hard assignments per partition, computed by the executor ``wave`` partitions at a time
+    (None: Dask config ``bnpmix.assign-wave``) and written by the driver as they arrive (driver
+    memory stays at a few partitions' worth)."""
+    n, wave = ctx.corpus.n_partitions, setting("assign-wave", wave)
     for start in range(0, n, wave):
         indices = list(range(start, min(n, start + wave)))
         results = ctx.executor.map(assign, indices, fitted.model)

@@ -60,7 +60,7 @@ class FitContext:
     rng: Streams
     init_sample: int = 10_000
     wave: int = 1
-    summary_bytes: int = 1 << 30
+    summary_bytes: int | None = None  # the StateStore budget (None: Dask config)
     warm_start: str | None = None
     started: float = field(default_factory=time.perf_counter)
     next_uid: int = 0

@@ -12,6 +12,8 @@ import scipy.sparse as sp
 
 from bnpmix.storage import Batch, BnpmixError, Corpus
 
+from ..settings import setting
+
 Data = np.ndarray | sp.csr_matrix
 
 
@@ -60,10 +62,11 @@ def partition_refs(corpus: Corpus) -> list[PartitionRef]:
 class PartitionCache:
     """Partitions of one or more corpora kept in memory, least recently used evicted first;
     keyed by the checksum the task carries, so a partition re-ingested at the same path is never
-    served stale, and a worker's copy of the manifest is re-read when it disagrees."""
+    served stale, and a worker's copy of the manifest is re-read when it disagrees.
+    ``max_bytes``: the budget (None: Dask config ``bnpmix.cache-bytes`` now)."""
 
-    def __init__(self, max_bytes: int) -> None:
-        self.max_bytes = max_bytes
+    def __init__(self, max_bytes: int | None = None) -> None:
+        self.max_bytes = setting("cache-bytes", max_bytes)
         self._items: OrderedDict[PartitionRef, Batch] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()
@@ -118,9 +121,9 @@ def _checksum(corpus: Corpus, index: int) -> str | None:
 
 class BatchSource:
     """Driver-side reads of a corpus's partitions as float64 matrices, through an LRU cache
-    (samples for data-scaled priors and k-means++ seeding)."""
+    (samples for data-scaled priors and k-means++ seeding); ``cache_bytes`` as PartitionCache's."""
 
-    def __init__(self, corpus: Corpus, cache_bytes: int = 2 << 30) -> None:
+    def __init__(self, corpus: Corpus, cache_bytes: int | None = None) -> None:
         self.corpus = corpus
         self.refs = partition_refs(corpus)
         self.cache = PartitionCache(cache_bytes)

@@ -8,11 +8,12 @@ index: a partition's own state from the driver's store, its random seed) the cal
 ``fn(batch, p_i, *shared)``: a payload travels with its partition's task only.
 
 - ``LocalExecutor``: in this process, ``threads`` (a thread pool) or ``synchronous``.
-- ``DaskExecutor``: a ``distributed.Client``. Each worker reads its partitions itself (pyarrow)
-  and keeps them in a per-process LRU cache across laps; the shared arguments travel as the
-  result of a task (``submit(identity, ...)``), which Dask can recompute after losing a worker,
-  unlike scattered data. Failed tasks are retried; a partition that still fails stops the run
-  with an error naming it.
+- ``DaskExecutor``: a ``distributed.Client`` (opened for the run, or the caller's own, which the
+  run never closes). Each worker reads its partitions itself (pyarrow) and keeps them in a
+  per-process LRU cache across laps; the shared arguments travel as the result of a task
+  (``submit(identity, ...)``), which Dask can recompute after losing a worker, unlike scattered
+  data. Failed tasks are retried; a partition that still fails stops the run with an error
+  naming it.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from typing import Any
 
 from bnpmix.storage import BnpmixError, Corpus
 
+from ..settings import setting
 from .data import PartitionCache, PartitionRef, partition_refs
 
 BatchFn = Callable[..., Any]
@@ -53,7 +55,7 @@ class LocalExecutor(Executor):
     """Partition visits in this process: a thread pool (``threads``) or one after another."""
 
     def __init__(self, corpus: Corpus, mode: str = "threads", workers: int = 2,
-                 cache_bytes: int = 2 << 30) -> None:
+                 cache_bytes: int | None = None) -> None:
         if mode not in ("threads", "synchronous"):
             raise ValueError(f"local scheduler must be threads or synchronous, not {mode!r}")
         self.refs = partition_refs(corpus)
@@ -113,15 +115,18 @@ def _on_worker(ref: PartitionRef, cache_bytes: int, fn: BatchFn, own: tuple,
 
 
 class DaskExecutor(Executor):
-    """Partition visits as tasks on a Dask cluster (workers read the corpus themselves)."""
+    """Partition visits as tasks on a Dask cluster (workers read the corpus themselves).
+    ``cache_bytes`` (each worker's partition cache) and ``retries`` (per task) are fixed here,
+    on the driver, and travel with the tasks; None: Dask config ``bnpmix.cache-bytes`` and
+    ``bnpmix.task-retries``."""
 
-    def __init__(self, client: Any, corpus: Corpus, cache_bytes: int = 2 << 30,
-                 retries: int = 3) -> None:
+    def __init__(self, client: Any, corpus: Corpus, cache_bytes: int | None = None,
+                 retries: int | None = None) -> None:
         self.client = client
         self.refs = partition_refs(corpus)
         self.corpus_path = str(corpus.path.resolve())
-        self.cache_bytes = cache_bytes
-        self.retries = retries
+        self.cache_bytes = setting("cache-bytes", cache_bytes)
+        self.retries = setting("task-retries", retries)
 
     def map(self, fn: BatchFn, indices: Sequence[int], *shared: Any,
             payloads: Sequence[Any] | None = None) -> list[Any]:
@@ -172,18 +177,27 @@ class DaskExecutor(Executor):
 
 @contextlib.contextmanager
 def open_executor(corpus: Corpus, scheduler: str = "threads", cluster: str | None = None,
-                  threads: int = 2, cache_bytes: int = 2 << 30,
-                  worker_wait: float = 60.0) -> Iterator[Executor]:
-    """The executor a run names: local threads / synchronous, or a Dask cluster reached by
-    address or started from a profile."""
-    if cluster is None and not scheduler.startswith("tcp://"):
+                  threads: int = 2, cache_bytes: int | None = None,
+                  worker_wait: float | None = None, client: Any = None) -> Iterator[Executor]:
+    """The executor a run names: ``client`` (a distributed.Client of the caller's: used, never
+    closed), local threads / synchronous, this process's current Client (``distributed``), or a
+    Dask cluster reached by address or started from a profile (closed at the end). None for
+    ``cache_bytes`` and ``worker_wait``: Dask config (``bnpmix.cache-bytes``,
+    ``bnpmix.worker-wait``)."""
+    from bnpmix.pipeline import clusters
+    from bnpmix.pipeline.config import is_address
+
+    client = clusters.process_client(scheduler) if client is None else client
+    if client is not None:
+        clusters.wait_for_a_worker(client, client.scheduler.address, worker_wait)
+        yield DaskExecutor(client, corpus, cache_bytes)
+        return
+    if cluster is None and not is_address(scheduler):
         ex = LocalExecutor(corpus, scheduler, threads, cache_bytes)
         try:
             yield ex
         finally:
             ex.close()
         return
-    from bnpmix.pipeline.clusters import open_client
-
-    with open_client(scheduler, cluster, worker_wait) as client:
-        yield DaskExecutor(client, corpus, cache_bytes)
+    with clusters.open_client(scheduler, cluster, worker_wait) as own:
+        yield DaskExecutor(own, corpus, cache_bytes)

@@ -3,8 +3,9 @@
 Memo keeps each batch's Summary here; EP will keep its per-item sites. Values are stored with the
 length of the store's move log at the time; a value read back has the moves logged since replayed
 on it (a memo birth inserts components, a merge merges the same pair), never guessed from
-positions. Beyond ``max_bytes`` held in memory, values are spilled to ``.npz`` files (no pickle)
-in a temporary directory, so the driver's memory stays bounded whatever the number of partitions.
+positions. Beyond ``max_bytes`` held in memory (None: Dask config ``bnpmix.summary-bytes`` when
+the store is made), values are spilled to ``.npz`` files (no pickle) in a temporary directory,
+so the driver's memory stays bounded whatever the number of partitions.
 A worker may cache a copy next to its partition only keyed by ``version(partition)``, the count
 of puts the driver has seen, so a stale or lost worker copy is rebuilt from this one.
 """
@@ -19,6 +20,8 @@ from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
+
+from ..settings import setting
 
 T = TypeVar("T")
 
@@ -46,12 +49,15 @@ class StateStore(Generic[T]):
     """Per-partition values plus a log of moves replayed on values stored before them."""
 
     codec: Codec[T]
-    max_bytes: int = 1 << 30
+    max_bytes: int | None = None
     moves: list[Any] = field(default_factory=list)
     _items: dict[int, tuple[T | None, int]] = field(default_factory=dict)
     _versions: dict[int, int] = field(default_factory=dict)
     _held: int = 0
     _spill: str | None = None
+
+    def __post_init__(self) -> None:
+        self.max_bytes = setting("summary-bytes", self.max_bytes)
 
     def _spill_path(self, key: int) -> Path:
         if self._spill is None:

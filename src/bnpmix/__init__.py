@@ -1,5 +1,6 @@
 """bnpmix: Bayesian nonparametric mixture models for corpora stored as Parquet partitions."""
 
+from bnpmix.pipeline import settings as _settings  # noqa: F401  (bnpmix.yaml -> dask.config)
 from bnpmix.storage import (
     BnpmixError,
     Corpus,

@@ -18,6 +18,8 @@ from bnpmix.storage import BnpmixError, ingest_array
 SPECIAL = {"scheduler": "synchronous", "moves": ("merge",), "prior": {"kappa0": 0.5},
            "nrm_sigma": 0.3, "epsilon": 0.6, "damping": 0.5, "birth_var": 2.0, "drift_var": 0.2,
            "noise_var": 0.3, "fixed_k": 5, "restarts": 2,
+           # default None: the Dask config key (bnpmix.cache-bytes, ...)
+           "cache_bytes": 1000, "summary_bytes": 1000, "worker_wait": 5.0,
            # rows several engines define differently (parsed by the first engine, ddcrp)
            "window": 3, "decay": "exponential", "alpha": 0.5, "tol": 1e-5}
 COMPANION = {"nrm_sigma": {"nrm_prior": "nggp"}}  # options only valid beside another
@@ -193,6 +195,7 @@ def test_every_numeric_option_has_an_interval_that_the_table_enforces():
     rows = {r.name: r for r in options() if "memo" in r.engines or r.section in ("run", "model")}
     numeric = {n for n, r in rows.items() if type(r.default) in (int, float)}
     numeric |= {"restarts"}  # default None: each engine's own (1, ddcrp 10)
+    numeric |= {"cache_bytes", "summary_bytes", "worker_wait"}  # default None: Dask config
     assert numeric == set(EDGES), "every numeric option needs an interval and an edge case"
     for name, (bad, edge) in EDGES.items():
         assert rows[name].within, name

@@ -1,0 +1,83 @@
+"""bnpmix's operational settings in Dask's configuration, as Dask's downstream libraries keep
+theirs: the shipped ``bnpmix.yaml`` becomes Dask's defaults for the ``bnpmix.`` keys when this
+module is imported (every module that reads a setting imports it), and each value is read with
+``dask.config.get`` where it is used, so ``dask.config.set``, Dask's YAML files and
+``DASK_BNPMIX__<KEY>`` environment variables override it as they override Dask's own settings.
+
+The file is not copied into ``~/.config/dask`` (``dask.config.ensure_file``): importing a library
+should not write into the user's home (read-only or shared on many clusters, where every worker
+would race to write it), and a copy there would outrank the defaults of later versions.
+"""
+
+from __future__ import annotations
+
+import importlib.resources
+import operator
+from collections.abc import Callable
+from typing import Any
+
+import dask.config
+import yaml
+from dask.utils import parse_bytes, parse_timedelta
+
+from bnpmix.storage import BnpmixError
+
+FILE = "bnpmix.yaml"
+
+
+def shipped_defaults() -> dict[str, Any]:
+    """The shipped file's content: ``{"bnpmix": {key: value}}``."""
+    text = importlib.resources.files(__package__).joinpath(FILE).read_text(encoding="utf-8")
+    return yaml.safe_load(text)
+
+
+def _nbytes(value: Any) -> int:
+    """A size: a number of bytes or a string with units ("2GiB"); at least 0."""
+    size = parse_bytes(value)
+    if size < 0:
+        raise ValueError("a size cannot be negative")
+    return size
+
+
+def _seconds(value: Any) -> float:
+    """A duration in seconds: a number, or a string with units ("60s", "2 minutes"); above 0."""
+    seconds = parse_timedelta(value, default="seconds")
+    if not seconds > 0:
+        raise ValueError("a duration must be positive")
+    return seconds
+
+
+def _count(least: int) -> Callable[[Any], int]:
+    """The parser of a whole number no less than ``least``."""
+
+    def count(value: Any) -> int:
+        n = operator.index(value)
+        if n < least:
+            raise ValueError(f"must be at least {least}")
+        return n
+
+    return count
+
+
+# each key of bnpmix.yaml and how its value is read
+PARSERS: dict[str, Callable[[Any], Any]] = {
+    "cache-bytes": _nbytes, "summary-bytes": _nbytes, "worker-wait": _seconds,
+    "task-retries": _count(0), "scheduler-timeout": _seconds, "connect-timeout": _seconds,
+    "assign-wave": _count(1),
+}
+
+
+def setting(key: str, given: Any = None) -> Any:
+    """``given`` (a job option or an argument) when it is not None, else the value of
+    ``bnpmix.<key>`` in Dask's configuration now, parsed (sizes in bytes, times in seconds);
+    a bad value is an error naming the key."""
+    if given is not None:
+        return given
+    value = dask.config.get(f"bnpmix.{key}")
+    try:
+        return PARSERS[key](value)
+    except (TypeError, ValueError, KeyError) as exc:
+        raise BnpmixError(f"Dask config bnpmix.{key}: {value!r} is not valid ({exc})") from None
+
+
+dask.config.update_defaults(shipped_defaults())
