@@ -94,6 +94,9 @@ class Mixture(PredictiveMixture):
     uids: np.ndarray
     post: Arrays
     alloc_post: Arrays
+    # the summary of blocks absorbed by earlier streaming calls (partial_fit) under a one-hot
+    # q(z), aligned with uids: part of every later fit's S^0, never revisited
+    past: Summary | None = None
 
     @classmethod
     def from_summary(cls, obs: ObsModel, alloc: VariationalAllocation, S: Summary) -> Mixture:
@@ -134,11 +137,22 @@ class Mixture(PredictiveMixture):
         """Hard assignments under q(z) (Eq. 9): component id of each item and its probability."""
         return hard_assignments(X, self.obs, self.globals())
 
+    def one_hot_summary(self, X: Data) -> Summary:
+        """The summary of X with each item wholly in its most probable component under q(z)
+        (Eq. 9): N and statistics of one-hot responsibilities, so every entropy (H, and a
+        pair's or group's merge entropy) is exactly 0."""
+        ids, _ = self.assign(X)
+        R = (ids[:, None] == self.uids[None, :]).astype(float)
+        return Summary(self.uids.copy(), R.sum(0), self.obs.stats(X, R), np.zeros(self.K),
+                       n_items=X.shape[0])
+
     def to_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        """Arrays (uids, alloc_*, post_*) and a JSON description (kind, models, priors)."""
+        """Arrays (uids, alloc_*, post_*, past_*) and a JSON description (kind, models, priors)."""
         arrays = {"uids": self.uids}
         arrays.update({f"alloc_{k}": v for k, v in self.alloc_post.items()})
         arrays.update({f"post_{k}": v for k, v in self.post.items()})
+        if self.past is not None:
+            arrays.update({f"past_{k}": v for k, v in self.past.to_arrays().items()})
         meta = {"kind": KIND, "obs": self.obs.name, "prior": self.obs.prior(),
                 "alloc": {"name": self.alloc.name, "params": self.alloc.params()}}
         return arrays, json.loads(json.dumps(meta))
@@ -156,7 +170,9 @@ class Mixture(PredictiveMixture):
         alloc = alloc_from_params(meta["alloc"]["name"], meta["alloc"]["params"])
         alloc_post = {k.removeprefix("alloc_"): v for k, v in arrays.items()
                       if k.startswith("alloc_")}
-        return cls(obs, alloc, arrays["uids"], post, alloc_post)
+        past = {k.removeprefix("past_"): v for k, v in arrays.items() if k.startswith("past_")}
+        return cls(obs, alloc, arrays["uids"], post, alloc_post,
+                   Summary.from_arrays(past) if past else None)
 
 
 def optimal_elbo(obs: ObsModel, alloc: VariationalAllocation, S: Summary) -> float:

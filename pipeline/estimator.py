@@ -51,10 +51,13 @@ OPTIONS = tuple(row.name for row in options()
                                     "checkpoint_every"})
 
 
-class _adf_only:
-    """A method that exists only on ADF estimators (``hasattr(est, "partial_fit")`` is then
-    False for the others, as scikit-learn and dask-ml's Incremental expect), with an
-    AttributeError that says why."""
+STREAMING = ("adf", "memo")  # the engines with partial_fit
+
+
+class _streaming_only:
+    """A method that exists only on estimators of a STREAMING engine (``hasattr(est,
+    "partial_fit")`` is then False for the others, as scikit-learn and dask-ml's Incremental
+    expect), with an AttributeError that says why."""
 
     def __init__(self, fn: Any) -> None:
         self.fn = fn
@@ -63,10 +66,10 @@ class _adf_only:
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:
             return self.fn
-        if obj.algorithm != "adf":
-            raise AttributeError(f"partial_fit streams with ADF: use algorithm='adf', not "
-                                 f"{obj.algorithm!r} (memo and vb fit whole corpora: fit a "
-                                 "corpus path, which is read partition by partition)")
+        if obj.algorithm not in STREAMING:
+            raise AttributeError(f"partial_fit streams with ADF or memo: use algorithm='adf' "
+                                 f"or 'memo', not {obj.algorithm!r} (the others fit whole "
+                                 "corpora: fit a corpus path, read partition by partition)")
         return self.fn.__get__(obj, owner)
 
 
@@ -103,6 +106,11 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
         for name in OPTIONS:  # None: the engine's default
             setattr(self, name, options.get(name))
 
+    def _run_seed(self) -> int:
+        """The seed of one engine run: from ``random_state``, or a fresh one when it is None."""
+        return (int(np.random.SeedSequence().generate_state(1)[0] >> 1)
+                if self.random_state is None else _seed(self.random_state))
+
     def _job(self, seed: int) -> Any:
         given = {name: getattr(self, name) for name in OPTIONS if getattr(self, name) is not None}
         if self.obs is not None:
@@ -114,9 +122,7 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
     def fit(self, X: Any, y: Any = None) -> BayesianMixture:
         """Fit to X: an (n, D) array, a scipy.sparse count matrix, a pandas or pyarrow table, a
         Dask array or dataframe (written block by block, never gathered), or a corpus path."""
-        seed = (int(np.random.SeedSequence().generate_state(1)[0] >> 1)
-                if self.random_state is None else _seed(self.random_state))
-        job = self._job(seed)
+        job = self._job(self._run_seed())
         with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp:
             corpus = (Path(X) if isinstance(X, str | Path)
                       else write_corpus(X, Path(tmp) / "corpus"))
@@ -154,27 +160,41 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
         self.n_iter_ = int(summary["laps"])
         self.converged_ = _converged(summary)
 
-    @_adf_only
+    @_streaming_only
     def partial_fit(self, X: Any, y: Any = None) -> BayesianMixture:
-        """Absorb the items of X after everything absorbed so far: ADF streaming (Tank et al.
-        Alg. 1), each call one more pass of the adf engine warm-started from the model so far,
-        so that blocks X_1, X_2, ... give exactly one ADF run over their rows in that order.
+        """Absorb the items of X after everything absorbed so far, each call one run of the
+        engine on X warm-started from the model so far.
+
+        adf: streaming ADF (Tank et al. Alg. 1), one more pass, so that blocks X_1, X_2, ...
+        give exactly one ADF run over their rows in that order.
+
+        memo: the earlier blocks stay as their summary S_past (memoized VB keeps summaries,
+        not data; Hughes & Sudderth Eq. 11), taken at the end of their call under a one-hot
+        q(z) (``Mixture.one_hot_summary``): memo then runs on X to convergence with S_past in
+        S^0, never revisited, its births and merges accepted on the exact ELBO of that q (a
+        one-hot q has zero merge entropies, so no pair statistic of a gone block is needed).
+
         The observation prior is fixed at the first call (a data-scaled default: from the first
-        block). ``labels_`` and ``lower_bound_`` are the last block's."""
+        block). ``labels_`` and ``lower_bound_`` are the last call's."""
         started = hasattr(self, "model_")
         if started and _in_memory_width(X) != self.n_features_in_:
             raise ValueError(f"X has {_in_memory_width(X)} features, but BayesianMixture is "
                              f"expecting {self.n_features_in_} features as input")
-        seed = 0 if self.random_state is None else _seed(self.random_state)  # ADF: unused
         with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp:
-            job = self._job(seed)
+            job = self._job(self._run_seed())
             if started:  # the model so far, as a run directory to warm-start from
                 model = self.model_.model
-                model.info = {**model.info, "partitions": []}  # a new corpus each call
+                if self.algorithm == "adf":  # a new corpus each call
+                    model.info = {**model.info, "partitions": []}
                 write_model(RunDir(Path(tmp) / "so-far").create(), model)
                 job = job.replace(run_warm_start=str(Path(tmp) / "so-far"))
-            summary = self._run(write_corpus(X, Path(tmp) / "corpus"), Path(tmp) / "run", job)
+            corpus = write_corpus(X, Path(tmp) / "corpus")
+            summary = self._run(corpus, Path(tmp) / "run", job)
         self._n_seen = (self._n_seen if started else 0) + int(summary["n_items"])
+        if self.algorithm == "memo":  # this block joins the past as a one-hot summary
+            model = self.model_.model
+            block = model.one_hot_summary(_in_memory(X))
+            model.past = block if model.past is None else model.past + block
         return self
 
     def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:

@@ -156,14 +156,15 @@ def test_partial_fit_over_ten_blocks_equals_one_adf_run():
     assert again.model_.model.m == 200
 
 
-def test_partial_fit_is_adf_only_and_checks_the_width():
+def test_partial_fit_is_adf_and_memo_only_and_checks_the_width():
     X, _ = blobs(100, 0)
-    with pytest.raises(AttributeError, match="partial_fit streams with ADF"):
-        BayesianMixture().partial_fit(X)
-    assert not hasattr(BayesianMixture(algorithm="vb"), "partial_fit")
-    est = BayesianMixture(algorithm="adf", random_state=0).partial_fit(X)
-    with pytest.raises(ValueError, match="X has 3 features"):
-        est.partial_fit(np.zeros((5, 3)))
+    with pytest.raises(AttributeError, match="partial_fit streams with ADF or memo"):
+        BayesianMixture(algorithm="vb").partial_fit(X)
+    assert not hasattr(BayesianMixture(algorithm="sovb"), "partial_fit")
+    for algorithm in ("adf", "memo"):
+        est = BayesianMixture(algorithm=algorithm, random_state=0).partial_fit(X)
+        with pytest.raises(ValueError, match="X has 3 features"):
+            est.partial_fit(np.zeros((5, 3)))
 
 
 def test_sample_follows_the_posterior_predictive():

@@ -52,6 +52,9 @@ def test_incremental_streams_the_blocks_through_partial_fit(client):
     shuffled = Incremental(BayesianMixture(algorithm="adf", prior=PRIOR, random_state=0),
                            random_state=0).fit(da.from_array(X, chunks=(100, 2))).estimator_
     assert shuffled._n_seen == 1000  # every block once, in another order
+    memo = Incremental(BayesianMixture(random_state=0), shuffle_blocks=False).fit(
+        da.from_array(X, chunks=(100, 2))).estimator_  # memo keeps the blocks' summaries
+    assert memo.model_.model.past.n_items == 1000 and memo.n_components_ == 3
 
 
 def test_parallel_post_fit_predicts_over_the_blocks(client):

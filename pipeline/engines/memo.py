@@ -8,7 +8,9 @@ W = 1 is exactly the paper's algorithm. Births collect targeted data during one 
 created at its end and adopted during the next, with their summaries S' kept beside S^0 until
 that lap's last global update. Merges and reordering happen after a lap's last batch and are
 accepted only when the exact full-data ELBO rises. Per-batch summaries stored before a move are
-brought up to date by replaying the logged moves on them.
+brought up to date by replaying the logged moves on them. A warm start from a model with a
+``past`` (earlier streaming blocks under a one-hot q(z): the estimator's partial_fit) keeps it
+in S^0 for good; every move applies to it too, with zero pair and group entropies.
 
 One step is a wave, or the end of a lap (merges, reordering, creation of births).
 """
@@ -16,7 +18,7 @@ One step is a wave, or the end of a lap (merges, reordering, creation of births)
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -116,7 +118,10 @@ class MemoEngine(Engine):
     on_visit: VisitHook | None = None
 
     def start(self) -> None:
-        self._setup(initial_model(self.ctx, self.cfg.K))
+        model = initial_model(self.ctx, self.cfg.K)
+        self._setup(model)
+        if model.past is not None:  # earlier streaming blocks: in S^0 for good
+            self.past, self.S0 = model.past, model.past
         # a warm start's components would fall back to the prior after a first partial S^0
         # (suppl. Sec. 2.3): its globals are kept until every batch has been visited once
         self.hold_globals = bool(self.ctx.warm_start)
@@ -124,6 +129,7 @@ class MemoEngine(Engine):
     def _setup(self, model: Mixture) -> None:
         self.model = model
         self.S0 = Summary.zeros(model.uids, self.ctx.obs.stat_shapes())
+        self.past: Summary | None = None  # the warm start's past blocks (Mixture.past)
         self.store: StateStore[Summary] = StateStore(SUMMARIES, self.ctx.summary_bytes)
         self.births: list[Birth] = []
         self.laps_since = {int(u): 1 for u in model.uids}
@@ -167,6 +173,7 @@ class MemoEngine(Engine):
     def result(self) -> Fitted:
         """The final state, or the best lap-end state if a later lap ended lower."""
         elbo = self.model.elbo(self.S0)
+        self.model.past = self.past
         info = {"stopped": self.stopped or f"the maximum of {self.cfg.laps} laps"}
         if self.best is not None and self.best[0] > elbo:
             best_elbo, lap, model = self.best
@@ -183,6 +190,20 @@ class MemoEngine(Engine):
     def _log(self, move: Move) -> None:
         self.store.log(move)
         self.S0 = move.apply(self.S0)
+        if self.past is not None:
+            self.past = move.apply(self.past)
+
+    def _move_past(self, moves: list[Move], S: Summary) -> None:
+        """The lap end's verified births and merges applied to the past blocks too: their
+        one-hot q(z) gives every pair and group merge entropy 0, which S's planned pairs and
+        groups (``S``: S^0 with them) carry for the past as zeros."""
+        if self.past is None or not moves:
+            return
+        zeros = np.zeros(len(S.pairs)), np.zeros(len(S.groups))
+        past = self.past.with_pairs(S.pairs, zeros[0], S.groups, zeros[1])
+        for move in moves:
+            past = move.apply(past)
+        self.past = past.without_pairs()
 
     def _adopt(self) -> tuple[Summary | None, list[tuple[int, tuple[int, ...]]]]:
         """Insert created components into S^0 (zero mass); return S' to keep beside it and the
@@ -300,7 +321,10 @@ class MemoEngine(Engine):
         ctx, st = self.ctx, self.lap_state
         pairs = st.pairs if st.pairs is not None else np.zeros((0, 2), np.int64)
         S = self.S0.with_pairs(pairs, st.Hpair, st.groups, st.Hgroup)
+        planned = S
         moved = False
+        undone: list = []
+        accepted: list = []
         if len(st.groups):
             S, undone = verify(ctx.obs, ctx.alloc, S, st.families)
             for move in undone:  # S^0 has no group entropies: replayed on stored summaries only
@@ -323,6 +347,7 @@ class MemoEngine(Engine):
                         birth.target = move.a
             moved = moved or bool(accepted)
         self.S0 = S.without_pairs()
+        self._move_past([*undone, *accepted], planned)
         if self.births_on or self.merges_on:
             self._reorder()
         self.model = Mixture.from_summary(ctx.obs, ctx.alloc, self.S0)
@@ -341,7 +366,7 @@ class MemoEngine(Engine):
             self.trace.append(ctx.trace_row(st.lap + 1, -1, elbo, self.model.K))
         self._check_convergence(st, elbo, moved)
         if self.best is None or elbo > self.best[0]:
-            self.best = (elbo, st.lap + 1, self.model)
+            self.best = (elbo, st.lap + 1, replace(self.model, past=self.past))
         self.lap_state = None
         self.next_lap += 1
 
@@ -397,6 +422,7 @@ class MemoEngine(Engine):
         if self.best is not None:
             yield from model_items("best", self.best[2])
         yield from summary_items("S0", self.S0)
+        yield from summary_items("past", self.past)
         for i, b in enumerate(self.births):
             if b.rows:
                 for k, v in data_to_arrays(stack_rows(b.rows)).items():
@@ -417,6 +443,7 @@ class MemoEngine(Engine):
     def restore(self, meta: dict[str, Any], arrays: ArrayFile) -> None:
         self._setup(model_from(arrays, "model", self.ctx))
         self.S0 = summary_from(arrays, "S0")
+        self.past = summary_from(arrays, "past")
         self.next_lap = meta["next_lap"]
         self.hold_globals = meta["hold_globals"]
         self.failed = {int(u): float(n) for u, n in meta["failed"]}
