@@ -45,6 +45,7 @@ from bnpmix.storage import (
 )
 from bnpmix.storage.append import append_corpus
 from bnpmix.storage.atomic import remove_stale_staging
+from bnpmix.storage.objectstore import is_url
 from bnpmix.storage.writer import check_replaceable
 
 FORMATS = ("npy", "csv", "docword", "text")
@@ -156,7 +157,7 @@ def ingest_append(args: argparse.Namespace, src: Path, corpus: Path, fmt: str) -
 def cmd_info(args: argparse.Namespace) -> int:
     from bnpmix.pipeline import inspect
 
-    if inspect.kind_of(args.path) == "run":
+    if not is_url(args.path) and inspect.kind_of(args.path) == "run":
         info = inspect.run_info(args.path)
         print(json.dumps(info) if args.json else inspect.format_run_info(info))
     else:
@@ -373,7 +374,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true",
                    help="one JSON object (a corpus: kind, n_items, dim, nnz (bow), n_partitions, "
                    "bytes, ...; a run: engine, K, K_effective, K_nonempty, weights, sizes, ...)")
-    p.set_defaults(func=cmd_info)
+    p.set_defaults(func=cmd_info, remote_ok=("path",))
 
     p = sub.add_parser("show", help="a finished run's clusters by weight: top words (text) or "
                        "means (dense)",
@@ -397,7 +398,7 @@ def build_parser() -> argparse.ArgumentParser:
     for row in options():
         if row.name != "corpus":
             add_option(p, row)
-    p.set_defaults(func=cmd_fit)
+    p.set_defaults(func=cmd_fit, remote_ok=("corpus_dir",))
 
     p = sub.add_parser("resume", help="continue a killed run from its last checkpoint")
     p.add_argument("run_dir")
@@ -451,7 +452,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0, help="the sample's seed (and memo's)")
     p.add_argument("--out", metavar="JOB.toml", help="write the best point as a job file")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
-    p.set_defaults(func=cmd_tune)
+    p.set_defaults(func=cmd_tune, remote_ok=("corpus_dir",))
 
     p = sub.add_parser("evaluate", help="held-out log-likelihood per item, K; with labels ARI, "
                        "NMI, VI and majority-label accuracy (prints JSON)")
@@ -462,7 +463,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", default="threads",
                    help="where partitions are scored: threads, synchronous, or tcp://HOST:PORT "
                    "of a Dask scheduler (default threads)")
-    p.set_defaults(func=cmd_evaluate)
+    p.set_defaults(func=cmd_evaluate, remote_ok=("heldout",))
 
     add_report_parsers(sub)
 
@@ -536,9 +537,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    remote_ok = getattr(args, "remote_ok", ())  # the corpora a command only reads
     for name, value in vars(args).items():  # before anything can take a URL for a local path
         try:
-            local_path(value) if isinstance(value, str) else None
+            local_path(value) if isinstance(value, str) and name not in remote_ok else None
         except BnpmixError as exc:
             parser.error(f"{name}: {exc}")
     if threading.current_thread() is threading.main_thread():

@@ -54,7 +54,7 @@ def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *
     # job.json must not depend on the working directory, nor on defaults that follow the data
     absolute = {f"run_{name}": str(Path(value).resolve()) for name in ("warm_start", "cluster")
                 if (value := getattr(job.run, name))}
-    job = job.replace(run_corpus=str(corpus.path.resolve()), run_out=str(run.path.resolve()),
+    job = job.replace(run_corpus=corpus.uri, run_out=str(run.path.resolve()),
                       model_obs=job.model.obs or default_obs_name(corpus), **absolute)
     created = run.claim()
     try:
@@ -144,7 +144,7 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
                 run.create()
                 if not (run.path / "job.json").exists():
                     write_json_atomic(run.path / "job.json", {
-                        "corpus": str(corpus.path.resolve()),
+                        "corpus": corpus.uri,
                         "partitions": partitions_of(corpus), "config": job.to_dict()})
                 laps_done = drive(engine, run, laps_done, r.checkpoint_every, progress, on_step,
                                   functools.partial(checkpoint.save, run, restart=restart,

@@ -28,6 +28,7 @@ import pyarrow.parquet as pq
 import scipy.sparse as sp
 
 from .errors import BnpmixError, CorruptPartitionError, local_path
+from .objectstore import is_url, read_object
 
 FORMAT_NAME = "bnpmix-corpus"
 FORMAT_VERSION = 1
@@ -267,10 +268,12 @@ class Corpus:
     """Read access to a corpus directory, one partition at a time."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = local_path(path)
-        manifest_path = self.path / MANIFEST
+        # a URL (s3://bucket/corpus) is read through storage.objectstore; self.path stays the
+        # URL string, so messages and tasks name it as given
+        self.path: Path | str = path.rstrip("/") if is_url(path) else local_path(path)
+        manifest_path = f"{self.path}/{MANIFEST}" if self.remote else self.path / MANIFEST
         try:
-            obj = json.loads(manifest_path.read_text(encoding="utf-8"))
+            obj = json.loads(self._read(MANIFEST).decode("utf-8"))
         except FileNotFoundError:
             raise BnpmixError(f"{self.path}: not a corpus directory (no {MANIFEST})") from None
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
@@ -299,15 +302,32 @@ class Corpus:
     def __len__(self) -> int:
         return self.n_partitions
 
-    def partition_file(self, index: int) -> Path:
-        return self.path / self.manifest.partitions[index].file
+    @property
+    def remote(self) -> bool:
+        """Whether the corpus lives in an object store (its path is a URL)."""
+        return isinstance(self.path, str)
+
+    @property
+    def uri(self) -> str:
+        """What tasks and run directories record: the URL, or the absolute local path."""
+        return self.path if isinstance(self.path, str) else str(self.path.resolve())
+
+    def _read(self, name: str) -> bytes:
+        """A file of the corpus by its name in the directory (or under the URL's prefix)."""
+        if isinstance(self.path, str):
+            return read_object(self.path, name)
+        return (self.path / name).read_bytes()
+
+    def partition_file(self, index: int) -> Path | str:
+        name = self.manifest.partitions[index].file
+        return f"{self.path}/{name}" if isinstance(self.path, str) else self.path / name
 
     def read_bytes(self, index: int) -> bytes:
         """The partition's bytes, verified against its recorded size and checksum."""
         info = self.manifest.partitions[index]
-        path = self.path / info.file
+        path = self.partition_file(index)
         try:
-            data = path.read_bytes()
+            data = self._read(info.file)
         except OSError as exc:
             raise CorruptPartitionError(f"{path}: partition {index} unreadable ({exc})") from None
         if len(data) != info.bytes or sha256_bytes(data) != info.sha256:
@@ -398,5 +418,7 @@ class Corpus:
     def vocab_file(self) -> Path | None:
         """``vocab.txt`` of a corpus with a vocabulary (None for corpora ingested before it was
         written: pass the corpus directory itself as ``--vocab`` then)."""
+        if isinstance(self.path, str):  # a remote corpus's words are in its manifest
+            return None
         path = self.path / VOCAB_FILE
         return path if self.manifest.vocab is not None and path.is_file() else None

@@ -49,11 +49,13 @@ class DataWarning(UserWarning):
 
 
 def local_path(path: str | Path) -> Path:
-    """``path`` as a local Path, or an error for an object-storage URL (s3://, gs://, ...),
-    which ``Path`` would silently turn into a local directory named after the scheme."""
+    """``path`` as a local Path, or an error for an object-storage URL (s3://, gs://, ...)
+    where bnpmix would write, which ``Path`` would silently turn into a local directory named
+    after the scheme."""
     match = URL.match(str(path)) if isinstance(path, str) else None
     if match and match.group(1).lower() not in DASK_SCHEMES:
-        raise BnpmixError(f"{path}: {match.group(1)}:// URLs are not supported yet (corpora "
-                          "and run directories on object storage are planned); use a local "
-                          "path or a shared file system every worker mounts")
+        raise BnpmixError(f"{path}: writing to {match.group(1)}:// URLs is not supported yet "
+                          "(a corpus can be read from object storage; run directories and "
+                          "ingested corpora are written to a local path or a shared file "
+                          "system every worker mounts)")
     return Path(path)

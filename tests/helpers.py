@@ -25,13 +25,14 @@ def free_port() -> int:
 class DaskCluster:
     """A scheduler and two single-threaded workers, each its own process, on loopback."""
 
-    def __init__(self) -> None:
+    def __init__(self, env: dict[str, str] | None = None) -> None:
+        self.env = ENV if env is None else {**ENV, **env}
         port = free_port()
         self.address = f"tcp://127.0.0.1:{port}"
         self.scheduler = subprocess.Popen(
             [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
              "--dashboard-address", "127.0.0.1:0"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
         self.workers = [self.start_worker() for _ in range(2)]
         self.wait_for_workers(2)
 
@@ -39,7 +40,7 @@ class DaskCluster:
         return subprocess.Popen(
             [DASK, "worker", self.address, "--nthreads", "1",
              "--host", "127.0.0.1", "--no-dashboard", "--death-timeout", "30"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
 
     def wait_for_workers(self, n: int) -> None:
         from distributed import Client

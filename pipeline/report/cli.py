@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import argparse
-from pathlib import Path
 
 from . import compare, report
 
@@ -38,19 +37,19 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                        "as images, top words of text clusters, chains of temporal runs, the "
                        "configuration. Needs matplotlib: pip install 'bnpmix[plot]'.")
     p.add_argument("run_dir", help="a finished run directory")
-    p.add_argument("--out", type=Path, metavar="DIR",
+    p.add_argument("--out", metavar="DIR",
                    help="write the report here instead of RUN_DIR/report")
     _heldout_flags(p)
-    p.set_defaults(func=cmd_report)
+    p.set_defaults(func=cmd_report, remote_ok=("heldout",))
 
     p = sub.add_parser("compare", help="one HTML page putting several runs' traces and "
                        "figures side by side (needs matplotlib)")
     p.add_argument("run_dirs", nargs="+", metavar="RUN_DIR", help="two or more run directories")
-    p.add_argument("--out", type=Path, default=Path("compare"), metavar="DIR",
+    p.add_argument("--out", default="compare", metavar="DIR",
                    help="the output directory (default ./compare); replaces only an earlier "
                    "report")
     _heldout_flags(p)
-    p.set_defaults(func=cmd_compare)
+    p.set_defaults(func=cmd_compare, remote_ok=("heldout",))
 
 
 def _heldout_flags(p: argparse.ArgumentParser) -> None:

@@ -55,7 +55,7 @@ class PartitionRef(NamedTuple):
 
 
 def partition_refs(corpus: Corpus) -> list[PartitionRef]:
-    path = str(corpus.path.resolve())
+    path = corpus.uri
     return [PartitionRef(path, i, p.sha256) for i, p in enumerate(corpus.manifest.partitions)]
 
 

@@ -124,7 +124,7 @@ class DaskExecutor(Executor):
                  retries: int | None = None) -> None:
         self.client = client
         self.refs = partition_refs(corpus)
-        self.corpus_path = str(corpus.path.resolve())
+        self.corpus_path = corpus.uri
         self.cache_bytes = setting("cache-bytes", cache_bytes)
         self.retries = setting("task-retries", retries)
 
