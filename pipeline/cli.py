@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 import json
 import os
 import shutil
@@ -45,7 +47,7 @@ from bnpmix.storage import (
 )
 from bnpmix.storage.append import append_corpus
 from bnpmix.storage.atomic import remove_stale_staging
-from bnpmix.storage.objectstore import is_url
+from bnpmix.storage.objectstore import is_url, publish_corpus
 from bnpmix.storage.writer import check_replaceable
 
 FORMATS = ("npy", "csv", "docword", "text")
@@ -76,6 +78,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 
     from bnpmix.storage import DataWarning
 
+    if is_url(args.corpus_dir):
+        return ingest_to_store(args)
     src, out = Path(args.src), Path(args.corpus_dir)
     fmt = args.format or guess_format(src)
     check_ingest_flags(args, fmt)
@@ -88,6 +92,23 @@ def cmd_ingest(args: argparse.Namespace) -> int:
             check_replaceable(out, src)
         manifest = ingest_source(args, src, out, fmt, args.overwrite)
     print(f"ingested {manifest.n_items} items into {len(manifest.partitions)} partitions at {out}")
+    return 0
+
+
+def ingest_to_store(args: argparse.Namespace) -> int:
+    """``bnpmix ingest SRC s3://bucket/corpus``: ingest into a local temporary directory, then
+    publish it to the store, manifest last (storage.objectstore.publish_corpus)."""
+    if args.append or args.overwrite:
+        raise UsageError(f"{args.corpus_dir}: --append and --overwrite need a local corpus "
+                         "directory (a corpus in object storage is written once)")
+    with tempfile.TemporaryDirectory(prefix="bnpmix-ingest-") as tmp:
+        staged = argparse.Namespace(**{**vars(args), "corpus_dir": str(Path(tmp) / "corpus")})
+        with contextlib.redirect_stdout(io.StringIO()):
+            cmd_ingest(staged)
+        publish_corpus(Path(staged.corpus_dir), args.corpus_dir)
+        manifest = Corpus(staged.corpus_dir).manifest
+    print(f"ingested {manifest.n_items} items into {len(manifest.partitions)} partitions at "
+          f"{args.corpus_dir}")
     return 0
 
 
@@ -363,7 +384,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="text: drop words in more than this fraction of documents (default 1.0)")
     p.add_argument("--min-doc-length", type=int, default=1,
                    help="text: drop documents with fewer vocabulary words (default 1)")
-    p.set_defaults(func=cmd_ingest)
+    p.set_defaults(func=cmd_ingest, remote_ok=("corpus_dir",))
 
     p = sub.add_parser("info", help="describe a corpus or a finished run",
                        description="A corpus: kind, items, dimension, partitions, columns, its "

@@ -8,15 +8,21 @@ the endpoint from the usual places (``AWS_ACCESS_KEY_ID``, ``AWS_SECRET_ACCESS_K
 secret: a URL carries none, and nothing bnpmix writes records more than the URL.
 
 Reading needs no atomicity: a corpus's files are immutable once its manifest names them, and
-every partition is checked against the manifest's size and SHA-256 when read.
+every partition is checked against the manifest's size and SHA-256 when read. Writing a corpus
+(``publish_corpus``) puts every file but the manifest first and the manifest last: an object
+store has no rename, and a single PUT is whole or absent, so the manifest is the commit.
 """
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from .errors import URL, BnpmixError
+
+MANIFEST = "manifest.json"  # storage.corpus.MANIFEST (corpus imports this module)
 
 
 def is_url(path: object) -> bool:
@@ -48,3 +54,42 @@ def read_object(url: str, name: str) -> bytes:
         if "not found" in str(exc).lower() or "nosuchkey" in str(exc).lower():
             raise FileNotFoundError(f"{url}/{name}") from None
         raise BnpmixError(f"{url}/{name}: unreadable ({exc})") from None
+
+
+def write_object(url: str, name: str, data: bytes) -> None:
+    """Put ``data`` at ``name`` under the prefix ``url`` (one PUT: whole or absent)."""
+    fs, root = _filesystem(url.rstrip("/"))
+    try:
+        with fs.open_output_stream(f"{root}/{name}") as stream:
+            stream.write(data)
+    except (pa.ArrowException, OSError) as exc:
+        raise BnpmixError(f"{url}/{name}: cannot write ({exc})") from None
+
+
+def exists(url: str, name: str) -> bool:
+    """Whether ``name`` exists under the prefix ``url``."""
+    fs, root = _filesystem(url.rstrip("/"))
+    try:
+        return fs.get_file_info(f"{root}/{name}").type != pafs.FileType.NotFound
+    except (pa.ArrowException, OSError) as exc:
+        raise BnpmixError(f"{url}/{name}: cannot look it up ({exc})") from None
+
+
+def publish_corpus(local: Path, url: str) -> None:
+    """Copy a finished local corpus directory to ``url``: the partitions and vocabulary first,
+    ``manifest.json`` last, so a reader sees no corpus until every file it names is there (an
+    object store has no rename). An existing corpus is never replaced; a second writer that
+    publishes its manifest between this one's check and its own is reported, and any mix of
+    the two writers' partitions is caught by the manifest's checksums when read."""
+    url = url.rstrip("/")
+    if exists(url, MANIFEST):
+        raise BnpmixError(f"{url}: a corpus exists there ({MANIFEST}); choose another prefix "
+                          "(replacing a corpus in object storage is not supported)")
+    for path in sorted(local.iterdir()):
+        if path.name != MANIFEST:
+            write_object(url, path.name, path.read_bytes())
+    if exists(url, MANIFEST):
+        raise BnpmixError(f"{url}: another ingest published a corpus there while this one "
+                          "was uploading; its partitions may now be this one's, which its "
+                          "checksums will report: ingest again under another prefix")
+    write_object(url, MANIFEST, (local / MANIFEST).read_bytes())

@@ -150,3 +150,38 @@ def test_errors_name_the_url(tmp_path, s3):
     assert SECRET not in denied.stderr
     writing = bnpmix(s3, "fit", str(tmp_path), "--out", f"s3://{BUCKET}/runs/r1")
     assert writing.returncode == 2 and "not supported yet" in writing.stderr
+
+
+def test_ingest_into_a_bucket_publishes_the_manifest_last(tmp_path, s3, monkeypatch):
+    X = np.random.default_rng(7).normal(size=(900, 2))
+    np.save(tmp_path / "x.npy", X)
+    url = f"s3://{BUCKET}/ingested"
+    done = bnpmix(s3, "ingest", str(tmp_path / "x.npy"), url, "--partition-rows", "300")
+    assert done.returncode == 0, done.stderr
+    here = bnpmix({}, "ingest", str(tmp_path / "x.npy"), str(tmp_path / "local"),
+                  "--partition-rows", "300")
+    assert here.returncode == 0, here.stderr
+    from bnpmix.storage import Corpus
+
+    remote, local = Corpus(url), Corpus(tmp_path / "local")
+    assert remote.manifest.partitions == local.manifest.partitions  # same bytes, same checksums
+    np.testing.assert_array_equal(remote.read(2).X, X[600:])
+    again = bnpmix(s3, "ingest", str(tmp_path / "x.npy"), url)
+    assert again.returncode == 1 and "a corpus exists there" in again.stderr
+    assert Corpus(url).manifest.partitions == local.manifest.partitions  # untouched
+    # an upload that fails half-way leaves no manifest: no corpus appears
+    from bnpmix.storage import objectstore
+
+    real, calls = objectstore.write_object, []
+
+    def failing(target, name, data):
+        calls.append(name)
+        if len(calls) == 2:
+            raise objectstore.BnpmixError(f"{target}/{name}: cannot write (injected)")
+        real(target, name, data)
+
+    monkeypatch.setattr(objectstore, "write_object", failing)
+    with pytest.raises(objectstore.BnpmixError, match="injected"):
+        objectstore.publish_corpus(tmp_path / "local", f"s3://{BUCKET}/half")
+    assert calls[0] != "manifest.json" and not objectstore.exists(f"s3://{BUCKET}/half",
+                                                                  "manifest.json")

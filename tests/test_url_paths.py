@@ -1,7 +1,7 @@
 """Object-storage URLs where bnpmix would write are refused until writing there is supported
 (issue 14; reading a corpus from a URL is: tests/test_s3.py): ``Path("s3://b/c")`` is the local
 path ``s3:/b/c``, so ``bnpmix ingest x.npy s3://bucket/corpus`` used to exit 0 after writing a
-directory named ``s3:`` in the working directory."""
+directory named ``s3:`` in the working directory (it now ingests into the bucket)."""
 
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def test_local_paths_and_scheduler_addresses_pass():
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("argv", [["ingest", "{npy}", "s3://bucket/corpus"],
+@pytest.mark.parametrize("argv", [["report", "{corpus}", "--out", "s3://bucket/report"],
                                   ["fit", "{corpus}", "--out", "gs://bucket/run"],
                                   ["evaluate", "s3://b/run", "--heldout", "{corpus}"]])
 def test_the_cli_refuses_urls_naming_the_argument_and_writes_nothing(tmp_path, argv):
