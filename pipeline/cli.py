@@ -23,6 +23,7 @@ from bnpmix.pipeline.config import OBS_NAMES, Option, options, prior_flags, prio
 from bnpmix.pipeline.evaluate import evaluate
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.pipeline.jobfile import load_job
+from bnpmix.pipeline.remote_run import local_copy
 from bnpmix.pipeline.report.cli import add_parsers as add_report_parsers
 from bnpmix.pipeline.runtime.progress import Progress
 from bnpmix.pipeline.schedule import scheduled_run
@@ -47,7 +48,7 @@ from bnpmix.storage import (
 )
 from bnpmix.storage.append import append_corpus
 from bnpmix.storage.atomic import remove_stale_staging
-from bnpmix.storage.objectstore import is_url, publish_corpus
+from bnpmix.storage.objectstore import exists, is_url, publish_corpus
 from bnpmix.storage.writer import check_replaceable
 
 FORMATS = ("npy", "csv", "docword", "text")
@@ -178,7 +179,11 @@ def ingest_append(args: argparse.Namespace, src: Path, corpus: Path, fmt: str) -
 def cmd_info(args: argparse.Namespace) -> int:
     from bnpmix.pipeline import inspect
 
-    if not is_url(args.path) and inspect.kind_of(args.path) == "run":
+    if is_url(args.path) and exists(args.path, "summary.json"):  # a run in object storage
+        with local_copy(args.path) as local:
+            info = {**inspect.run_info(local), "run_dir": args.path}
+        print(json.dumps(info) if args.json else inspect.format_run_info(info))
+    elif not is_url(args.path) and inspect.kind_of(args.path) == "run":
         info = inspect.run_info(args.path)
         print(json.dumps(info) if args.json else inspect.format_run_info(info))
     else:
@@ -190,7 +195,9 @@ def cmd_info(args: argparse.Namespace) -> int:
 def cmd_show(args: argparse.Namespace) -> int:
     from bnpmix.pipeline import inspect
 
-    shown = inspect.show_clusters(args.run_dir, top_words=args.top_words, top=args.top)
+    with local_copy(args.run_dir) as run_dir:
+        shown = {**inspect.show_clusters(run_dir, top_words=args.top_words, top=args.top),
+                 "run_dir": args.run_dir}
     print(json.dumps(shown) if args.json else inspect.format_show(shown))
     return 0
 
@@ -292,8 +299,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    print(json.dumps(evaluate(args.run_dir, args.heldout, args.labels_column,
-                              scheduler=args.scheduler)))
+    with local_copy(args.run_dir) as run_dir:
+        result = evaluate(run_dir, args.heldout, args.labels_column, scheduler=args.scheduler)
+    print(json.dumps(result))
     return 0
 
 
@@ -409,7 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--top", type=_positive_int, default=20, metavar="N",
                    help="clusters shown, heaviest first (default 20)")
     p.add_argument("--json", action="store_true", help="one JSON object")
-    p.set_defaults(func=cmd_show)
+    p.set_defaults(func=cmd_show, remote_ok=("run_dir",))
 
     p = sub.add_parser("fit", help="fit a DP mixture to a corpus and write a run directory",
                        description="Options may also come from --config job.toml (same names); "
@@ -419,11 +427,11 @@ def build_parser() -> argparse.ArgumentParser:
     for row in options():
         if row.name != "corpus":
             add_option(p, row)
-    p.set_defaults(func=cmd_fit, remote_ok=("corpus_dir",))
+    p.set_defaults(func=cmd_fit, remote_ok=("corpus_dir", "out"))
 
     p = sub.add_parser("resume", help="continue a killed run from its last checkpoint")
     p.add_argument("run_dir")
-    p.set_defaults(func=cmd_resume)
+    p.set_defaults(func=cmd_resume, remote_ok=("run_dir",))
 
     p = sub.add_parser("schedule", help="scheduled, resumable pipeline runs")
     ssub = p.add_subparsers(dest="schedule_command", required=True, metavar="ACTION")
@@ -484,7 +492,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", default="threads",
                    help="where partitions are scored: threads, synchronous, or tcp://HOST:PORT "
                    "of a Dask scheduler (default threads)")
-    p.set_defaults(func=cmd_evaluate, remote_ok=("heldout",))
+    p.set_defaults(func=cmd_evaluate, remote_ok=("run_dir", "heldout"))
 
     add_report_parsers(sub)
 
@@ -558,7 +566,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    remote_ok = getattr(args, "remote_ok", ())  # the corpora a command only reads
+    remote_ok = getattr(args, "remote_ok", ())  # arguments that may be URLs (object storage)
     for name, value in vars(args).items():  # before anything can take a URL for a local path
         try:
             local_path(value) if isinstance(value, str) and name not in remote_ok else None

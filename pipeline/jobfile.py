@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from bnpmix.storage import BnpmixError
+from bnpmix.storage.objectstore import is_url
 
 from .config import JobConfig, options, resolve, split_prior
 
@@ -65,7 +66,8 @@ def read_job(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     if not isinstance(schedule, dict) or set(schedule) - set(SCHEDULE_KEYS):
         raise BnpmixError(f"{path}: [schedule] takes only {list(SCHEDULE_KEYS)}")
     for key in PATH_KEYS:
-        if isinstance(values.get(key), str) and not Path(values[key]).is_absolute():
+        if isinstance(values.get(key), str) and not Path(values[key]).is_absolute() \
+                and not is_url(values[key]):
             values[key] = str((path.parent / values[key]).resolve())
     if isinstance(schedule.get("runs"), str) and not Path(schedule["runs"]).is_absolute():
         schedule["runs"] = str((path.parent / schedule["runs"]).resolve())

@@ -93,3 +93,36 @@ def publish_corpus(local: Path, url: str) -> None:
                           "was uploading; its partitions may now be this one's, which its "
                           "checksums will report: ingest again under another prefix")
     write_object(url, MANIFEST, (local / MANIFEST).read_bytes())
+
+
+def list_objects(url: str) -> list[str]:
+    """The names of the objects under the prefix ``url`` (relative, '/'-separated), sorted."""
+    fs, root = _filesystem(url.rstrip("/"))
+    try:
+        infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
+    except (pa.ArrowException, OSError) as exc:
+        raise BnpmixError(f"{url}: cannot list ({exc})") from None
+    return sorted(i.path[len(root) + 1:] for i in infos if i.type == pafs.FileType.File)
+
+
+def delete_object(url: str, name: str) -> None:
+    """Remove ``name`` under the prefix ``url`` (absent already: nothing to do)."""
+    fs, root = _filesystem(url.rstrip("/"))
+    try:
+        fs.delete_file(f"{root}/{name}")
+    except FileNotFoundError:
+        pass
+    except (pa.ArrowException, OSError) as exc:
+        raise BnpmixError(f"{url}/{name}: cannot delete ({exc})") from None
+
+
+def download(url: str, local: Path) -> list[str]:
+    """Every object under ``url`` into the directory ``local`` (created); their names."""
+    names = list_objects(url)
+    for name in names:
+        target = local / name
+        if ".." in Path(name).parts:  # a key naming a file outside the directory
+            raise BnpmixError(f"{url}/{name}: refused (a key outside its prefix)")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_bytes(read_object(url, name))
+    return names

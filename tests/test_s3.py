@@ -148,8 +148,8 @@ def test_errors_name_the_url(tmp_path, s3):
                     f"s3://{BUCKET}/train", timeout=180)
     assert denied.returncode == 1 and f"s3://{BUCKET}/train" in denied.stderr
     assert SECRET not in denied.stderr
-    writing = bnpmix(s3, "fit", str(tmp_path), "--out", f"s3://{BUCKET}/runs/r1")
-    assert writing.returncode == 2 and "not supported yet" in writing.stderr
+    report = bnpmix(s3, "report", str(tmp_path), "--out", f"s3://{BUCKET}/reports/r1")
+    assert report.returncode == 2 and "URLs are not supported here" in report.stderr
 
 
 def test_ingest_into_a_bucket_publishes_the_manifest_last(tmp_path, s3, monkeypatch):
@@ -185,3 +185,53 @@ def test_ingest_into_a_bucket_publishes_the_manifest_last(tmp_path, s3, monkeypa
         objectstore.publish_corpus(tmp_path / "local", f"s3://{BUCKET}/half")
     assert calls[0] != "manifest.json" and not objectstore.exists(f"s3://{BUCKET}/half",
                                                                   "manifest.json")
+
+
+def test_a_run_directory_in_the_bucket_survives_a_killed_driver(tmp_path, s3):
+    """fit --out s3://...: the checkpoint reaches the bucket, the driver is killed with SIGKILL,
+    `bnpmix resume URL` continues from the bucket on another local workspace, and the run equals
+    the uninterrupted local run; evaluate, info and show read it from the bucket."""
+    url = upload(corpus(tmp_path / "corpus", 12000, 8), "train-for-runs")
+    run_url = f"s3://{BUCKET}/runs/killed"
+    args = ("--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "5",
+            "--checkpoint-every", "3", "--scheduler", "synchronous")
+    ref = bnpmix(s3, "fit", url, "--out", str(tmp_path / "ref"), *args)
+    assert ref.returncode == 0, ref.stderr
+    proc = subprocess.Popen([sys.executable, "-m", "bnpmix", "fit", url, "--out", run_url,
+                             *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env={**os.environ, **s3})
+    client = boto3.client("s3")
+    deadline = time.time() + 120
+    while client.list_objects_v2(Bucket=BUCKET, Prefix="runs/killed/checkpoint.npz"
+                                 ).get("KeyCount", 0) == 0:
+        assert proc.poll() is None, "the run finished before a checkpoint reached the bucket"
+        assert time.time() < deadline
+        time.sleep(0.05)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    names = [o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="runs/killed/")
+             .get("Contents", [])]
+    assert "runs/killed/summary.json" not in names and "runs/killed/job.json" in names
+    again = bnpmix(s3, "fit", url, "--out", run_url, *args)
+    assert again.returncode == 1 and "bnpmix resume" in again.stderr  # never two runs in one
+    done = bnpmix(s3, "resume", run_url)
+    assert done.returncode == 0, done.stderr
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    for key in [o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="runs/killed/")
+                ["Contents"] if not o["Key"].endswith("/")]:  # pyarrow's directory markers
+        target = copy / key.removeprefix("runs/killed/")
+        target.parent.mkdir(parents=True, exist_ok=True)
+        client.download_file(BUCKET, key, str(target))
+    assert not (copy / "checkpoint.npz").exists()  # the finished run left no checkpoint
+    assert json.loads((copy / "job.json").read_text())["config"]["run"]["out"] == run_url
+    assert_same_run(tmp_path / "ref", copy)
+    for command in (("info", run_url), ("show", run_url),
+                    ("evaluate", run_url, "--heldout", url)):
+        shown = bnpmix(s3, *command)
+        assert shown.returncode == 0, shown.stderr
+        assert SECRET not in shown.stdout + shown.stderr
+    for path in copy.rglob("*"):
+        if path.is_file():
+            text = path.read_bytes().decode("latin-1")
+            assert SECRET not in text and KEY_ID not in text

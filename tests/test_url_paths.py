@@ -1,5 +1,5 @@
-"""Object-storage URLs where bnpmix would write are refused until writing there is supported
-(issue 14; reading a corpus from a URL is: tests/test_s3.py): ``Path("s3://b/c")`` is the local
+"""Object-storage URLs where bnpmix cannot write are refused by name (issue 14; corpora and run
+directories can be URLs: tests/test_s3.py): ``Path("s3://b/c")`` is the local
 path ``s3:/b/c``, so ``bnpmix ingest x.npy s3://bucket/corpus`` used to exit 0 after writing a
 directory named ``s3:`` in the working directory (it now ingests into the bucket)."""
 
@@ -22,10 +22,10 @@ URLS = ["s3://bucket/corpus", "gs://bucket/c", "abfs://container/c", "file:///tm
 def test_the_python_api_refuses_urls(url):
     scheme = url.split("://")[0]
     for make in (RunDir, local_path):
-        with pytest.raises(BnpmixError, match=f"writing to {scheme}:// URLs is not supported yet"):
+        with pytest.raises(BnpmixError, match=f"{scheme}:// URLs are not supported here"):
             make(url)
     manifest = Manifest(kind="dense", dim=2, dtype="float64", columns=())
-    with pytest.raises(BnpmixError, match="not supported yet"), new_corpus(url, manifest):
+    with pytest.raises(BnpmixError, match="not supported here"), new_corpus(url, manifest):
         pass
 
 
@@ -35,15 +35,17 @@ def test_local_paths_and_scheduler_addresses_pass():
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("argv", [["report", "{corpus}", "--out", "s3://bucket/report"],
-                                  ["fit", "{corpus}", "--out", "gs://bucket/run"],
-                                  ["evaluate", "s3://b/run", "--heldout", "{corpus}"]])
-def test_the_cli_refuses_urls_naming_the_argument_and_writes_nothing(tmp_path, argv):
+@pytest.mark.parametrize(("argv", "says"), [
+    (["report", "{corpus}", "--out", "s3://bucket/report"], "URLs are not supported here"),
+    (["compare", "{corpus}", "{corpus}", "--out", "gs://b/cmp"], "URLs are not supported here"),
+    (["ingest", "{npy}", "s3://bucket/c", "--append"], "need a local corpus directory"),
+    (["report", "s3://bucket/run"], "needs --out DIR")])
+def test_the_cli_refuses_urls_naming_the_argument_and_writes_nothing(tmp_path, argv, says):
     np.save(tmp_path / "x.npy", np.zeros((4, 2)))
     (tmp_path / "corpus").mkdir()
     argv = [a.format(npy=tmp_path / "x.npy", corpus=tmp_path / "corpus") for a in argv]
     done = subprocess.run([sys.executable, "-m", "bnpmix", *argv], capture_output=True,
                           text=True, cwd=tmp_path, timeout=120)
     assert done.returncode == 2, done.stderr
-    assert "URLs is not supported yet" in done.stderr
+    assert says in done.stderr
     assert sorted(p.name for p in tmp_path.iterdir()) == ["corpus", "x.npy"]

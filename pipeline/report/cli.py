@@ -5,12 +5,22 @@ from __future__ import annotations
 
 import argparse
 
+from bnpmix.storage.objectstore import is_url
+
+from ..remote_run import local_copy
 from . import compare, report
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    """Write one run's report and print where it is."""
-    page = report(args.run_dir, args.out, args.heldout, args.labels_column)
+    """Write one run's report and print where it is (a run in object storage is read from a
+    downloaded copy; its report goes to a local --out)."""
+    if is_url(args.run_dir) and args.out is None:
+        from bnpmix.pipeline.cli import UsageError  # here: the main CLI imports this module
+
+        raise UsageError(f"{args.run_dir}: a run in object storage needs --out DIR (a local "
+                         "directory) for its report")
+    with local_copy(args.run_dir) as run_dir:
+        page = report(run_dir, args.out, args.heldout, args.labels_column)
     n = len(list(page.parent.glob("*.png")))
     print(f"report: {page} ({n} pictures, also as PNG files in {page.parent})")
     return 0
@@ -40,7 +50,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR",
                    help="write the report here instead of RUN_DIR/report")
     _heldout_flags(p)
-    p.set_defaults(func=cmd_report, remote_ok=("heldout",))
+    p.set_defaults(func=cmd_report, remote_ok=("run_dir", "heldout"))
 
     p = sub.add_parser("compare", help="one HTML page putting several runs' traces and "
                        "figures side by side (needs matplotlib)")

@@ -1,0 +1,123 @@
+"""Run directories in object storage (``bnpmix fit CORPUS --out s3://bucket/runs/r1``).
+
+An object store has no rename and no append, so a run works in a local directory (under the
+system's temporary directory) that is mirrored to the URL: job.json, trace.csv and
+checkpoint.npz after every checkpoint the engine writes, so that a driver that dies can be
+resumed from the store by any machine (``bnpmix resume URL`` downloads them and continues);
+and at the end every file of the finished run with summary.json last, the commit: a reader
+that finds summary.json finds the whole run. The recorded ``out`` is the URL. Two fits started
+into one URL at the same moment are not prevented (that would need the store's conditional
+writes, which pyarrow does not expose); one started into a URL that holds a run is refused.
+Readers (evaluate, info, show, report, ``bnpmix.load``) work on a downloaded copy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import tempfile
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+from bnpmix.storage import BnpmixError
+from bnpmix.storage.objectstore import delete_object, download, exists, write_object
+
+SUMMARY, JOB, CHECKPOINT, TRACE = "summary.json", "job.json", "checkpoint.npz", "trace.csv"
+
+
+class Mirror:
+    """Uploads a local run directory's resumable state to ``url`` whenever its checkpoint
+    changes (an ``on_step`` hook), and the finished run at the end."""
+
+    def __init__(self, local: Path, url: str, then: Callable | None = None) -> None:
+        self.local, self.url, self.then = local, url.rstrip("/"), then
+        self._seen: int | None = None
+
+    def _put(self, name: str) -> None:
+        data = (self.local / name).read_bytes()
+        if name in (JOB, SUMMARY):  # the run lives at the URL, not in the local copy
+            data = _with_out(json.loads(data), self.url)
+        write_object(self.url, name, data)
+
+    def __call__(self, engine: Any, step: Any) -> None:
+        ckpt = self.local / CHECKPOINT
+        stamp = ckpt.stat().st_mtime_ns if ckpt.exists() else None
+        if stamp is not None and stamp != self._seen:
+            self._seen = stamp
+            for name in (JOB, TRACE, CHECKPOINT):  # the checkpoint last: it names the others
+                if (self.local / name).exists():
+                    self._put(name)
+        if self.then is not None:
+            self.then(engine, step)
+
+    def publish(self) -> None:
+        """Every file of the finished run, summary.json last; then the store's checkpoint
+        leaves (the local run removed its own when it published)."""
+        files = sorted(p.relative_to(self.local).as_posix() for p in self.local.rglob("*")
+                       if p.is_file())
+        for name in [f for f in files if f != SUMMARY]:
+            self._put(name)
+        self._put(SUMMARY)
+        delete_object(self.url, CHECKPOINT)
+
+
+def _with_out(obj: dict[str, Any], url: str) -> bytes:
+    """job.json or summary.json with the run's place (config.run.out) set to the URL."""
+    run = obj.get("config", {}).get("run")
+    if isinstance(run, dict):
+        run["out"] = url
+    return json.dumps(obj, indent=2).encode("utf-8")
+
+
+@contextlib.contextmanager
+def workspace() -> Iterator[Path]:
+    """A local directory for a mirrored run, removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="bnpmix-run-") as tmp:
+        yield Path(tmp) / "run"
+
+
+def fit_to_store(corpus_dir: Any, url: str, job: Any, on_step: Callable | None = None,
+                 **options: Any) -> dict[str, Any]:
+    """pipeline.fit.fit into a local workspace mirrored to ``url``."""
+    from .fit import fit
+
+    if exists(url, JOB) or exists(url, SUMMARY):
+        raise BnpmixError(f"{url}: a run directory exists there (job.json); `bnpmix resume "
+                          f"{url}` continues it, or choose another URL")
+    with workspace() as local:
+        mirror = Mirror(local, url, on_step)
+        summary = fit(corpus_dir, local, job, on_step=mirror, **options)
+        mirror.publish()
+    return {**summary, "config": json.loads(_with_out({"config": summary["config"]}, url)
+                                            )["config"]}
+
+
+def resume_from_store(url: str, on_step: Callable | None = None,
+                      **options: Any) -> dict[str, Any] | None:
+    """Download the run at ``url`` and continue it (pipeline.fit.resume), mirrored; None if it
+    had finished."""
+    from .fit import resume
+
+    if exists(url, SUMMARY):
+        return None
+    with workspace() as local:
+        if JOB not in download(url, local):
+            raise BnpmixError(f"{url}: not a run directory (no job.json)")
+        mirror = Mirror(local, url, on_step)
+        summary = resume(local, on_step=mirror, **options)
+        mirror.publish()
+    return summary
+
+
+@contextlib.contextmanager
+def local_copy(run_dir: str | Path) -> Iterator[str | Path]:
+    """``run_dir`` itself, or for a URL a downloaded copy of the finished run."""
+    if not isinstance(run_dir, str) or "://" not in run_dir:
+        yield run_dir
+        return
+    if not exists(run_dir, SUMMARY):
+        raise BnpmixError(f"{run_dir}: not a finished run directory (no summary.json)")
+    with workspace() as local:
+        download(run_dir, local)
+        yield local
