@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from test_distributed import assert_same_run
 
+from bnpmix import load
 from bnpmix.storage import ingest_array
 from helpers import DaskCluster, free_port
 
@@ -231,6 +232,8 @@ def test_a_run_directory_in_the_bucket_survives_a_killed_driver(tmp_path, s3):
         shown = bnpmix(s3, *command)
         assert shown.returncode == 0, shown.stderr
         assert SECRET not in shown.stdout + shown.stderr
+    loaded = load(run_url)  # the Python API reads it from the bucket too
+    np.testing.assert_array_equal(loaded.means_, load(copy).means_)
     for path in copy.rglob("*"):
         if path.is_file():
             text = path.read_bytes().decode("latin-1")
