@@ -427,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
     for row in options():
         if row.name != "corpus":
             add_option(p, row)
-    p.set_defaults(func=cmd_fit, remote_ok=("corpus_dir", "out"))
+    p.set_defaults(func=cmd_fit, remote_ok=("corpus_dir", "out", "warm_start"))
 
     p = sub.add_parser("resume", help="continue a killed run from its last checkpoint")
     p.add_argument("run_dir")

@@ -59,7 +59,7 @@ def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *
     run = RunDir(out)
     # job.json must not depend on the working directory, nor on defaults that follow the data
     absolute = {f"run_{name}": str(Path(value).resolve()) for name in ("warm_start", "cluster")
-                if (value := getattr(job.run, name))}
+                if (value := getattr(job.run, name)) and not is_url(value)}
     job = job.replace(run_corpus=corpus.uri, run_out=str(run.path.resolve()),
                       model_obs=job.model.obs or default_obs_name(corpus), **absolute)
     created = run.claim()

@@ -69,7 +69,8 @@ def read_job(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
         if isinstance(values.get(key), str) and not Path(values[key]).is_absolute() \
                 and not is_url(values[key]):
             values[key] = str((path.parent / values[key]).resolve())
-    if isinstance(schedule.get("runs"), str) and not Path(schedule["runs"]).is_absolute():
+    if isinstance(schedule.get("runs"), str) and not Path(schedule["runs"]).is_absolute() \
+            and not is_url(schedule["runs"]):
         schedule["runs"] = str((path.parent / schedule["runs"]).resolve())
     return values, schedule
 

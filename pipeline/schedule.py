@@ -15,6 +15,9 @@ A call killed at any point is finished by the next: a work directory with a chec
 same partitions is resumed (over changed partitions it is refitted), a finished but unpublished
 one is published, and a version published without its ``latest`` pointer gets the pointer.
 
+A ``runs`` that is an s3:// URL follows the same protocol with a lease for the lock
+(pipeline/schedule_store.py).
+
 Crontab:   */30 * * * *  bnpmix schedule run /srv/bnpmix/job.toml >> /var/log/bnpmix.log 2>&1
 systemd:   a oneshot service running the same command, and a timer with OnCalendar=*:0/30.
 """
@@ -30,6 +33,7 @@ from pathlib import Path
 
 from bnpmix.storage import BnpmixError, Corpus, RunDir
 from bnpmix.storage.atomic import fsync_dir, write_json_atomic, write_text_atomic
+from bnpmix.storage.objectstore import is_url
 
 from .fit import fit, partitions_of, resume
 from .jobfile import Job, load_job
@@ -72,6 +76,10 @@ def scheduled_run(job_path: str | Path) -> str:
     runs_dir = job.schedule.get("runs") or job.out
     if job.corpus is None or runs_dir is None:
         raise BnpmixError(f"{job_path}: a scheduled job needs `corpus` and `[schedule] runs`")
+    if is_url(runs_dir):  # versions, lock and pointer in object storage
+        from .schedule_store import scheduled_run_in_store
+
+        return scheduled_run_in_store(job, str(runs_dir))
     runs = Path(runs_dir)
     if not runs.is_absolute():
         runs = Path(job_path).parent / runs

@@ -29,7 +29,8 @@ ROOT = Path(__file__).parents[1]
 YAML = ROOT / "pipeline" / "bnpmix.yaml"
 # the values the code had before they moved into bnpmix.yaml (no change by default)
 FORMER = {"cache-bytes": 2 << 30, "summary-bytes": 1 << 30, "worker-wait": 60,
-          "task-retries": 3, "scheduler-timeout": 20, "connect-timeout": 10, "assign-wave": 8}
+          "task-retries": 3, "scheduler-timeout": 20, "connect-timeout": 10, "assign-wave": 8,
+          "schedule-lease": 6 * 3600}  # the lease is new (scheduled runs in object storage)
 READERS = ["bnpmix", "bnpmix.pipeline.fit", "bnpmix.pipeline.clusters",
            "bnpmix.pipeline.runtime.data", "bnpmix.pipeline.runtime.store",
            "bnpmix.pipeline.runtime.executors"]

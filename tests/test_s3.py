@@ -238,3 +238,48 @@ def test_a_run_directory_in_the_bucket_survives_a_killed_driver(tmp_path, s3):
         if path.is_file():
             text = path.read_bytes().decode("latin-1")
             assert SECRET not in text and KEY_ID not in text
+
+
+def test_scheduled_runs_in_a_bucket_publish_versions_and_never_run_twice(tmp_path, s3):
+    """[schedule] runs = "s3://...": versions, partitions.json and `latest` in the bucket; a
+    lease held elsewhere makes a call do nothing; two calls started together never both fit;
+    an expired lease is taken over."""
+    from bnpmix.storage import leases
+
+    rng = np.random.default_rng(9)
+    np.save(tmp_path / "a.npy", rng.normal(size=(600, 2)) + rng.integers(0, 2, (600, 1)) * 8)
+    np.save(tmp_path / "b.npy", rng.normal(size=(300, 2)) + rng.integers(0, 2, (300, 1)) * 8)
+    assert bnpmix({}, "ingest", str(tmp_path / "a.npy"), str(tmp_path / "corpus"),
+                  "--partition-rows", "100").returncode == 0
+    runs = f"s3://{BUCKET}/scheduled"
+    job = tmp_path / "job.toml"
+    job.write_text(f'corpus = "corpus"\nlaps = 3\nthreads = 1\n[schedule]\nruns = "{runs}"\n')
+    held = leases.acquire(runs, ".lock", 60)  # another holder
+    busy = bnpmix(s3, "schedule", "run", str(job))
+    assert busy.returncode == 0 and "another scheduled run is in progress" in busy.stdout
+    leases.release(held)
+    both = [subprocess.Popen([sys.executable, "-m", "bnpmix", "schedule", "run", str(job)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, **s3}) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in both]
+    assert all(p.returncode == 0 for p in both), outs
+    said = " ".join(out for out, _ in outs)
+    assert said.count("published v0001") == 1, said  # one fitted; the other did nothing
+    assert ("in progress" in said) or ("no new partitions" in said), said
+    client = boto3.client("s3")
+    latest = client.get_object(Bucket=BUCKET, Key="scheduled/latest")["Body"].read()
+    assert latest == b"v0001\n"
+    assert bnpmix({}, "ingest", str(tmp_path / "b.npy"), str(tmp_path / "corpus"),
+                  "--partition-rows", "100", "--append").returncode == 0
+    stale = leases.acquire(runs, ".lock", 0.5)  # a holder killed with its lease running out
+    assert stale is not None
+    time.sleep(1.0)
+    second = bnpmix(s3, "schedule", "run", str(job))
+    assert second.returncode == 0 and "published v0002" in second.stdout, second.stderr
+    assert "3 new since v0001" in second.stdout
+    summary = json.loads(client.get_object(Bucket=BUCKET, Key="scheduled/v0002/summary.json")
+                         ["Body"].read())
+    assert summary["n_items"] == 900 and summary["config"]["run"]["warm_start"] == \
+        f"{runs}/v0001"  # warm-started from the previous version, named by its URL
+    assert client.get_object(Bucket=BUCKET, Key="scheduled/latest")["Body"].read() == b"v0002\n"
+    assert leases.acquire(runs, ".lock", 60) is not None  # the call released its lease

@@ -82,9 +82,5 @@ class FittedModel:
 
 
 def load(run_dir: str | Path) -> FittedModel:
-    """The fitted model of a finished run directory (a local path, or a URL: read from a
-    downloaded copy)."""
-    from ..remote_run import local_copy  # here: remote_run imports the pipeline lazily too
-
-    with local_copy(run_dir) as local:
-        return FittedModel(read_model(str(local)), run_dir)
+    """The fitted model of a finished run directory (a local path, or a URL)."""
+    return FittedModel(read_model(str(run_dir)), run_dir)

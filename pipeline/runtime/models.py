@@ -29,8 +29,12 @@ def write_model(run: RunDir, model: PredictiveMixture) -> None:
 
 
 def read_model(run_dir: str) -> PredictiveMixture:
-    """The fitted model saved in a run directory, whatever engine produced it."""
-    arrays, meta = RunDir(run_dir).load_model()
+    """The fitted model saved in a run directory (a local path, or a URL: read from a
+    downloaded copy), whatever engine produced it."""
+    from ..remote_run import local_copy  # here: remote_run imports the pipeline lazily too
+
+    with local_copy(run_dir) as local:
+        arrays, meta = RunDir(local).load_model()
     kind = meta.get("kind", KIND)
     if kind not in READERS:
         raise BnpmixError(f"{run_dir}: model of unknown kind {kind!r} (known: {sorted(READERS)})")
