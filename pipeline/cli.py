@@ -222,7 +222,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
         raise UsageError("fit needs a corpus and --out (on the command line or in --config)")
     progress = Progress()
     try:
-        summary = fit(job.corpus, job.out, job.config, progress=progress)
+        with job.storage_config():
+            summary = fit(job.corpus, job.out, job.config, progress=progress)
     finally:
         progress.close()
     print(format_fit(summary, job.out))

@@ -11,11 +11,14 @@ override the file; the resolved configuration is saved in the run's job.json and
 
 from __future__ import annotations
 
+import contextlib
 import tomllib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+import dask.config
 
 from bnpmix.storage import BnpmixError
 from bnpmix.storage.objectstore import is_url
@@ -30,6 +33,13 @@ SCHEDULE_KEYS = ("runs",)
 class Job:
     config: JobConfig
     schedule: dict[str, Any]
+    storage: dict[str, Any] = field(default_factory=dict)  # never saved: it may hold secrets
+
+    def storage_config(self) -> Any:
+        """The ``[storage]`` table as Dask config ``bnpmix.storage-options`` for this call."""
+        if not self.storage:
+            return contextlib.nullcontext()
+        return dask.config.set({"bnpmix.storage-options": self.storage})
 
     @property
     def corpus(self) -> str | None:
@@ -51,18 +61,21 @@ def read_config_file(path: Path, parse: Callable[[str], Any],
         raise BnpmixError(f"{path}: not a valid {what} ({exc})") from None
 
 
-def read_job(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The job file's option values (keys with underscores, paths made absolute) and its
-    ``[schedule]`` table."""
+def read_job(path: str | Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:
+    """The job file's option values (keys with underscores, paths made absolute), its
+    ``[schedule]`` table and its ``[storage]`` table (S3FileSystem arguments)."""
     path = Path(path)
     raw = read_config_file(path, tomllib.loads, tomllib.TOMLDecodeError, "TOML job file")
     values = {k.replace("-", "_"): v for k, v in raw.items()}
     schedule = values.pop("schedule", {})
+    storage = values.pop("storage", {})
+    if not isinstance(storage, dict):
+        raise BnpmixError(f"{path}: [storage] is a table of S3FileSystem arguments")
     known = {o.name for o in options()}
     for key in values:
         if key not in known:
             raise BnpmixError(f"{path}: unknown key {key!r} (see `bnpmix fit --help` for the "
-                              "options; [schedule] and [prior] are tables)")
+                              "options; [schedule], [prior] and [storage] are tables)")
     if not isinstance(schedule, dict) or set(schedule) - set(SCHEDULE_KEYS):
         raise BnpmixError(f"{path}: [schedule] takes only {list(SCHEDULE_KEYS)}")
     for key in PATH_KEYS:
@@ -72,12 +85,12 @@ def read_job(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
     if isinstance(schedule.get("runs"), str) and not Path(schedule["runs"]).is_absolute() \
             and not is_url(schedule["runs"]):
         schedule["runs"] = str((path.parent / schedule["runs"]).resolve())
-    return values, schedule
+    return values, schedule, storage
 
 
 def load_job(path: str | Path | None, flags: dict[str, Any]) -> Job:
     """Defaults < job file < flags (flags whose value is None were not given)."""
-    values, schedule = read_job(path) if path else ({}, {})
+    values, schedule, storage = read_job(path) if path else ({}, {}, {})
     given = {k: v for k, v in flags.items() if v is not None}
     try:  # each source on its own: `--prior ig` must not replace the file's [prior] table
         values, given = split_prior(values), split_prior(given)
@@ -85,4 +98,4 @@ def load_job(path: str | Path | None, flags: dict[str, Any]) -> Job:
         raise BnpmixError(f"{path or 'flags'}: {exc}") from None
     origins = {**{k: str(path) for k in values}, **dict.fromkeys(given, "flags")}
     source = f"{path} with the flags given" if path and given else str(path or "flags")
-    return Job(resolve({**values, **given}, source, origins), schedule)
+    return Job(resolve({**values, **given}, source, origins), schedule, storage)

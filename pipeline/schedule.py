@@ -79,7 +79,8 @@ def scheduled_run(job_path: str | Path) -> str:
     if is_url(runs_dir):  # versions, lock and pointer in object storage
         from .schedule_store import scheduled_run_in_store
 
-        return scheduled_run_in_store(job, str(runs_dir))
+        with job.storage_config():
+            return scheduled_run_in_store(job, str(runs_dir))
     runs = Path(runs_dir)
     if not runs.is_absolute():
         runs = Path(job_path).parent / runs
@@ -89,7 +90,8 @@ def scheduled_run(job_path: str | Path) -> str:
             fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             return f"{runs}: another scheduled run is in progress; nothing done"
-        return _locked_run(job, runs)
+        with job.storage_config():
+            return _locked_run(job, runs)
 
 
 def _versions(runs: Path) -> list[str]:

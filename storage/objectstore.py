@@ -16,7 +16,9 @@ store has no rename, and a single PUT is whole or absent, so the manifest is the
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import dask.config
 import pyarrow as pa
 import pyarrow.fs as pafs
 
@@ -30,13 +32,27 @@ def is_url(path: object) -> bool:
     return isinstance(path, str) and URL.match(path) is not None
 
 
+def storage_options() -> dict[str, Any]:
+    """Dask config ``bnpmix.storage-options``: keyword arguments of pyarrow's S3FileSystem
+    (endpoint_override, scheme, region, access_key, secret_key, ...) for s3:// URLs, set by a
+    job file's ``[storage]`` table for its run (and on its workers); empty: the environment."""
+    options = dask.config.get("bnpmix.storage-options", None) or {}
+    if not isinstance(options, dict):
+        raise BnpmixError("Dask config bnpmix.storage-options: expected a mapping of "
+                          "S3FileSystem arguments")
+    return dict(options)
+
+
 def _filesystem(url: str) -> tuple[pafs.FileSystem, str]:
     """The store and the path within it; opened per read, so credentials or an endpoint
     changed in the environment take effect (a worker reads each partition once and caches
     it)."""
+    options = storage_options()
     try:
+        if options and url.startswith("s3://"):
+            return pafs.S3FileSystem(**options), url.removeprefix("s3://")
         return pafs.FileSystem.from_uri(url)
-    except (pa.ArrowException, ValueError, OSError) as exc:
+    except (pa.ArrowException, ValueError, OSError, TypeError) as exc:
         raise BnpmixError(f"{url}: cannot open the object store ({exc})") from None
 
 

@@ -283,3 +283,34 @@ def test_scheduled_runs_in_a_bucket_publish_versions_and_never_run_twice(tmp_pat
         f"{runs}/v0001"  # warm-started from the previous version, named by its URL
     assert client.get_object(Bucket=BUCKET, Key="scheduled/latest")["Body"].read() == b"v0002\n"
     assert leases.acquire(runs, ".lock", 60) is not None  # the call released its lease
+
+
+def test_storage_options_of_a_job_file_reach_the_workers_and_are_never_written(tmp_path, s3):
+    """A job file's [storage] table (endpoint and credentials as S3FileSystem arguments) with
+    no AWS_* variable anywhere: the driver and the worker processes (a worker plugin) read the
+    bucket with it, and no file of the run, nor the output, holds the secret."""
+    import helpers
+
+    url = upload(corpus(tmp_path / "corpus", 3000, 11, partitions=6), "by-options")
+    assert not any(k.startswith("AWS_") and k != "AWS_CA_BUNDLE" for k in helpers.ENV)
+    endpoint = s3["AWS_ENDPOINT_URL"].removeprefix("http://")
+    job = tmp_path / "job.toml"
+    job.write_text(f'corpus = "{url}"\nlaps = 3\nseed = 2\n[storage]\n'
+                   f'endpoint_override = "{endpoint}"\nscheme = "http"\n'
+                   f'access_key = "{KEY_ID}"\nsecret_key = "{SECRET}"\nregion = "us-east-1"\n')
+    env = {k: v for k, v in os.environ.items() if not k.startswith("AWS_")}
+    cluster = DaskCluster()
+    try:
+        done = subprocess.run([sys.executable, "-m", "bnpmix", "fit", "--config", str(job),
+                               "--out", str(tmp_path / "run"), "--scheduler", cluster.address],
+                              capture_output=True, text=True, timeout=300, env=env)
+    finally:
+        cluster.close()
+    assert done.returncode == 0, done.stderr
+    without = subprocess.run([sys.executable, "-m", "bnpmix", "info", url], capture_output=True,
+                             text=True, timeout=300, env=env)
+    assert without.returncode == 1  # the options were the only way in
+    for text in [done.stdout, done.stderr, *(p.read_bytes().decode("latin-1")
+                                             for p in (tmp_path / "run").rglob("*")
+                                             if p.is_file())]:
+        assert SECRET not in text and KEY_ID not in text

@@ -26,6 +26,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from bnpmix.storage import BnpmixError, Corpus
+from bnpmix.storage.objectstore import storage_options
 
 from ..settings import setting
 from .data import PartitionCache, PartitionRef, partition_refs
@@ -125,6 +126,11 @@ class DaskExecutor(Executor):
         self.client = client
         self.refs = partition_refs(corpus)
         self.corpus_path = corpus.uri
+        options = storage_options()
+        if options:  # every worker, and any that joins later, reads the store with them
+            from .plugins import StorageOptions  # here: it imports distributed
+
+            client.register_plugin(StorageOptions(options), name="bnpmix-storage-options")
         self.cache_bytes = setting("cache-bytes", cache_bytes)
         self.retries = setting("task-retries", retries)
 
