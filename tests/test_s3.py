@@ -85,47 +85,75 @@ def corpus(path: Path, n: int, seed: int, partitions: int = 10) -> Path:
     return path
 
 
-def test_fit_and_evaluate_from_a_bucket_on_workers_one_of_them_killed(tmp_path, s3):
-    local = corpus(tmp_path / "corpus", 20000, 0)
-    held = corpus(tmp_path / "held", 2000, 1, partitions=2)
-    url, held_url = upload(local, "train"), upload(held, "held")
+def download_run(prefix: str, dest: Path) -> Path:
+    """The objects under s3://BUCKET/prefix/ as a local directory (directory markers skipped)."""
+    client = boto3.client("s3")
+    for o in client.list_objects_v2(Bucket=BUCKET, Prefix=f"{prefix}/")["Contents"]:
+        if not o["Key"].endswith("/"):  # pyarrow's directory markers
+            target = dest / o["Key"].removeprefix(f"{prefix}/")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            client.download_file(BUCKET, o["Key"], str(target))
+    return dest
+
+
+def wait_for_object(key: str, proc: subprocess.Popen) -> None:
+    client = boto3.client("s3")
+    deadline = time.time() + 120
+    while client.list_objects_v2(Bucket=BUCKET, Prefix=key).get("KeyCount", 0) == 0:
+        assert proc.poll() is None, f"the run ended before {key} reached the bucket"
+        assert time.time() < deadline
+        time.sleep(0.05)
+
+
+def test_ingest_fit_evaluate_entirely_in_the_bucket_with_a_worker_killed(tmp_path, s3):
+    """ingest into s3://, fit s3:// --out s3:// on dask worker processes that read the bucket
+    themselves, one killed mid-lap, evaluate s3:// --heldout s3://: the local-path run's
+    results to 1e-9."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(20000, 3)) + rng.integers(0, 4, (20000, 1)) * 5.0
+    np.save(tmp_path / "x.npy", X)
+    (tmp_path / "y.txt").write_text("".join(f"{int(v > 7)}\n" for v in X[:, 0]))
+    np.save(tmp_path / "held.npy", X[:2000] + 0.1)
+    (tmp_path / "held.txt").write_text("".join(f"{int(v > 7)}\n" for v in X[:2000, 0]))
+    url, held_url = f"s3://{BUCKET}/train", f"s3://{BUCKET}/held"
+    for where, name, labels in ((url, "x", "y"), (held_url, "held", "held"),
+                                (str(tmp_path / "train"), "x", "y"),
+                                (str(tmp_path / "held-local"), "held", "held")):
+        done = bnpmix(s3, "ingest", str(tmp_path / f"{name}.npy"), where, "--labels",
+                      str(tmp_path / f"{labels}.txt"), "--partition-rows", "2000")
+        assert done.returncode == 0, done.stderr
     args = ("--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "3",
             "--checkpoint-every", "5")
-    ref = bnpmix({}, "fit", str(local), "--out", str(tmp_path / "ref"), *args)
+    ref = bnpmix({}, "fit", str(tmp_path / "train"), "--out", str(tmp_path / "ref"), *args)
     assert ref.returncode == 0, ref.stderr
+    run_url = f"s3://{BUCKET}/runs/workers-killed"
     cluster = DaskCluster(env=s3)  # workers read from the bucket with these credentials
     try:
-        proc = subprocess.Popen([sys.executable, "-m", "bnpmix", "fit", url, "--out",
-                                 str(tmp_path / "s3run"), *args, "--scheduler", cluster.address],
+        proc = subprocess.Popen([sys.executable, "-m", "bnpmix", "fit", url, "--out", run_url,
+                                 *args, "--scheduler", cluster.address],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                 env={**os.environ, **s3})
-        ckpt = tmp_path / "s3run" / "checkpoint.npz"
-        deadline = time.time() + 120
-        while not ckpt.exists():  # a mid-lap checkpoint: the run is inside its first laps
-            assert proc.poll() is None, proc.communicate()
-            assert time.time() < deadline
-            time.sleep(0.02)
+        wait_for_object("runs/workers-killed/checkpoint.npz", proc)  # inside its first laps
         os.kill(cluster.workers[0].pid, signal.SIGKILL)
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
     finally:
         cluster.close()
-    assert_same_run(tmp_path / "ref", tmp_path / "s3run")
-    on_s3 = bnpmix(s3, "evaluate", str(tmp_path / "s3run"), "--heldout", held_url,
-                   "--labels-column", "label")
-    here = bnpmix({}, "evaluate", str(tmp_path / "ref"), "--heldout", str(held),
-                  "--labels-column", "label")
+    assert_same_run(tmp_path / "ref", download_run("runs/workers-killed", tmp_path / "copy"))
+    on_s3 = bnpmix(s3, "evaluate", run_url, "--heldout", held_url, "--labels-column", "label")
+    here = bnpmix({}, "evaluate", str(tmp_path / "ref"), "--heldout",
+                  str(tmp_path / "held-local"), "--labels-column", "label")
     assert on_s3.returncode == 0 and here.returncode == 0, on_s3.stderr + here.stderr
     a, b = json.loads(on_s3.stdout), json.loads(here.stdout)
     np.testing.assert_allclose(a["heldout_loglik_per_item"], b["heldout_loglik_per_item"],
                                rtol=1e-9)
     assert a["ari"] == pytest.approx(b["ari"], abs=1e-12)
-    written = [p for p in (tmp_path / "s3run").rglob("*") if p.is_file()]
+    written = [p for p in (tmp_path / "copy").rglob("*") if p.is_file()]
     assert written
     for text in [out, err, on_s3.stdout, on_s3.stderr,
                  *(p.read_bytes().decode("latin-1") for p in written)]:
         assert SECRET not in text and KEY_ID not in text
-    assert url in (tmp_path / "s3run" / "job.json").read_text()
+    assert url in (tmp_path / "copy" / "job.json").read_text()
 
 
 def test_a_partition_corrupted_in_the_bucket_is_caught_by_its_checksum(tmp_path, s3):
@@ -201,15 +229,10 @@ def test_a_run_directory_in_the_bucket_survives_a_killed_driver(tmp_path, s3):
     proc = subprocess.Popen([sys.executable, "-m", "bnpmix", "fit", url, "--out", run_url,
                              *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, **s3})
-    client = boto3.client("s3")
-    deadline = time.time() + 120
-    while client.list_objects_v2(Bucket=BUCKET, Prefix="runs/killed/checkpoint.npz"
-                                 ).get("KeyCount", 0) == 0:
-        assert proc.poll() is None, "the run finished before a checkpoint reached the bucket"
-        assert time.time() < deadline
-        time.sleep(0.05)
+    wait_for_object("runs/killed/checkpoint.npz", proc)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
+    client = boto3.client("s3")
     names = [o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="runs/killed/")
              .get("Contents", [])]
     assert "runs/killed/summary.json" not in names and "runs/killed/job.json" in names
@@ -217,13 +240,7 @@ def test_a_run_directory_in_the_bucket_survives_a_killed_driver(tmp_path, s3):
     assert again.returncode == 1 and "bnpmix resume" in again.stderr  # never two runs in one
     done = bnpmix(s3, "resume", run_url)
     assert done.returncode == 0, done.stderr
-    copy = tmp_path / "copy"
-    copy.mkdir()
-    for key in [o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="runs/killed/")
-                ["Contents"] if not o["Key"].endswith("/")]:  # pyarrow's directory markers
-        target = copy / key.removeprefix("runs/killed/")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        client.download_file(BUCKET, key, str(target))
+    copy = download_run("runs/killed", tmp_path / "copy")
     assert not (copy / "checkpoint.npz").exists()  # the finished run left no checkpoint
     assert json.loads((copy / "job.json").read_text())["config"]["run"]["out"] == run_url
     assert_same_run(tmp_path / "ref", copy)
