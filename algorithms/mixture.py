@@ -118,21 +118,6 @@ class Mixture(PredictiveMixture):
         """E[w_k] of the active components and the expected mass beyond them."""
         return self.alloc.E_w(self.alloc_post)
 
-    def sample(self, n: int, rng: np.random.Generator,
-               n_words: Any = None) -> tuple[Data, np.ndarray]:
-        """n items, each from the posterior predictive that ``score_samples`` evaluates:
-        k ~ (E[w_1], ..., E[w_K], E[w_rest]), θ ~ q(θ_k) (the prior for a new component),
-        x ~ p(x | θ). Returns X and each item's component index (-1: a new one). ``n_words``:
-        document lengths (an int or one per item), multinomials only."""
-        w, rest = self.weights()
-        p = np.append(w, rest)
-        ks = rng.choice(len(p), size=n, p=p / p.sum())
-        prior = self.obs.prior_post(1)
-        post = {name: np.concatenate([self.post[name], prior[name]])[ks] for name in prior}
-        words = None if n_words is None else np.broadcast_to(np.asarray(n_words, np.int64), (n,))
-        X = self.obs.sample_items(self.obs.draw(post, rng), rng, words)
-        return X, np.where(ks == len(w), -1, ks)
-
     def assign(self, X: Data) -> tuple[np.ndarray, np.ndarray]:
         """Hard assignments under q(z) (Eq. 9): component id of each item and its probability."""
         return hard_assignments(X, self.obs, self.globals())

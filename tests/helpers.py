@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -116,3 +117,22 @@ def run_lap(engine) -> None:
     """Step the engine up to and including its next lap end."""
     while not engine.step().lap_end:
         pass
+
+
+def blobs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """n items from three unit Gaussians at (0, 0), (8, 0) and (0, 8), and their labels."""
+    rng = np.random.default_rng(seed)
+    centres = np.array([[0.0, 0.0], [8.0, 0.0], [0.0, 8.0]])
+    z = rng.integers(3, size=n)
+    return centres[z] + rng.standard_normal((n, 2)), z
+
+
+@contextlib.contextmanager
+def local_client():
+    """A distributed.Client on a LocalCluster of two single-threaded worker processes on
+    loopback, closed afterwards."""
+    from distributed import Client, LocalCluster
+
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
+                      dashboard_address=None) as cluster, Client(cluster) as client:
+        yield client

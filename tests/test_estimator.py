@@ -21,6 +21,7 @@ from bnpmix import BayesianMixture  # noqa: E402
 from bnpmix.pipeline.evaluate import evaluate  # noqa: E402
 from bnpmix.pipeline.fit import fit, job_config  # noqa: E402
 from bnpmix.storage import ingest_array  # noqa: E402
+from helpers import blobs  # noqa: E402
 
 NONPARAMETRIC = {
     "check_clustering": "labels_ index the active components, and a nonparametric model may "
@@ -43,13 +44,6 @@ def test_scikit_learn_estimator_checks(estimator, check):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check(estimator)
-
-
-def blobs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
-    rng = np.random.default_rng(seed)
-    centres = np.array([[0.0, 0.0], [8.0, 0.0], [0.0, 8.0]])
-    z = rng.integers(3, size=n)
-    return centres[z] + rng.standard_normal((n, 2)), z
 
 
 @pytest.fixture(scope="module")

@@ -12,9 +12,10 @@ import pytest
 dask_ml = pytest.importorskip("dask_ml", reason="dask-ml is in the test extra")
 import dask.array as da  # noqa: E402
 from dask_ml.wrappers import Incremental, ParallelPostFit  # noqa: E402
-from distributed import Client, LocalCluster  # noqa: E402
 
+import helpers  # noqa: E402
 from bnpmix import BayesianMixture  # noqa: E402
+from helpers import local_client  # noqa: E402
 
 PRIOR = {"m0": [3.0, 3.0], "B0": [[4.0, 0.0], [0.0, 4.0]]}  # fixed: no block's data scales it
 
@@ -23,15 +24,12 @@ pytestmark = pytest.mark.integration
 
 @pytest.fixture(scope="module")
 def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster, Client(cluster) as c:
+    with local_client() as c:
         yield c
 
 
 def blobs(n: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centres = np.array([[0.0, 0.0], [8.0, 0.0], [0.0, 8.0]])
-    return centres[rng.integers(3, size=n)] + rng.standard_normal((n, 2))
+    return helpers.blobs(n, seed)[0]
 
 
 def test_incremental_streams_the_blocks_through_partial_fit(client):

@@ -16,11 +16,13 @@ import numpy as np
 import pytest
 from distributed import Client, LocalCluster, get_task_stream
 
+import helpers
 from bnpmix import BayesianMixture, ingest_array, load
 from bnpmix.pipeline.clusters import wait_for_a_worker
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.pipeline.runtime.executors import DaskExecutor
 from bnpmix.storage import BnpmixError, Corpus
+from helpers import local_client
 
 pytestmark = pytest.mark.integration
 
@@ -29,15 +31,12 @@ OPTIONS = {"K": 3, "laps": 3, "seed": 4}
 
 @pytest.fixture(scope="module")
 def client():
-    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
-                      dashboard_address=None) as cluster, Client(cluster) as c:
+    with local_client() as c:
         yield c
 
 
 def blobs(n: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centres = np.array([[0.0, 0.0], [8.0, 0.0], [0.0, 8.0]])
-    return centres[rng.integers(3, size=n)] + rng.standard_normal((n, 2))
+    return helpers.blobs(n, seed)[0]
 
 
 @pytest.fixture(scope="module")

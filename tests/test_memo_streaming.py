@@ -12,6 +12,7 @@ import warnings
 import numpy as np
 import pytest
 
+import helpers
 from bnpmix import BayesianMixture
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.pipeline.runtime.models import read_model, write_model
@@ -19,9 +20,7 @@ from bnpmix.storage import RunDir, ingest_array
 
 
 def blobs(n: int, seed: int) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    centres = np.array([[0.0, 0.0], [8.0, 0.0], [0.0, 8.0]])
-    return centres[rng.integers(3, size=n)] + rng.standard_normal((n, 2))
+    return helpers.blobs(n, seed)[0]
 
 
 @pytest.fixture(scope="module")
