@@ -301,7 +301,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
     with local_copy(args.run_dir) as run_dir:
-        result = evaluate(run_dir, args.heldout, args.labels_column, scheduler=args.scheduler)
+        result = evaluate(run_dir, args.heldout, args.labels_column, scheduler=args.scheduler,
+                          cluster=args.cluster)
     print(json.dumps(result))
     return 0
 
@@ -493,6 +494,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", default="threads",
                    help="where partitions are scored: threads, synchronous, or tcp://HOST:PORT "
                    "of a Dask scheduler (default threads)")
+    p.add_argument("--cluster", metavar="PROFILE.yaml",
+                   help="score on a Dask cluster started or reached from a cluster profile "
+                   "(cluster-configs/), as fit --cluster")
     p.set_defaults(func=cmd_evaluate, remote_ok=("run_dir", "heldout"))
 
     add_report_parsers(sub)

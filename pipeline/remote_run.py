@@ -5,9 +5,9 @@ system's temporary directory) that is mirrored to the URL: job.json, trace.csv a
 checkpoint.npz after every checkpoint the engine writes, so that a driver that dies can be
 resumed from the store by any machine (``bnpmix resume URL`` downloads them and continues);
 and at the end every file of the finished run with summary.json last, the commit: a reader
-that finds summary.json finds the whole run. The recorded ``out`` is the URL. Two fits started
-into one URL at the same moment are not prevented (that would need the store's conditional
-writes, which pyarrow does not expose); one started into a URL that holds a run is refused.
+that finds summary.json finds the whole run. The recorded ``out`` is the URL. A fit into a URL
+that holds a run is refused, and on s3:// with boto3 installed a ``.claim`` object created by a
+conditional write lets only one of two fits started at the same moment run.
 Readers (evaluate, info, show, report, ``bnpmix.load``) work on a downloaded copy.
 """
 
@@ -21,9 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from bnpmix.storage import BnpmixError
+from bnpmix.storage.leases import claim
 from bnpmix.storage.objectstore import delete_object, download, exists, write_object
 
 SUMMARY, JOB, CHECKPOINT, TRACE = "summary.json", "job.json", "checkpoint.npz", "trace.csv"
+CLAIM = ".claim"  # created once, by the fit that owns the URL
 
 
 class Mirror:
@@ -70,6 +72,20 @@ def _with_out(obj: dict[str, Any], url: str) -> bytes:
     return json.dumps(obj, indent=2).encode("utf-8")
 
 
+def _claim(url: str) -> bool:
+    """The run's URL for this fit alone: ``.claim`` created by an S3 conditional write, so of
+    two fits started into one s3:// URL at once only one runs. Without boto3, or on another
+    store, the check for job.json stands alone (two fits starting at the same moment are then
+    not prevented)."""
+    if not url.startswith("s3://"):
+        return True
+    try:
+        import boto3  # noqa: F401
+    except ImportError:
+        return True
+    return claim(url, CLAIM)
+
+
 @contextlib.contextmanager
 def workspace() -> Iterator[Path]:
     """A local directory for a mirrored run, removed afterwards."""
@@ -82,7 +98,7 @@ def fit_to_store(corpus_dir: Any, url: str, job: Any, on_step: Callable | None =
     """pipeline.fit.fit into a local workspace mirrored to ``url``."""
     from .fit import fit
 
-    if exists(url, JOB) or exists(url, SUMMARY):
+    if exists(url, JOB) or exists(url, SUMMARY) or not _claim(url):
         raise BnpmixError(f"{url}: a run directory exists there (job.json); `bnpmix resume "
                           f"{url}` continues it, or choose another URL")
     with workspace() as local:

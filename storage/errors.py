@@ -54,8 +54,7 @@ def local_path(path: str | Path) -> Path:
     after the scheme."""
     match = URL.match(str(path)) if isinstance(path, str) else None
     if match and match.group(1).lower() not in DASK_SCHEMES:
-        raise BnpmixError(f"{path}: {match.group(1)}:// URLs are not supported here: reports, "
-                          "comparison pages, appended or replaced corpora and scheduled runs "
-                          "are written to a local path or a shared file system (corpora and "
-                          "run directories can be URLs)")
+        raise BnpmixError(f"{path}: {match.group(1)}:// URLs are not supported here: this "
+                          "argument names a local file or directory (corpora, run "
+                          "directories, reports and scheduled runs can be URLs)")
     return Path(path)

@@ -94,3 +94,20 @@ def release(lease: Lease) -> None:
         if _code(exc) not in ("PreconditionFailed", "NoSuchKey", "404"):
             raise BnpmixError(f"s3://{lease.bucket}/{lease.key}: cannot release the lock "
                               f"({exc})") from None
+
+
+def claim(url: str, name: str) -> bool:
+    """Create ``url/name`` if it is absent, atomically (If-None-Match): True for the one caller
+    that created it. Needs an s3:// URL and boto3; elsewhere the caller's exists-check stands
+    alone (see remote_run)."""
+    client = _client()
+    bucket, key = _where(url, name)
+    body = json.dumps({"host": socket.gethostname(), "pid": os.getpid(),
+                       "at": time.time()}).encode()
+    try:
+        client.put_object(Bucket=bucket, Key=key, Body=body, IfNoneMatch="*")
+        return True
+    except client.exceptions.ClientError as exc:
+        if _code(exc) in ("PreconditionFailed", "ConditionalRequestConflict"):
+            return False
+        raise BnpmixError(f"s3://{bucket}/{key}: cannot claim ({exc})") from None

@@ -177,8 +177,9 @@ def test_errors_name_the_url(tmp_path, s3):
                     f"s3://{BUCKET}/train", timeout=180)
     assert denied.returncode == 1 and f"s3://{BUCKET}/train" in denied.stderr
     assert SECRET not in denied.stderr
-    report = bnpmix(s3, "report", str(tmp_path), "--out", f"s3://{BUCKET}/reports/r1")
-    assert report.returncode == 2 and "URLs are not supported here" in report.stderr
+    labels = bnpmix(s3, "ingest", str(tmp_path / "x.npy"), str(tmp_path / "c"), "--labels",
+                    f"s3://{BUCKET}/labels.txt")
+    assert labels.returncode == 2 and "URLs are not supported here" in labels.stderr
 
 
 def test_ingest_into_a_bucket_publishes_the_manifest_last(tmp_path, s3, monkeypatch):
@@ -331,3 +332,50 @@ def test_storage_options_of_a_job_file_reach_the_workers_and_are_never_written(t
                                              for p in (tmp_path / "run").rglob("*")
                                              if p.is_file())]:
         assert SECRET not in text and KEY_ID not in text
+
+
+def test_two_fits_into_one_run_url_never_both_run_and_evaluate_takes_a_profile(tmp_path, s3):
+    """Two `fit --out s3://same` started together: the conditional .claim lets one run, the
+    other is refused naming the URL. evaluate --cluster (a LocalCluster from a profile, workers
+    reading the bucket) gives the threaded figure."""
+    url = upload(corpus(tmp_path / "corpus", 4000, 12, partitions=8), "claimed-corpus")
+    run_url = f"s3://{BUCKET}/runs/claimed"
+    both = [subprocess.Popen([sys.executable, "-m", "bnpmix", "fit", url, "--out", run_url,
+                              "--laps", "3", "--scheduler", "synchronous"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, **s3}) for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in both]
+    codes = sorted(p.returncode for p in both)
+    assert codes == [0, 1], outs
+    loser = next(err for p, (_, err) in zip(both, outs, strict=True) if p.returncode == 1)
+    assert f"{run_url}: a run directory exists there" in loser
+    profile = Path(__file__).parents[1] / "cluster-configs" / "local.yaml"
+    scored = [bnpmix(s3, "evaluate", run_url, "--heldout", url, *extra)
+              for extra in ((), ("--cluster", str(profile)))]
+    assert all(done.returncode == 0 for done in scored), [d.stderr for d in scored]
+    a, b = (json.loads(done.stdout) for done in scored)
+    assert a["heldout_loglik_per_item"] == pytest.approx(b["heldout_loglik_per_item"],
+                                                         rel=1e-12)
+
+
+def test_a_report_is_written_to_the_bucket_and_replaces_only_a_report(tmp_path, s3):
+    pytest.importorskip("matplotlib", reason="matplotlib is in the test extra")
+    url = upload(corpus(tmp_path / "corpus", 1200, 13, partitions=3), "report-corpus")
+    run_url = f"s3://{BUCKET}/runs/reported"
+    assert bnpmix(s3, "fit", url, "--out", run_url, "--laps", "2", "--scheduler",
+                  "synchronous").returncode == 0
+    out = f"s3://{BUCKET}/reports/r1"
+    for _ in range(2):  # the second replaces the first
+        done = bnpmix(s3, "report", run_url, "--out", out)
+        assert done.returncode == 0 and f"report: {out}/index.html" in done.stdout, done.stderr
+    client = boto3.client("s3")
+    keys = {o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="reports/r1/")
+            ["Contents"]}
+    assert "reports/r1/index.html" in keys and "reports/r1/trace.png" in keys
+    page = client.get_object(Bucket=BUCKET, Key="reports/r1/index.html")["Body"].read()
+    assert b'<meta name="generator"' in page and b"data:image/png;base64," in page
+    client.put_object(Bucket=BUCKET, Key="reports/other/notes.txt", Body=b"keep me")
+    refused = bnpmix(s3, "report", run_url, "--out", f"s3://{BUCKET}/reports/other")
+    assert refused.returncode == 1 and "is not a bnpmix report" in refused.stderr
+    assert client.get_object(Bucket=BUCKET, Key="reports/other/notes.txt")["Body"].read() == \
+        b"keep me"

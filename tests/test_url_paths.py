@@ -36,8 +36,10 @@ def test_local_paths_and_scheduler_addresses_pass():
 
 @pytest.mark.integration
 @pytest.mark.parametrize(("argv", "says"), [
-    (["report", "{corpus}", "--out", "s3://bucket/report"], "URLs are not supported here"),
-    (["compare", "{corpus}", "{corpus}", "--out", "gs://b/cmp"], "URLs are not supported here"),
+    (["ingest", "{npy}", "{corpus}", "--labels", "s3://bucket/labels.txt"],
+     "URLs are not supported here"),
+    (["fit", "{corpus}", "--out", "{corpus}/r", "--cluster", "s3://b/profile.yaml"],
+     "URLs are not supported here"),
     (["ingest", "{npy}", "s3://bucket/c", "--append"], "need a local corpus directory"),
     (["report", "s3://bucket/run"], "needs --out DIR")])
 def test_the_cli_refuses_urls_naming_the_argument_and_writes_nothing(tmp_path, argv, says):

@@ -209,7 +209,8 @@ def check_heldout(corpus: Corpus, model: Any, fitted: dict[str, Any]) -> None:
 
 
 def evaluate(run_dir: str | Path, heldout: str | Path, labels_column: str | None = None,
-             scheduler: str = "threads", wave: int = 8) -> dict[str, Any]:
+             scheduler: str = "threads", wave: int = 8,
+             cluster: str | None = None) -> dict[str, Any]:
     """Held-out predictive log-likelihood per item, (1/N) Σ_n log p(x_n | fit), as the model
     defines it for new items (``plan_for``; the model's own ``score_samples`` /
     ``score_sequences``); with a label column also ARI, NMI (arithmetic mean), VI (nats) and the
@@ -223,7 +224,7 @@ def evaluate(run_dir: str | Path, heldout: str | Path, labels_column: str | None
     config = RunDir(run_dir).load_summary().get("config") or {}
     plan = plan_for(model, config, corpus)
     total, coefficient, n, clusters, labels = 0.0, 0.0, 0, [], []
-    with open_executor(corpus, scheduler) as executor:
+    with open_executor(corpus, scheduler, cluster) as executor:
         for start in range(0, corpus.n_partitions, wave):
             indices = list(range(start, min(corpus.n_partitions, start + wave)))
             for s, m, best, y, c in executor.map(score_partition, indices, model,

@@ -15,12 +15,14 @@ from pathlib import Path
 
 from bnpmix.storage import BnpmixError
 from bnpmix.storage.atomic import staged_directory
+from bnpmix.storage.objectstore import is_url, list_objects, read_object, write_object
 
 from ..inspect import finished_run
 from .page import GENERATOR, Image, render
 from .rundata import RunData, load_run
 
 INDEX = "index.html"
+GENERATOR_MARK = f'<meta name="generator" content="{GENERATOR}">'
 PLOT_EXTRA = "pip install 'bnpmix[plot]'"
 
 
@@ -47,7 +49,7 @@ def is_report_dir(path: Path) -> bool:
             head = fh.read(4096)
     except OSError:
         return False
-    return f'<meta name="generator" content="{GENERATOR}">' in head
+    return GENERATOR_MARK in head
 
 
 def check_output(out: Path) -> Path:
@@ -58,8 +60,26 @@ def check_output(out: Path) -> Path:
     return out
 
 
-def publish(out: Path, page: str, images: Sequence[Image]) -> Path:
-    """Write the page and its PNG files into ``out`` atomically; returns the page's path."""
+def publish_to_store(url: str, page: str, images: Sequence[Image]) -> str:
+    """The PNG files, then index.html last, under ``url`` (object storage has no rename: a
+    reader of index.html finds its pictures); only an earlier report there is replaced."""
+    url = url.rstrip("/")
+    names = list_objects(url)
+    if names and (INDEX not in names or GENERATOR_MARK not in read_object(url, INDEX)
+                  .decode("utf-8", "replace")[:4096]):
+        raise BnpmixError(f"{url}: holds objects and is not a bnpmix report; choose another "
+                          "output")
+    for image in images:
+        write_object(url, image.file, image.png)
+    write_object(url, INDEX, page.encode("utf-8"))
+    return f"{url}/{INDEX}"
+
+
+def publish(out: Path | str, page: str, images: Sequence[Image]) -> Path | str:
+    """Write the page and its PNG files into ``out`` atomically (a URL: publish_to_store);
+    returns the page's path."""
+    if is_url(out):
+        return publish_to_store(str(out), page, images)
     check_output(out)
     try:
         with staged_directory(out, overwrite=True) as tmp:
@@ -72,11 +92,13 @@ def publish(out: Path, page: str, images: Sequence[Image]) -> Path:
 
 
 def report(run_dir: str | Path, out: str | Path | None = None,
-           heldout: str | Path | None = None, labels_column: str | None = None) -> Path:
-    """Write the report of a finished run (default ``RUN_DIR/report/``); returns the path of
-    its index.html. ``heldout``: a corpus whose held-out figures the report adds."""
+           heldout: str | Path | None = None, labels_column: str | None = None) -> Path | str:
+    """Write the report of a finished run (default ``RUN_DIR/report/``; ``out`` may be a URL);
+    returns the path of its index.html. ``heldout``: a corpus whose held-out figures the report
+    adds."""
     run = finished_run(run_dir)  # the path's own errors first, then what is missing
-    target = check_output(Path(out) if out is not None else run.path / "report")
+    target = out if is_url(out) else check_output(
+        Path(out) if out is not None else run.path / "report")
     require_matplotlib()
     from .contents import run_sections, run_subtitle
 
@@ -88,14 +110,14 @@ def report(run_dir: str | Path, out: str | Path | None = None,
 
 
 def compare(run_dirs: Sequence[str | Path], out: str | Path,
-            heldout: str | Path | None = None, labels_column: str | None = None) -> Path:
+            heldout: str | Path | None = None, labels_column: str | None = None) -> Path | str:
     """Write one page comparing runs (their figures, traces and weights side by side) into
-    ``out``; returns the path of its index.html."""
+    ``out`` (a directory or a URL); returns the path of its index.html."""
     if not run_dirs:
         raise BnpmixError("compare needs run directories")
     for run_dir in run_dirs:
         finished_run(run_dir)
-    check_output(Path(out))
+    target = out if is_url(out) else check_output(Path(out))
     require_matplotlib()
     from .contents import compare_sections, compare_subtitle
 
@@ -103,7 +125,7 @@ def compare(run_dirs: Sequence[str | Path], out: str | Path,
     sections = compare_sections(runs)
     images = [image for section in sections for image in section.images]
     page = render(f"bnpmix comparison of {len(runs)} runs", compare_subtitle(runs), sections)
-    return publish(Path(out), page, images)
+    return publish(target, page, images)
 
 
 __all__ = ["RunData", "compare", "load_run", "report"]

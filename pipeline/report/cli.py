@@ -14,13 +14,16 @@ from . import compare, report
 def cmd_report(args: argparse.Namespace) -> int:
     """Write one run's report and print where it is (a run in object storage is read from a
     downloaded copy; its report goes to a local --out)."""
-    if is_url(args.run_dir) and args.out is None:
+    if is_url(args.run_dir) and args.out is None:  # RUN_DIR/report would be the local copy
         from bnpmix.pipeline.cli import UsageError  # here: the main CLI imports this module
 
-        raise UsageError(f"{args.run_dir}: a run in object storage needs --out DIR (a local "
-                         "directory) for its report")
+        raise UsageError(f"{args.run_dir}: a run in object storage needs --out DIR (a "
+                         "directory or a URL) for its report")
     with local_copy(args.run_dir) as run_dir:
         page = report(run_dir, args.out, args.heldout, args.labels_column)
+    if isinstance(page, str):  # in object storage
+        print(f"report: {page}")
+        return 0
     n = len(list(page.parent.glob("*.png")))
     print(f"report: {page} ({n} pictures, also as PNG files in {page.parent})")
     return 0
@@ -50,7 +53,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR",
                    help="write the report here instead of RUN_DIR/report")
     _heldout_flags(p)
-    p.set_defaults(func=cmd_report, remote_ok=("run_dir", "heldout"))
+    p.set_defaults(func=cmd_report, remote_ok=("run_dir", "heldout", "out"))
 
     p = sub.add_parser("compare", help="one HTML page putting several runs' traces and "
                        "figures side by side (needs matplotlib)")
@@ -59,7 +62,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
                    help="the output directory (default ./compare); replaces only an earlier "
                    "report")
     _heldout_flags(p)
-    p.set_defaults(func=cmd_compare, remote_ok=("heldout",))
+    p.set_defaults(func=cmd_compare, remote_ok=("heldout", "out"))
 
 
 def _heldout_flags(p: argparse.ArgumentParser) -> None:
