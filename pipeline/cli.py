@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import json
 import os
 import shutil
@@ -75,41 +74,34 @@ def guess_format(src: Path) -> str:
 
 
 def cmd_ingest(args: argparse.Namespace) -> int:
+    """Ingest into a corpus directory, or into a URL: into a local temporary directory that is
+    then published to the store, manifest last (storage.objectstore.publish_corpus)."""
     import warnings
 
     from bnpmix.storage import DataWarning
 
-    if is_url(args.corpus_dir):
-        return ingest_to_store(args)
-    src, out = Path(args.src), Path(args.corpus_dir)
+    remote = is_url(args.corpus_dir)
+    if remote and (args.append or args.overwrite):
+        raise UsageError(f"{args.corpus_dir}: --append and --overwrite need a local corpus "
+                         "directory (a corpus in object storage is written once)")
+    src = Path(args.src)
     fmt = args.format or guess_format(src)
     check_ingest_flags(args, fmt)
-    with warnings.catch_warnings():  # the ingesters' DataWarnings as `bnpmix: warning: ...`
+    staging = (tempfile.TemporaryDirectory(prefix="bnpmix-ingest-") if remote
+               else contextlib.nullcontext(None))
+    with warnings.catch_warnings(), staging as tmp:  # DataWarnings as `bnpmix: warning: ...`
         warnings.simplefilter("always", DataWarning)
         warnings.showwarning = _show_warning
+        out = Path(tmp) / "corpus" if remote else Path(args.corpus_dir)
         if args.append:
             return ingest_append(args, src, out, fmt)
         if args.overwrite:
             check_replaceable(out, src)
         manifest = ingest_source(args, src, out, fmt, args.overwrite)
-    print(f"ingested {manifest.n_items} items into {len(manifest.partitions)} partitions at {out}")
-    return 0
-
-
-def ingest_to_store(args: argparse.Namespace) -> int:
-    """``bnpmix ingest SRC s3://bucket/corpus``: ingest into a local temporary directory, then
-    publish it to the store, manifest last (storage.objectstore.publish_corpus)."""
-    if args.append or args.overwrite:
-        raise UsageError(f"{args.corpus_dir}: --append and --overwrite need a local corpus "
-                         "directory (a corpus in object storage is written once)")
-    with tempfile.TemporaryDirectory(prefix="bnpmix-ingest-") as tmp:
-        staged = argparse.Namespace(**{**vars(args), "corpus_dir": str(Path(tmp) / "corpus")})
-        with contextlib.redirect_stdout(io.StringIO()):
-            cmd_ingest(staged)
-        publish_corpus(Path(staged.corpus_dir), args.corpus_dir)
-        manifest = Corpus(staged.corpus_dir).manifest
+        if remote:
+            publish_corpus(out, args.corpus_dir)
     print(f"ingested {manifest.n_items} items into {len(manifest.partitions)} partitions at "
-          f"{args.corpus_dir}")
+          f"{args.corpus_dir if remote else out}")
     return 0
 
 
@@ -179,12 +171,15 @@ def ingest_append(args: argparse.Namespace, src: Path, corpus: Path, fmt: str) -
 def cmd_info(args: argparse.Namespace) -> int:
     from bnpmix.pipeline import inspect
 
-    if is_url(args.path) and exists(args.path, "summary.json"):  # a run in object storage
+    if is_url(args.path):  # a run in object storage has its summary.json; a corpus has not
+        kind = "run" if exists(args.path, "summary.json") else "corpus"
+    else:
+        kind = inspect.kind_of(args.path)
+    if kind == "run":
         with local_copy(args.path) as local:
-            info = {**inspect.run_info(local), "run_dir": args.path}
-        print(json.dumps(info) if args.json else inspect.format_run_info(info))
-    elif not is_url(args.path) and inspect.kind_of(args.path) == "run":
-        info = inspect.run_info(args.path)
+            info = inspect.run_info(local)
+        if is_url(args.path):
+            info["run_dir"] = args.path
         print(json.dumps(info) if args.json else inspect.format_run_info(info))
     else:
         info = Corpus(args.path).info()
@@ -573,8 +568,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     remote_ok = getattr(args, "remote_ok", ())  # arguments that may be URLs (object storage)
     for name, value in vars(args).items():  # before anything can take a URL for a local path
+        if not isinstance(value, str) or name in remote_ok:
+            continue
         try:
-            local_path(value) if isinstance(value, str) and name not in remote_ok else None
+            local_path(value)
         except BnpmixError as exc:
             parser.error(f"{name}: {exc}")
     if threading.current_thread() is threading.main_thread():

@@ -22,7 +22,7 @@ from typing import Any
 
 from bnpmix.storage import BnpmixError
 from bnpmix.storage.leases import claim
-from bnpmix.storage.objectstore import delete_object, download, exists, write_object
+from bnpmix.storage.objectstore import delete_object, download, exists, is_url, write_object
 
 SUMMARY, JOB, CHECKPOINT, TRACE = "summary.json", "job.json", "checkpoint.npz", "trace.csv"
 CLAIM = ".claim"  # created once, by the fit that owns the URL
@@ -127,13 +127,15 @@ def resume_from_store(url: str, on_step: Callable | None = None,
 
 
 @contextlib.contextmanager
-def local_copy(run_dir: str | Path) -> Iterator[str | Path]:
-    """``run_dir`` itself, or for a URL a downloaded copy of the finished run."""
-    if not isinstance(run_dir, str) or "://" not in run_dir:
+def local_copy(run_dir: str | Path, names: tuple[str, ...] | None = None
+               ) -> Iterator[str | Path]:
+    """``run_dir`` itself, or for a URL a downloaded copy of the finished run (only ``names``
+    when given: a model needs two files, not the assignments)."""
+    if not is_url(run_dir):
         yield run_dir
         return
     if not exists(run_dir, SUMMARY):
         raise BnpmixError(f"{run_dir}: not a finished run directory (no summary.json)")
     with workspace() as local:
-        download(run_dir, local)
+        download(run_dir, local, names)
         yield local

@@ -17,7 +17,6 @@ yet named by ``latest`` is published.
 from __future__ import annotations
 
 import json
-import re
 
 from bnpmix.storage import BnpmixError, Corpus
 from bnpmix.storage.leases import acquire, release
@@ -31,10 +30,8 @@ from bnpmix.storage.objectstore import (
 
 from .fit import fit, partitions_of, resume
 from .jobfile import Job
+from .schedule import SEEN, VERSION
 from .settings import setting
-
-SEEN = "partitions.json"
-VERSION = re.compile(r"(v[0-9]{4})/(.+)")
 
 
 def scheduled_run_in_store(job: Job, runs: str) -> str:
@@ -53,9 +50,9 @@ def _versions(runs: str) -> dict[str, set[str]]:
     """Each version under ``runs`` and the names of its objects."""
     found: dict[str, set[str]] = {}
     for name in list_objects(runs):
-        match = VERSION.fullmatch(name)
-        if match:
-            found.setdefault(match.group(1), set()).add(match.group(2))
+        version, _, rest = name.partition("/")
+        if VERSION.fullmatch(version) and rest:
+            found.setdefault(version, set()).add(rest)
     return found
 
 
@@ -64,7 +61,7 @@ def _latest(runs: str) -> str | None:
     if not exists(runs, "latest"):
         return None
     name = read_object(runs, "latest").decode("utf-8", "replace").strip()
-    if not re.fullmatch(r"v[0-9]{4}", name):
+    if not VERSION.fullmatch(name):
         raise BnpmixError(f"{runs}/latest: expected the name of a published version (vNNNN), "
                           f"not {name[:40]!r}")
     return name

@@ -132,9 +132,10 @@ def delete_object(url: str, name: str) -> None:
         raise BnpmixError(f"{url}/{name}: cannot delete ({exc})") from None
 
 
-def download(url: str, local: Path) -> list[str]:
-    """Every object under ``url`` into the directory ``local`` (created); their names."""
-    names = list_objects(url)
+def download(url: str, local: Path, only: tuple[str, ...] | None = None) -> list[str]:
+    """Every object under ``url`` (or those of ``only``) into the directory ``local``
+    (created); their names."""
+    names = list_objects(url) if only is None else list(only)
     for name in names:
         target = local / name
         if ".." in Path(name).parts:  # a key naming a file outside the directory

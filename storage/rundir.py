@@ -61,6 +61,9 @@ def validate_summary(obj: Any, path: str | Path) -> dict[str, Any]:
     return obj
 
 
+MODEL_FILE, MODEL_META = "model.npz", "model.json"  # the fitted model and its description
+
+
 class RunDir:
     """Paths and atomic writers of one run directory."""
 
@@ -77,11 +80,11 @@ class RunDir:
 
     @property
     def model_path(self) -> Path:
-        return self.path / "model.npz"
+        return self.path / MODEL_FILE
 
     @property
     def model_meta_path(self) -> Path:
-        return self.path / "model.json"
+        return self.path / MODEL_META
 
     @property
     def assignments_dir(self) -> Path:

@@ -13,6 +13,7 @@ from bnpmix.algorithms.ddcrp import model as sequential
 from bnpmix.algorithms.mixture import KIND, Mixture, PredictiveMixture
 from bnpmix.algorithms.tdpm import model as temporal
 from bnpmix.storage import BnpmixError, RunDir
+from bnpmix.storage.rundir import MODEL_FILE, MODEL_META
 
 # kind -> reader(arrays, meta); models saved before kinds existed are DP mixtures
 READERS: dict[str, Callable[[dict[str, np.ndarray], dict[str, Any]], Any]] = {
@@ -33,7 +34,7 @@ def read_model(run_dir: str) -> PredictiveMixture:
     downloaded copy), whatever engine produced it."""
     from ..remote_run import local_copy  # here: remote_run imports the pipeline lazily too
 
-    with local_copy(run_dir) as local:
+    with local_copy(run_dir, (MODEL_FILE, MODEL_META)) as local:
         arrays, meta = RunDir(local).load_model()
     kind = meta.get("kind", KIND)
     if kind not in READERS:
