@@ -8,7 +8,7 @@ posterior predictive mixes the components' predictives with the mass left for ne
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -103,16 +103,34 @@ class Mixture(PredictiveMixture):
         """The global update of Eq. 10 from a full-data summary."""
         return cls(obs, alloc, S.uids.copy(), obs.post(S.N, S.stats), alloc.post(S.N))
 
-    def globals(self) -> Globals:
-        """What a local step needs: ids, q(phi) and E[log w] (Eq. 9)."""
-        return Globals(self.uids, self.post, self.alloc.E_log_w(self.alloc_post))
-
-    def elbo(self, S: Summary) -> float:
-        """Eq. 8 for this q(w), q(phi) and the q(z) summarised by S."""
+    def updated(self, S: Summary, cols: np.ndarray | None) -> Mixture:
+        """The global update of Eq. 10 from S, which differs from the summary this model was
+        built from only in the statistics' columns ``cols`` (same components): O(K · |cols|)
+        for Mult, whose q(θ) arrays are updated in place, so this model must not be used
+        afterwards (copy it first to keep it)."""
         if not np.array_equal(S.uids, self.uids):
             raise ValueError("summary and model have different components")
+        return Mixture(self.obs, self.alloc, self.uids, self.obs.post_update(
+            self.post, S.N, S.stats, cols), self.alloc.post(S.N), self.past)
+
+    def copy(self) -> Mixture:
+        """A model with its own arrays (``updated`` writes into q(θ)'s)."""
+        return replace(self, post={k: v.copy() for k, v in self.post.items()})
+
+    def globals(self, cols: np.ndarray | None = None) -> Globals:
+        """What a local step needs: ids, q(phi) and E[log w] (Eq. 9); with ``cols``, q(phi)
+        only as far as data with those columns reads it (ObsModel.restrict)."""
+        return Globals(self.uids, self.obs.restrict(self.post, cols),
+                       self.alloc.E_log_w(self.alloc_post))
+
+    def elbo(self, S: Summary, at_optimum: bool = False) -> float:
+        """Eq. 8 for this q(w), q(phi) and the q(z) summarised by S. ``at_optimum``: the
+        caller knows q(phi) is the global update from S itself (ObsModel.elbo_at_optimum)."""
+        if not np.array_equal(S.uids, self.uids):
+            raise ValueError("summary and model have different components")
+        obs_elbo = self.obs.elbo_at_optimum if at_optimum else self.obs.elbo
         return (self.alloc.elbo(S.N, self.alloc_post)
-                + self.obs.elbo(S.N, S.stats, self.post) + float(S.H.sum()))
+                + obs_elbo(S.N, S.stats, self.post) + float(S.H.sum()))
 
     def weights(self) -> tuple[np.ndarray, float]:
         """E[w_k] of the active components and the expected mass beyond them."""

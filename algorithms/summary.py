@@ -9,7 +9,8 @@ candidate pairs (a, b), the merge entropies ``H_ab = -Σ_n (r_na + r_nb) log(r_n
 one component has an exact ELBO too. Summaries of disjoint item sets add (Eq. 11); ``+`` and
 ``-`` refuse summaries whose component ids, pairs or groups differ. Moves (insert, merge, group
 merge, delete, reorder) are values of their own so that a stored summary can be brought up to date
-by replaying a log of them.
+by replaying a log of them. A statistic is an ndarray or, for bag-of-words counts, a ColumnSparse
+(only the words a batch has); they mix freely, a dense operand giving a dense result.
 """
 
 from __future__ import annotations
@@ -18,6 +19,9 @@ from dataclasses import dataclass, field
 from typing import Union
 
 import numpy as np
+
+from . import colsparse as cs
+from .colsparse import Stat
 
 
 def _empty_pairs() -> np.ndarray:
@@ -34,7 +38,7 @@ class Summary:
 
     uids: np.ndarray
     N: np.ndarray
-    stats: dict[str, np.ndarray]
+    stats: dict[str, Stat]
     H: np.ndarray
     n_items: int = 0
     pairs: np.ndarray = field(default_factory=_empty_pairs)
@@ -94,7 +98,7 @@ class Summary:
         out.N[at] = self.N
         out.H[at] = self.H
         for k, v in self.stats.items():
-            out.stats[k][at] = v
+            cs.place(out.stats[k], at, v)
         out.n_items = self.n_items
         return out
 
@@ -113,7 +117,7 @@ class Summary:
         return Summary(
             self.uids.copy(),
             self.N + sign * other.N,
-            {k: v + sign * other.stats[k] for k, v in self.stats.items()},
+            {k: cs.add(v, other.stats[k], sign) for k, v in self.stats.items()},
             self.H + sign * other.H,
             self.n_items + int(sign) * other.n_items,
             self.pairs.copy(),
@@ -127,6 +131,38 @@ class Summary:
 
     def __sub__(self, other: Summary) -> Summary:
         return self._combine(other, -1.0)
+
+    def add_in_place(self, other: Summary, sign: float = 1.0) -> None:
+        """self += sign · other, writing into this summary's (dense) arrays: O(K · columns of
+        other) for column-sparse statistics, where ``+`` would copy every K × V array. Pairs and
+        groups must agree as for ``+``."""
+        self._check_compatible(other)
+        self.N += sign * other.N
+        self.H += sign * other.H
+        self.Hpair += sign * other.Hpair
+        self.Hgroup += sign * other.Hgroup
+        self.n_items += int(sign) * other.n_items
+        for k, v in self.stats.items():
+            if isinstance(v, cs.ColumnSparse):
+                raise TypeError(f"statistic {k!r} is column-sparse: add in place into dense only")
+            cs.add_into(v, other.stats[k], sign)
+
+    def changed_columns(self) -> np.ndarray | None:
+        """The only columns of the statistics this summary can change when added or removed
+        (the union over its column-sparse statistics); None when some statistic is dense."""
+        cols = [cs.changed_columns(v) for v in self.stats.values()]
+        if not cols or any(c is None for c in cols):
+            return None
+        return np.unique(np.concatenate(cols))
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes held by the summary's arrays."""
+        return int(sum(v.nbytes for v in self.to_arrays().values()))
+
+    def copy(self) -> Summary:
+        """The same sums in arrays of its own (``add_in_place`` writes into them)."""
+        return self.scaled(1.0)
 
     def scaled(self, c: float) -> Summary:
         """Every sum multiplied by ``c`` (stochastic VB's amplification N/|B|)."""
@@ -180,14 +216,15 @@ class Summary:
         arrays = {"uids": self.uids, "N": self.N, "H": self.H, "n_items": np.array(self.n_items),
                   "pairs": self.pairs, "Hpair": self.Hpair, "groups": self.groups,
                   "Hgroup": self.Hgroup}
-        arrays.update({f"stat_{k}": v for k, v in self.stats.items()})
+        for k, v in self.stats.items():
+            arrays.update(cs.to_arrays(f"stat_{k}", v))
         return arrays
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> Summary:
         """The inverse of to_arrays."""
-        stats = {k.removeprefix("stat_"): np.asarray(v) for k, v in arrays.items()
-                 if k.startswith("stat_")}
+        stats = {k.removeprefix("stat_"): cs.from_arrays(arrays, k) for k in arrays
+                 if k.startswith("stat_") and "@" not in k}
         return cls(np.asarray(arrays["uids"]), np.asarray(arrays["N"]), stats,
                    np.asarray(arrays["H"]), int(arrays["n_items"]), np.asarray(arrays["pairs"]),
                    np.asarray(arrays["Hpair"]), np.asarray(arrays["groups"]),
@@ -207,14 +244,16 @@ class Insert:
     def apply(self, s: Summary, source: Summary | None = None) -> Summary:
         if np.isin(self.uids, s.uids).any():
             raise ValueError(f"components {self.uids} already present")
-        new = source if source is not None else Summary.zeros(
-            np.array(self.uids), {k: v.shape[1:] for k, v in s.stats.items()})
+        new = source if source is not None else Summary(
+            np.array(self.uids), np.zeros(len(self.uids)),
+            {k: cs.zero_rows(v, len(self.uids)) for k, v in s.stats.items()},
+            np.zeros(len(self.uids)))
         if source is not None and not np.array_equal(source.uids, self.uids):
             raise ValueError("inserted summary ids do not match the move")
         return Summary(
             np.concatenate([s.uids, new.uids]),
             np.concatenate([s.N, new.N]),
-            {k: np.concatenate([v, new.stats[k]]) for k, v in s.stats.items()},
+            {k: cs.stack(v, new.stats[k]) for k, v in s.stats.items()},
             np.concatenate([s.H, new.H]),
             s.n_items,
             s.pairs,
@@ -233,11 +272,7 @@ def _absorb(s: Summary, keep: int, gone: tuple[int, ...], H_new: float) -> Summa
     N[ik] += N[ig].sum()
     H = s.H.copy()
     H[ik] = H_new
-    stats = {}
-    for k, v in s.stats.items():
-        v = v.copy()
-        v[ik] += v[ig].sum(axis=0)
-        stats[k] = v
+    stats = {k: cs.fold(v, ik, ig) for k, v in s.stats.items()}
     return s._select(~np.isin(s.uids, gone), np.array([keep, *gone]), H, N, stats)
 
 

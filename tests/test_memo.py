@@ -21,6 +21,7 @@ from scipy.special import betaln, digamma, gammaln
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from bnpmix.algorithms.alloc import StickBreaking
+from bnpmix.algorithms.colsparse import dense
 from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
 from bnpmix.algorithms.mixture import Mixture, optimal_elbo
 from bnpmix.algorithms.obs import obs_class
@@ -130,7 +131,7 @@ def assert_summary_close(got: Summary, want: Summary, rtol: float, pairs: bool =
     np.testing.assert_array_equal(got.uids, want.uids)
     assert got.stats.keys() == want.stats.keys()
     arrays = [("N", got.N, want.N), ("H", got.H, want.H)]
-    arrays += [(k, got.stats[k], want.stats[k]) for k in want.stats]
+    arrays += [(k, dense(got.stats[k]), dense(want.stats[k])) for k in want.stats]
     if pairs:
         np.testing.assert_array_equal(got.pairs, want.pairs)
         arrays.append(("Hpair", got.Hpair, want.Hpair))
@@ -145,7 +146,7 @@ def assert_summary_equal(got: Summary, want: Summary) -> None:
     np.testing.assert_array_equal(got.H, want.H)
     assert got.stats.keys() == want.stats.keys()
     for k in want.stats:
-        np.testing.assert_array_equal(got.stats[k], want.stats[k])
+        np.testing.assert_array_equal(dense(got.stats[k]), dense(want.stats[k]))
     np.testing.assert_array_equal(got.pairs, want.pairs)
     np.testing.assert_array_equal(got.Hpair, want.Hpair)
     assert got.n_items == want.n_items
@@ -215,7 +216,7 @@ def test_insert_delete_and_reorder_inverse_are_identities(obs):
     grown = Insert((20, 21)).apply(s, source=src)
     np.testing.assert_array_equal(grown.N[-2:], src.N)
     for k in s.stats:
-        np.testing.assert_array_equal(grown.stats[k][-2:], src.stats[k])
+        np.testing.assert_array_equal(dense(grown.stats[k])[-2:], dense(src.stats[k]))
     assert_summary_equal(grown.apply(Delete(20)).apply(Delete(21)), s)
     with pytest.raises(ValueError):
         Insert((7,)).apply(s)  # already present
@@ -226,7 +227,8 @@ def test_insert_delete_and_reorder_inverse_are_identities(obs):
     for u in perm:  # each component keeps its own sums under its id
         assert moved.N[moved.index(u)] == s.N[s.index(u)]
         for k in s.stats:
-            np.testing.assert_array_equal(moved.stats[k][moved.index(u)], s.stats[k][s.index(u)])
+            np.testing.assert_array_equal(dense(moved.stats[k])[moved.index(u)],
+                                          dense(s.stats[k])[s.index(u)])
         assert moved.H[moved.index(u)] == s.H[s.index(u)]
     assert_summary_equal(Reorder(tuple(UIDS.tolist())).apply(moved), s)
 
@@ -397,8 +399,9 @@ def test_memo_elbo_never_decreases_without_moves(obs, seed, tmp_path):
     drops = np.diff(elbo)
     tol = 1e-9 * np.abs(elbo[1:])
     assert np.all(drops >= -tol), f"ELBO fell by {-drops.min():.3g} at step {drops.argmin()}"
-    # the trace is the exact ELBO of the final state
-    assert elbo[-1] == run.model.elbo(run.S0)
+    # the trace is the exact ELBO of the final state (Mult's from the kept sums, where the
+    # linear terms cancel: equal to rounding)
+    assert elbo[-1] == pytest.approx(run.model.elbo(run.S0), rel=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(2))
@@ -448,14 +451,17 @@ def test_memo_with_one_partition_equals_full_vb(obs, tmp_path):
     tm, tv = pd.DataFrame(run.trace)[cols], pd.DataFrame(trace_v)[cols]
     assert len(tm) == len(tv) == 6
     assert np.isfinite(tv["elbo"]).all() and tv["elbo"].nunique() > 1
-    pd.testing.assert_frame_equal(tm, tv, check_exact=True, check_dtype=False)  # lap: 1.0 vs 1
+    # memo updates Mult's q(θ) in place on the batch's words and takes the ELBO from kept
+    # sums; vb recomputes both whole: equal to rounding (the Gaussians' paths are the same)
+    pd.testing.assert_frame_equal(tm, tv, check_exact=False, rtol=1e-12,
+                                  check_dtype=False)  # lap: 1.0 vs 1
     model_m = run.model
     np.testing.assert_array_equal(model_m.uids, model_v.uids)
     for k in model_v.alloc_post:
         np.testing.assert_array_equal(model_m.alloc_post[k], model_v.alloc_post[k], err_msg=k)
     assert model_m.post.keys() == model_v.post.keys()
     for k in model_v.post:
-        np.testing.assert_array_equal(model_m.post[k], model_v.post[k], err_msg=k)
+        np.testing.assert_allclose(model_m.post[k], model_v.post[k], rtol=1e-12, err_msg=k)
     assert_summary_close(run.S0, S_v, rtol=1e-12)
 
 

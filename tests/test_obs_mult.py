@@ -124,7 +124,7 @@ def test_monte_carlo_Elogtheta_and_E_loglik():
     for k in range(3):
         logth = np.log(rng.dirichlet(post["lam"][k], size=S))  # (S, V)
         se = logth.std(0) / np.sqrt(S)
-        assert np.all(np.abs(logth.mean(0) - post["Elogtheta"][k]) < 5 * se)
+        assert np.all(np.abs(logth.mean(0) - model.E_log_theta(post)[k]) < 5 * se)
         ll = Xd @ logth.T  # (n, S): Σ_w x_w log θ_w
         se = ll.std(1) / np.sqrt(S) + 1e-12
         assert np.all(np.abs(ll.mean(1) - EL[:, k]) < 5 * se)

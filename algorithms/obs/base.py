@@ -65,6 +65,34 @@ class ObsModel(ABC):
     def post(self, N: np.ndarray, stats: Arrays) -> Arrays:
         """Global update lambda_k = lambda_0 + s_k (Eq. 10; supplement Eq. 18)."""
 
+    # the sparse path of large vocabularies: defaults for models whose statistics are small
+
+    def batch_stats(self, X: Data, R: np.ndarray) -> dict[str, Any]:
+        """The statistics of a batch summary: ``stats``, or an equal smaller form (Mult: only
+        the columns of the batch's words, as ColumnSparse)."""
+        return self.stats(X, R)
+
+    def batch_columns(self, X: Data) -> np.ndarray | None:
+        """The columns of the global parameters a local step on X reads (None: all)."""
+        return None
+
+    def restrict(self, post: Arrays, cols: np.ndarray | None) -> Arrays:
+        """What a local step on data with columns ``cols`` needs of ``post`` (E_loglik's
+        input); the whole post by default."""
+        return post
+
+    def post_update(self, post: Arrays, N: np.ndarray, stats: Arrays,
+                    cols: np.ndarray | None) -> Arrays:
+        """The global update (Eq. 10) from statistics that differ from those ``post`` was built
+        from only in columns ``cols``; by default a new ``post(N, stats)``. A model may update
+        ``post``'s arrays in place instead (Mult): the caller owns them."""
+        return self.post(N, stats)
+
+    def elbo_at_optimum(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:
+        """``elbo`` when ``post`` is the global update of exactly these statistics (so the
+        terms linear in the statistics cancel); a model may compute it more cheaply."""
+        return self.elbo(N, stats, post)
+
     @abstractmethod
     def E_loglik(self, X: Data, post: Arrays) -> np.ndarray:
         """E_q[log p(x_n | phi_k)] for all n, k: an (n, K) array (Eq. 9; supplement Eq. 19)."""

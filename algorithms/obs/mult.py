@@ -22,6 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma, gammaln, logsumexp
 
+from ..colsparse import ColumnSparse, dense
 from .base import Arrays, Data, ObsModel, check_component, check_weight, log_gamma_draw
 
 
@@ -52,6 +53,32 @@ def as_csr(X: Data) -> sp.csr_matrix:
     if X.ndim != 2:
         raise ValueError(f"expected a 2-d count matrix, got shape {X.shape}")
     return sp.csr_matrix(X)
+
+
+_KEPT = {"lam", "dig", "lam_sum", "gl_sum"}
+
+
+def _kept(post: Arrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """ψ(λ), Σ_v λ_kv and Σ_v log Γ(λ_kv) of a post: kept by ``Mult.post``, else (a post read
+    from an older model file) computed from λ."""
+    lam = post["lam"]
+    if post.keys() >= _KEPT:
+        return post["dig"], post["lam_sum"], post["gl_sum"]
+    return digamma(lam), lam.sum(-1), gammaln(lam).sum(-1)
+
+
+def _log_B_kept(post: Arrays) -> np.ndarray:
+    """logB(λ_k) per k from the kept sums."""
+    _, lam_sum, gl_sum = _kept(post)
+    return gl_sum - gammaln(lam_sum)
+
+
+def _local_columns(Xc: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
+    """X restricted to the columns it uses (n, |cols|), and those columns (sorted)."""
+    cols, pos = np.unique(Xc.indices, return_inverse=True)
+    local = sp.csr_matrix((Xc.data, pos.astype(Xc.indices.dtype), Xc.indptr),
+                          shape=(Xc.shape[0], len(cols)))
+    return local, cols.astype(np.int64)
 
 
 class Mult(ObsModel):
@@ -96,15 +123,74 @@ class Mult(ObsModel):
         wc = as_csr(X).T @ np.asarray(R, dtype=float)
         return {"wc": np.ascontiguousarray(np.asarray(wc).T)}
 
+    def batch_stats(self, X: Data, R: np.ndarray) -> dict[str, ColumnSparse]:
+        """wc = Rᵀ X on the batch's words only: ColumnSparse (K, V) with values (K, V_batch)."""
+        local, cols = _local_columns(as_csr(X))
+        wc = np.asarray(local.T @ np.asarray(R, dtype=float)).T
+        return {"wc": ColumnSparse(cols, np.ascontiguousarray(wc), self.V)}
+
+    def batch_columns(self, X: Data) -> np.ndarray:
+        """The words X contains (sorted): the columns of E[log θ] its local step reads."""
+        return np.unique(as_csr(X).indices).astype(np.int64)
+
     def post(self, N: np.ndarray, stats: Arrays) -> Arrays:
-        """Eq. 10: λ_k = λ0 + wc_k; E[log θ_kw] = ψ(λ_kw) - ψ(Σ_v λ_kv)."""
-        lam = self.lam0 + stats["wc"]
-        Elogtheta = digamma(lam) - digamma(lam.sum(-1, keepdims=True))
-        return {"lam": lam, "Elogtheta": Elogtheta}
+        """Eq. 10: λ_k = λ0 + wc_k, with ψ(λ) (``dig``), Σ_v λ_kv (``lam_sum``) and
+        Σ_v log Γ(λ_kv) (``gl_sum``) kept beside λ, so that E[log θ_kw] = ψ(λ_kw) - ψ(Σ_v λ_kv)
+        is formed only for the columns a batch reads and an update can touch only some columns
+        (post_update)."""
+        lam = self.lam0 + dense(stats["wc"])
+        return {"lam": lam, "dig": digamma(lam), "lam_sum": lam.sum(-1),
+                "gl_sum": gammaln(lam).sum(-1)}
+
+    def post_update(self, post: Arrays, N: np.ndarray, stats: Arrays,
+                    cols: np.ndarray | None) -> Arrays:
+        """Eq. 10 on the columns ``cols`` only, writing into ``post``'s λ and ψ(λ): O(K ·
+        |cols|), with Σ_v λ_kv and Σ_v log Γ(λ_kv) moved by the changed entries' differences.
+        The whole update when cols is None, K changed or post lacks the kept sums."""
+        wc = stats["wc"]
+        if (cols is None or isinstance(wc, ColumnSparse) or not post.keys() >= _KEPT
+                or post["lam"].shape != wc.shape):
+            return self.post(N, stats)
+        lam, dig = post["lam"], post["dig"]
+        old = lam[:, cols]
+        new = self.lam0[cols] + wc[:, cols]
+        lam[:, cols] = new
+        dig[:, cols] = digamma(new)
+        gl = gammaln(new)
+        gl -= gammaln(old)
+        new -= old
+        return {"lam": lam, "dig": dig, "lam_sum": post["lam_sum"] + new.sum(-1),
+                "gl_sum": post["gl_sum"] + gl.sum(-1)}
+
+    def E_log_theta(self, post: Arrays) -> np.ndarray:
+        """E[log θ_kw] = ψ(λ_kw) - ψ(Σ_v λ_kv): (K, V)."""
+        dig, lam_sum, _ = _kept(post)
+        return dig - digamma(lam_sum)[:, None]
+
+    def restrict(self, post: Arrays, cols: np.ndarray | None) -> Arrays:
+        """E[log θ] on the columns ``cols`` only (K, |cols|), and the columns: all a local step
+        on a batch with those words reads (E_loglik), instead of λ and ψ(λ) over V; with no
+        columns, E[log θ] over V."""
+        if cols is None:  # new arrays: the caller may update post in place meanwhile
+            return {"Elogtheta": self.E_log_theta(post)}
+        dig, lam_sum, _ = _kept(post)
+        return {"cols": np.asarray(cols, np.int64),
+                "Elogtheta": dig[:, cols] - digamma(lam_sum)[:, None]}
 
     def E_loglik(self, X: Data, post: Arrays) -> np.ndarray:
-        """Eq. 9: E[log p(x_n | θ_k)] = Σ_w x_nw E[log θ_kw] = X E[log θ]ᵀ (n, K)."""
-        return np.asarray(as_csr(X) @ post["Elogtheta"].T)
+        """Eq. 9: E[log p(x_n | θ_k)] = Σ_w x_nw E[log θ_kw] = X E[log θ]ᵀ (n, K); from a
+        restricted post (``restrict``), X's columns are first mapped into its columns."""
+        Xc = as_csr(X)
+        if "cols" not in post:
+            Elog = post["Elogtheta"] if "Elogtheta" in post else self.E_log_theta(post)
+            return np.asarray(Xc @ Elog.T)
+        cols = post["cols"]
+        pos = np.searchsorted(cols, Xc.indices)
+        if Xc.nnz and (pos.max() >= len(cols) or np.any(cols[pos] != Xc.indices)):
+            raise ValueError("the data has words outside the columns the parameters were "
+                             "restricted to")
+        local = sp.csr_matrix((Xc.data, pos, Xc.indptr), shape=(Xc.shape[0], len(cols)))
+        return np.asarray(local @ post["Elogtheta"].T)
 
     def draw(self, post: Arrays, rng: np.random.Generator) -> Arrays:
         """θ_k ~ Dir(λ_k) as θ = {"logtheta": log θ (K, V)}, normalised in log space."""
@@ -127,16 +213,21 @@ class Mult(ObsModel):
         return np.asarray(as_csr(X) @ theta["logtheta"].T)
 
     def elbo(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:
-        """Eq. 8 observation terms for any q(θ_k) = Dir(λ_k), with Elogθ from post:
+        """Eq. 8 observation terms for any q(θ_k) = Dir(λ_k):
         Σ_k [Σ_w wc_kw Elogθ_kw + E log Dir(θ_k|λ0) - E log Dir(θ_k|λ_k)]
         = Σ_k [Σ_w (wc_kw + λ0_w - λ_kw) Elogθ_kw - logB(λ0) + logB(λ_k)]."""
-        lam, Elog = post["lam"], post["Elogtheta"]
-        linear = ((stats["wc"] + self.lam0 - lam) * Elog).sum(-1)
-        return float(np.sum(linear - self._log_B0 + log_B(lam)))
+        lam = post["lam"]
+        linear = ((dense(stats["wc"]) + self.lam0 - lam) * self.E_log_theta(post)).sum(-1)
+        return float(np.sum(linear - self._log_B0 + _log_B_kept(post)))
+
+    def elbo_at_optimum(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:
+        """With λ = λ0 + wc the linear terms vanish: Σ_k [logB(λ_k) - logB(λ0)], O(K) from the
+        kept sums."""
+        return float(np.sum(_log_B_kept(post) - self._log_B0))
 
     def log_marginal(self, N: np.ndarray, stats: Arrays) -> np.ndarray:
         """Eq. 12: log M(S_k) = logB(λ0 + wc_k) - logB(λ0), per k."""
-        return log_B(self.lam0 + stats["wc"]) - self._log_B0
+        return log_B(self.lam0 + dense(stats["wc"])) - self._log_B0
 
     def predictive_logpdf(self, X: Data, post: Arrays) -> np.ndarray:
         """Dirichlet-multinomial of the token sequence of each row (n, K):

@@ -93,7 +93,7 @@ def summarize(X: Data, obs: ObsModel, R: np.ndarray, log_r: np.ndarray | None,
     pairs = np.zeros((0, 2), np.int64) if pairs is None else pairs
     groups = np.zeros((0, 0), np.int64) if groups is None else groups
     H = entropies(R, np.log(np.maximum(R, 1e-300)) if log_r is None else log_r)
-    return Summary(uids=uids.copy(), N=R.sum(axis=0), stats=obs.stats(X, R), H=H,
+    return Summary(uids=uids.copy(), N=R.sum(axis=0), stats=obs.batch_stats(X, R), H=H,
                    n_items=X.shape[0], pairs=pairs, Hpair=pair_entropies(R, uids, pairs),
                    groups=groups, Hgroup=group_entropies(R, uids, groups))
 

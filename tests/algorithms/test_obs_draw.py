@@ -97,7 +97,7 @@ def test_moments_of_draws(name):
         lam = post["lam"]
         assert_mc_close(split(np.exp(theta["logtheta"])), lam / lam.sum(-1, keepdims=True),
                         "E[θ] = λ / Σλ")
-        assert_mc_close(split(theta["logtheta"]), post["Elogtheta"], "E[log θ]")
+        assert_mc_close(split(theta["logtheta"]), model.E_log_theta(post), "E[log θ]")
         return
     Lam = precision(name, theta)
     if name == "diag-gauss":

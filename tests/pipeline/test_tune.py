@@ -79,7 +79,6 @@ def test_the_heldout_score_is_the_predictive_mixture_of_the_adf_clusters(tmp_pat
     w, w_new, _ = prior.predictive(cl.S, split.train.shape[0])
     pi = np.append(w, w_new) / (w.sum() + w_new)
     post = {"lam": np.vstack([cl.state["lam"], obs.prior_post(1)["lam"]])}
-    post["Elogtheta"] = np.zeros_like(post["lam"])
     logp = obs.predictive_logpdf(split.test, post) + np.log(pi)
     assert K == cl.K
     np.testing.assert_allclose(score, logsumexp(logp, axis=1).mean(), rtol=1e-10)
