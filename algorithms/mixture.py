@@ -103,15 +103,15 @@ class Mixture(PredictiveMixture):
         """The global update of Eq. 10 from a full-data summary."""
         return cls(obs, alloc, S.uids.copy(), obs.post(S.N, S.stats), alloc.post(S.N))
 
-    def updated(self, S: Summary, cols: np.ndarray | None) -> Mixture:
+    def updated(self, S: Summary, changed: Any) -> Mixture:
         """The global update of Eq. 10 from S, which differs from the summary this model was
-        built from only in the statistics' columns ``cols`` (same components): O(K · |cols|)
-        for Mult, whose q(θ) arrays are updated in place, so this model must not be used
-        afterwards (copy it first to keep it)."""
+        built from only where ``changed`` (Summary.changed_pattern; same components): O(K +
+        changed entries) for Mult, whose q(θ) arrays are updated in place, so this model must
+        not be used afterwards (copy it first to keep it)."""
         if not np.array_equal(S.uids, self.uids):
             raise ValueError("summary and model have different components")
         return Mixture(self.obs, self.alloc, self.uids, self.obs.post_update(
-            self.post, S.N, S.stats, cols), self.alloc.post(S.N), self.past)
+            self.post, S.N, S.stats, changed), self.alloc.post(S.N), self.past)
 
     def copy(self) -> Mixture:
         """A model with its own arrays (``updated`` writes into q(θ)'s)."""

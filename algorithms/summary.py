@@ -9,8 +9,9 @@ candidate pairs (a, b), the merge entropies ``H_ab = -Σ_n (r_na + r_nb) log(r_n
 one component has an exact ELBO too. Summaries of disjoint item sets add (Eq. 11); ``+`` and
 ``-`` refuse summaries whose component ids, pairs or groups differ. Moves (insert, merge, group
 merge, delete, reorder) are values of their own so that a stored summary can be brought up to date
-by replaying a log of them. A statistic is an ndarray or, for bag-of-words counts, a ColumnSparse
-(only the words a batch has); they mix freely, a dense operand giving a dense result.
+by replaying a log of them. A statistic is an ndarray or, for bag-of-words counts, sparse
+(scipy CSR, only the (component, word) pairs a batch has); they mix freely, a dense operand
+giving a dense result.
 """
 
 from __future__ import annotations
@@ -19,9 +20,10 @@ from dataclasses import dataclass, field
 from typing import Union
 
 import numpy as np
+import scipy.sparse as sp
 
-from . import colsparse as cs
-from .colsparse import Stat
+from . import sparse_stats as ss
+from .sparse_stats import Stat
 
 
 def _empty_pairs() -> np.ndarray:
@@ -98,7 +100,7 @@ class Summary:
         out.N[at] = self.N
         out.H[at] = self.H
         for k, v in self.stats.items():
-            cs.place(out.stats[k], at, v)
+            ss.place(out.stats[k], at, v)
         out.n_items = self.n_items
         return out
 
@@ -117,7 +119,7 @@ class Summary:
         return Summary(
             self.uids.copy(),
             self.N + sign * other.N,
-            {k: cs.add(v, other.stats[k], sign) for k, v in self.stats.items()},
+            {k: ss.add(v, other.stats[k], sign) for k, v in self.stats.items()},
             self.H + sign * other.H,
             self.n_items + int(sign) * other.n_items,
             self.pairs.copy(),
@@ -133,8 +135,8 @@ class Summary:
         return self._combine(other, -1.0)
 
     def add_in_place(self, other: Summary, sign: float = 1.0) -> None:
-        """self += sign · other, writing into this summary's (dense) arrays: O(K · columns of
-        other) for column-sparse statistics, where ``+`` would copy every K × V array. Pairs and
+        """self += sign · other, writing into this summary's (dense) arrays: O(K + nnz) for sparse
+        statistics, where ``+`` would copy every K × V array. Pairs and
         groups must agree as for ``+``."""
         self._check_compatible(other)
         self.N += sign * other.N
@@ -143,22 +145,23 @@ class Summary:
         self.Hgroup += sign * other.Hgroup
         self.n_items += int(sign) * other.n_items
         for k, v in self.stats.items():
-            if isinstance(v, cs.ColumnSparse):
-                raise TypeError(f"statistic {k!r} is column-sparse: add in place into dense only")
-            cs.add_into(v, other.stats[k], sign)
+            if sp.issparse(v):
+                raise TypeError(f"statistic {k!r} is sparse: add in place into dense only")
+            ss.add_into(v, other.stats[k], sign)
 
-    def changed_columns(self) -> np.ndarray | None:
-        """The only columns of the statistics this summary can change when added or removed
-        (the union over its column-sparse statistics); None when some statistic is dense."""
-        cols = [cs.changed_columns(v) for v in self.stats.values()]
-        if not cols or any(c is None for c in cols):
+    def changed_pattern(self) -> sp.csr_matrix | None:
+        """Where adding or removing this summary can change the statistics: the union of its
+        sparse statistics' non-zero patterns (0/1, components x columns); None when some
+        statistic is dense."""
+        patterns = [ss.pattern(v) for v in self.stats.values()]
+        if not patterns or any(p is None for p in patterns):
             return None
-        return np.unique(np.concatenate(cols))
+        return ss.canonical(sum(patterns[1:], patterns[0]).sign())
 
     @property
     def nbytes(self) -> int:
         """Bytes held by the summary's arrays."""
-        return int(sum(v.nbytes for v in self.to_arrays().values()))
+        return int(sum(np.asarray(v).nbytes for v in self.to_arrays().values()))
 
     def copy(self) -> Summary:
         """The same sums in arrays of its own (``add_in_place`` writes into them)."""
@@ -207,7 +210,7 @@ class Summary:
         stats = self.stats if stats is None else stats
         pair_ok = ~np.isin(self.pairs, touched).any(axis=1)
         group_ok = ~np.isin(self.groups, touched).any(axis=1)
-        return Summary(self.uids[keep], N[keep], {k: v[keep] for k, v in stats.items()},
+        return Summary(self.uids[keep], N[keep], {k: ss.rows(v, keep) for k, v in stats.items()},
                        H[keep], self.n_items, self.pairs[pair_ok], self.Hpair[pair_ok],
                        self.groups[group_ok], self.Hgroup[group_ok])
 
@@ -217,13 +220,13 @@ class Summary:
                   "pairs": self.pairs, "Hpair": self.Hpair, "groups": self.groups,
                   "Hgroup": self.Hgroup}
         for k, v in self.stats.items():
-            arrays.update(cs.to_arrays(f"stat_{k}", v))
+            arrays.update(ss.to_arrays(f"stat_{k}", v))
         return arrays
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray]) -> Summary:
         """The inverse of to_arrays."""
-        stats = {k.removeprefix("stat_"): cs.from_arrays(arrays, k) for k in arrays
+        stats = {k.removeprefix("stat_"): ss.from_arrays(arrays, k) for k in arrays
                  if k.startswith("stat_") and "@" not in k}
         return cls(np.asarray(arrays["uids"]), np.asarray(arrays["N"]), stats,
                    np.asarray(arrays["H"]), int(arrays["n_items"]), np.asarray(arrays["pairs"]),
@@ -246,14 +249,14 @@ class Insert:
             raise ValueError(f"components {self.uids} already present")
         new = source if source is not None else Summary(
             np.array(self.uids), np.zeros(len(self.uids)),
-            {k: cs.zero_rows(v, len(self.uids)) for k, v in s.stats.items()},
+            {k: ss.zero_rows(v, len(self.uids)) for k, v in s.stats.items()},
             np.zeros(len(self.uids)))
         if source is not None and not np.array_equal(source.uids, self.uids):
             raise ValueError("inserted summary ids do not match the move")
         return Summary(
             np.concatenate([s.uids, new.uids]),
             np.concatenate([s.N, new.N]),
-            {k: cs.stack(v, new.stats[k]) for k, v in s.stats.items()},
+            {k: ss.stack(v, new.stats[k]) for k, v in s.stats.items()},
             np.concatenate([s.H, new.H]),
             s.n_items,
             s.pairs,
@@ -272,7 +275,7 @@ def _absorb(s: Summary, keep: int, gone: tuple[int, ...], H_new: float) -> Summa
     N[ik] += N[ig].sum()
     H = s.H.copy()
     H[ik] = H_new
-    stats = {k: cs.fold(v, ik, ig) for k, v in s.stats.items()}
+    stats = {k: ss.fold(v, ik, ig) for k, v in s.stats.items()}
     return s._select(~np.isin(s.uids, gone), np.array([keep, *gone]), H, N, stats)
 
 

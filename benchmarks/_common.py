@@ -57,3 +57,46 @@ def run_fit(corpus: Path, cfg: JobConfig, name: str) -> dict:
 def oracle_ari(log_density: np.ndarray, labels: np.ndarray) -> float:
     """ARI of the assignments the true parameters would make (argmax of their log densities)."""
     return adjusted_rand_index(labels, log_density.argmax(1))
+
+
+class LocalDaskCluster:
+    """A `dask scheduler` and single-threaded `dask worker` processes on 127.0.0.1, started
+    here and ended by their PIDs."""
+
+    def __init__(self, workers: int) -> None:
+        import os
+        import socket
+        import subprocess
+        import sys
+
+        from distributed import Client
+
+        dask = str(Path(sys.executable).parent / "dask")
+        env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        self.address = f"tcp://127.0.0.1:{port}"
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
+        self.scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port",
+                                           str(port), "--dashboard-address", "127.0.0.1:0"],
+                                          **quiet)
+        self.workers = [subprocess.Popen([dask, "worker", self.address, "--nthreads", "1",
+                                          "--host", "127.0.0.1", "--no-dashboard"], **quiet)
+                        for _ in range(workers)]
+        deadline = time.time() + 60
+        while True:
+            try:
+                with Client(self.address, timeout="5s") as client:
+                    client.wait_for_workers(workers, timeout=60)
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def close(self) -> None:
+        for p in [*self.workers, self.scheduler]:
+            p.terminate()
+        for p in [*self.workers, self.scheduler]:
+            p.wait(timeout=20)

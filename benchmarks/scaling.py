@@ -1,17 +1,25 @@
 """Scaling of the distributed memo driver, measured in one run on this machine.
 
-N = 1,000,000 toy patches (D = 25), 100 partitions, memo without moves from K = 25 k-means++
-seeds (the full Gaussian). Printed:
-- seconds per lap (the second lap: partitions are cached by then) and the ELBO per item after it,
-  for the threaded local executor, one Dask worker, and two single-threaded Dask workers with
-  waves W = 1 and W = 2 (what W gains in time and costs in ELBO per lap);
+N = 1,000,000 toy patches (D = 25), 100 partitions; memo with its default moves (birth, merge)
+from K = 25 k-means++ seeds (the full Gaussian), run until it converges or --laps laps, at the
+default wave W (1 on local threads; on Dask the workers' threads: 1 and 2 here) or --wave W.
+Printed, for local threads, one Dask worker and two (single-threaded workers):
+- seconds per lap, the median over laps 2.. (partitions are cached by then): the whole lap, and
+  its partition visits alone (the rest is the lap-end moves, on the driver whatever the
+  executor);
+- the laps run and the ELBO per item at the end;
+- from summary.json: the partition caches' hit rate after each partition's first read
+  (warm_hit_rate) and the share of tasks that ran on their partition's home worker;
+- the ratios against the targets: two workers >= 1.7x faster per lap than one; one Dask worker
+  within 1.2x of local threads; every final ELBO within 1e-3 per item of a W = 1 run (the
+  threads run, or one more threads run at W = 1 when --wave sets another W);
 - the executor's overhead per task (a no-op over every partition, partitions already cached);
 - the driver's peak RSS (a separate `bnpmix fit` process against the two-worker cluster) for
-  N = 250,000 and N = 1,000,000: the data stays on the workers, so it must not grow with N.
+  N / 4 and N: the data stays on the workers, so it must not grow with N.
 
 Every scheduler and worker process is started here on 127.0.0.1 and ended by its PID.
 
-    python benchmarks/scaling.py [--n 1000000] [--laps 2]
+    python benchmarks/scaling.py [--n 1000000] [--laps 100] [--wave W]
 """
 
 from __future__ import annotations
@@ -24,6 +32,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
@@ -80,10 +89,15 @@ class Cluster:
 
 
 def lap_seconds(run: Path) -> tuple[float, float]:
+    """Median seconds of the laps after the first: whole (lap end to lap end) and their visits
+    alone (lap end to the next lap's last visit), from trace.csv (lap-end rows have batch -1)."""
     trace = pd.read_csv(run / "trace.csv")
-    ends = trace.groupby(np.ceil(trace["lap"] - 1e-9))["seconds"].max().to_numpy()
-    last = trace.iloc[-1]
-    return float(ends[-1] - ends[-2]), float(last["elbo"])
+    ends = trace[trace["batch"] < 0].set_index("lap")["seconds"]
+    visits = trace[trace["batch"] >= 0].groupby(np.ceil(trace["lap"] - 1e-9))["seconds"].max()
+    laps = [lap for lap in ends.index if lap - 1 in ends.index] or list(ends.index)
+    start = {lap: ends.get(lap - 1, 0.0) for lap in laps}
+    return (float(np.median([ends[lap] - start[lap] for lap in laps])),
+            float(np.median([visits[lap] - start[lap] for lap in laps])))
 
 
 def noop(batch, *_):
@@ -113,43 +127,89 @@ def driver_rss(corpus: Path, address: str, out: Path) -> float:
     return int(res.stderr.strip().splitlines()[-1]) / 1024
 
 
+class Result(NamedTuple):
+    name: str
+    wave: int
+    laps: int
+    lap: float
+    visits: float
+    elbo: float
+    warm_hit_rate: float | None
+    home_rate: float | None
+
+
+def measure(name: str, corpus: Path, job: JobConfig) -> Result:
+    """One fit's figures; W as the run resolved it (summary.json's config)."""
+    out = WORK / name.replace(" ", "-")
+    summary = fit(corpus, out, job)
+    lap, visits = lap_seconds(out)
+    cache = summary["cache"]
+    return Result(name, summary["config"]["run"]["wave"], summary["laps"], lap, visits,
+                  summary["elbo_per_item"], cache["warm_hit_rate"], cache["home_rate"])
+
+
+def rate(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def verdict(ok: bool) -> str:
+    return "met" if ok else "MISSED"
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
-    ap.add_argument("--laps", type=int, default=2)
+    ap.add_argument("--laps", type=int, default=100, help="most laps (memo stops on converging)")
+    ap.add_argument("--wave", type=int, default=None,
+                    help="W for every run (default: each executor's own)")
     args = ap.parse_args()
     corpus = make_corpus(args.n, "big")
-    print(f"corpus: N={args.n}, D=25, 100 partitions; memo without moves, K=25, "
-          f"{args.laps} laps (times of the last lap)")
-    print(f"{'executor':<36} {'s/lap':>7} {'ELBO/item':>10} {'task overhead':>14}")
+    print(f"corpus: N={args.n}, D=25, 100 partitions; memo (birth, merge) from K=25, until it "
+          f"converges or {args.laps} laps; W {args.wave or 'by default'}", flush=True)
 
     def cfg(**kw) -> JobConfig:
         return job_config(algorithm="memo", obs="gauss", K=25, laps=args.laps, **kw)
 
-    out = WORK / "threads"
-    fit(corpus, out, cfg(scheduler="threads"))
-    secs, elbo = lap_seconds(out)
+    wave = {} if args.wave is None else {"wave": args.wave}
+    results = [measure("local threads (2)", corpus, cfg(scheduler="threads", **wave))]
     local = LocalExecutor(Corpus(corpus), "threads", 2)
-    print(f"{'local threads (2), W=1':<36} {secs:>7.2f} {elbo / args.n:>10.5f} "
-          f"{task_overhead(local, 100) * 1e3:>11.2f} ms")
+    overheads = {results[0].name: task_overhead(local, 100)}
     local.close()
-
-    for workers, waves in ((1, (1,)), (2, (1, 2))):
+    for workers in (1, 2):
         cluster = Cluster(workers)
         try:
-            for w in waves:
-                out = WORK / f"dask{workers}-w{w}"
-                fit(corpus, out, cfg(scheduler=cluster.address, wave=w))
-                secs, elbo = lap_seconds(out)
-                ov = task_overhead(DaskExecutor(cluster.client, Corpus(corpus)), 100)
-                print(f"{f'dask, {workers} worker(s) x 1 thread, W={w}':<36} {secs:>7.2f} "
-                      f"{elbo / args.n:>10.5f} {ov * 1e3:>11.2f} ms")
+            name = f"dask, {workers} worker{'s' * (workers > 1)} x 1 thread"
+            results.append(measure(name, corpus, cfg(scheduler=cluster.address, **wave)))
+            overheads[name] = task_overhead(DaskExecutor(cluster.client, Corpus(corpus)), 100)
             if workers == 2:
                 small = make_corpus(args.n // 4, "quarter")
                 rss_small = driver_rss(small, cluster.address, WORK / "rss-small")
                 rss_big = driver_rss(corpus, cluster.address, WORK / "rss-big")
         finally:
             cluster.close()
+    reference = results[0]
+    if reference.wave != 1:
+        reference = measure("local threads (2), W=1", corpus, cfg(scheduler="threads", wave=1))
+
+    print(f"\n{'executor':<30} {'W':>2} {'laps':>4} {'s/lap':>7} {'visits':>7} "
+          f"{'ELBO/item':>10} {'warm hits':>9} {'home':>6} {'per task':>9}")
+    for r in [*results, *([reference] if reference not in results else [])]:
+        task = f"{overheads[r.name] * 1e3:>6.2f} ms" if r.name in overheads else ""
+        print(f"{r.name:<30} {r.wave:>2} {r.laps:>4} {r.lap:>7.2f} {r.visits:>7.2f} "
+              f"{r.elbo:>10.5f} {rate(r.warm_hit_rate):>9} {rate(r.home_rate):>6} {task:>9}")
+    threads, one, two = results
+    speedup, visits_speedup = one.lap / two.lap, one.visits / two.visits
+    slowdown, visits_slowdown = one.lap / threads.lap, one.visits / threads.visits
+    print("\ntargets (s/lap; visits alone in brackets):")
+    print(f"  2 workers vs 1: {speedup:.2f}x faster [{visits_speedup:.2f}x] (target >= 1.7x): "
+          f"{verdict(speedup >= 1.7)}")
+    print(f"  1 Dask worker vs local threads: {slowdown:.2f}x the time [{visits_slowdown:.2f}x] "
+          f"(target <= 1.2x): {verdict(slowdown <= 1.2)}")
+    for r in results:
+        gap = r.elbo - reference.elbo
+        print(f"  ELBO/item of {r.name} (W={r.wave}) minus the W=1 run's: {gap:+.2e} "
+              f"(target: within 1e-3): {verdict(abs(gap) <= 1e-3)}")
+
     print(f"\ndriver peak RSS (2 dask workers): N={args.n // 4}: {rss_small:.0f} MB, "
           f"N={args.n}: {rss_big:.0f} MB (ratio {rss_big / rss_small:.2f}; "
           f"{'does not grow' if rss_big < 1.15 * rss_small else 'GROWS'} with N)")

@@ -1,10 +1,15 @@
-"""The ``bnpmix`` command line. Exit codes: 0 success, 1 data or runtime error, 2 usage error."""
+"""The ``bnpmix`` command line. Exit codes: 0 success, 1 data or runtime error, 2 usage error.
+
+Each command imports what it runs when it runs, and the parser gives arguments only to the
+command named (``build_parser``): ``bnpmix --help`` and ``bnpmix info`` load neither Dask nor
+pyarrow, pandas or scipy, which the commands that read partitions or fit need."""
 
 from __future__ import annotations
 
 import argparse
 import contextlib
 import json
+import math
 import os
 import shutil
 import signal
@@ -12,43 +17,16 @@ import sys
 import tempfile
 import threading
 import traceback
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
-import numpy as np
-
-from bnpmix.pipeline.config import OBS_NAMES, Option, options, prior_flags, prior_value
-from bnpmix.pipeline.evaluate import evaluate
-from bnpmix.pipeline.fit import fit, job_config, resume
-from bnpmix.pipeline.jobfile import load_job
-from bnpmix.pipeline.remote_run import local_copy
 from bnpmix.pipeline.report.cli import add_parsers as add_report_parsers
-from bnpmix.pipeline.runtime.progress import Progress
-from bnpmix.pipeline.schedule import scheduled_run
-from bnpmix.pipeline.tune import (
-    MEMO_FRACTION,
-    MEMO_MAX_ITEMS,
-    SCALE_GRID,
-    format_table,
-    tune,
-    tune_memo,
-    write_job,
-)
-from bnpmix.storage import (
-    DEFAULT_PARTITION_ROWS,
-    BnpmixError,
-    Corpus,
-    ingest_csv,
-    ingest_docword,
-    ingest_npy,
-    ingest_text,
-    local_path,
-)
-from bnpmix.storage.append import append_corpus
-from bnpmix.storage.atomic import remove_stale_staging
-from bnpmix.storage.objectstore import exists, is_url, publish_corpus
-from bnpmix.storage.writer import check_replaceable
+from bnpmix.storage import BnpmixError, local_path
+from bnpmix.storage.errors import is_url
+
+if TYPE_CHECKING:
+    from bnpmix.pipeline.config import Option
 
 FORMATS = ("npy", "csv", "docword", "text")
 
@@ -79,6 +57,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     import warnings
 
     from bnpmix.storage import DataWarning
+    from bnpmix.storage.objectstore import publish_corpus
+    from bnpmix.storage.writer import check_replaceable
 
     remote = is_url(args.corpus_dir)
     if remote and (args.append or args.overwrite):
@@ -136,6 +116,8 @@ def check_ingest_flags(args: argparse.Namespace, fmt: str) -> None:
 
 def ingest_source(args: argparse.Namespace, src: Path, out: Path, fmt: str, overwrite: bool):
     """Run the ingester of ``fmt`` with the options given on the command line."""
+    from bnpmix.storage import ingest_csv, ingest_docword, ingest_npy, ingest_text
+
     common = {"partition_rows": args.partition_rows, "overwrite": overwrite}
     if fmt == "npy":
         return ingest_npy(src, out, labels=args.labels, **common)
@@ -152,6 +134,10 @@ def ingest_source(args: argparse.Namespace, src: Path, out: Path, fmt: str, over
 
 def ingest_append(args: argparse.Namespace, src: Path, corpus: Path, fmt: str) -> int:
     """Ingest into a staged sibling, then move its partitions into the existing corpus."""
+    from bnpmix.storage import Corpus
+    from bnpmix.storage.append import append_corpus
+    from bnpmix.storage.atomic import remove_stale_staging
+
     if fmt == "text" and args.vocab is None:
         raise BnpmixError(f"{src}: --append of text needs --vocab {corpus} (the corpus's "
                           "vocabulary; without it text ingestion builds its own)")
@@ -170,6 +156,9 @@ def ingest_append(args: argparse.Namespace, src: Path, corpus: Path, fmt: str) -
 
 def cmd_info(args: argparse.Namespace) -> int:
     from bnpmix.pipeline import inspect
+    from bnpmix.pipeline.remote_run import local_copy
+    from bnpmix.storage import Corpus
+    from bnpmix.storage.objectstore import exists
 
     if is_url(args.path):  # a run in object storage has its summary.json; a corpus has not
         kind = "run" if exists(args.path, "summary.json") else "corpus"
@@ -189,6 +178,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
 def cmd_show(args: argparse.Namespace) -> int:
     from bnpmix.pipeline import inspect
+    from bnpmix.pipeline.remote_run import local_copy
 
     with local_copy(args.run_dir) as run_dir:
         shown = {**inspect.show_clusters(run_dir, top_words=args.top_words, top=args.top),
@@ -199,6 +189,8 @@ def cmd_show(args: argparse.Namespace) -> int:
 
 def fit_flags(args: argparse.Namespace) -> dict[str, Any]:
     """`fit`'s flags as option values (None: not given); repeated --prior flags combined."""
+    from bnpmix.pipeline.config import options, prior_flags
+
     flags = {o.name: getattr(args, o.name) for o in options() if o.name != "corpus"}
     flags["corpus"] = args.corpus_dir
     if flags["prior"] is not None:
@@ -211,6 +203,10 @@ def fit_flags(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
+    from bnpmix.pipeline.fit import fit
+    from bnpmix.pipeline.jobfile import load_job
+    from bnpmix.pipeline.runtime.progress import Progress
+
     flags = fit_flags(args)
     job = load_job(args.config, flags)
     if job.corpus is None or job.out is None:
@@ -226,6 +222,9 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
 
 def cmd_resume(args: argparse.Namespace) -> int:
+    from bnpmix.pipeline.fit import resume
+    from bnpmix.pipeline.runtime.progress import Progress
+
     progress = Progress()
     try:
         summary = resume(args.run_dir, progress=progress)
@@ -239,6 +238,8 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
 
 def cmd_schedule(args: argparse.Namespace) -> int:
+    from bnpmix.pipeline.schedule import scheduled_run
+
     print(scheduled_run(args.job))
     return 0
 
@@ -259,6 +260,9 @@ def format_fit(summary: dict, out: str | Path) -> str:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    from bnpmix.pipeline.config import prior_flags
+    from bnpmix.pipeline.tune import format_table, tune, tune_memo, write_job
+
     given = prior_flags(args.prior or [])
     memo = args.algorithm == "memo"
     # flags only adf/ep or only memo take, by tune()'s or tune_memo()'s parameter names
@@ -295,6 +299,9 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    from bnpmix.pipeline.evaluate import evaluate
+    from bnpmix.pipeline.remote_run import local_copy
+
     with local_copy(args.run_dir) as run_dir:
         result = evaluate(run_dir, args.heldout, args.labels_column, scheduler=args.scheduler,
                           cluster=args.cluster)
@@ -304,6 +311,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     from bnpmix.datasets import toy_patch_covariances, toy_patches
+    from bnpmix.pipeline.evaluate import evaluate
+    from bnpmix.pipeline.fit import fit, job_config
     from bnpmix.storage import ingest_array
 
     X, labels = toy_patches(n=args.n, seed=args.seed)
@@ -325,6 +334,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 def oracle_ari(X, labels, covariances) -> float:
     """ARI of the assignments the true (equal-weight, zero-mean) components would make."""
+    import numpy as np
+
     from bnpmix.algorithms.metrics import adjusted_rand_index
 
     L = np.linalg.cholesky(covariances)
@@ -334,7 +345,11 @@ def oracle_ari(X, labels, covariances) -> float:
     return adjusted_rand_index(labels, (-0.5 * quad - 0.5 * logdet).argmax(1))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """The parser of the command line: every command with its help, but only the command that
+    ``argv`` names gets its arguments (fit's come from every engine's option table, tune's
+    defaults from the tuner), so ``bnpmix --help`` and ``bnpmix info`` import neither; without
+    ``argv`` every command gets them."""
     parser = argparse.ArgumentParser(
         prog="bnpmix",
         description="Bayesian nonparametric mixture models on corpora stored as Parquet "
@@ -342,8 +357,54 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--debug", action="store_true", help="show tracebacks on errors")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # the top level's only option is --debug, a switch: the first other word is the command
+    chosen = None if argv is None else next((w for w in argv if not w.startswith("-")), None)
 
-    p = sub.add_parser("ingest", help="turn a source file or folder into a partitioned corpus")
+    def command(name: str, arguments: Callable[[argparse.ArgumentParser], None],
+                **text: str) -> None:
+        p = sub.add_parser(name, **text)
+        if argv is None or name == chosen:
+            arguments(p)
+
+    command("ingest", _ingest_arguments,
+            help="turn a source file or folder into a partitioned corpus")
+    command("info", _info_arguments, help="describe a corpus or a finished run",
+            description="A corpus: kind, items, dimension, partitions, columns, its "
+            "vocabulary file. A run directory: engine, K (effective: more than 1%% of "
+            "the weight; non-empty: at least one item), weights, cluster sizes, the "
+            "objective, laps, wall seconds.")
+    command("show", _show_arguments,
+            help="a finished run's clusters by weight: top words (text) or means (dense)",
+            description="The heaviest clusters of a run with their weights and sizes "
+            "and, for text, their most probable words (posterior mean word "
+            "probabilities; words from RUN_DIR/vocab.txt, else the corpus's), for "
+            "dense data their posterior mean vectors.")
+    command("fit", _fit_arguments, help="fit a DP mixture to a corpus and write a run directory",
+            description="Options may also come from --config job.toml (same names); "
+            "flags override the file.")
+    command("resume", _resume_arguments, help="continue a killed run from its last checkpoint")
+    command("schedule", _schedule_arguments, help="scheduled, resumable pipeline runs")
+    command("tune", _tune_arguments, help="prior hyperparameters by held-out predictive "
+            "log-likelihood on a sample: the NRM prior's a, tau (adf, ep) or the DP "
+            "concentration alpha0 (memo); writes a job file",
+            description="Fits a sample of the corpus for every point of a grid and "
+            "scores held-out items by their posterior predictive; prints the table, "
+            "best first. adf, ep: one ADF pass per point over a and tau (Tank, Foti "
+            "& Fox 2015, supplement 4.1). memo: one memo fit per point (its default "
+            "options, the --seed) over alpha0. Both also search a Gaussian prior's "
+            "scale; memo on bag-of-words searches the Dirichlet's lam0.")
+    command("evaluate", _evaluate_arguments,
+            help="held-out log-likelihood per item, K; with labels ARI, NMI, VI and "
+            "majority-label accuracy (prints JSON)")
+    add_report_parsers(sub)
+    command("demo", _demo_arguments, help="run the main job on an embedded synthetic data set")
+    return parser
+
+
+def _ingest_arguments(p: argparse.ArgumentParser) -> None:
+    """`ingest SRC CORPUS_DIR` and its options."""
+    from bnpmix.storage import DEFAULT_PARTITION_ROWS
+
     p.add_argument("src", help="source: .npy, .csv, docword.NAME.txt[.gz], a text file or folder")
     p.add_argument("corpus_dir", help="the corpus directory to create")
     p.add_argument("--format", choices=FORMATS, help="source format (default: from the name)")
@@ -391,23 +452,18 @@ def build_parser() -> argparse.ArgumentParser:
                    help="text: drop documents with fewer vocabulary words (default 1)")
     p.set_defaults(func=cmd_ingest, remote_ok=("corpus_dir",))
 
-    p = sub.add_parser("info", help="describe a corpus or a finished run",
-                       description="A corpus: kind, items, dimension, partitions, columns, its "
-                       "vocabulary file. A run directory: engine, K (effective: more than 1%% of "
-                       "the weight; non-empty: at least one item), weights, cluster sizes, the "
-                       "objective, laps, wall seconds.")
+
+def _info_arguments(p: argparse.ArgumentParser) -> None:
+    """`info PATH [--json]`."""
     p.add_argument("path", metavar="CORPUS_DIR|RUN_DIR")
     p.add_argument("--json", action="store_true",
                    help="one JSON object (a corpus: kind, n_items, dim, nnz (bow), n_partitions, "
                    "bytes, ...; a run: engine, K, K_effective, K_nonempty, weights, sizes, ...)")
     p.set_defaults(func=cmd_info, remote_ok=("path",))
 
-    p = sub.add_parser("show", help="a finished run's clusters by weight: top words (text) or "
-                       "means (dense)",
-                       description="The heaviest clusters of a run with their weights and sizes "
-                       "and, for text, their most probable words (posterior mean word "
-                       "probabilities; words from RUN_DIR/vocab.txt, else the corpus's), for "
-                       "dense data their posterior mean vectors.")
+
+def _show_arguments(p: argparse.ArgumentParser) -> None:
+    """`show RUN_DIR` and its options."""
     p.add_argument("run_dir", metavar="RUN_DIR")
     p.add_argument("--top-words", type=_positive_int, default=10, metavar="N",
                    help="words shown per text cluster (default 10)")
@@ -416,9 +472,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=cmd_show, remote_ok=("run_dir",))
 
-    p = sub.add_parser("fit", help="fit a DP mixture to a corpus and write a run directory",
-                       description="Options may also come from --config job.toml (same names); "
-                       "flags override the file.")
+
+def _fit_arguments(p: argparse.ArgumentParser) -> None:
+    """`fit [CORPUS_DIR]`: --config and a flag per row of the option table (every engine's)."""
+    from bnpmix.pipeline.config import options
+
     p.add_argument("corpus_dir", nargs="?", help="corpus directory (or `corpus` in the job file)")
     p.add_argument("--config", metavar="JOB.toml", help="job file with any of these options")
     for row in options():
@@ -426,25 +484,26 @@ def build_parser() -> argparse.ArgumentParser:
             add_option(p, row)
     p.set_defaults(func=cmd_fit, remote_ok=("corpus_dir", "out", "warm_start"))
 
-    p = sub.add_parser("resume", help="continue a killed run from its last checkpoint")
+
+def _resume_arguments(p: argparse.ArgumentParser) -> None:
+    """`resume RUN_DIR`."""
     p.add_argument("run_dir")
     p.set_defaults(func=cmd_resume, remote_ok=("run_dir",))
 
-    p = sub.add_parser("schedule", help="scheduled, resumable pipeline runs")
+
+def _schedule_arguments(p: argparse.ArgumentParser) -> None:
+    """`schedule run JOB.toml`."""
     ssub = p.add_subparsers(dest="schedule_command", required=True, metavar="ACTION")
     q = ssub.add_parser("run", help="fit the corpus if it has new partitions; publish a version")
     q.add_argument("job", metavar="JOB.toml")
     q.set_defaults(func=cmd_schedule)
 
-    p = sub.add_parser("tune", help="prior hyperparameters by held-out predictive "
-                       "log-likelihood on a sample: the NRM prior's a, tau (adf, ep) or the DP "
-                       "concentration alpha0 (memo); writes a job file",
-                       description="Fits a sample of the corpus for every point of a grid and "
-                       "scores held-out items by their posterior predictive; prints the table, "
-                       "best first. adf, ep: one ADF pass per point over a and tau (Tank, Foti "
-                       "& Fox 2015, supplement 4.1). memo: one memo fit per point (its default "
-                       "options, the --seed) over alpha0. Both also search a Gaussian prior's "
-                       "scale; memo on bag-of-words searches the Dirichlet's lam0.")
+
+def _tune_arguments(p: argparse.ArgumentParser) -> None:
+    """`tune CORPUS_DIR` and its grids."""
+    from bnpmix.pipeline.config import OBS_NAMES
+    from bnpmix.pipeline.tune import MEMO_FRACTION, MEMO_MAX_ITEMS, SCALE_GRID
+
     p.add_argument("corpus_dir")
     p.add_argument("--algorithm", choices=("adf", "ep", "memo"), default="adf",
                    help="the engine tuned and written into the job file (default adf)")
@@ -480,8 +539,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_tune, remote_ok=("corpus_dir",))
 
-    p = sub.add_parser("evaluate", help="held-out log-likelihood per item, K; with labels ARI, "
-                       "NMI, VI and majority-label accuracy (prints JSON)")
+
+def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
+    """`evaluate RUN_DIR --heldout CORPUS_DIR` and its options."""
     p.add_argument("run_dir")
     p.add_argument("--heldout", required=True, metavar="CORPUS_DIR")
     p.add_argument("--labels-column", help="corpus column with true labels (for ARI, NMI, "
@@ -494,15 +554,14 @@ def build_parser() -> argparse.ArgumentParser:
                    "(cluster-configs/), as fit --cluster")
     p.set_defaults(func=cmd_evaluate, remote_ok=("run_dir", "heldout"))
 
-    add_report_parsers(sub)
 
-    p = sub.add_parser("demo", help="run the main job on an embedded synthetic data set")
+def _demo_arguments(p: argparse.ArgumentParser) -> None:
+    """`demo` and its options."""
     p.add_argument("--n", type=_positive_int, default=20_000, help="number of patches")
     p.add_argument("--laps", type=_positive_int,
                    help="most laps (default: memo's, stopping on convergence)")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=cmd_demo)
-    return parser
 
 
 def add_option(parser: argparse.ArgumentParser, row: Option) -> None:
@@ -530,6 +589,8 @@ def add_option(parser: argparse.ArgumentParser, row: Option) -> None:
 
 
 def _prior(text: str) -> dict[str, Any] | str:
+    from bnpmix.pipeline.config import prior_value
+
     try:
         return prior_value(text)
     except ValueError as exc:
@@ -541,7 +602,7 @@ def _numbers(text: str) -> tuple[float, ...]:
         values = tuple(float(v) for v in text.split(",") if v.strip())
     except ValueError:
         values = ()
-    if not values or not all(np.isfinite(v) and v > 0 for v in values):
+    if not values or not all(math.isfinite(v) and v > 0 for v in values):
         raise argparse.ArgumentTypeError(f"expected positive numbers separated by commas, "
                                          f"not {text!r}")
     return values
@@ -564,7 +625,8 @@ def _terminate(signum: int, frame: Any) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     remote_ok = getattr(args, "remote_ok", ())  # arguments that may be URLs (object storage)
     for name, value in vars(args).items():  # before anything can take a URL for a local path

@@ -138,6 +138,7 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         if isinstance(executor, DaskExecutor):
             print(f"bnpmix: running on {where}", file=sys.stderr)
         ctx = make_context(corpus, job.run, job.model, executor)
+        job = job.replace(run_wave=ctx.wave)  # job.json records W as resolved (resume)
         obs = ctx.obs
         first, best = (0, None) if ckpt is None else checkpoint.restarts(ckpt, ctx)
         runs = 1 if engine_class(job.algorithm).restarts_within else r.restarts
@@ -168,10 +169,11 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
                 best = Best(restart, fitted, engine.trace, laps_done, seen)
             best.objectives = seen
         write_assignments(run, ctx, best.fitted)
+        cache = executor.cache_stats()
     if runs > 1:
         best.fitted.info.update({"restart": f"{best.restart} of {r.restarts}",
                                  "restart_objectives": best.objectives})
-    return _publish(run, ctx, job, best.fitted, best.trace, best.laps, where)
+    return _publish(run, ctx, job, best.fitted, best.trace, best.laps, where, cache)
 
 
 def drive(engine: Engine, run: RunDir, laps_done: int, every: int,
@@ -195,7 +197,9 @@ def drive(engine: Engine, run: RunDir, laps_done: int, every: int,
 
 
 def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace: list[dict],
-             laps_done: int, where: str) -> dict[str, Any]:
+             laps_done: int, where: str, cache: dict[str, Any]) -> dict[str, Any]:
+    """Write the model, its tables and trace, then summary.json (``cache``: the executor's
+    cache_stats() over the run's partition tasks)."""
     model = fitted.model
     write_model(run, model)
     for name, table in fitted.tables.items():
@@ -217,6 +221,7 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
         "data": ctx.corpus.manifest.facts(),
         "weights": weights.tolist(),
         "executor": where,
+        "cache": cache,
         "config": job.to_dict(),
     })
     if ctx.corpus.manifest.vocab is not None:  # the run names its columns (`bnpmix show`)

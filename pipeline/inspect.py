@@ -10,29 +10,33 @@ dense data their posterior mean vectors. The words come from ``RUN_DIR/vocab.txt
 bag-of-words corpus keeps its vocabulary there), else from the corpus the run's configuration
 names, used only while it is still the vocabulary the run was fitted to (same SHA-256).
 
-Everything here reads; nothing writes.
+Everything here reads; nothing writes. ``info`` needs numpy and JSON only: summary.json records
+the components' weights, ids and sizes (``RECORDED``). For a run written before it did, the
+model (the engines' mathematics: scipy) and the assignments (Parquet: pyarrow) are read instead,
+imported then.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 
-from bnpmix.storage import BnpmixError, Corpus, RunDir
+from bnpmix.storage import BnpmixError, Corpus
 from bnpmix.storage.corpus import MANIFEST, vocab_sha256
 
-from .evaluate.fitted import load
-from .runtime.models import read_model
+if TYPE_CHECKING:
+    from bnpmix.storage.rundir import RunDir
 
 EFFECTIVE = 0.01  # a component with more than this share of the weight counts as effective
 SHOWN_WEIGHTS = 12  # weights listed by `info`'s text output
 SHOWN_DIMS = 8  # mean coordinates listed per cluster by `show`'s text output (JSON: all)
 OBJECTIVES = {"elbo": "ELBO", "loglik": "training predictive log-likelihood",
               "log_joint": "log joint"}
+# what a fit records in summary.json beside "weights": the components' ids and sizes (items
+# assigned) in the order of the weights, and the mass left for new components
+RECORDED = ("component_ids", "sizes", "weight_new")
 
 
 # ------------------------------------------------------------------------------------------
@@ -61,6 +65,8 @@ def kind_of(path: str | Path) -> str:
 
 def finished_run(path: str | Path) -> RunDir:
     """The run directory at ``path``, or an error naming it (a corpus gets a pointer to info)."""
+    from bnpmix.storage.rundir import RunDir
+
     if kind_of(path) != "run":
         raise BnpmixError(f"{path}: a corpus, not a run directory (`bnpmix info {path}` "
                           "describes it; `bnpmix fit` makes a run)")
@@ -124,6 +130,9 @@ def cluster_sizes(run: RunDir) -> dict[int, int] | None:
     files = sorted(run.assignments_dir.glob("part-*.parquet"))
     if not files:
         return None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     ids: list[np.ndarray] = []
     counts: list[np.ndarray] = []
     for f in files:
@@ -153,21 +162,36 @@ def _clusters(weights: np.ndarray, uids: np.ndarray,
             for k in order]
 
 
+def _components(run: RunDir, summary: dict[str, Any]
+                ) -> tuple[np.ndarray, float, np.ndarray, dict[int, int] | None, str]:
+    """The components' weights, the mass left for new ones, their ids, their sizes (None
+    without assignments) and the observation model: from summary.json when the fit recorded
+    them (``RECORDED``), else from the model and the assignments."""
+    if all(key in summary for key in RECORDED):
+        ids = summary["component_ids"]
+        return (np.asarray(summary["weights"], float), float(summary["weight_new"]),
+                np.asarray(ids), dict(zip(ids, summary["sizes"], strict=True)), summary["obs"])
+    from .runtime.models import read_model
+
+    model = read_model(str(run.path))  # weights only: the means are not computed
+    weights, weight_new = model.weights()
+    return (weights, weight_new, model.uids, cluster_sizes(run),
+            summary.get("obs", model.obs.name))
+
+
 def run_info(path: str | Path) -> dict[str, Any]:
     """What ``bnpmix info RUN_DIR`` prints (one JSON object with ``--json``)."""
     run = finished_run(path)
     summary = run.load_summary()
-    model = read_model(str(run.path))  # weights only: the means are not computed
-    weights, weight_new = model.weights()
-    sizes = cluster_sizes(run)
-    clusters = _clusters(weights, model.uids, sizes)
+    weights, weight_new, uids, sizes, obs = _components(run, summary)
+    clusters = _clusters(weights, uids, sizes)
     weights = np.array([c["weight"] for c in clusters])
     objective = summary.get("objective", "elbo")
     config = summary["config"]
     info: dict[str, Any] = {
         "run_dir": str(run.path),
         "engine": summary["algorithm"],
-        "obs": summary.get("obs", model.obs.name),
+        "obs": obs,
         "corpus": (config.get("run") or {}).get("corpus"),
         "data": summary.get("data"),
         "K": int(summary["K"]),
@@ -273,6 +297,8 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
     if top_words < 1 or top < 1:
         raise BnpmixError(f"show: --top-words and --top must be positive (got {top_words}, "
                           f"{top})")
+    from .evaluate.fitted import load
+
     run = finished_run(path)
     summary = run.load_summary()
     model = load(run.path)

@@ -4,6 +4,10 @@ module is imported (every module that reads a setting imports it), and each valu
 ``dask.config.get`` where it is used, so ``dask.config.set``, Dask's YAML files and
 ``DASK_BNPMIX__<KEY>`` environment variables override it as they override Dask's own settings.
 
+Importing this module does not import Dask (``bnpmix --help`` and ``bnpmix info`` never need
+it): the defaults are added at once when ``dask.config`` is already imported, else the moment it
+is, so whichever of bnpmix and Dask comes first, Dask's configuration has bnpmix's keys.
+
 The file is not copied into ``~/.config/dask`` (``dask.config.ensure_file``): importing a library
 should not write into the user's home (read-only or shared on many clusters, where every worker
 would race to write it), and a copy there would outrank the defaults of later versions.
@@ -11,28 +15,32 @@ would race to write it), and a copy there would outrank the defaults of later ve
 
 from __future__ import annotations
 
-import importlib.resources
 import operator
+import sys
 from collections.abc import Callable
+from importlib.machinery import ModuleSpec
+from types import ModuleType
 from typing import Any
 
-import dask.config
-import yaml
-from dask.utils import parse_bytes, parse_timedelta
-
-from bnpmix.storage import BnpmixError
+from bnpmix.storage.errors import BnpmixError
 
 FILE = "bnpmix.yaml"
 
 
 def shipped_defaults() -> dict[str, Any]:
     """The shipped file's content: ``{"bnpmix": {key: value}}``."""
+    import importlib.resources
+
+    import yaml
+
     text = importlib.resources.files(__package__).joinpath(FILE).read_text(encoding="utf-8")
     return yaml.safe_load(text)
 
 
 def _nbytes(value: Any) -> int:
     """A size: a number of bytes or a string with units ("2GiB"); at least 0."""
+    from dask.utils import parse_bytes
+
     size = parse_bytes(value)
     if size < 0:
         raise ValueError("a size cannot be negative")
@@ -41,6 +49,8 @@ def _nbytes(value: Any) -> int:
 
 def _seconds(value: Any) -> float:
     """A duration in seconds: a number, or a string with units ("60s", "2 minutes"); above 0."""
+    from dask.utils import parse_timedelta
+
     seconds = parse_timedelta(value, default="seconds")
     if not seconds > 0:
         raise ValueError("a duration must be positive")
@@ -73,6 +83,8 @@ def setting(key: str, given: Any = None) -> Any:
     a bad value is an error naming the key."""
     if given is not None:
         return given
+    import dask.config  # adds the shipped defaults if this is Dask's first import
+
     value = dask.config.get(f"bnpmix.{key}")
     try:
         return PARSERS[key](value)
@@ -80,4 +92,35 @@ def setting(key: str, given: Any = None) -> Any:
         raise BnpmixError(f"Dask config bnpmix.{key}: {value!r} is not valid ({exc})") from None
 
 
-dask.config.update_defaults(shipped_defaults())
+def _add_defaults(dask_config: ModuleType) -> None:
+    """The shipped file as Dask's defaults (``dask.config.update_defaults``)."""
+    dask_config.update_defaults(shipped_defaults())
+
+
+class _AddDefaultsOnImport:
+    """A finder on ``sys.meta_path`` for ``dask.config`` alone, used once: the module is found
+    by the other finders and executed as usual, then gets the shipped defaults."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> ModuleSpec | None:
+        if name != "dask.config":
+            return None
+        import importlib.util
+
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(name)
+        if spec is None or spec.loader is None:
+            return spec
+        execute = spec.loader.exec_module
+
+        def exec_module(module: ModuleType) -> None:
+            execute(module)
+            _add_defaults(module)
+
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+if "dask.config" in sys.modules:
+    _add_defaults(sys.modules["dask.config"])
+else:
+    sys.meta_path.insert(0, _AddDefaultsOnImport())

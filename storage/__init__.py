@@ -1,12 +1,36 @@
-"""Corpus format, ingestion, partition readers and run directories (installed as bnpmix.storage)."""
+"""Corpus format, ingestion, partition readers and run directories (installed as bnpmix.storage).
 
-from .corpus import Batch, Corpus, Manifest, PartitionInfo
-from .dense import ingest_array, ingest_csv, ingest_npy
-from .docword import ingest_docword, read_vocab
+Only the errors are imported with the package; every other name is imported from its module on
+first use (PEP 562), so that reading a manifest or a run's JSON does not load pyarrow, pandas
+and scipy, which the readers and writers of partitions need."""
+
+from importlib import import_module
+
 from .errors import BnpmixError, CorruptPartitionError, DataError, DataWarning, local_path
-from .rundir import RunDir, validate_summary
-from .text import ingest_text, tokenize
-from .writer import DEFAULT_PARTITION_ROWS
+
+# name -> the module of this package that defines it
+_LAZY = {
+    "Batch": "corpus", "Corpus": "corpus", "Manifest": "corpus", "PartitionInfo": "corpus",
+    "ingest_array": "dense", "ingest_csv": "dense", "ingest_npy": "dense",
+    "ingest_docword": "docword", "read_vocab": "docword",
+    "RunDir": "rundir", "validate_summary": "rundir",
+    "ingest_text": "text", "tokenize": "text",
+    "DEFAULT_PARTITION_ROWS": "writer",
+}
+
+
+def __getattr__(name: str) -> object:
+    """A re-exported name, imported from its module the first time it is asked for."""
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(f".{_LAZY[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
 
 __all__ = [
     "DEFAULT_PARTITION_ROWS",

@@ -20,15 +20,15 @@ import json
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-import scipy.sparse as sp
 
-from .errors import BnpmixError, CorruptPartitionError, local_path
-from .objectstore import is_url, read_object
+from .errors import BnpmixError, CorruptPartitionError, is_url, local_path
+
+if TYPE_CHECKING:  # imported where partitions are read or written: the manifest needs neither
+    import pyarrow as pa
+    import scipy.sparse as sp
 
 FORMAT_NAME = "bnpmix-corpus"
 FORMAT_VERSION = 1
@@ -210,6 +210,8 @@ def sha256_bytes(data: bytes) -> str:
 
 def dense_table(X: np.ndarray, columns: dict[str, np.ndarray]) -> pa.Table:
     """Arrow table of a dense block: ``x`` as fixed_size_list<float>[D] plus optional columns."""
+    import pyarrow as pa
+
     X = np.ascontiguousarray(X)
     flat = pa.array(X.reshape(-1))
     arrays = {"x": pa.FixedSizeListArray.from_arrays(flat, X.shape[1])}
@@ -221,6 +223,8 @@ def bow_table(
     indptr: np.ndarray, word_ids: np.ndarray, counts: np.ndarray, columns: dict[str, np.ndarray]
 ) -> pa.Table:
     """Arrow table of a bag-of-words block: CSR (indptr, word_ids, counts) as two list columns."""
+    import pyarrow as pa
+
     offsets = pa.array(np.asarray(indptr, dtype=np.int32))
     arrays = {
         "word_ids": pa.ListArray.from_arrays(offsets, pa.array(word_ids.astype(np.int32))),
@@ -237,6 +241,9 @@ def vocab_sha256(words: list[str]) -> str:
 
 def write_partition(directory: Path, index: int, table: pa.Table, nnz: int | None) -> PartitionInfo:
     """Write one partition file into ``directory`` and describe it."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
     sink = pa.BufferOutputStream()
     # dictionary-encoding distinct floats only wastes memory; word ids and counts repeat a lot
     dictionary = "word_ids" in table.column_names
@@ -250,6 +257,8 @@ def write_partition(directory: Path, index: int, table: pa.Table, nnz: int | Non
 def check_values(X: np.ndarray | sp.csr_matrix, path: Path) -> None:
     """Every value finite (and every word count non-negative): else an error naming the file,
     the row within it and the column. One vectorised pass; cheap next to the read itself."""
+    import scipy.sparse as sp
+
     if sp.issparse(X):
         bad = ~np.isfinite(X.data) | (X.data < 0)
         if bad.any():
@@ -315,6 +324,8 @@ class Corpus:
     def _read(self, name: str) -> bytes:
         """A file of the corpus by its name in the directory (or under the URL's prefix)."""
         if isinstance(self.path, str):
+            from .objectstore import read_object
+
             return read_object(self.path, name)
         return (self.path / name).read_bytes()
 
@@ -339,6 +350,9 @@ class Corpus:
 
     def read(self, index: int) -> Batch:
         """Partition ``index`` as a Batch: a dense (n, D) array or an (n, V) CSR matrix."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         if not 0 <= index < self.n_partitions:
             raise IndexError(f"{self.path}: no partition {index} (has {self.n_partitions})")
         data = self.read_bytes(index)
@@ -361,6 +375,8 @@ class Corpus:
         return Batch(X=X, index=index, start=int(self._starts[index]), columns=cols)
 
     def _matrix(self, table: pa.Table) -> np.ndarray | sp.csr_matrix:
+        import scipy.sparse as sp
+
         n = table.num_rows
         if self.kind == "dense":
             flat = table.column("x").combine_chunks().flatten()
@@ -381,6 +397,8 @@ class Corpus:
 
     def read_all(self, indices: Sequence[int] | None = None) -> Batch:
         """Concatenate partitions (for small corpora and tests only: reads them all)."""
+        import scipy.sparse as sp
+
         idx = range(self.n_partitions) if indices is None else indices
         batches = [self.read(i) for i in idx]
         if self.kind == "dense":

@@ -10,6 +10,11 @@ URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 DASK_SCHEMES = frozenset({"tcp", "tls", "ucx", "inproc", "ws", "wss"})
 
 
+def is_url(path: object) -> bool:
+    """Whether ``path`` is a URL string (``scheme://...``) rather than a local path."""
+    return isinstance(path, str) and URL.match(path) is not None
+
+
 class BnpmixError(Exception):
     """Any error bnpmix reports to a user as one line (exit code 1 from the CLI)."""
 

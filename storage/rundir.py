@@ -4,8 +4,10 @@ Layout::
 
     RUN_DIR/.claim                    the PID of the fit that took the directory (claim())
     RUN_DIR/summary.json              algorithm, K, objective (elbo or loglik) and its value and
-                                      value per item, laps, n_items, wall_seconds, config
-                                      (validated on load)
+                                      value per item, laps, n_items, wall_seconds, config,
+                                      cache (the partition tasks' cache hits and home worker
+                                      share; absent in runs written before it) (validated on
+                                      load)
     RUN_DIR/trace.csv                 one row per batch visit or lap: lap, batch, [elbo,] K,
                                       seconds, and the engine's own columns
     RUN_DIR/model.npz                 the global parameters (arrays) + model.json (their meaning)
@@ -41,6 +43,8 @@ SUMMARY_FIELDS: dict[str, type | tuple[type, ...]] = {
     "wall_seconds": numbers.Real,
     "config": dict,
 }
+CACHE_COUNTS = ("tasks", "hits", "misses")  # summary["cache"]: counts, then rates or None
+CACHE_RATES = ("hit_rate", "warm_hit_rate", "home_rate")
 TRACE_COLUMNS = ("lap", "batch", "K", "seconds")  # every trace has these; VB traces add elbo
 
 
@@ -58,7 +62,23 @@ def validate_summary(obj: Any, path: str | Path) -> dict[str, Any]:
     for key in (objective, f"{objective}_per_item"):
         if isinstance(obj.get(key), bool) or not isinstance(obj.get(key), numbers.Real):
             raise BnpmixError(f"{path}: field {key!r} (the objective) is missing or not a number")
+    if "cache" in obj:
+        _validate_cache(obj["cache"], path)
     return obj
+
+
+def _validate_cache(cache: Any, path: str | Path) -> None:
+    """summary["cache"]: task counts (integers) and rates (numbers in [0, 1], or None)."""
+    if not isinstance(cache, dict):
+        raise BnpmixError(f"{path}: field 'cache' must be an object")
+    for key in (*CACHE_COUNTS, *CACHE_RATES):
+        value = cache.get(key, "missing")
+        if key in CACHE_COUNTS:
+            ok = isinstance(value, numbers.Integral) and value >= 0
+        else:
+            ok = value is None or (isinstance(value, numbers.Real) and 0 <= value <= 1)
+        if isinstance(value, bool) or not ok:
+            raise BnpmixError(f"{path}: field 'cache' has no valid {key!r} ({value!r})")
 
 
 MODEL_FILE, MODEL_META = "model.npz", "model.json"  # the fitted model and its description

@@ -21,10 +21,10 @@ from scipy.special import betaln, digamma, gammaln
 from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 
 from bnpmix.algorithms.alloc import StickBreaking
-from bnpmix.algorithms.colsparse import dense
 from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
 from bnpmix.algorithms.mixture import Mixture, optimal_elbo
 from bnpmix.algorithms.obs import obs_class
+from bnpmix.algorithms.sparse_stats import dense
 from bnpmix.algorithms.summary import Delete, Insert, Merge, MergeGroup, Reorder, Summary
 from bnpmix.algorithms.vb.local import Plan, batch_step, responsibilities, summarize
 from bnpmix.algorithms.vb.merge import MergeConfig, merge_round

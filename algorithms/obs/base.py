@@ -47,6 +47,8 @@ class ObsModel(ABC):
     """p(x | phi_k) in an exponential family with conjugate prior H(phi | lambda_0)."""
 
     name: ClassVar[str]
+    # responsibilities below this are set to 0 in the local step (vb.local.truncate)
+    responsibility_floor: ClassVar[float] = 0.0
 
     def prepare(self, X: Data) -> Any:
         """The rows of X for repeated one-item calls by position (ADF and EP sweeps): ``Rows``
@@ -68,8 +70,8 @@ class ObsModel(ABC):
     # the sparse path of large vocabularies: defaults for models whose statistics are small
 
     def batch_stats(self, X: Data, R: np.ndarray) -> dict[str, Any]:
-        """The statistics of a batch summary: ``stats``, or an equal smaller form (Mult: only
-        the columns of the batch's words, as ColumnSparse)."""
+        """The statistics of a batch summary: ``stats``, or an equal smaller form (Mult: a
+        sparse matrix)."""
         return self.stats(X, R)
 
     def batch_columns(self, X: Data) -> np.ndarray | None:
@@ -82,10 +84,11 @@ class ObsModel(ABC):
         return post
 
     def post_update(self, post: Arrays, N: np.ndarray, stats: Arrays,
-                    cols: np.ndarray | None) -> Arrays:
+                    changed: Any) -> Arrays:
         """The global update (Eq. 10) from statistics that differ from those ``post`` was built
-        from only in columns ``cols``; by default a new ``post(N, stats)``. A model may update
-        ``post``'s arrays in place instead (Mult): the caller owns them."""
+        from only where ``changed`` (a 0/1 sparse (K, columns) pattern; None: anywhere); by
+        default a new ``post(N, stats)``. A model may update ``post``'s arrays in place
+        instead (Mult): the caller owns them."""
         return self.post(N, stats)
 
     def elbo_at_optimum(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:

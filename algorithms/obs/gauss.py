@@ -97,11 +97,29 @@ class Gauss(ObsModel):
 
     def E_loglik(self, X: Data, post: Arrays) -> np.ndarray:
         """-D/2 log 2π + ½ E[log|Λ|] - ½ (D/κ + ν (x - m)ᵀ B⁻¹ (x - m))."""
+        quad = W.mahalanobis(np.asarray(X, dtype=float), post["U"], post["m"])
+        return self._E_loglik_offset(post) - 0.5 * post["nu"] * quad
+
+    def _E_loglik_offset(self, post: Arrays) -> np.ndarray:
+        """E_loglik's terms free of x: -D/2 log 2π + ½ E[log|Λ|] - ½ D/κ (K,)."""
         D = self.D
         elogdet = W.E_logdet(post["nu"], post["logdet_B"], D)
-        quad = W.mahalanobis(np.asarray(X, dtype=float), post["U"], post["m"])
-        return (-0.5 * D * W.LOG2PI + 0.5 * elogdet
-                - 0.5 * (D / post["kappa"] + post["nu"] * quad))
+        return -0.5 * D * W.LOG2PI + 0.5 * elogdet - 0.5 * D / post["kappa"]
+
+    def local_step(self, X: Data, post: Arrays,
+                   Elogw: np.ndarray) -> tuple[np.ndarray, np.ndarray, Arrays, np.ndarray]:
+        """Eq. 9 fused with the statistics of Eq. 7: (R, N, stats, H), equal to responsibilities
+        followed by N = Σ_n r_n, stats and the entropies. E[log w_k] + E_loglik is linear in the
+        quadratic features of y = x - c, c the batch mean (wishart.quad_theta), so both the
+        log-likelihoods and the statistics are matrix products with those features
+        (wishart.feature_estep); the centring keeps the expanded quadratic forms accurate."""
+        X = np.asarray(X, dtype=float)
+        c = X.mean(axis=0) if len(X) else np.zeros(self.D)
+        theta = W.quad_theta(post["U"], post["nu"], post["m"] - c)
+        theta[-1] += self._E_loglik_offset(post) + Elogw
+        R, G, H = W.feature_estep(X, c, theta)
+        N, xxT, x = W.feature_stats(G, self.D, c)
+        return R, N, {"x": x, "xxT": xxT}, H
 
     def draw(self, post: Arrays, rng: np.random.Generator) -> Arrays:
         """(μ_k, Λ_k) ~ NW(m_k, κ_k, ν_k, B_k⁻¹) as θ = {"mu": μ (K, D), "U": P (K, D, D) with

@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import digamma, gammaln, logsumexp
 
-from ..colsparse import ColumnSparse, dense
+from ..sparse_stats import canonical, dense, flat_index
 from .base import Arrays, Data, ObsModel, check_component, check_weight, log_gamma_draw
 
 
@@ -73,18 +73,13 @@ def _log_B_kept(post: Arrays) -> np.ndarray:
     return gl_sum - gammaln(lam_sum)
 
 
-def _local_columns(Xc: sp.csr_matrix) -> tuple[sp.csr_matrix, np.ndarray]:
-    """X restricted to the columns it uses (n, |cols|), and those columns (sorted)."""
-    cols, pos = np.unique(Xc.indices, return_inverse=True)
-    local = sp.csr_matrix((Xc.data, pos.astype(Xc.indices.dtype), Xc.indptr),
-                          shape=(Xc.shape[0], len(cols)))
-    return local, cols.astype(np.int64)
-
-
 class Mult(ObsModel):
     """Multinomial (bag-of-words) components over a vocabulary of V words."""
 
     name = "mult"
+    # r_nk < 1e-10 dropped (vb.local.truncate): ≤ K·1e-10 nats of ELBO per document, and the
+    # batch statistics become sparse (text responsibilities are nearly one-hot)
+    responsibility_floor = 1e-10
 
     def __init__(self, V: int, lam0: float | np.ndarray) -> None:
         V = int(V)
@@ -123,11 +118,10 @@ class Mult(ObsModel):
         wc = as_csr(X).T @ np.asarray(R, dtype=float)
         return {"wc": np.ascontiguousarray(np.asarray(wc).T)}
 
-    def batch_stats(self, X: Data, R: np.ndarray) -> dict[str, ColumnSparse]:
-        """wc = Rᵀ X on the batch's words only: ColumnSparse (K, V) with values (K, V_batch)."""
-        local, cols = _local_columns(as_csr(X))
-        wc = np.asarray(local.T @ np.asarray(R, dtype=float)).T
-        return {"wc": ColumnSparse(cols, np.ascontiguousarray(wc), self.V)}
+    def batch_stats(self, X: Data, R: np.ndarray) -> dict[str, sp.csr_matrix]:
+        """wc = Rᵀ X as a sparse (K, V) matrix: non-zero only where a word meets a component
+        holding (r_nk > 0) a document that has it."""
+        return {"wc": canonical(sp.csr_matrix(np.asarray(R, dtype=float)).T.tocsr() @ as_csr(X))}
 
     def batch_columns(self, X: Data) -> np.ndarray:
         """The words X contains (sorted): the columns of E[log θ] its local step reads."""
@@ -143,24 +137,30 @@ class Mult(ObsModel):
                 "gl_sum": gammaln(lam).sum(-1)}
 
     def post_update(self, post: Arrays, N: np.ndarray, stats: Arrays,
-                    cols: np.ndarray | None) -> Arrays:
-        """Eq. 10 on the columns ``cols`` only, writing into ``post``'s λ and ψ(λ): O(K ·
-        |cols|), with Σ_v λ_kv and Σ_v log Γ(λ_kv) moved by the changed entries' differences.
-        The whole update when cols is None, K changed or post lacks the kept sums."""
+                    changed: sp.csr_matrix | None) -> Arrays:
+        """Eq. 10 on the changed entries (k, w) only, writing into ``post``'s λ and ψ(λ): O(K +
+        entries), with Σ_v λ_kv and Σ_v log Γ(λ_kv) moved by the entries' differences. The
+        whole update when nothing says what changed, K changed or post lacks the kept sums."""
         wc = stats["wc"]
-        if (cols is None or isinstance(wc, ColumnSparse) or not post.keys() >= _KEPT
-                or post["lam"].shape != wc.shape):
+        if (changed is None or sp.issparse(wc) or not post.keys() >= _KEPT
+                or post["lam"].shape != wc.shape
+                or not all(a.flags.c_contiguous for a in (post["lam"], post["dig"], wc))):
             return self.post(N, stats)
-        lam, dig = post["lam"], post["dig"]
-        old = lam[:, cols]
-        new = self.lam0[cols] + wc[:, cols]
-        lam[:, cols] = new
-        dig[:, cols] = digamma(new)
+        at = flat_index(canonical(changed))
+        rows = at // self.V
+        lam, dig = post["lam"].reshape(-1), post["dig"].reshape(-1)  # views of C-ordered arrays
+        old = lam.take(at)
+        new = wc.reshape(-1).take(at)
+        new += self.lam0.take(at - rows * self.V)
+        lam[at] = new
+        dig[at] = digamma(new)
+        K = len(N)
         gl = gammaln(new)
         gl -= gammaln(old)
         new -= old
-        return {"lam": lam, "dig": dig, "lam_sum": post["lam_sum"] + new.sum(-1),
-                "gl_sum": post["gl_sum"] + gl.sum(-1)}
+        return {"lam": post["lam"], "dig": post["dig"],
+                "lam_sum": post["lam_sum"] + np.bincount(rows, new, minlength=K),
+                "gl_sum": post["gl_sum"] + np.bincount(rows, gl, minlength=K)}
 
     def E_log_theta(self, post: Arrays) -> np.ndarray:
         """E[log θ_kw] = ψ(λ_kw) - ψ(Σ_v λ_kv): (K, V)."""

@@ -6,6 +6,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -86,6 +87,119 @@ def mahalanobis(X: np.ndarray, U: np.ndarray, centers: np.ndarray | None = None)
         Z = np.concatenate([X, np.ones((n, 1))], axis=1) @ np.concatenate([W, offsets])
     Z = Z.reshape(n, K, D)
     return np.einsum("nkd,nkd->nk", Z, Z)
+
+
+BLOCK = 2048  # items per block of feature_estep: its features (P x BLOCK) are reused from cache
+
+
+def quad_pairs(D: int) -> tuple[np.ndarray, np.ndarray]:
+    """The (i, j), i ≤ j, of the quadratic features y_i y_j, diagonal by diagonal: j - i = 0, 1,
+    ..., D - 1. Diagonal d is then one product of two contiguous row ranges, y_{0..D-1-d} and
+    y_{d..D-1}, without broadcasting (measured 25 % faster than row by row)."""
+    rows = np.concatenate([np.arange(D - d) for d in range(D)])
+    cols = rows + np.repeat(np.arange(D), np.arange(D, 0, -1))
+    return rows, cols
+
+
+def quad_theta(U: np.ndarray, nu: np.ndarray, centers: np.ndarray | None = None) -> np.ndarray:
+    """θ (P, K) with φ(y)·θ_k = -½ ν_k (y - c_k)ᵀ B_k⁻¹ (y - c_k) for the quadratic features
+    φ(y) = [y_i y_j ((i, j) in quad_pairs order), y, 1] (no y block and c_k = 0 when ``centers``
+    is None). With A = B⁻¹ = Uᵀ U: -½ ν A_ii on the squares, -ν A_ij on the products (i < j),
+    ν A c on y and -½ ν |U c|² on 1. The last row is where callers add constants."""
+    K, D = U.shape[0], U.shape[-1]
+    nu = np.asarray(nu, dtype=float)
+    A = np.swapaxes(U, -1, -2) @ U
+    rows, cols = quad_pairs(D)
+    quad = A[:, rows, cols] * -nu[:, None]
+    quad[:, :D] *= 0.5  # the squares
+    if centers is None:
+        return np.vstack([quad.T, np.zeros((1, K))])
+    Uc = np.einsum("kij,kj->ki", U, centers)
+    lin = np.einsum("kij,kj->ki", A, centers) * nu[:, None]
+    return np.vstack([quad.T, lin.T, -0.5 * nu * np.einsum("ki,ki->k", Uc, Uc)])
+
+
+def _feature_blocks(X: np.ndarray, center: np.ndarray | None) -> Iterator[tuple[slice, np.ndarray]]:
+    """φ(x_n - c)ᵀ for blocks of BLOCK consecutive items: (rows, (P, m) array), m ≤ BLOCK. The
+    arrays are reused: each is valid until the next block. Each numpy call runs over whole
+    contiguous rows of m items: y - c transposed, then one product per diagonal (quad_pairs)."""
+    n, D = X.shape
+    Q = D * (D + 1) // 2
+    P = Q + (0 if center is None else D) + 1
+    buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for s in range(0, n, BLOCK):
+        m = min(BLOCK, n - s)
+        if m not in buffers:  # at most two sizes: BLOCK and the last block's
+            Phi = np.empty((P, m))
+            Phi[-1] = 1.0
+            buffers[m] = Phi, np.empty((D, m)) if center is None else Phi[Q:Q + D]
+        Phi, Y = buffers[m]
+        if center is None:
+            np.copyto(Y, X[s:s + m].T)
+        else:
+            np.subtract(X[s:s + m].T, center[:, None], out=Y)
+        np.square(Y, out=Phi[:D])
+        row = D
+        for d in range(1, D):
+            np.multiply(Y[:D - d], Y[d:], out=Phi[row:row + D - d])
+            row += D - d
+        yield slice(s, s + m), Phi
+
+
+def feature_estep(X: np.ndarray, center: np.ndarray | None,
+                  theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The E-step of a mixture whose E[log w_k] + E[log p(x|φ_k)] is φ(x - c)·θ_k (quad_theta's
+    features), fused with its statistics, one block of items at a time:
+    r_nk = exp(L_nk - max_k L_nk) / z_n with z_n = Σ_k exp(L_nk - max_k L_nk);
+    H_k = -Σ_n r_nk log r_nk = Σ_n r_nk (log z_n - (L_nk - max_k L_nk)), two non-negative sums;
+    G = Σ_n φ(x_n - c) r_nᵀ (P, K), whose rows hold Σ r y yᵀ, Σ r y and N (feature_stats).
+    L and G are matrix products with the block's features; R (n, K) is returned column-major."""
+    n = X.shape[0]
+    P, K = theta.shape
+    G, H = np.zeros((P, K)), np.zeros(K)
+    RT = np.empty((K, n))
+    if K == 0:
+        return RT.T, G, H
+    thetaT = np.ascontiguousarray(theta.T)
+    Gm = np.empty((P, K))
+    buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+    for rows, Phi in _feature_blocks(X, center):
+        m = Phi.shape[1]
+        if m not in buffers:
+            buffers[m] = np.empty((K, m)), np.empty(m)
+        L, t = buffers[m]
+        R = RT[:, rows]
+        np.matmul(thetaT, Phi, out=L)
+        np.max(L, axis=0, out=t)
+        L -= t
+        np.exp(L, out=R)
+        np.sum(R, axis=0, out=t)
+        np.divide(1.0, t, out=t)
+        R *= t
+        H -= np.einsum("km,km->k", L, R)
+        np.log(t, out=t)  # log(1 / z)
+        H -= R @ t
+        np.matmul(Phi, R.T, out=Gm)
+        G += Gm
+    return RT.T, G, H
+
+
+def feature_stats(G: np.ndarray, D: int,
+                  center: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """(N, Σ r x xᵀ (K, D, D), Σ r x (K, D) or None) from feature_estep's G over y = x - c:
+    Σ r x = Σ r y + N c and Σ r x xᵀ = Σ r y yᵀ + (Σ r y) cᵀ + c (Σ r y)ᵀ + N c cᵀ."""
+    Q = D * (D + 1) // 2
+    N = G[-1].copy()
+    rows, cols = quad_pairs(D)
+    S = np.empty((G.shape[1], D, D))
+    S[:, rows, cols] = G[:Q].T
+    S[:, cols, rows] = G[:Q].T
+    if center is None:
+        return N, S, None
+    sy = G[Q:Q + D].T
+    yc = sy[:, :, None] * center
+    S += yc + np.swapaxes(yc, 1, 2) + N[:, None, None] * np.outer(center, center)
+    return N, S, sy + N[:, None] * center
 
 
 def solve_lower(L: np.ndarray, Y: np.ndarray) -> np.ndarray:

@@ -77,9 +77,25 @@ class ZeroMeanGauss(ObsModel):
 
     def E_loglik(self, X: Data, post: Arrays) -> np.ndarray:
         """Supplement Eq. 19: -D/2 log 2π + ½ E[log|Λ|] - ½ ν xᵀ B⁻¹ x."""
-        elogdet = W.E_logdet(post["nu"], post["logdet_B"], self.D)
         quad = W.mahalanobis(np.asarray(X, dtype=float), post["U"])
-        return -0.5 * self.D * W.LOG2PI + 0.5 * elogdet - 0.5 * post["nu"] * quad
+        return self._E_loglik_offset(post) - 0.5 * post["nu"] * quad
+
+    def _E_loglik_offset(self, post: Arrays) -> np.ndarray:
+        """E_loglik's terms free of x: -D/2 log 2π + ½ E[log|Λ|] (K,)."""
+        return -0.5 * self.D * W.LOG2PI + 0.5 * W.E_logdet(post["nu"], post["logdet_B"], self.D)
+
+    def local_step(self, X: Data, post: Arrays,
+                   Elogw: np.ndarray) -> tuple[np.ndarray, np.ndarray, Arrays, np.ndarray]:
+        """Eq. 9 fused with the statistics (Eq. 13): (R, N, stats, H), equal to responsibilities
+        followed by N = Σ_n r_n, stats and the entropies; E[log w_k] + E_loglik is linear in the
+        products x_i x_j (i ≤ j), so the log-likelihoods and the statistics are both matrix
+        products with those features (wishart.quad_theta, wishart.feature_estep)."""
+        X = np.asarray(X, dtype=float)
+        theta = W.quad_theta(post["U"], post["nu"])
+        theta[-1] += self._E_loglik_offset(post) + Elogw
+        R, G, H = W.feature_estep(X, None, theta)
+        N, xxT, _ = W.feature_stats(G, self.D, None)
+        return R, N, {"xxT": xxT}, H
 
     def draw(self, post: Arrays, rng: np.random.Generator) -> Arrays:
         """Λ_k ~ Wishart(ν_k, B_k⁻¹) as θ = {"U": P (K, D, D) with Λ = Pᵀ P, "logdet": log|Λ|

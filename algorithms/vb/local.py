@@ -47,10 +47,26 @@ class BatchResult:
 
 
 def responsibilities(X: Data, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np.ndarray]:
-    """Eq. 9: r_nk ∝ exp(E[log w_k] + E[log p(x_n|phi_k)]); returns (R, log R), in log space."""
+    """Eq. 9: r_nk ∝ exp(E[log w_k] + E[log p(x_n|phi_k)]); returns (R, log R), in log space;
+    truncated below the model's responsibility floor."""
     log_r = obs.E_loglik(X, g.post) + g.Elogw
     log_r -= logsumexp(log_r, axis=1, keepdims=True)
-    return np.exp(log_r), log_r
+    R = np.exp(log_r)
+    return truncate(R, log_r, obs.responsibility_floor) if obs.responsibility_floor else (R, log_r)
+
+
+def truncate(R: np.ndarray, log_r: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
+    """q(z_n) with every r_nk < floor set to 0 and the rest renormalised: a distribution whose
+    ELBO is below the exact local step's by KL = -log(1 - δ_n) ≤ K·floor / (1 - K·floor) nats
+    for item n, δ_n being the mass dropped; it makes bag-of-words statistics sparse."""
+    drop = np.less(R, floor)
+    if not drop.any():
+        return R, log_r
+    R[drop] = 0.0
+    kept = R.sum(axis=1, keepdims=True)
+    R /= kept
+    log_r -= np.log(kept)  # where r_nk = 0 it stays finite: only ever multiplied by r_nk
+    return R, log_r
 
 
 def entropies(R: np.ndarray, log_r: np.ndarray) -> np.ndarray:
@@ -101,8 +117,17 @@ def summarize(X: Data, obs: ObsModel, R: np.ndarray, log_r: np.ndarray | None,
 def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> BatchResult:
     """Local step on one batch (Eq. 9), its summary (Eq. 7) and any birth collection."""
     plan = plan or Plan()
-    R, log_r = responsibilities(X, obs, g)
-    summary = summarize(X, obs, R, log_r, g.uids, plan.pairs, plan.groups)
+    fused = getattr(obs, "local_step", None)  # the Gaussians: Eq. 9 and Eq. 7 in one pass
+    if fused is None or obs.responsibility_floor:
+        R, log_r = responsibilities(X, obs, g)
+        summary = summarize(X, obs, R, log_r, g.uids, plan.pairs, plan.groups)
+    else:
+        R, N, stats, H = fused(X, g.post, g.Elogw)
+        pairs = np.zeros((0, 2), np.int64) if plan.pairs is None else plan.pairs
+        groups = np.zeros((0, 0), np.int64) if plan.groups is None else plan.groups
+        summary = Summary(uids=g.uids.copy(), N=N, stats=stats, H=H, n_items=X.shape[0],
+                          pairs=pairs, Hpair=pair_entropies(R, g.uids, pairs),
+                          groups=groups, Hgroup=group_entropies(R, g.uids, groups))
     collected = {}
     for uid in plan.targets:
         k = int(np.flatnonzero(g.uids == uid)[0])

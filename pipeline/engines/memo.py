@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 
+from bnpmix.algorithms import sparse_stats
 from bnpmix.algorithms.mixture import Mixture, optimal_elbo
 from bnpmix.algorithms.summary import Insert, Move, Reorder, Summary
 from bnpmix.algorithms.vb.birth import BirthConfig, choose_targets, create, verify
@@ -30,9 +31,10 @@ from bnpmix.algorithms.vb.local import BatchResult, Globals, Plan
 from bnpmix.algorithms.vb.merge import MergeConfig, merge_round, plan_pairs
 from bnpmix.storage.arrays import ArrayFile
 
-from ..config import names, opt
+from ..config import _int, _optional, names, opt
 from ..runtime.data import data_from_arrays, data_to_arrays, stack_rows
 from ..runtime.engine import Engine, Fitted, State, Step, register
+from ..runtime.executors import LocalExecutor
 from ..runtime.store import Codec, StateStore
 from .common import (
     Items,
@@ -60,6 +62,10 @@ class MemoConfig(LapsConfig):
                                  parse=names)
     tol: float = opt(1e-6, "converged when a lap accepts no move, keeps K and changes the ELBO "
                      "by less than this per item (0: run every lap)", within="[0, inf)")
+    ahead: int | None = opt(None, "waves computed ahead: the next waves start on the globals "
+                            "the driver has while it applies the previous one, so wave j is "
+                            "computed on the globals after wave j - 1 - ahead (default: 1 on a "
+                            "Dask cluster, 0 locally)", parse=_optional(_int), within="[0, inf)")
     birth: BirthConfig = field(default_factory=BirthConfig)
     merge: MergeConfig = field(default_factory=MergeConfig)
 
@@ -100,6 +106,15 @@ class LapState:
         return [(int(row[0]), tuple(int(u) for u in row[1:] if u >= 0)) for row in self.groups]
 
 
+def _changed(old: Summary | None, new: Summary) -> Any:
+    """Where S^0 changed when ``old`` left and ``new`` entered (None: anywhere)."""
+    pattern = new.changed_pattern()
+    if pattern is None or old is None:
+        return pattern
+    before = old.changed_pattern()
+    return None if before is None else sparse_stats.canonical((pattern + before).sign())
+
+
 def family_groups(families: list[tuple[int, tuple[int, ...]]]) -> np.ndarray:
     """Rows (origin, newborn, ...) padded with -1."""
     width = 1 + max((len(n) for _, n in families), default=0)
@@ -107,6 +122,16 @@ def family_groups(families: list[tuple[int, tuple[int, ...]]]) -> np.ndarray:
     for i, (origin, newborns) in enumerate(families):
         rows[i, : 1 + len(newborns)] = (origin, *newborns)
     return rows
+
+
+@dataclass
+class Wave:
+    """Batches submitted together, the globals they were given and their pending results
+    (None after a restore, until the wave is submitted again with the same globals)."""
+
+    batches: list[int]
+    g: Globals
+    pending: Any = None
 
 
 @register
@@ -121,7 +146,7 @@ class MemoEngine(Engine):
         model = initial_model(self.ctx, self.cfg.K)
         self._setup(model)
         if model.past is not None:  # earlier streaming blocks: in S^0 for good
-            self.past, self.S0 = model.past, model.past
+            self.past, self.S0 = model.past, model.past.copy()
         # a warm start's components would fall back to the prior after a first partial S^0
         # (suppl. Sec. 2.3): its globals are kept until every batch has been visited once
         self.hold_globals = bool(self.ctx.warm_start)
@@ -140,6 +165,12 @@ class MemoEngine(Engine):
         self.best: tuple[float, int, Mixture] | None = None  # (ELBO, lap, model) at lap ends
         self.last_elbo: float | None = None  # the previous lap end's
         self.stopped = ""
+        self.W = self.ctx.wave
+        local = isinstance(self.ctx.executor, LocalExecutor)
+        self.ahead = self.cfg.ahead if self.cfg.ahead is not None else 0 if local else 1
+        self.inflight: list[Wave] = []
+        self.columns: dict[int, np.ndarray] = {}  # each visited batch's words (Mult), else {}
+        self.model_is_S0 = False  # q(φ) is the global update of S^0 itself (no S', no hold)
 
     @property
     def births_on(self) -> bool:
@@ -221,7 +252,7 @@ class MemoEngine(Engine):
             idx = np.array([S_prime.index(u) for u in s.uids])
             S_prime.N[idx] = s.N
             for k in S_prime.stats:
-                S_prime.stats[k][idx] = s.stats[k]
+                sparse_stats.place(S_prime.stats[k], idx, s.stats[k])
         for u in uids:
             self.laps_since[u] = 1
         return S_prime, families
@@ -262,6 +293,7 @@ class MemoEngine(Engine):
         S_prime, families = self._adopt()
         if S_prime is not None:
             self.model = Mixture.from_summary(ctx.obs, ctx.alloc, self.S0 + S_prime)
+            self.model_is_S0 = False
         pairs = plan_pairs(ctx.obs, self.S0, self.cfg.merge) if self.merges_on else None
         targets = self._choose_birth_targets(lap, {origin for origin, _ in families})
         order = ctx.rng.order.permutation(ctx.corpus.n_partitions)
@@ -270,27 +302,50 @@ class MemoEngine(Engine):
                                   S_prime, targets, 0, groups, np.zeros(len(groups)))
 
     def wave(self) -> int:
-        """Visit the next W batches against the same globals; apply them in visiting order."""
-        ctx, st = self.ctx, self.lap_state
-        batches = [int(b) for b in st.order[st.pos:st.pos + ctx.wave]]
-        g = self.model.globals()
-        plan = Plan(st.pairs, st.groups, st.targets, self.cfg.birth.tau)
-        results = ctx.executor.map(visit, batches, ctx.obs, g, plan)
-        for b, res in zip(batches, results, strict=True):
+        """Apply the next wave of W batches in visiting order, once it is computed; before
+        waiting, submit waves up to ``ahead`` beyond it on the current globals."""
+        st = self.lap_state
+        submitted = st.pos + sum(len(w.batches) for w in self.inflight)
+        while len(self.inflight) <= self.ahead and submitted < len(st.order):
+            batches = [int(b) for b in st.order[submitted:submitted + self.W]]
+            self.inflight.append(self._submit(Wave(batches, self._wave_globals(batches))))
+            submitted += len(batches)
+        wave = self.inflight.pop(0)
+        for b, res in zip(wave.batches, wave.pending.result(), strict=True):
             if self.on_visit is not None:
-                self.on_visit(st.lap, b, g, res)
+                self.on_visit(st.lap, b, wave.g, res)
             self._apply(b, res)
-        return len(batches)
+        return len(wave.batches)
+
+    def _submit(self, wave: Wave) -> Wave:
+        st = self.lap_state
+        plan = Plan(st.pairs, st.groups, st.targets, self.cfg.birth.tau)
+        wave.pending = self.ctx.executor.submit(visit, wave.batches, self.ctx.obs, wave.g, plan)
+        return wave
+
+    def _wave_globals(self, batches: list[int]) -> Globals:
+        """The globals a wave's tasks need: q(φ) only on the columns of its batches' words once
+        all of them are known (Mult; shipped once for the wave), else whole."""
+        cols = [self.columns.get(b) for b in batches]
+        known = cols and all(c is not None for c in cols)
+        return self.model.globals(np.unique(np.concatenate(cols)) if known else None)
 
     def _apply(self, b: int, res: BatchResult) -> None:
         """Eq. 11 for one batch, then the global update. S' (births being adopted) counts in
         every update of the lap but the last: the lap's final q, which its merges judge and the
-        next lap starts from, rests on the batches' own summaries alone (suppl. Sec. 2.3)."""
+        next lap starts from, rests on the batches' own summaries alone (suppl. Sec. 2.3).
+        S^0 changes in place, and q(φ) only where the batch's statistics can change it (a
+        Mult batch's (component, word) entries) while it is the update of S^0 itself."""
         ctx, st = self.ctx, self.lap_state
         old = self.store.get(b)
         new = res.summary.without_pairs()
-        self.S0 = self.S0 + new if old is None else (self.S0 - old.without_pairs()) + new
+        if old is not None:
+            self.S0.add_in_place(old.without_pairs(), -1.0)
+        self.S0.add_in_place(new)
         self.store.put(b, res.summary)
+        changed = _changed(old, new)
+        if changed is not None:
+            self.columns[b] = np.unique(changed.indices).astype(np.int64)
         st.Hpair = st.Hpair + res.summary.Hpair
         st.Hgroup = st.Hgroup + res.summary.Hgroup
         self._collect(res)
@@ -300,9 +355,14 @@ class MemoEngine(Engine):
         if not (self.hold_globals and not complete):  # a warm start's globals stand until then
             self.hold_globals = False
             use_prime = st.S_prime is not None and not last
-            self.model = Mixture.from_summary(
-                ctx.obs, ctx.alloc, self.S0 + st.S_prime if use_prime else self.S0)
-        elbo = self.model.elbo(self.S0) if complete else float("nan")
+            if self.model_is_S0 and not use_prime and changed is not None:
+                self.model = self.model.updated(self.S0, changed)
+            else:
+                self.model = Mixture.from_summary(
+                    ctx.obs, ctx.alloc, self.S0 + st.S_prime if use_prime else self.S0)
+            self.model_is_S0 = not use_prime
+        elbo = (self.model.elbo(self.S0, at_optimum=self.model_is_S0) if complete
+                else float("nan"))
         self.trace.append(ctx.trace_row(st.lap + st.pos / len(st.order), b, elbo, self.model.K))
 
     def _collect(self, res: BatchResult) -> None:
@@ -351,6 +411,7 @@ class MemoEngine(Engine):
         if self.births_on or self.merges_on:
             self._reorder()
         self.model = Mixture.from_summary(ctx.obs, ctx.alloc, self.S0)
+        self.model_is_S0 = True
         for birth in self.births:
             if birth.n:
                 X = stack_rows(birth.rows)
@@ -366,7 +427,7 @@ class MemoEngine(Engine):
             self.trace.append(ctx.trace_row(st.lap + 1, -1, elbo, self.model.K))
         self._check_convergence(st, elbo, moved)
         if self.best is None or elbo > self.best[0]:
-            self.best = (elbo, st.lap + 1, replace(self.model, past=self.past))
+            self.best = (elbo, st.lap + 1, replace(self.model.copy(), past=self.past))
         self.lap_state = None
         self.next_lap += 1
 
@@ -407,6 +468,10 @@ class MemoEngine(Engine):
             "best": None if self.best is None else list(self.best[:2]),
             "last_elbo": self.last_elbo,
             "stopped": self.stopped,
+            "W": self.W,
+            "ahead": self.ahead,
+            "model_is_S0": self.model_is_S0,
+            "inflight": [w.batches for w in self.inflight],
             "laps_since": [[u, n] for u, n in self.laps_since.items()],
             "stored": self.store.keys(),
             "births": [{"target": b.target, "n": b.n, "rows": bool(b.rows)}
@@ -437,6 +502,11 @@ class MemoEngine(Engine):
             if st.pairs is not None:
                 yield "lap/pairs", st.pairs
             yield from summary_items("lap/S_prime", st.S_prime)
+        for i, w in enumerate(self.inflight):  # what a submitted wave was given
+            yield f"inflight/{i}/uids", w.g.uids
+            yield f"inflight/{i}/Elogw", w.g.Elogw
+            for k, v in w.g.post.items():
+                yield f"inflight/{i}/post/{k}", v
         for key, S in self.store.items():  # streamed: one stored summary in memory at a time
             yield from summary_items(f"store/{key}", S)
 
@@ -452,9 +522,15 @@ class MemoEngine(Engine):
                          model_from(arrays, "best", self.ctx))
         self.last_elbo = meta["last_elbo"]
         self.stopped = meta["stopped"]
+        self.W, self.ahead = int(meta["W"]), int(meta["ahead"])
+        self.model_is_S0 = bool(meta["model_is_S0"])
         self.laps_since = {int(u): int(n) for u, n in meta["laps_since"]}
         for key in meta["stored"]:
-            self.store.put(int(key), summary_from(arrays, f"store/{key}"))
+            S = summary_from(arrays, f"store/{key}")
+            self.store.put(int(key), S)
+            changed = S.changed_pattern()
+            if changed is not None:
+                self.columns[int(key)] = np.unique(changed.indices).astype(np.int64)
         for i, b in enumerate(meta["births"]):
             rows = [data_from_arrays(arrays.group(f"births/{i}/rows"))] if b["rows"] else []
             self.births.append(Birth(int(b["target"]), rows, int(b["n"]),
@@ -466,3 +542,7 @@ class MemoEngine(Engine):
                 arrays["lap/Hpair"], summary_from(arrays, "lap/S_prime"),
                 tuple(int(t) for t in lap["targets"]), lap["pos"], arrays["lap/groups"],
                 arrays["lap/Hgroup"])
+        for i, batches in enumerate(meta["inflight"]):  # submitted again with the same globals
+            g = Globals(arrays[f"inflight/{i}/uids"], arrays.group(f"inflight/{i}/post"),
+                        arrays[f"inflight/{i}/Elogw"])
+            self.inflight.append(self._submit(Wave([int(b) for b in batches], g)))

@@ -15,11 +15,9 @@ from pathlib import Path
 
 from bnpmix.storage import BnpmixError
 from bnpmix.storage.atomic import staged_directory
-from bnpmix.storage.objectstore import is_url, list_objects, read_object, write_object
+from bnpmix.storage.errors import is_url
 
-from ..inspect import finished_run
 from .page import GENERATOR, Image, render
-from .rundata import RunData, load_run
 
 INDEX = "index.html"
 GENERATOR_MARK = f'<meta name="generator" content="{GENERATOR}">'
@@ -63,6 +61,8 @@ def check_output(out: Path) -> Path:
 def publish_to_store(url: str, page: str, images: Sequence[Image]) -> str:
     """The PNG files, then index.html last, under ``url`` (object storage has no rename: a
     reader of index.html finds its pictures); only an earlier report there is replaced."""
+    from bnpmix.storage.objectstore import list_objects, read_object, write_object
+
     url = url.rstrip("/")
     names = list_objects(url)
     if names and (INDEX not in names or GENERATOR_MARK not in read_object(url, INDEX)
@@ -96,11 +96,14 @@ def report(run_dir: str | Path, out: str | Path | None = None,
     """Write the report of a finished run (default ``RUN_DIR/report/``; ``out`` may be a URL);
     returns the path of its index.html. ``heldout``: a corpus whose held-out figures the report
     adds."""
+    from ..inspect import finished_run  # here: numpy, which listing the commands does not need
+
     run = finished_run(run_dir)  # the path's own errors first, then what is missing
     target = out if is_url(out) else check_output(
         Path(out) if out is not None else run.path / "report")
     require_matplotlib()
     from .contents import run_sections, run_subtitle
+    from .rundata import load_run
 
     data = load_run(run.path, heldout, labels_column)
     sections = run_sections(data)
@@ -115,17 +118,30 @@ def compare(run_dirs: Sequence[str | Path], out: str | Path,
     ``out`` (a directory or a URL); returns the path of its index.html."""
     if not run_dirs:
         raise BnpmixError("compare needs run directories")
+    from ..inspect import finished_run
+
     for run_dir in run_dirs:
         finished_run(run_dir)
     target = out if is_url(out) else check_output(Path(out))
     require_matplotlib()
     from .contents import compare_sections, compare_subtitle
+    from .rundata import load_run
 
     runs = [load_run(r, heldout, labels_column) for r in run_dirs]
     sections = compare_sections(runs)
     images = [image for section in sections for image in section.images]
     page = render(f"bnpmix comparison of {len(runs)} runs", compare_subtitle(runs), sections)
     return publish(target, page, images)
+
+
+def __getattr__(name: str) -> object:
+    """``RunData`` and ``load_run``, imported on first use (pandas, pyarrow, the evaluator):
+    the ``bnpmix`` command line imports this package to list its sub-commands."""
+    if name not in ("RunData", "load_run"):
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from . import rundata
+
+    return getattr(rundata, name)
 
 
 __all__ = ["RunData", "compare", "load_run", "report"]

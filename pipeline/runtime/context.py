@@ -15,7 +15,7 @@ from bnpmix.algorithms.obs import ObsModel, obs_class
 from bnpmix.storage import BnpmixError, Corpus
 
 from .data import BatchSource
-from .executors import Executor
+from .executors import Executor, LocalExecutor
 
 STREAMS = ("init", "order", "birth", "merge")
 PARTITION_STREAM = 7  # first spawn-key word of per-partition streams (the run streams use 0-3)
@@ -114,8 +114,15 @@ def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> Fi
         raise BnpmixError(f"prior: {exc}") from None
     alloc = alloc_from_params(model.alloc, {"alpha0": model.alpha0})
     return FitContext(corpus, run.seed, executor, source, obs, alloc, Streams.from_seed(run.seed),
-                      model.init_sample, run.wave, run.summary_bytes, run.warm_start,
+                      model.init_sample, run.wave or default_wave(executor),
+                      run.summary_bytes, run.warm_start,
                       restarts=run.restarts)
+
+
+def default_wave(executor: Executor) -> int:
+    """W when the job leaves it unset: 1 locally (the paper's algorithm, one batch per global
+    update); on a Dask cluster as many batches as its workers run at once."""
+    return 1 if isinstance(executor, LocalExecutor) else max(1, executor.parallelism)
 
 
 def prior_keys(obs_name: str) -> list[str]:

@@ -63,7 +63,8 @@ class PartitionCache:
     """Partitions of one or more corpora kept in memory, least recently used evicted first;
     keyed by the checksum the task carries, so a partition re-ingested at the same path is never
     served stale, and a worker's copy of the manifest is re-read when it disagrees.
-    ``max_bytes``: the budget (None: Dask config ``bnpmix.cache-bytes`` now)."""
+    ``max_bytes``: the budget (None: Dask config ``bnpmix.cache-bytes`` now). ``hits`` and
+    ``misses`` count the lookups served from memory and those that read the corpus."""
 
     def __init__(self, max_bytes: int | None = None) -> None:
         self.max_bytes = setting("cache-bytes", max_bytes)
@@ -71,12 +72,19 @@ class PartitionCache:
         self._held = 0
         self._lock = threading.Lock()
         self._corpora: dict[str, Corpus] = {}
+        self.hits = self.misses = 0
 
     def get(self, ref: PartitionRef) -> Batch:
+        return self.lookup(ref)[0]
+
+    def lookup(self, ref: PartitionRef) -> tuple[Batch, bool]:
+        """The partition, and whether it came from memory (True) or was read from the corpus."""
         with self._lock:
             if ref in self._items:
                 self._items.move_to_end(ref)
-                return self._items[ref]
+                self.hits += 1
+                return self._items[ref], True
+            self.misses += 1
             corpus = self._corpora.get(ref.corpus)
             if corpus is None or _checksum(corpus, ref.index) != ref.sha256:
                 corpus = self._corpora[ref.corpus] = Corpus(ref.corpus)  # new, grown, re-ingested
@@ -92,7 +100,7 @@ class PartitionCache:
                 self._items[ref] = batch
                 self._held += size
                 self._evict()
-        return batch
+        return batch, False
 
     @property
     def held_bytes(self) -> int:

@@ -1,29 +1,41 @@
 """Executors: where partition visits run. One interface, two kinds.
 
-``executor.map(fn, indices, *shared)`` applies ``fn(batch, *shared)`` to each partition in
-``indices`` and returns the results in the order of ``indices`` (never in completion order), so
-local and distributed runs reduce identically. ``shared`` (the global parameters, the lap's merge
-pairs, ...) is shipped once per call, not once per task. With ``payloads=[p_1, ...]`` (one per
-index: a partition's own state from the driver's store, its random seed) the call is
+``executor.submit(fn, indices, *shared)`` starts ``fn(batch, *shared)`` on each partition in
+``indices`` and returns a ``Pending`` at once; ``pending.result()`` waits and returns the results
+in the order of ``indices`` (never in completion order), so local and distributed runs reduce
+identically, and several submits may be outstanding while the driver works on earlier results.
+``executor.map(...)`` is ``submit(...).result()``. ``shared`` (the global parameters, the lap's
+merge pairs, ...) is shipped once per call, not once per task. With ``payloads=[p_1, ...]`` (one
+per index: a partition's own state from the driver's store, its random seed) the call is
 ``fn(batch, p_i, *shared)``: a payload travels with its partition's task only.
+``executor.parallelism``: how many visits can run at once.
 
-- ``LocalExecutor``: in this process, ``threads`` (a thread pool) or ``synchronous``.
+- ``LocalExecutor``: in this process, ``threads`` (a thread pool) or ``synchronous`` (each
+  submit runs at once).
 - ``DaskExecutor``: a ``distributed.Client`` (opened for the run, or the caller's own, which the
   run never closes). Each worker reads its partitions itself (pyarrow) and keeps them in a
-  per-process LRU cache across laps; the shared arguments travel as the result of a task
-  (``submit(identity, ...)``), which Dask can recompute after losing a worker, unlike scattered
-  data. Failed tasks are retried; a partition that still fails stops the run with an error
-  naming it.
+  per-process LRU cache across laps. Each partition has a home worker, chosen by rendezvous
+  hashing over the workers present, where its tasks are sent (another worker may still run
+  them), so a worker's cache holds its own share of the corpus. The shared arguments travel as
+  the result of a task (``submit(identity, ...)``), which Dask can recompute after losing a
+  worker, unlike scattered data. Failed tasks are retried; a partition that still fails stops
+  the run with an error naming it.
+
+Every task reports whether its partition came from the cache (and, on Dask, the worker that ran
+it); ``executor.cache_stats()`` sums these reports, counted on the driver.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import threading
+import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, NamedTuple
 
 from bnpmix.storage import BnpmixError, Corpus
 from bnpmix.storage.objectstore import storage_options
@@ -34,15 +46,65 @@ from .data import PartitionCache, PartitionRef, partition_refs
 BatchFn = Callable[..., Any]
 
 
+class Pending:
+    """The results of one submit. ``result()`` waits for them and returns them in the order of
+    the submit's indices, or raises the first failed partition's error (as ``map`` does); the
+    outcome is kept, so later calls return (or raise) the same."""
+
+    def __init__(self, collect: Callable[[], list[Any]]) -> None:
+        self._collect: Callable[[], list[Any]] | None = collect
+        self._values: list[Any] = []
+        self._error: BaseException | None = None
+
+    def result(self) -> list[Any]:
+        if self._collect is not None:
+            collect, self._collect = self._collect, None
+            try:
+                self._values = collect()
+            except BaseException as exc:
+                self._error = exc
+        if self._error is not None:
+            raise self._error
+        return self._values
+
+
+class TaskCounts(NamedTuple):
+    """One partition's collected tasks: how many, how many read it from a cache, how many ran on
+    its home worker, and of the tasks after its first (``warm``) how many hit."""
+
+    tasks: int = 0
+    hits: int = 0
+    at_home: int = 0
+    warm: int = 0
+    warm_hits: int = 0
+
+
 class Executor(ABC):
     """Runs ``fn(batch, *shared)`` over partitions, returning results in the given order."""
 
     corpus_path: str
+    has_homes = False  # whether tasks have home workers (home_rate is None without)
+
+    def __init__(self) -> None:
+        self._counts: dict[int, TaskCounts] = {}
+        self._submitted: set[int] = set()
+        self._count_lock = threading.Lock()
 
     @abstractmethod
+    def submit(self, fn: BatchFn, indices: Sequence[int], *shared: Any,
+               payloads: Sequence[Any] | None = None) -> Pending:
+        """Start fn on partitions ``indices``; the Pending's result() is their results, in
+        that order."""
+
     def map(self, fn: BatchFn, indices: Sequence[int], *shared: Any,
             payloads: Sequence[Any] | None = None) -> list[Any]:
         """Results of fn on partitions ``indices``, in that order."""
+        return self.submit(fn, indices, *shared, payloads=payloads).result()
+
+    @property
+    @abstractmethod
+    def parallelism(self) -> int:
+        """How many partition visits can run at once (at least 1)."""
 
     def close(self) -> None:
         """Release what the executor holds (threads, the client)."""
@@ -51,30 +113,92 @@ class Executor(ABC):
     def describe(self) -> str:
         return type(self).__name__
 
+    def _warm(self, indices: Iterable[int]) -> list[bool]:
+        """Whether each index had a task submitted before (in this call or an earlier one)."""
+        with self._count_lock:
+            warm = []
+            for i in indices:
+                warm.append(i in self._submitted)
+                self._submitted.add(i)
+        return warm
+
+    def _record(self, index: int, hit: bool, warm: bool, at_home: bool) -> None:
+        with self._count_lock:
+            c = self._counts.get(index, TaskCounts())
+            self._counts[index] = TaskCounts(c.tasks + 1, c.hits + hit, c.at_home + at_home,
+                                             c.warm + warm, c.warm_hits + (warm and hit))
+
+    def task_counts(self) -> dict[int, TaskCounts]:
+        """Per partition, the counts of its collected tasks so far."""
+        with self._count_lock:
+            return dict(self._counts)
+
+    def cache_stats(self) -> dict[str, Any]:
+        """The collected tasks so far: ``tasks``, cache ``hits`` and ``misses``, ``hit_rate``,
+        ``warm_hit_rate`` (the hit rate of the tasks after each partition's first: a lap-based
+        engine's hit rate after its first lap) and ``home_rate`` (the share of tasks that ran
+        on their partition's home worker; None for local executors). Rates are None without
+        tasks to count."""
+        counts = list(self.task_counts().values())
+        t = TaskCounts(*map(sum, zip(*counts, strict=True))) if counts else TaskCounts()
+        return {"tasks": t.tasks, "hits": t.hits, "misses": t.tasks - t.hits,
+                "hit_rate": t.hits / t.tasks if t.tasks else None,
+                "warm_hit_rate": t.warm_hits / t.warm if t.warm else None,
+                "home_rate": t.at_home / t.tasks if t.tasks and self.has_homes else None}
+
 
 class LocalExecutor(Executor):
-    """Partition visits in this process: a thread pool (``threads``) or one after another."""
+    """Partition visits in this process: a thread pool (``threads``) or one after another,
+    at submit time (``synchronous``)."""
 
     def __init__(self, corpus: Corpus, mode: str = "threads", workers: int = 2,
                  cache_bytes: int | None = None) -> None:
         if mode not in ("threads", "synchronous"):
             raise ValueError(f"local scheduler must be threads or synchronous, not {mode!r}")
+        super().__init__()
         self.refs = partition_refs(corpus)
         self.mode = mode
         self.cache = PartitionCache(cache_bytes)
+        self._threads = workers if mode == "threads" else 1
         self._pool = ThreadPoolExecutor(workers) if mode == "threads" else None
 
-    def map(self, fn: BatchFn, indices: Sequence[int], *shared: Any,
-            payloads: Sequence[Any] | None = None) -> list[Any]:
+    @property
+    def parallelism(self) -> int:
+        return self._threads
+
+    def submit(self, fn: BatchFn, indices: Sequence[int], *shared: Any,
+               payloads: Sequence[Any] | None = None) -> Pending:
         tasks = _tasks(indices, payloads)
+        warm = self._warm(i for i, _ in tasks)
 
-        def one(task: tuple[int, tuple]) -> Any:
+        def one(task: tuple[int, tuple]) -> tuple[Any, bool]:
             i, own = task
-            return fn(self.cache.get(self.refs[i]), *own, *shared)
+            batch, hit = self.cache.lookup(self.refs[i])
+            return fn(batch, *own, *shared), hit
 
-        if self._pool is None or len(tasks) == 1:
-            return [one(t) for t in tasks]
-        return list(self._pool.map(one, tasks))
+        def unwrap(outcomes: Iterable[tuple[Any, bool]]) -> list[Any]:
+            values = []
+            for (i, _), was_warm, (value, hit) in zip(tasks, warm, outcomes, strict=True):
+                self._record(i, hit, was_warm, False)
+                values.append(value)
+            return values
+
+        if self._pool is None:  # run now; an error is kept and raised by result(), as threads'
+            pending = Pending(lambda: unwrap(one(t) for t in tasks))
+            with contextlib.suppress(Exception):
+                pending.result()
+            return pending
+        futures = [self._pool.submit(one, t) for t in tasks]
+
+        def collect() -> list[Any]:
+            try:
+                return unwrap([f.result() for f in futures])
+            except BaseException:
+                for f in futures:
+                    f.cancel()
+                raise
+
+        return Pending(collect)
 
     def close(self) -> None:
         if self._pool is not None:
@@ -82,6 +206,25 @@ class LocalExecutor(Executor):
 
     def describe(self) -> str:
         return f"local ({self.mode})"
+
+
+def rendezvous(key: str, workers: Iterable[str]) -> str | None:
+    """Highest-random-weight hashing: the worker w with the largest sha256(key, w) (None without
+    workers). Removing a worker moves only the keys it had; adding one takes keys only for
+    itself; the same on every machine and in every process."""
+    return max(workers, default=None,
+               key=lambda w: hashlib.sha256(f"{key}\0{w}".encode()).digest())
+
+
+def partition_key(ref: PartitionRef) -> str:
+    """What a partition's home is hashed on: its content's checksum and its index."""
+    return f"{ref.sha256}:{ref.index}"
+
+
+def submit_kwargs(home: str | None) -> dict[str, Any]:
+    """A task's placement in Client.submit: its home worker, others allowed (a lost or busy
+    home never holds it up); none before any worker is present."""
+    return {} if home is None else {"workers": [home], "allow_other_workers": True}
 
 
 # one cache per worker process; only a cache: anything in it can be read again from the corpus
@@ -111,18 +254,28 @@ def _tasks(indices: Sequence[int], payloads: Sequence[Any] | None) -> list[tuple
 
 
 def _on_worker(ref: PartitionRef, cache_bytes: int, fn: BatchFn, own: tuple,
-               shared: tuple) -> Any:
-    return fn(_worker_cache(cache_bytes).get(ref), *own, *shared)
+               shared: tuple) -> tuple[Any, bool, str]:
+    """fn's value, whether the partition came from this worker's cache, and where it ran."""
+    from distributed import get_worker
+
+    batch, hit = _worker_cache(cache_bytes).lookup(ref)
+    return fn(batch, *own, *shared), hit, get_worker().address
 
 
 class DaskExecutor(Executor):
     """Partition visits as tasks on a Dask cluster (workers read the corpus themselves).
     ``cache_bytes`` (each worker's partition cache) and ``retries`` (per task) are fixed here,
     on the driver, and travel with the tasks; None: Dask config ``bnpmix.cache-bytes`` and
-    ``bnpmix.task-retries``."""
+    ``bnpmix.task-retries``. The list of workers is asked of the scheduler at most once every
+    ``workers_ttl`` seconds (sooner after a task ran on a worker not in it); homes are
+    recomputed only when it changes."""
+
+    has_homes = True
+    workers_ttl = 1.0
 
     def __init__(self, client: Any, corpus: Corpus, cache_bytes: int | None = None,
                  retries: int | None = None) -> None:
+        super().__init__()
         self.client = client
         self.refs = partition_refs(corpus)
         self.corpus_path = corpus.uri
@@ -133,26 +286,74 @@ class DaskExecutor(Executor):
             client.register_plugin(StorageOptions(options), name="bnpmix-storage-options")
         self.cache_bytes = setting("cache-bytes", cache_bytes)
         self.retries = setting("task-retries", retries)
+        self._workers: tuple[str, ...] = ()
+        self._nthreads = 0
+        self._listed = -float("inf")  # time.monotonic() of the last listing
+        self._homes: dict[int, str | None] = {}
 
-    def map(self, fn: BatchFn, indices: Sequence[int], *shared: Any,
-            payloads: Sequence[Any] | None = None) -> list[Any]:
+    def _list_workers(self) -> None:
+        """The workers present (one round trip, unless listed within workers_ttl seconds);
+        the homes are forgotten when the set differs from the last one."""
+        now = time.monotonic()
+        if now - self._listed < self.workers_ttl:
+            return
+        info = self.client.scheduler_info()["workers"]
+        self._listed = now
+        self._nthreads = sum(int(w["nthreads"]) for w in info.values())
+        workers = tuple(sorted(info))
+        if workers != self._workers:
+            self._workers, self._homes = workers, {}
+
+    def _home(self, index: int) -> str | None:
+        if index not in self._homes:
+            self._homes[index] = rendezvous(partition_key(self.refs[index]), self._workers)
+        return self._homes[index]
+
+    def home(self, index: int) -> str | None:
+        """The address of partition ``index``'s home worker among the workers present (None
+        while there are none)."""
+        self._list_workers()
+        return self._home(int(index))
+
+    @property
+    def parallelism(self) -> int:
+        """The total threads of the workers present (as of the last listing; at least 1)."""
+        self._list_workers()
+        return max(1, self._nthreads)
+
+    def submit(self, fn: BatchFn, indices: Sequence[int], *shared: Any,
+               payloads: Sequence[Any] | None = None) -> Pending:
         tasks = _tasks(indices, payloads)
+        self._list_workers()
+        homes = [self._home(i) for i, _ in tasks]
+        warm = self._warm(i for i, _ in tasks)
         # one task: the shared arguments ride in its spec (one round trip, still recomputable);
         # several: they travel once, as the result of a task the others depend on
         wave = uuid.uuid4().hex
-        shared_arg = (shared if len(indices) == 1
+        shared_arg = (shared if len(tasks) == 1
                       else self.client.submit(_identity, shared, pure=False, key=f"shared-{wave}"))
         futures = [
             self.client.submit(_on_worker, self.refs[i], self.cache_bytes, fn, own,
                                shared_arg, pure=False, retries=self.retries,
-                               key=f"bnpmix-partition-{i}-{wave}-{n}")
-            for n, (i, own) in enumerate(tasks)
+                               key=f"bnpmix-partition-{i}-{wave}-{n}", **submit_kwargs(home))
+            for n, ((i, own), home) in enumerate(zip(tasks, homes, strict=True))
         ]
-        try:
-            return [self._result(i, f) for i, f in zip(indices, futures, strict=True)]
-        finally:
-            pending = futures if len(indices) == 1 else [*futures, shared_arg]
-            self.client.cancel(pending)
+
+        def collect() -> list[Any]:
+            try:
+                outcomes = [self._result(i, f) for (i, _), f in zip(tasks, futures, strict=True)]
+            finally:
+                self.client.cancel(futures if len(tasks) == 1 else [*futures, shared_arg])
+            values = []
+            for (i, _), home, was_warm, (value, hit, where) in zip(tasks, homes, warm, outcomes,
+                                                                   strict=True):
+                self._record(i, hit, was_warm, where == home)
+                if where not in self._workers:  # a worker joined: list them at the next submit
+                    self._listed = -float("inf")
+                values.append(value)
+            return values
+
+        return Pending(collect)
 
     def _result(self, index: int, future: Any) -> Any:
         try:

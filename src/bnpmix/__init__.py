@@ -1,28 +1,34 @@
-"""bnpmix: Bayesian nonparametric mixture models for corpora stored as Parquet partitions."""
+"""bnpmix: Bayesian nonparametric mixture models for corpora stored as Parquet partitions.
+
+Importing it loads neither Dask nor pyarrow, pandas or scipy: the storage names below and
+``BayesianMixture`` are imported on first use (PEP 562)."""
+
+from importlib import import_module
 
 from bnpmix.pipeline import settings as _settings  # noqa: F401  (bnpmix.yaml -> dask.config)
-from bnpmix.storage import (
-    BnpmixError,
-    Corpus,
-    DataError,
-    RunDir,
-    ingest_array,
-    ingest_csv,
-    ingest_docword,
-    ingest_npy,
-    ingest_text,
-)
+from bnpmix.storage import BnpmixError, DataError
 
 __version__ = "0.1.0"
 
+# name -> the module it is imported from when first asked for
+_LAZY = {
+    "BayesianMixture": "bnpmix.pipeline.estimator",  # it pulls in the engines
+    **dict.fromkeys(("Corpus", "RunDir", "ingest_array", "ingest_csv", "ingest_docword",
+                     "ingest_npy", "ingest_text"), "bnpmix.storage"),
+}
+
 
 def __getattr__(name: str) -> object:
-    """``bnpmix.BayesianMixture``, imported on first use (it pulls in the engines)."""
-    if name == "BayesianMixture":
-        from bnpmix.pipeline.estimator import BayesianMixture
+    """``bnpmix.BayesianMixture``, ``bnpmix.Corpus``, ...: imported on first use."""
+    if name not in _LAZY:
+        raise AttributeError(f"module 'bnpmix' has no attribute {name!r}")
+    value = getattr(import_module(_LAZY[name]), name)
+    globals()[name] = value
+    return value
 
-        return BayesianMixture
-    raise AttributeError(f"module 'bnpmix' has no attribute {name!r}")
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
 
 
 def load(run_dir: str) -> object:

@@ -1,0 +1,158 @@
+"""The Gaussians' fused E-step (``local_step``, run by ``batch_step``) against the unfused one.
+
+The reference is the computation as it was before the fusion, written out here: E_loglik (the
+Cholesky-whitened distances of wishart.mahalanobis) plus E[log w], normalised by scipy's
+logsumexp, R = exp(log R), H_k = -Σ_n r_nk log r_nk (see ``reference``), N_k = Σ_n r_nk and the
+statistics as explicit sums over items. Every result must agree to 1e-10 relative: R entry by
+entry (below 1e-300, where doubles lose digits, to 1e-300 absolute), N and H per component (H
+also to n·eps absolute), each statistic per component relative to its largest entry. The data
+cross the block boundaries of the fused loop, sit far from the origin (the expanded quadratic
+forms are centred), and include items so far from every component that all their
+exp(E[log w] + E_loglik) underflow.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from bnpmix.algorithms.obs import wishart as W
+from bnpmix.algorithms.obs.gauss import Gauss
+from bnpmix.algorithms.obs.zm_gauss import ZeroMeanGauss
+from bnpmix.algorithms.vb.local import Globals, Plan, batch_step
+
+MODELS = {"gauss": Gauss, "zm-gauss": ZeroMeanGauss}
+RTOL = 1e-10
+
+
+def reference(X: np.ndarray, obs, g: Globals) -> tuple[np.ndarray, np.ndarray, dict, np.ndarray]:
+    """(R, N, stats, H) computed the unfused way. The entropies take log r_nk as
+    -log1p(Σ_{j≠k} exp(L_nj - L_nk)) rather than L_nk - logsumexp_j L_nj: where r_nk ≈ 1 the
+    difference keeps only the digits left after cancelling |L_nk| (the unfused code's own error,
+    4e-14 absolute, is 1e-9 of the entropy 4e-5 of a well-separated component)."""
+    L = obs.E_loglik(X, g.post) + g.Elogw
+    R = np.exp(L - logsumexp(L, axis=1, keepdims=True))
+    with np.errstate(over="ignore", invalid="ignore"):  # inf, 0 · inf only where r_nk = 0
+        others = np.exp(L[:, None, :] - L[:, :, None]).sum(axis=2) - 1.0  # j ≠ k
+        H = np.where(R > 0, R * np.log1p(others), 0.0).sum(axis=0)
+    stats = {"xxT": np.einsum("nk,ni,nj->kij", R, X, X)}
+    if isinstance(obs, Gauss):
+        stats["x"] = R.T @ X
+    return R, R.sum(axis=0), stats, H
+
+
+def problem(name: str, n: int, K: int, D: int, seed: int = 0, offset: float = 0.0):
+    """A default prior on clustered data (centres 4 apart in each coordinate, plus ``offset``
+    for the full Gaussian), and q(phi) from soft responsibilities near the true clusters."""
+    rng = np.random.default_rng(seed)
+    labels = rng.integers(0, K, n)
+    centres = 4.0 * rng.normal(size=(K, D))
+    if name == "zm-gauss":  # zero-mean components differing in scale and orientation
+        A = rng.normal(size=(K, D, D)) * rng.uniform(0.3, 3.0, (K, 1, 1)) + np.eye(D)
+        X = np.einsum("nij,nj->ni", A[labels], rng.normal(size=(n, D)))
+    else:
+        X = centres[labels] + rng.normal(size=(n, D)) + offset
+    obs = MODELS[name].default(X)
+    R0 = 0.7 * np.eye(K)[labels] + 0.3 * rng.dirichlet(np.ones(K), n)
+    post = obs.post(R0.sum(0), obs.stats(X, R0))
+    Elogw = np.log(rng.dirichlet(np.ones(K) * 2))
+    return X, obs, Globals(np.arange(10, 10 + K), post, Elogw)
+
+
+def assert_same(got: tuple, want: tuple) -> None:
+    R, N, stats, H = got
+    R0, N0, stats0, H0 = want
+    np.testing.assert_allclose(R, R0, rtol=RTOL, atol=1e-300)
+    np.testing.assert_allclose(N, N0, rtol=RTOL, atol=0)
+    # plus the float64 floor of a sum over n items: z_n = 1 + Σ_{j≠k} exp(L_nj - L_nk) keeps the
+    # small terms of a well-separated item only to eps absolute, in either computation
+    np.testing.assert_allclose(H, H0, rtol=RTOL, atol=len(R) * np.finfo(float).eps)
+    assert stats.keys() == stats0.keys()
+    for key, value in stats.items():
+        scale = np.abs(stats0[key]).reshape(len(N0), -1).max(axis=1)
+        err = np.abs(value - stats0[key]).reshape(len(N0), -1).max(axis=1)
+        assert np.all(err <= RTOL * scale), (key, err / scale)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("K", [1, 3, 25])
+def test_local_step_matches_the_unfused_computation(name, K):
+    n = 2 * W.BLOCK + 17  # two full blocks and a short one
+    X, obs, g = problem(name, n, K, D=6, seed=K, offset=50.0)
+    got = obs.local_step(X, g.post, g.Elogw)
+    assert_same(got, reference(X, obs, g))
+    assert got[0].shape == (n, K)
+    np.testing.assert_allclose(got[0].sum(axis=1), 1.0, rtol=1e-14)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_items_far_from_every_component(name):
+    """Items 10^3 standard deviations out: every E[log w] + E_loglik is below -700 (exp
+    underflows without the max shift); most of their responsibilities underflow to 0."""
+    X, obs, g = problem(name, 300, 4, D=5, seed=7)
+    rng = np.random.default_rng(1)
+    far = 1e3 * rng.normal(size=(40, X.shape[1]))
+    X = np.vstack([X, far])
+    logits = obs.E_loglik(X, g.post) + g.Elogw
+    assert np.all(logits[-40:] < -700)
+    want = reference(X, obs, g)
+    assert np.mean(want[0][-40:] == 0.0) > 0.3
+    got = obs.local_step(X, g.post, g.Elogw)
+    assert_same(got, want)
+    assert np.all(np.isfinite(got[0])) and np.all(np.isfinite(got[3]))
+    np.testing.assert_array_equal(got[0] == 0.0, want[0] == 0.0)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_batch_step_summary_equals_the_unfused_one(name):
+    """batch_step through the fused path: N, statistics, entropies, the merge pairs' and groups'
+    entropies and the rows collected for a birth target, at D = 25 and K = 25."""
+    X, obs, g = problem(name, 3000, 25, D=25, seed=3)
+    R0, N0, stats0, H0 = reference(X, obs, g)
+    pairs = np.array([[10, 11], [12, 30], [33, 34]])
+    groups = np.array([[10, 14, 20], [21, 22, -1]])
+    res = batch_step(X, obs, g, Plan(pairs=pairs, groups=groups, targets=(15,), tau=0.2))
+    S = res.summary
+    assert_same((R0, S.N, S.stats, S.H), (R0, N0, stats0, H0))
+    merged = R0[:, [0, 2, 23]] + R0[:, [1, 20, 24]]
+    floor = len(X) * np.finfo(float).eps  # as for H (assert_same)
+    np.testing.assert_allclose(S.Hpair, -np.sum(merged * np.log(merged), axis=0), rtol=RTOL,
+                               atol=floor)
+    union = np.stack([R0[:, [0, 4, 10]].sum(1), R0[:, [11, 12]].sum(1)], axis=1)
+    np.testing.assert_allclose(S.Hgroup, -np.sum(union * np.log(union), axis=0), rtol=RTOL,
+                               atol=floor)
+    np.testing.assert_array_equal(res.collected[15], X[R0[:, 5] > 0.2])
+    np.testing.assert_array_equal(S.uids, g.uids)
+    assert S.n_items == 3000
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_no_items_and_no_components(name):
+    X, obs, g = problem(name, 50, 2, D=3)
+    R, N, stats, H = obs.local_step(X[:0], g.post, g.Elogw)
+    assert R.shape == (0, 2) and not N.any() and not H.any()
+    assert all(not v.any() for v in stats.values())
+    empty = obs.prior_post(0)
+    R, N, stats, H = obs.local_step(X, empty, np.zeros(0))
+    assert R.shape == (50, 0) and N.shape == (0,) and H.shape == (0,)
+    assert stats["xxT"].shape == (0, 3, 3)
+
+
+def test_quad_theta_gives_the_centred_quadratic_forms():
+    """φ(y)·θ_k = -½ ν_k (y - c_k)ᵀ B_k⁻¹ (y - c_k) for random B_k, c_k, with and without c."""
+    rng = np.random.default_rng(5)
+    K, D, n = 4, 5, 30
+    A = rng.normal(size=(K, D, D))
+    B = A @ np.swapaxes(A, 1, 2) + D * np.eye(D)
+    f = W.factorize(B)
+    nu, c, Y = rng.uniform(6, 20, K), rng.normal(size=(K, D)), rng.normal(size=(n, D))
+    rows, cols = W.quad_pairs(D)
+    assert sorted(zip(rows, cols, strict=True)) == sorted(zip(*np.triu_indices(D), strict=True))
+    quad = Y[:, rows] * Y[:, cols]
+    for centers, phi in ((c, np.hstack([quad, Y, np.ones((n, 1))])),
+                         (None, np.hstack([quad, np.ones((n, 1))]))):
+        theta = W.quad_theta(f["U"], nu, centers)
+        d = Y[:, None, :] - (0.0 if centers is None else centers)
+        want = -0.5 * nu * np.einsum("nki,kij,nkj->nk", d, np.linalg.inv(B), d)
+        np.testing.assert_allclose(phi @ theta, want, rtol=1e-12)
