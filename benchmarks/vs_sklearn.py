@@ -76,7 +76,7 @@ def estep_rate(n: int = 100_000, D: int = 25, K: int = 25) -> bool:
     direct = 4.0 * n * K * D * (D + 1)
     P = D * (D + 1) // 2 + D + 1
     executed = 4.0 * n * K * P
-    # the fused code's matrix products alone: per block, (K x P)(P x m) and (P x m)(m x K)
+    # the fused code's matrix products alone: per block, (K x P)(P x m) and (K x m)(m x P)
     blocks = [min(W.BLOCK, n - s) for s in range(0, n, W.BLOCK)]
     Phi = {m: rng.normal(size=(P, m)) for m in set(blocks)}
     Rb = {m: rng.random((K, m)) for m in set(blocks)}
@@ -85,7 +85,7 @@ def estep_rate(n: int = 100_000, D: int = 25, K: int = 25) -> bool:
     def products() -> None:
         for m in blocks:
             theta @ Phi[m]
-            Phi[m] @ Rb[m].T
+            Rb[m] @ Phi[m].T
 
     A = rng.normal(size=(2000, 2000))
     batch_step(X, obs, g)  # warm the code paths and the allocator

@@ -65,7 +65,10 @@ def assert_same_run(a: Path, b: Path, rtol: float = 1e-9) -> None:
     np.testing.assert_allclose(xa["prob"], xb["prob"], rtol=1e-7)
 
 
-FIT = ("--K", "1", "--laps", "5", "--moves", "birth,merge", "--seed", "7")
+# W and waves ahead fixed: a cluster's defaults (W = its threads, one wave ahead) are other
+# settings than the threaded run's (W = 1, none ahead), so the runs would differ
+FIT = ("--K", "1", "--laps", "5", "--moves", "birth,merge", "--seed", "7", "--wave", "1",
+       "--ahead", "0")
 
 
 def make_text_corpus(path: Path, n: int = 2000, V: int = 400, partitions: int = 20,
@@ -182,7 +185,7 @@ def test_a_dead_scheduler_is_named_as_the_cause(tmp_path):
 def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, cluster):
     corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
     args = ("--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "3",
-            "--checkpoint-every", "5")
+            "--checkpoint-every", "5", "--wave", "1", "--ahead", "0")
     ref = bnpmix("fit", str(corpus), "--out", str(tmp_path / "ref"), *args)
     assert ref.returncode == 0, ref.stderr
     proc = start_bnpmix("fit", str(corpus), "--out", str(tmp_path / "faulty"), *args,

@@ -26,7 +26,7 @@ from helpers import local_client
 
 pytestmark = pytest.mark.integration
 
-OPTIONS = {"K": 3, "laps": 3, "seed": 4}
+OPTIONS = {"K": 3, "laps": 3, "seed": 4, "wave": 1, "ahead": 0}  # the same W on every executor
 
 
 @pytest.fixture(scope="module")

@@ -123,7 +123,7 @@ def test_ingest_fit_evaluate_entirely_in_the_bucket_with_a_worker_killed(tmp_pat
                       str(tmp_path / f"{labels}.txt"), "--partition-rows", "2000")
         assert done.returncode == 0, done.stderr
     args = ("--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "3",
-            "--checkpoint-every", "5")
+            "--checkpoint-every", "5", "--wave", "1", "--ahead", "0")
     ref = bnpmix({}, "fit", str(tmp_path / "train"), "--out", str(tmp_path / "ref"), *args)
     assert ref.returncode == 0, ref.stderr
     run_url = f"s3://{BUCKET}/runs/workers-killed"

@@ -152,16 +152,16 @@ def feature_estep(X: np.ndarray, center: np.ndarray | None,
     features), fused with its statistics, one block of items at a time:
     r_nk = exp(L_nk - max_k L_nk) / z_n with z_n = Σ_k exp(L_nk - max_k L_nk);
     H_k = -Σ_n r_nk log r_nk = Σ_n r_nk (log z_n - (L_nk - max_k L_nk)), two non-negative sums;
-    G = Σ_n φ(x_n - c) r_nᵀ (P, K), whose rows hold Σ r y yᵀ, Σ r y and N (feature_stats).
+    G = Σ_n r_n φ(x_n - c)ᵀ (K, P), whose columns hold Σ r y yᵀ, Σ r y and N (feature_stats).
     L and G are matrix products with the block's features; R (n, K) is returned column-major."""
     n = X.shape[0]
     P, K = theta.shape
-    G, H = np.zeros((P, K)), np.zeros(K)
+    G, H = np.zeros((K, P)), np.zeros(K)
     RT = np.empty((K, n))
     if K == 0:
         return RT.T, G, H
     thetaT = np.ascontiguousarray(theta.T)
-    Gm = np.empty((P, K))
+    Gm = np.empty((K, P))
     buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for rows, Phi in _feature_blocks(X, center):
         m = Phi.shape[1]
@@ -179,7 +179,7 @@ def feature_estep(X: np.ndarray, center: np.ndarray | None,
         H -= np.einsum("km,km->k", L, R)
         np.log(t, out=t)  # log(1 / z)
         H -= R @ t
-        np.matmul(Phi, R.T, out=Gm)
+        np.matmul(R, Phi.T, out=Gm)
         G += Gm
     return RT.T, G, H
 
@@ -189,14 +189,14 @@ def feature_stats(G: np.ndarray, D: int,
     """(N, Σ r x xᵀ (K, D, D), Σ r x (K, D) or None) from feature_estep's G over y = x - c:
     Σ r x = Σ r y + N c and Σ r x xᵀ = Σ r y yᵀ + (Σ r y) cᵀ + c (Σ r y)ᵀ + N c cᵀ."""
     Q = D * (D + 1) // 2
-    N = G[-1].copy()
+    N = G[:, -1].copy()
     rows, cols = quad_pairs(D)
-    S = np.empty((G.shape[1], D, D))
-    S[:, rows, cols] = G[:Q].T
-    S[:, cols, rows] = G[:Q].T
+    S = np.empty((len(G), D, D))
+    S[:, rows, cols] = G[:, :Q]
+    S[:, cols, rows] = G[:, :Q]
     if center is None:
         return N, S, None
-    sy = G[Q:Q + D].T
+    sy = G[:, Q:Q + D]
     yc = sy[:, :, None] * center
     S += yc + np.swapaxes(yc, 1, 2) + N[:, None, None] * np.outer(center, center)
     return N, S, sy + N[:, None] * center
