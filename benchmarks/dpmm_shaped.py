@@ -6,9 +6,12 @@ The data (``dpmm_data``, fixed seed): class weights ~ Dir(3) (sizes about 150 to
 a shared covariance B = Q diag(λ) Qᵀ with λ geometric from 4 down to 0.04 (a 100x spread) and Q
 a random rotation; class covariances Σ_k ~ Wishart(ν, s_k B / ν) with ν = D + 1000 (each close
 to a scaled B, none equal) and s_k ~ LogNormal(0, 0.3); means in 12 superclasses,
-μ_k = B^{1/2} (c_g + 0.3 z_k) with c_g ~ N(0, 0.5² I), z_k ~ N(0, I), so that class means differ
-along the data's own high-variance directions (as embeddings' do) and Euclidean k-means is far
-from the truth while the true parameters' own assignments are nearly exact (printed: oracle).
+μ_k = B^{1/2} (c_g + 0.5 z_k) with c_g ~ N(0, 0.5² I), z_k ~ N(0, I), so that class means differ
+along the data's own high-variance directions (as embeddings' do). The true parameters' own
+assignments are nearly exact (printed: oracle) while Euclidean k-means with the true K = 79
+reaches NMI 0.88. With class spread 0.3 in place of 0.5 no full-covariance DP mixture's ELBO
+prefers the 79 classes to the 12 superclasses, whatever the prior (measured), so that
+data would test the model, not the search.
 
 Default mode: bnpmix with its defaults (``job_config(algorithm="memo")``: K = 1, births and
 merges, at most 100 laps; the dense corpus's default observation model, the full Gaussian) on
@@ -54,7 +57,7 @@ CHUNK = 5  # EM iterations per scikit-learn call between checkpoints
 
 
 def dpmm_data(n: int = N, D: int = D, K: int = K_TRUE, seed: int = 0, group_spread: float = 0.5,
-              class_spread: float = 0.3) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
+              class_spread: float = 0.5) -> tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]:
     """(X (n, D), labels, truth) as the module docstring describes; truth holds the weights
     (K,), means (K, D), covariances (K, D, D) and each class's superclass (K,)."""
     from scipy.stats import wishart
@@ -69,8 +72,8 @@ def dpmm_data(n: int = N, D: int = D, K: int = K_TRUE, seed: int = 0, group_spre
                      for s in rng.lognormal(0.0, 0.3, K)])
     centres = rng.normal(0.0, group_spread, (12, D))
     group = rng.integers(0, len(centres), K)
-    mix = (Q * np.sqrt(spectrum)) @ Q.T
-    means = (centres[group] + rng.normal(0.0, class_spread, (K, D))) @ mix
+    root = (Q * np.sqrt(spectrum)) @ Q.T  # B^{1/2}
+    means = (centres[group] + rng.normal(0.0, class_spread, (K, D))) @ root
     labels = rng.choice(K, size=n, p=weights)
     chol = np.linalg.cholesky(covs)
     X = np.empty((n, D))

@@ -77,7 +77,8 @@ def estep_rate(n: int = 100_000, D: int = 25, K: int = 25) -> bool:
     P = D * (D + 1) // 2 + D + 1
     executed = 4.0 * n * K * P
     # the fused code's matrix products alone: per block, (K x P)(P x m) and (K x m)(m x P)
-    blocks = [min(W.BLOCK, n - s) for s in range(0, n, W.BLOCK)]
+    block = W.feature_block(P)
+    blocks = [min(block, n - s) for s in range(0, n, block)]
     Phi = {m: rng.normal(size=(P, m)) for m in set(blocks)}
     Rb = {m: rng.random((K, m)) for m in set(blocks)}
     theta = rng.normal(size=(K, P))

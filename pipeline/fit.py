@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -168,12 +169,12 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
             if best is None or best.better(fitted):
                 best = Best(restart, fitted, engine.trace, laps_done, seen)
             best.objectives = seen
-        write_assignments(run, ctx, best.fitted)
+        sizes = write_assignments(run, ctx, best.fitted)
         cache = executor.cache_stats()
     if runs > 1:
         best.fitted.info.update({"restart": f"{best.restart} of {r.restarts}",
                                  "restart_objectives": best.objectives})
-    return _publish(run, ctx, job, best.fitted, best.trace, best.laps, where, cache)
+    return _publish(run, ctx, job, best.fitted, best.trace, best.laps, where, cache, sizes)
 
 
 def drive(engine: Engine, run: RunDir, laps_done: int, every: int,
@@ -197,15 +198,17 @@ def drive(engine: Engine, run: RunDir, laps_done: int, every: int,
 
 
 def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace: list[dict],
-             laps_done: int, where: str, cache: dict[str, Any]) -> dict[str, Any]:
+             laps_done: int, where: str, cache: dict[str, Any],
+             sizes: dict[int, int]) -> dict[str, Any]:
     """Write the model, its tables and trace, then summary.json (``cache``: the executor's
-    cache_stats() over the run's partition tasks)."""
+    cache_stats() over the run's partition tasks; ``sizes``: items assigned to each component
+    id, recorded with the weights so that `bnpmix info` reads summary.json alone)."""
     model = fitted.model
     write_model(run, model)
     for name, table in fitted.tables.items():
         run.write_table(name, table)
     run.write_trace(trace)
-    weights, _ = model.weights()
+    weights, weight_new = model.weights()
     summary = {"algorithm": job.algorithm, "K": model.K,
                "K_effective": int(np.sum(weights > 0.01))}
     summary["objective"] = next(iter(fitted.objective))
@@ -220,6 +223,9 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
         "obs": ctx.obs.name,
         "data": ctx.corpus.manifest.facts(),
         "weights": weights.tolist(),
+        "weight_new": float(weight_new),
+        "component_ids": [int(u) for u in model.uids],
+        "sizes": [sizes.get(int(u), 0) for u in model.uids],
         "executor": where,
         "cache": cache,
         "config": job.to_dict(),
@@ -239,13 +245,17 @@ def assign(batch: Any, model: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def write_assignments(run: RunDir, ctx: FitContext, fitted: Fitted,
-                      wave: int | None = None) -> None:
+                      wave: int | None = None) -> Counter[int]:
     """Hard assignments per partition, computed by the executor ``wave`` partitions at a time
     (None: Dask config ``bnpmix.assign-wave``) and written by the driver as they arrive (driver
-    memory stays at a few partitions' worth)."""
+    memory stays at a few partitions' worth). Returns the items assigned to each component id."""
+    sizes: Counter[int] = Counter()
     n, wave = ctx.corpus.n_partitions, setting("assign-wave", wave)
     for start in range(0, n, wave):
         indices = list(range(start, min(n, start + wave)))
         results = ctx.executor.map(assign, indices, fitted.model)
         for i, (items, cluster, prob) in zip(indices, results, strict=True):
             run.write_assignments(i, items, cluster, prob)
+            ids, counts = np.unique(cluster, return_counts=True)
+            sizes.update(dict(zip(ids.tolist(), counts.tolist(), strict=True)))
+    return sizes

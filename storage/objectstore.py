@@ -16,26 +16,23 @@ store has no rename, and a single PUT is whole or absent, so the manifest is the
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import dask.config
-import pyarrow as pa
-import pyarrow.fs as pafs
+from .errors import BnpmixError
+from .errors import is_url as is_url  # here for the modules that import it from this one
 
-from .errors import URL, BnpmixError
+if TYPE_CHECKING:  # Dask and pyarrow are imported by the functions that use a store
+    import pyarrow.fs as pafs
 
 MANIFEST = "manifest.json"  # storage.corpus.MANIFEST (corpus imports this module)
-
-
-def is_url(path: object) -> bool:
-    """Whether ``path`` is a URL string (``scheme://...``) rather than a local path."""
-    return isinstance(path, str) and URL.match(path) is not None
 
 
 def storage_options() -> dict[str, Any]:
     """Dask config ``bnpmix.storage-options``: keyword arguments of pyarrow's S3FileSystem
     (endpoint_override, scheme, region, access_key, secret_key, ...) for s3:// URLs, set by a
     job file's ``[storage]`` table for its run (and on its workers); empty: the environment."""
+    import dask.config
+
     options = dask.config.get("bnpmix.storage-options", None) or {}
     if not isinstance(options, dict):
         raise BnpmixError("Dask config bnpmix.storage-options: expected a mapping of "
@@ -47,6 +44,9 @@ def _filesystem(url: str) -> tuple[pafs.FileSystem, str]:
     """The store and the path within it; opened per read, so credentials or an endpoint
     changed in the environment take effect (a worker reads each partition once and caches
     it)."""
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
     options = storage_options()
     try:
         if options and url.startswith("s3://"):
@@ -59,6 +59,8 @@ def _filesystem(url: str) -> tuple[pafs.FileSystem, str]:
 def read_object(url: str, name: str) -> bytes:
     """The bytes of ``name`` under the prefix ``url``; FileNotFoundError when it is absent,
     BnpmixError naming the object for any other failure (access denied, no endpoint)."""
+    import pyarrow as pa
+
     fs, root = _filesystem(url.rstrip("/"))
     key = f"{root}/{name}"
     try:
@@ -74,6 +76,8 @@ def read_object(url: str, name: str) -> bytes:
 
 def write_object(url: str, name: str, data: bytes) -> None:
     """Put ``data`` at ``name`` under the prefix ``url`` (one PUT: whole or absent)."""
+    import pyarrow as pa
+
     fs, root = _filesystem(url.rstrip("/"))
     try:
         with fs.open_output_stream(f"{root}/{name}") as stream:
@@ -84,6 +88,9 @@ def write_object(url: str, name: str, data: bytes) -> None:
 
 def exists(url: str, name: str) -> bool:
     """Whether ``name`` exists under the prefix ``url``."""
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
     fs, root = _filesystem(url.rstrip("/"))
     try:
         return fs.get_file_info(f"{root}/{name}").type != pafs.FileType.NotFound
@@ -113,6 +120,9 @@ def publish_corpus(local: Path, url: str) -> None:
 
 def list_objects(url: str) -> list[str]:
     """The names of the objects under the prefix ``url`` (relative, '/'-separated), sorted."""
+    import pyarrow as pa
+    import pyarrow.fs as pafs
+
     fs, root = _filesystem(url.rstrip("/"))
     try:
         infos = fs.get_file_info(pafs.FileSelector(root, recursive=True, allow_not_found=True))
@@ -123,6 +133,8 @@ def list_objects(url: str) -> list[str]:
 
 def delete_object(url: str, name: str) -> None:
     """Remove ``name`` under the prefix ``url`` (absent already: nothing to do)."""
+    import pyarrow as pa
+
     fs, root = _filesystem(url.rstrip("/"))
     try:
         fs.delete_file(f"{root}/{name}")

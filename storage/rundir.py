@@ -24,12 +24,15 @@ import json
 import numbers
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import pandas as pd
-import pyarrow as pa
-import pyarrow.parquet as pq
+
+# pandas and pyarrow are imported by the trace and assignment methods: summary.json and the
+# model need numpy and JSON only (`bnpmix info`)
+if TYPE_CHECKING:
+    import pandas as pd
+    import pyarrow as pa
 
 from .atomic import atomic_write, write_bytes_atomic, write_json_atomic, write_text_atomic
 from .corpus import partition_name
@@ -186,6 +189,8 @@ class RunDir:
         return validate_summary(obj, self.summary_path)
 
     def write_trace(self, rows: list[dict[str, Any]]) -> None:
+        import pandas as pd
+
         frame = pd.DataFrame(rows)
         missing = [c for c in TRACE_COLUMNS if c not in frame.columns]
         if rows and missing:
@@ -196,6 +201,8 @@ class RunDir:
         write_bytes_atomic(self.trace_path, text.encode())
 
     def load_trace(self) -> pd.DataFrame:
+        import pandas as pd
+
         return pd.read_csv(self.trace_path)
 
     def write_model(self, arrays: dict[str, np.ndarray], meta: dict[str, Any]) -> None:
@@ -218,6 +225,9 @@ class RunDir:
         self, partition: int, item: np.ndarray, cluster: np.ndarray, prob: np.ndarray
     ) -> Path:
         """Hard assignments of one corpus partition: item, cluster (stable id), probability."""
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
         table = pa.table({"item": item, "cluster": cluster, "prob": prob})
         return atomic_write(
             self.assignments_dir / partition_name(partition), lambda p: pq.write_table(table, p)
@@ -225,9 +235,14 @@ class RunDir:
 
     def write_table(self, name: str, table: pa.Table) -> Path:
         """An engine's extra table, RUN_DIR/NAME.parquet (written atomically)."""
+        import pyarrow.parquet as pq
+
         return atomic_write(self.path / f"{name}.parquet", lambda p: pq.write_table(table, p))
 
     def load_assignments(self) -> pd.DataFrame:
+        import pandas as pd
+        import pyarrow.parquet as pq
+
         files = sorted(self.assignments_dir.glob("part-*.parquet"))
         if not files:
             raise BnpmixError(f"{self.path}: no assignments")

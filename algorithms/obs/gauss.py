@@ -116,7 +116,7 @@ class Gauss(ObsModel):
         X = np.asarray(X, dtype=float)
         c = X.mean(axis=0) if len(X) else np.zeros(self.D)
         theta = W.quad_theta(post["U"], post["nu"], post["m"] - c)
-        theta[-1] += self._E_loglik_offset(post) + Elogw
+        theta[:, -1] += self._E_loglik_offset(post) + Elogw
         R, G, H = W.feature_estep(X, c, theta)
         N, xxT, x = W.feature_stats(G, self.D, c)
         return R, N, {"x": x, "xxT": xxT}, H

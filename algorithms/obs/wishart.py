@@ -89,7 +89,7 @@ def mahalanobis(X: np.ndarray, U: np.ndarray, centers: np.ndarray | None = None)
     return np.einsum("nkd,nkd->nk", Z, Z)
 
 
-BLOCK = 2048  # items per block of feature_estep: its features (P x BLOCK) are reused from cache
+FEATURE_BYTES = 2**25  # at most this much of the quadratic features at a time (feature_estep)
 
 
 def quad_pairs(D: int) -> tuple[np.ndarray, np.ndarray]:
@@ -102,10 +102,10 @@ def quad_pairs(D: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 def quad_theta(U: np.ndarray, nu: np.ndarray, centers: np.ndarray | None = None) -> np.ndarray:
-    """θ (P, K) with φ(y)·θ_k = -½ ν_k (y - c_k)ᵀ B_k⁻¹ (y - c_k) for the quadratic features
+    """θ (K, P) with θ_k·φ(y) = -½ ν_k (y - c_k)ᵀ B_k⁻¹ (y - c_k) for the quadratic features
     φ(y) = [y_i y_j ((i, j) in quad_pairs order), y, 1] (no y block and c_k = 0 when ``centers``
     is None). With A = B⁻¹ = Uᵀ U: -½ ν A_ii on the squares, -ν A_ij on the products (i < j),
-    ν A c on y and -½ ν |U c|² on 1. The last row is where callers add constants."""
+    ν A c on y and -½ ν |U c|² on 1. The last column is where callers add constants."""
     K, D = U.shape[0], U.shape[-1]
     nu = np.asarray(nu, dtype=float)
     A = np.swapaxes(U, -1, -2) @ U
@@ -113,23 +113,32 @@ def quad_theta(U: np.ndarray, nu: np.ndarray, centers: np.ndarray | None = None)
     quad = A[:, rows, cols] * -nu[:, None]
     quad[:, :D] *= 0.5  # the squares
     if centers is None:
-        return np.vstack([quad.T, np.zeros((1, K))])
+        return np.hstack([quad, np.zeros((K, 1))])
     Uc = np.einsum("kij,kj->ki", U, centers)
     lin = np.einsum("kij,kj->ki", A, centers) * nu[:, None]
-    return np.vstack([quad.T, lin.T, -0.5 * nu * np.einsum("ki,ki->k", Uc, Uc)])
+    return np.hstack([quad, lin, -0.5 * nu[:, None] * np.einsum("ki,ki->k", Uc, Uc)[:, None]])
+
+
+def feature_block(P: int) -> int:
+    """Items per block of feature_estep: as many as FEATURE_BYTES of P features hold (11,950 at
+    D = 25). Few blocks mean few matrix products, each a synchronisation of the BLAS threads:
+    on 2 cores shared with other processes, many small products stalled for milliseconds each
+    (measured)."""
+    return max(1, FEATURE_BYTES // (8 * P))
 
 
 def _feature_blocks(X: np.ndarray, center: np.ndarray | None) -> Iterator[tuple[slice, np.ndarray]]:
-    """φ(x_n - c)ᵀ for blocks of BLOCK consecutive items: (rows, (P, m) array), m ≤ BLOCK. The
-    arrays are reused: each is valid until the next block. Each numpy call runs over whole
+    """φ(x_n - c)ᵀ for blocks of consecutive items: (rows, (P, m) array), m ≤ feature_block(P).
+    The arrays are reused: each is valid until the next block. Each numpy call runs over whole
     contiguous rows of m items: y - c transposed, then one product per diagonal (quad_pairs)."""
     n, D = X.shape
     Q = D * (D + 1) // 2
     P = Q + (0 if center is None else D) + 1
+    block = feature_block(P)
     buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    for s in range(0, n, BLOCK):
-        m = min(BLOCK, n - s)
-        if m not in buffers:  # at most two sizes: BLOCK and the last block's
+    for s in range(0, n, block):
+        m = min(block, n - s)
+        if m not in buffers:  # at most two sizes: the block's and the last block's
             Phi = np.empty((P, m))
             Phi[-1] = 1.0
             buffers[m] = Phi, np.empty((D, m)) if center is None else Phi[Q:Q + D]
@@ -148,19 +157,19 @@ def _feature_blocks(X: np.ndarray, center: np.ndarray | None) -> Iterator[tuple[
 
 def feature_estep(X: np.ndarray, center: np.ndarray | None,
                   theta: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The E-step of a mixture whose E[log w_k] + E[log p(x|φ_k)] is φ(x - c)·θ_k (quad_theta's
+    """The E-step of a mixture whose E[log w_k] + E[log p(x|φ_k)] is θ_k·φ(x - c) (quad_theta's
     features), fused with its statistics, one block of items at a time:
     r_nk = exp(L_nk - max_k L_nk) / z_n with z_n = Σ_k exp(L_nk - max_k L_nk);
-    H_k = -Σ_n r_nk log r_nk = Σ_n r_nk (log z_n - (L_nk - max_k L_nk)), two non-negative sums;
+    H_k = -Σ_n r_nk log r_nk with log r_nk = (L_nk - max_k L_nk) - log z_n (no cancellation: both
+    terms are ≤ 0, where L_nk - logsumexp_k L_nk loses the digits |L_nk| takes);
     G = Σ_n r_n φ(x_n - c)ᵀ (K, P), whose columns hold Σ r y yᵀ, Σ r y and N (feature_stats).
     L and G are matrix products with the block's features; R (n, K) is returned column-major."""
     n = X.shape[0]
-    P, K = theta.shape
+    K, P = theta.shape
     G, H = np.zeros((K, P)), np.zeros(K)
     RT = np.empty((K, n))
     if K == 0:
         return RT.T, G, H
-    thetaT = np.ascontiguousarray(theta.T)
     Gm = np.empty((K, P))
     buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for rows, Phi in _feature_blocks(X, center):
@@ -169,16 +178,16 @@ def feature_estep(X: np.ndarray, center: np.ndarray | None,
             buffers[m] = np.empty((K, m)), np.empty(m)
         L, t = buffers[m]
         R = RT[:, rows]
-        np.matmul(thetaT, Phi, out=L)
+        np.matmul(theta, Phi, out=L)
         np.max(L, axis=0, out=t)
         L -= t
         np.exp(L, out=R)
         np.sum(R, axis=0, out=t)
         np.divide(1.0, t, out=t)
         R *= t
+        np.log(t, out=t)
+        L += t  # log r
         H -= np.einsum("km,km->k", L, R)
-        np.log(t, out=t)  # log(1 / z)
-        H -= R @ t
         np.matmul(R, Phi.T, out=Gm)
         G += Gm
     return RT.T, G, H

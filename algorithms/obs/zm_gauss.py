@@ -92,7 +92,7 @@ class ZeroMeanGauss(ObsModel):
         products with those features (wishart.quad_theta, wishart.feature_estep)."""
         X = np.asarray(X, dtype=float)
         theta = W.quad_theta(post["U"], post["nu"])
-        theta[-1] += self._E_loglik_offset(post) + Elogw
+        theta[:, -1] += self._E_loglik_offset(post) + Elogw
         R, G, H = W.feature_estep(X, None, theta)
         N, xxT, _ = W.feature_stats(G, self.D, None)
         return R, N, {"xxT": xxT}, H

@@ -77,9 +77,11 @@ def assert_same(got: tuple, want: tuple) -> None:
 
 @pytest.mark.parametrize("name", sorted(MODELS))
 @pytest.mark.parametrize("K", [1, 3, 25])
-def test_local_step_matches_the_unfused_computation(name, K):
-    n = 2 * W.BLOCK + 17  # two full blocks and a short one
-    X, obs, g = problem(name, n, K, D=6, seed=K, offset=50.0)
+def test_local_step_matches_the_unfused_computation(name, K, monkeypatch):
+    D, block = 6, 1000
+    monkeypatch.setattr(W, "FEATURE_BYTES", 8 * block * (D * (D + 1) // 2 + D + 1))
+    n = 2 * block + 17  # two full blocks (a gauss one; zm-gauss has fewer features) and a rest
+    X, obs, g = problem(name, n, K, D=D, seed=K, offset=50.0)
     got = obs.local_step(X, g.post, g.Elogw)
     assert_same(got, reference(X, obs, g))
     assert got[0].shape == (n, K)
@@ -140,7 +142,7 @@ def test_no_items_and_no_components(name):
 
 
 def test_quad_theta_gives_the_centred_quadratic_forms():
-    """φ(y)·θ_k = -½ ν_k (y - c_k)ᵀ B_k⁻¹ (y - c_k) for random B_k, c_k, with and without c."""
+    """θ_k·φ(y) = -½ ν_k (y - c_k)ᵀ B_k⁻¹ (y - c_k) for random B_k, c_k, with and without c."""
     rng = np.random.default_rng(5)
     K, D, n = 4, 5, 30
     A = rng.normal(size=(K, D, D))
@@ -155,4 +157,4 @@ def test_quad_theta_gives_the_centred_quadratic_forms():
         theta = W.quad_theta(f["U"], nu, centers)
         d = Y[:, None, :] - (0.0 if centers is None else centers)
         want = -0.5 * nu * np.einsum("nki,kij,nkj->nk", d, np.linalg.inv(B), d)
-        np.testing.assert_allclose(phi @ theta, want, rtol=1e-12)
+        np.testing.assert_allclose(phi @ theta.T, want, rtol=1e-12)

@@ -20,6 +20,8 @@ SPECIAL = {"scheduler": "synchronous", "moves": ("merge",), "prior": {"kappa0": 
            "noise_var": 0.3, "fixed_k": 5, "restarts": 2,
            # default None: the Dask config key (bnpmix.cache-bytes, ...)
            "cache_bytes": 1000, "summary_bytes": 1000, "worker_wait": 5.0,
+           # default None: resolved from the executor when the run starts
+           "wave": 2, "ahead": 1,
            # rows several engines define differently (parsed by the first engine, ddcrp)
            "window": 3, "decay": "exponential", "alpha": 0.5, "tol": 1e-5}
 COMPANION = {"nrm_sigma": {"nrm_prior": "nggp"}}  # options only valid beside another
@@ -126,7 +128,7 @@ def test_job_json_records_the_resolved_configuration(tmp_path):
     config = load_job(job, {"laps": 3}).config
     summary = fit(config.run.corpus, config.run.out, config)
     saved = json.loads((tmp_path / "run" / "job.json").read_text())["config"]
-    want = config.replace(model_obs="gauss").to_dict()
+    want = config.replace(model_obs="gauss", run_wave=1).to_dict()  # W resolved: 1 locally
     assert saved == json.loads(json.dumps(want))
     assert json.loads(json.dumps(summary["config"])) == saved
     assert saved["engine"]["laps"] == 3 and saved["engine"]["merge"]["max_attempts"] == 7
@@ -180,7 +182,8 @@ def test_configurations_are_frozen():
 # option -> (a value outside its interval, a value on its closed edge or inside)
 EDGES = {"alpha0": ("0", "1e-9"), "seed": ("-1", "0"), "cache_bytes": ("-1", "0"),
          "checkpoint_every": ("-1", "0"), "summary_bytes": ("-1", "0"), "threads": ("0", "1"),
-         "wave": ("0", "1"), "restarts": ("0", "1"), "init_sample": ("0", "1"), "K": ("0", "1"),
+         "wave": ("0", "1"), "ahead": ("-1", "0"), "restarts": ("0", "1"),
+         "init_sample": ("0", "1"), "K": ("0", "1"),
          "worker_wait": ("0", "0.001"),
          "laps": ("0", "1"), "tol": ("-1e-9", "0"), "birth_per_lap": ("0", "1"),
          "birth_tau": ("1", "0"), "birth_max_collect": ("1", "2"), "birth_fresh_K": ("1", "2"),
@@ -196,6 +199,7 @@ def test_every_numeric_option_has_an_interval_that_the_table_enforces():
     numeric = {n for n, r in rows.items() if type(r.default) in (int, float)}
     numeric |= {"restarts"}  # default None: each engine's own (1, ddcrp 10)
     numeric |= {"cache_bytes", "summary_bytes", "worker_wait"}  # default None: Dask config
+    numeric |= {"wave", "ahead"}  # default None: from the executor
     assert numeric == set(EDGES), "every numeric option needs an interval and an edge case"
     for name, (bad, edge) in EDGES.items():
         assert rows[name].within, name
