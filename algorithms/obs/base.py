@@ -91,6 +91,14 @@ class ObsModel(ABC):
         instead (Mult): the caller owns them."""
         return self.post(N, stats)
 
+    def local_step(self, X: Data, post: Arrays, Elogw: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, Arrays, np.ndarray] | None:
+        """Eq. 9 fused with Eq. 7 in one pass over X: (R, N, stats, H), equal to the
+        responsibilities from E_loglik followed by N = Σ_n r_n, ``stats`` and the entropies
+        H_k = -Σ_n r_nk log r_nk; None (the default) when the model has no such pass, and
+        ``vb.local.batch_step`` computes them one after another."""
+        return None
+
     def elbo_at_optimum(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:
         """``elbo`` when ``post`` is the global update of exactly these statistics (so the
         terms linear in the statistics cancel); a model may compute it more cheaply."""

@@ -164,12 +164,19 @@ def feature_estep(X: np.ndarray, center: np.ndarray | None,
     terms are ≤ 0, where L_nk - logsumexp_k L_nk loses the digits |L_nk| takes);
     G = Σ_n r_n φ(x_n - c)ᵀ (K, P), whose columns hold Σ r y yᵀ, Σ r y and N (feature_stats).
     L and G are matrix products with the block's features; R (n, K) is returned column-major."""
-    n = X.shape[0]
+    n, D = X.shape
     K, P = theta.shape
     G, H = np.zeros((K, P)), np.zeros(K)
+    if K <= 1:  # a lone component takes every item whole: r_n1 = 1, H = 0, G = Σ_n φ_n
+        if K == 1:
+            Y = X if center is None else X - center
+            rows, cols = quad_pairs(D)
+            G[0, :len(rows)] = (Y.T @ Y)[rows, cols]
+            if center is not None:
+                G[0, len(rows):-1] = Y.sum(axis=0)
+            G[0, -1] = n
+        return np.ones((n, K)), G, H
     RT = np.empty((K, n))
-    if K == 0:
-        return RT.T, G, H
     Gm = np.empty((K, P))
     buffers: dict[int, tuple[np.ndarray, np.ndarray]] = {}
     for rows, Phi in _feature_blocks(X, center):

@@ -106,28 +106,31 @@ def summarize(X: Data, obs: ObsModel, R: np.ndarray, log_r: np.ndarray | None,
               groups: np.ndarray | None = None) -> Summary:
     """Eq. 7 statistics of a batch, its entropies and the planned pairs' and groups' merge
     entropies."""
+    H = entropies(R, np.log(np.maximum(R, 1e-300)) if log_r is None else log_r)
+    return assemble(R, R.sum(axis=0), obs.batch_stats(X, R), H, uids, pairs, groups)
+
+
+def assemble(R: np.ndarray, N: np.ndarray, stats: dict, H: np.ndarray, uids: np.ndarray,
+             pairs: np.ndarray | None, groups: np.ndarray | None) -> Summary:
+    """A batch's Summary from its responsibilities R (n, K), N, statistics and entropies, with
+    the merge entropies of the planned pairs and groups."""
     pairs = np.zeros((0, 2), np.int64) if pairs is None else pairs
     groups = np.zeros((0, 0), np.int64) if groups is None else groups
-    H = entropies(R, np.log(np.maximum(R, 1e-300)) if log_r is None else log_r)
-    return Summary(uids=uids.copy(), N=R.sum(axis=0), stats=obs.batch_stats(X, R), H=H,
-                   n_items=X.shape[0], pairs=pairs, Hpair=pair_entropies(R, uids, pairs),
+    return Summary(uids=uids.copy(), N=N, stats=stats, H=H, n_items=R.shape[0],
+                   pairs=pairs, Hpair=pair_entropies(R, uids, pairs),
                    groups=groups, Hgroup=group_entropies(R, uids, groups))
 
 
 def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> BatchResult:
     """Local step on one batch (Eq. 9), its summary (Eq. 7) and any birth collection."""
     plan = plan or Plan()
-    fused = getattr(obs, "local_step", None)  # the Gaussians: Eq. 9 and Eq. 7 in one pass
-    if fused is None or obs.responsibility_floor:
+    fused = obs.local_step(X, g.post, g.Elogw)  # the Gaussians: Eq. 9 and Eq. 7 in one pass
+    if fused is None:
         R, log_r = responsibilities(X, obs, g)
         summary = summarize(X, obs, R, log_r, g.uids, plan.pairs, plan.groups)
     else:
-        R, N, stats, H = fused(X, g.post, g.Elogw)
-        pairs = np.zeros((0, 2), np.int64) if plan.pairs is None else plan.pairs
-        groups = np.zeros((0, 0), np.int64) if plan.groups is None else plan.groups
-        summary = Summary(uids=g.uids.copy(), N=N, stats=stats, H=H, n_items=X.shape[0],
-                          pairs=pairs, Hpair=pair_entropies(R, g.uids, pairs),
-                          groups=groups, Hgroup=group_entropies(R, g.uids, groups))
+        R, N, stats, H = fused
+        summary = assemble(R, N, stats, H, g.uids, plan.pairs, plan.groups)
     collected = {}
     for uid in plan.targets:
         k = int(np.flatnonzero(g.uids == uid)[0])

@@ -6,9 +6,9 @@ logsumexp, R = exp(log R), H_k = -Σ_n r_nk log r_nk (see ``reference``), N_k = 
 statistics as explicit sums over items. Every result must agree to 1e-10 relative: R entry by
 entry (below 1e-300, where doubles lose digits, to 1e-300 absolute), N and H per component (H
 also to n·eps absolute), each statistic per component relative to its largest entry. The data
-cross the block boundaries of the fused loop, sit far from the origin (the expanded quadratic
-forms are centred), and include items so far from every component that all their
-exp(E[log w] + E_loglik) underflow.
+cross the block boundaries of the fused loop, sit 50 from the origin for the full Gaussian (its
+expanded quadratic forms are centred), and include items so far from every component that all
+their exp(E[log w] + E_loglik) underflow.
 """
 
 from __future__ import annotations
