@@ -317,6 +317,27 @@ def test_verify_keeps_a_birth_only_when_the_full_elbo_says_so():
     assert optimal_elbo(obs, alloc, back) > optimal_elbo(obs, alloc, wedges)
 
 
+def test_a_capped_collection_is_judged_with_the_targets_full_evidence():
+    """Two clusters 2.5 sd apart: 4,000 rows hold the evidence for the split, a sample of 400
+    does not (its own fresh model merges back to one: no birth). The same 400 rows amplified
+    by 4000/400 (the cap reached after a tenth of the qualifying rows) keep a split, and S'
+    carries the amplified mass."""
+    from bnpmix.algorithms.vb.birth import BirthConfig, create
+
+    rng = np.random.default_rng(0)
+    X = rng.standard_normal((4000, 2))
+    X[:2000, 0] += 2.5
+    obs, alloc, cfg = obs_class("gauss").default(X), StickBreaking(1.0), BirthConfig(fresh_K=4)
+    new = np.arange(10, 20)
+    for seed in range(3):
+        assert create(X, obs, alloc, new, cfg, np.random.default_rng(seed)).K >= 2
+        sample = X[rng.permutation(4000)[:400]]
+        assert create(sample, obs, alloc, new, cfg, np.random.default_rng(seed)) is None
+        amplified = create(sample, obs, alloc, new, cfg, np.random.default_rng(seed), 10.0)
+        assert amplified.K >= 2
+        assert 0.9 * 4000 <= amplified.N.sum() <= 4000 + 1e-9
+
+
 # ------------------------------------------------------------------------- 2. merge exactness
 
 @pytest.mark.parametrize("obs", OBS)

@@ -53,19 +53,22 @@ def choose_targets(uids: np.ndarray, N: np.ndarray, laps_since: np.ndarray, n: i
 
 
 def fresh_vb(X: Data, obs: ObsModel, alloc: VariationalAllocation, K: int, rng: np.random.Generator,
-             max_iter: int, tol: float) -> Summary:
-    """Full-data VB for a K-component DP mixture on X (Sec. 2.2), from k-means++ seeds."""
-    return iterate(X, obs, alloc, seeded_summary(X, obs, K, np.arange(K), rng), max_iter, tol)
+             max_iter: int, tol: float, scale: float = 1.0) -> Summary:
+    """Full-data VB for a K-component DP mixture on X (Sec. 2.2), from k-means++ seeds, with
+    X's statistics amplified by ``scale`` in every global update (see ``create``)."""
+    S = seeded_summary(X, obs, K, np.arange(K), rng)
+    return iterate(X, obs, alloc, S, max_iter, tol, scale)
 
 
 def iterate(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, max_iter: int,
-            tol: float) -> Summary:
-    """Alternate global (Eq. 5) and local (Eq. 4) updates on X from the summary S; stops after
-    ``max_iter`` local steps or when the ELBO's relative change falls below ``tol``."""
+            tol: float, scale: float = 1.0) -> Summary:
+    """Alternate global (Eq. 5, from the summary times ``scale``) and local (Eq. 4) updates on
+    X from the summary S of X; stops after ``max_iter`` local steps or when the ELBO's relative
+    change falls below ``tol``. Returns X's own (unamplified) summary."""
     old = -np.inf
     for _ in range(max_iter):
-        S = batch_step(X, obs, Mixture.from_summary(obs, alloc, S).globals()).summary
-        elbo = optimal_elbo(obs, alloc, S)
+        S = batch_step(X, obs, Mixture.from_summary(obs, alloc, S.scaled(scale)).globals()).summary
+        elbo = optimal_elbo(obs, alloc, S.scaled(scale))
         if abs(elbo - old) <= tol * abs(elbo):
             break
         old = elbo
@@ -73,43 +76,52 @@ def iterate(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, ma
 
 
 def refine(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary,
-           rng: np.random.Generator, max_iter: int, tol: float) -> Summary:
+           rng: np.random.Generator, max_iter: int, tol: float, scale: float = 1.0) -> Summary:
     """Merge rounds inside a birth's fresh model: with every pair's exact merge entropy on the
-    collected data (Sec. 3.2), merges that raise the fresh ELBO are accepted, then VB runs again
-    from the merged model; until a round accepts nothing. Fresh VB from K' seeds often cuts one
-    cluster into wedges that only a chain of merges puts back together."""
+    collected data (Sec. 3.2), merges that raise the fresh ELBO of the amplified statistics
+    are accepted, then VB runs again from the merged model; until a round accepts nothing.
+    Fresh VB from K' seeds often cuts one cluster into wedges that only a chain of merges puts
+    back together."""
     for _ in range(S.K):
-        model = Mixture.from_summary(obs, alloc, S)
+        model = Mixture.from_summary(obs, alloc, S.scaled(scale))
         iu, ju = np.triu_indices(S.K, k=1)
         pairs = np.stack([S.uids[iu], S.uids[ju]], axis=1)
         S_p = batch_step(X, obs, model.globals(), Plan(pairs)).summary
-        merged, accepted, _ = merge_round(obs, alloc, S_p, rng,
+        merged, accepted, _ = merge_round(obs, alloc, S_p.scaled(scale), rng,
                                           MergeConfig(max_attempts=len(pairs)))
         if not accepted:
             return S
-        S = iterate(X, obs, alloc, merged.without_pairs(), max_iter, tol)
+        S = iterate(X, obs, alloc, merged.without_pairs().scaled(1 / scale), max_iter, tol, scale)
     return S
 
 
 def create(X: Data, obs: ObsModel, alloc: VariationalAllocation, new_uids: np.ndarray,
-           cfg: BirthConfig, rng: np.random.Generator) -> Summary | None:
+           cfg: BirthConfig, rng: np.random.Generator, scale: float = 1.0) -> Summary | None:
     """Creation: fresh VB on the targeted data, merges inside it (refine), prune components with
     N_j < ε N', and return the kept components' summary S' under ``new_uids`` — or None when
-    J' <= 1 in each of ``attempts`` runs (abort)."""
+    J' <= 1 in each of ``attempts`` runs (abort).
+
+    When X is a sample of the rows that qualified (the collection cap N' was reached),
+    ``scale`` = qualified / collected amplifies X's statistics to the whole target's, as
+    stochastic VB amplifies a minibatch's (N/|B|): the fresh model and its merges are then
+    judged with the evidence the full data holds (a split that only pays at the target's full
+    mass is not merged away on a sample a tenth its size), and S' is returned amplified. The
+    newborns are still kept only if the exact full-data ELBO prefers them (``verify``)."""
     n = X.shape[0]
     if n < 2 * cfg.fresh_K:
         return None
     for _ in range(cfg.attempts):  # fresh VB from new seeds when one run keeps <= 1 component
-        S = fresh_vb(X, obs, alloc, cfg.fresh_K, rng, cfg.max_iter, cfg.tol)
-        S = refine(X, obs, alloc, S, rng, cfg.max_iter, cfg.tol)
+        S = fresh_vb(X, obs, alloc, cfg.fresh_K, rng, cfg.max_iter, cfg.tol, scale)
+        S = refine(X, obs, alloc, S, rng, cfg.max_iter, cfg.tol, scale)
         keep = np.flatnonzero(cfg.prune_fraction * n <= S.N)
         if len(keep) > 1:
             break
     else:
         return None
     keep = keep[np.argsort(-S.N[keep], kind="stable")]
-    return Summary(uids=new_uids[: len(keep)], N=S.N[keep],
-                   stats={k: v[keep] for k, v in S.stats.items()}, H=np.zeros(len(keep)))
+    S_new = Summary(uids=new_uids[: len(keep)], N=S.N[keep],
+                    stats={k: v[keep] for k, v in S.stats.items()}, H=np.zeros(len(keep)))
+    return S_new if scale == 1.0 else S_new.scaled(scale)
 
 
 def verify(obs: ObsModel, alloc: VariationalAllocation, S: Summary,

@@ -78,12 +78,14 @@ class MemoConfig(LapsConfig):
 
 @dataclass
 class Birth:
-    """A birth in progress: its target, the rows collected for it, and later its S'."""
+    """A birth in progress: its target, the rows collected for it (n of the ``seen`` that
+    qualified; fewer once the cap N' is reached), and later its S'."""
 
     target: int
     rows: list = field(default_factory=list)
     n: int = 0
     S_new: Summary | None = None
+    seen: int = 0
 
 
 @dataclass
@@ -369,7 +371,10 @@ class MemoEngine(Engine):
         cap = self.cfg.birth.max_collect
         for birth in self.births:
             rows = res.collected.get(birth.target)
-            if rows is None or birth.n >= cap:
+            if rows is None:
+                continue
+            birth.seen += rows.shape[0]
+            if birth.n >= cap:
                 continue
             rows = rows[: cap - birth.n]
             birth.rows.append(rows)
@@ -416,7 +421,7 @@ class MemoEngine(Engine):
             if birth.n:
                 X = stack_rows(birth.rows)
                 birth.S_new = create(X, ctx.obs, ctx.alloc, ctx.new_uids(self.cfg.birth.fresh_K),
-                                     self.cfg.birth, ctx.rng.birth)
+                                     self.cfg.birth, ctx.rng.birth, birth.seen / birth.n)
             if birth.S_new is None and birth.target in self.laps_since:
                 self.failed[birth.target] = float(self.S0.N[self.S0.index(birth.target)])
             birth.rows = []
@@ -474,7 +479,7 @@ class MemoEngine(Engine):
             "inflight": [w.batches for w in self.inflight],
             "laps_since": [[u, n] for u, n in self.laps_since.items()],
             "stored": self.store.keys(),
-            "births": [{"target": b.target, "n": b.n, "rows": bool(b.rows)}
+            "births": [{"target": b.target, "n": b.n, "seen": b.seen, "rows": bool(b.rows)}
                        for b in self.births],
             "lap": None if st is None else {"lap": st.lap, "pos": st.pos,
                                              "targets": list(st.targets),
@@ -534,7 +539,8 @@ class MemoEngine(Engine):
         for i, b in enumerate(meta["births"]):
             rows = [data_from_arrays(arrays.group(f"births/{i}/rows"))] if b["rows"] else []
             self.births.append(Birth(int(b["target"]), rows, int(b["n"]),
-                                     summary_from(arrays, f"births/{i}/S_new")))
+                                     summary_from(arrays, f"births/{i}/S_new"),
+                                     int(b.get("seen", b["n"]))))
         lap = meta["lap"]
         if lap is not None:
             self.lap_state = LapState(
