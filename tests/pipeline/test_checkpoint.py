@@ -193,6 +193,32 @@ def test_a_checkpoint_with_waves_in_flight_resumes_exactly(tmp_path, kind):
     pd.testing.assert_frame_equal(a.drop(columns="seconds"), b.drop(columns="seconds"))
 
 
+def test_a_birth_collecting_past_its_cap_resumes_exactly(tmp_path):
+    """A collection capped at 40 rows that keeps counting the rows that qualify (its statistics
+    are amplified by qualified/collected): stopped after a mid-lap checkpoint while the count is
+    past the cap, the resumed run amplifies by the same figure and ends as the whole run."""
+    data = corpus(tmp_path, n=1200)
+    options = {"K": 1, "moves": "birth,merge", "seed": 3, "laps": 4, "checkpoint_every": 1,
+               "birth_max_collect": 40, "scheduler": "synchronous"}
+    counts = []
+
+    def stop(engine, step):
+        capped = [(b.n, b.seen) for b in engine.births if b.n == 40 and b.seen > 80]
+        if capped and not step.lap_end:
+            counts.append(capped)
+            raise KeyboardInterrupt  # after this visit's checkpoint (one after every visit)
+
+    with pytest.raises(KeyboardInterrupt):
+        fit(data, tmp_path / "run", job_config(**options), on_step=stop)
+    assert counts
+    resumed = resume(tmp_path / "run")
+    whole = fit(data, tmp_path / "whole", job_config(**options))
+    assert resumed["elbo"] == whole["elbo"] and resumed["K"] == whole["K"] and whole["K"] > 1
+    a = pd.read_csv(tmp_path / "run" / "trace.csv")
+    b = pd.read_csv(tmp_path / "whole" / "trace.csv")
+    pd.testing.assert_frame_equal(a.drop(columns="seconds"), b.drop(columns="seconds"))
+
+
 @pytest.mark.parametrize("algorithm", ["vb", "sovb"])
 def test_vb_and_sovb_killed_with_sigkill_resume_to_the_same_result(tmp_path, algorithm):
     rng = np.random.default_rng(3)
