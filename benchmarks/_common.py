@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -14,6 +15,8 @@ from bnpmix.pipeline.fit import fit
 from bnpmix.storage import Corpus, RunDir, ingest_array
 
 WORK = Path(tempfile.mkdtemp(prefix="bnpmix-bench-"))
+# what bnpmix processes started by a benchmark run with: a short connect timeout to our cluster
+ENV = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
 
 
 def corpus_of(X, labels: np.ndarray, n_partitions: int, name: str) -> Path:
@@ -64,7 +67,6 @@ class LocalDaskCluster:
     here and ended by their PIDs."""
 
     def __init__(self, workers: int) -> None:
-        import os
         import socket
         import subprocess
         import sys
@@ -72,12 +74,11 @@ class LocalDaskCluster:
         from distributed import Client
 
         dask = str(Path(sys.executable).parent / "dask")
-        env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         self.address = f"tcp://127.0.0.1:{port}"
-        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env}
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": ENV}
         self.scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port",
                                            str(port), "--dashboard-address", "127.0.0.1:0"],
                                           **quiet)

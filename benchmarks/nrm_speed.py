@@ -51,11 +51,10 @@ import nrm_data
 import numpy as np
 import pandas as pd
 import scipy
-from scaling import ENV, Cluster
 
 import bnpmix
 import bnpmix.algorithms.adf as adf
-from _common import WORK
+from _common import ENV, WORK, LocalDaskCluster
 from bnpmix.pipeline.evaluate import evaluate
 from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.storage import Corpus
@@ -228,7 +227,7 @@ def ep_speed(args: argparse.Namespace) -> list[dict[str, Any]]:
     executors: list[tuple[str, int]] = [("local threads (2)", 0), ("dask, 1 worker x 1 thread", 1),
                                         ("dask, 2 workers x 1 thread", 2)]
     for name, workers in executors:
-        cluster = Cluster(workers) if workers else None
+        cluster = LocalDaskCluster(workers) if workers else None
         try:
             scheduler = cluster.address if cluster else "threads"
             warm = WORK / "ep-warm-up"  # workers import bnpmix and read partitions on first use

@@ -25,9 +25,7 @@ Every scheduler and worker process is started here on 127.0.0.1 and ended by its
 from __future__ import annotations
 
 import argparse
-import os
 import resource
-import socket
 import subprocess
 import sys
 import time
@@ -36,16 +34,14 @@ from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
+from distributed import Client
 
-from _common import WORK
+from _common import ENV, WORK, LocalDaskCluster
 from bnpmix.datasets import toy_patches
 from bnpmix.pipeline.config import JobConfig
 from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.pipeline.runtime.executors import DaskExecutor, LocalExecutor
 from bnpmix.storage import Corpus, ingest_array
-
-DASK = str(Path(sys.executable).parent / "dask")
-ENV = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
 
 
 def make_corpus(n: int, name: str) -> Path:
@@ -53,39 +49,6 @@ def make_corpus(n: int, name: str) -> Path:
     X, labels = toy_patches(n, seed=0)
     ingest_array(X, out, partition_rows=n // 100, columns={"label": labels})
     return out
-
-
-class Cluster:
-    def __init__(self, workers: int) -> None:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        self.address = f"tcp://127.0.0.1:{port}"
-        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": ENV}
-        self.procs = [subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port",
-                                        str(port), "--dashboard-address", "127.0.0.1:0"], **quiet)]
-        self.procs += [subprocess.Popen([DASK, "worker", self.address, "--nthreads", "1", "--host",
-                                         "127.0.0.1", "--no-dashboard"], **quiet)
-                       for _ in range(workers)]
-        from distributed import Client
-
-        deadline = time.time() + 60
-        while True:
-            try:
-                self.client = Client(self.address, timeout="5s")
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.2)
-        self.client.wait_for_workers(workers, timeout=60)
-
-    def close(self) -> None:
-        self.client.close()
-        for p in self.procs:
-            p.terminate()
-        for p in self.procs:
-            p.wait(timeout=20)
 
 
 def lap_seconds(run: Path) -> tuple[float, float]:
@@ -176,11 +139,12 @@ def main() -> int:
     overheads = {results[0].name: task_overhead(local, 100)}
     local.close()
     for workers in (1, 2):
-        cluster = Cluster(workers)
+        cluster = LocalDaskCluster(workers)
         try:
             name = f"dask, {workers} worker{'s' * (workers > 1)} x 1 thread"
             results.append(measure(name, corpus, cfg(scheduler=cluster.address, **wave)))
-            overheads[name] = task_overhead(DaskExecutor(cluster.client, Corpus(corpus)), 100)
+            with Client(cluster.address) as client:
+                overheads[name] = task_overhead(DaskExecutor(client, Corpus(corpus)), 100)
             if workers == 2:
                 small = make_corpus(args.n // 4, "quarter")
                 rss_small = driver_rss(small, cluster.address, WORK / "rss-small")
