@@ -735,3 +735,22 @@ def test_births_count_in_every_update_of_their_lap_but_the_last(tmp_path):
             assert run.trace[-1]["elbo"] == optimal_elbo(run.ctx.obs, run.ctx.alloc, run.S0)
             checked += 1
     assert checked, "no birth was adopted"
+
+
+def test_a_settled_run_tries_many_births_at_once_and_converges_sooner(tmp_path):
+    """Twelve clusters found by the initialisation: every component must fail a birth before
+    the run may converge. With one target a lap that takes about a lap per component; once a
+    lap has moved nothing and the ELBO has settled, ten targets a lap end it several laps
+    sooner, at the same K."""
+    rng = np.random.default_rng(4)
+    centers = rng.normal(0, 30, (12, 2))
+    X = centers[rng.integers(0, 12, 1200)] + rng.normal(size=(1200, 2))
+    ingest_array(X, tmp_path / "c", partition_rows=200)
+    runs = {}
+    for settled in (1, 10):
+        job = job_config(K=12, laps=60, moves="birth,merge", seed=0,
+                         birth_settled_per_lap=settled, scheduler="synchronous")
+        runs[settled] = fit(tmp_path / "c", tmp_path / f"run{settled}", job)
+    for s in runs.values():
+        assert s["stopped"].startswith("converged") and s["K"] == 12
+    assert runs[10]["laps"] + 5 <= runs[1]["laps"]

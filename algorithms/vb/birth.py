@@ -22,6 +22,10 @@ class BirthConfig:
 
     per_lap: int = field(default=1, metadata={"help": "birth targets per lap",
                                               "range": "[1, inf)"})
+    settled_per_lap: int = field(default=10, metadata={
+        "help": "birth targets per lap after a lap that adopted, kept and merged nothing (a "
+                "run converges only once every component's birth has failed)",
+        "range": "[1, inf)"})
     tau: float = field(default=0.1, metadata={
         "help": "collect an item for a target when its responsibility exceeds this (Eq. 23)",
         "range": "[0, 1)"})

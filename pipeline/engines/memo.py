@@ -48,6 +48,10 @@ from .common import (
 )
 
 MOVES = ("birth", "merge")
+# a lap without moves that changes the ELBO by less than this per item has settled: the next lap
+# tries births on birth.settled_per_lap targets, so that a run with many components (each must
+# fail a birth before the run converges) does not spend a lap per component
+SETTLED = 1e-3
 SUMMARIES: Codec[Summary] = Codec(Summary.to_arrays, Summary.from_arrays)
 
 # called after every batch visit with (lap, batch, globals used, result): for tests
@@ -166,6 +170,7 @@ class MemoEngine(Engine):
         self.failed: dict[int, float] = {}  # origin id -> its N when its birth failed
         self.best: tuple[float, int, Mixture] | None = None  # (ELBO, lap, model) at lap ends
         self.last_elbo: float | None = None  # the previous lap end's
+        self.settled = False  # the last lap moved nothing and changed the ELBO < SETTLED
         self.stopped = ""
         self.W = self.ctx.wave
         local = isinstance(self.ctx.executor, LocalExecutor)
@@ -278,8 +283,9 @@ class MemoEngine(Engine):
         open_ = self._open(N, adopting)
         if not open_.any():
             return ()
-        targets = choose_targets(self.S0.uids[open_], N[open_], laps[open_],
-                                 self.cfg.birth.per_lap, self.ctx.rng.birth)
+        n = max(self.cfg.birth.per_lap, self.cfg.birth.settled_per_lap if self.settled else 0)
+        targets = choose_targets(self.S0.uids[open_], N[open_], laps[open_], n,
+                                 self.ctx.rng.birth)
         self.births = [Birth(t) for t in targets]
         for t in targets:
             self.laps_since[t] = 0
@@ -439,15 +445,16 @@ class MemoEngine(Engine):
     def _check_convergence(self, st: LapState, elbo: float, moved: bool) -> None:
         """Converged: a complete lap that adopted, kept and merged nothing, has no birth
         waiting and none left to try (every component's birth failed), and changed the ELBO by
-        less than tol per item."""
-        quiet = (st.S_prime is None and not moved
-                 and not any(b.S_new is not None for b in self.births)
-                 and not (self.births_on and self._open(self.S0.N, set()).any()))
+        less than tol per item. Settled (the next lap tries births on more targets): such a
+        lap that changed the ELBO by less than SETTLED per item, whatever the births left."""
+        still = (st.S_prime is None and not moved
+                 and not any(b.S_new is not None for b in self.births))
+        quiet = still and not (self.births_on and self._open(self.S0.N, set()).any())
         previous, self.last_elbo = self.last_elbo, elbo
-        if not (self.cfg.tol > 0 and quiet and previous is not None and self._complete()):
-            return
-        change = abs(elbo - previous) / self.ctx.corpus.n_items
-        if change < self.cfg.tol:
+        complete = previous is not None and self._complete()
+        change = abs(elbo - previous) / self.ctx.corpus.n_items if complete else np.inf
+        self.settled = still and change < SETTLED
+        if self.cfg.tol > 0 and quiet and change < self.cfg.tol:
             self.stopped = (f"converged at lap {st.lap + 1}: ELBO change {change:.3g} per item "
                             f"< tol {self.cfg.tol:g}, no move accepted, K = {self.model.K}")
 
@@ -472,6 +479,7 @@ class MemoEngine(Engine):
             "failed": [[u, n] for u, n in self.failed.items()],
             "best": None if self.best is None else list(self.best[:2]),
             "last_elbo": self.last_elbo,
+            "settled": self.settled,
             "stopped": self.stopped,
             "W": self.W,
             "ahead": self.ahead,
@@ -526,6 +534,7 @@ class MemoEngine(Engine):
             self.best = (float(meta["best"][0]), int(meta["best"][1]),
                          model_from(arrays, "best", self.ctx))
         self.last_elbo = meta["last_elbo"]
+        self.settled = bool(meta.get("settled", False))
         self.stopped = meta["stopped"]
         self.W, self.ahead = int(meta["W"]), int(meta["ahead"])
         self.model_is_S0 = bool(meta["model_is_S0"])

@@ -79,7 +79,8 @@ def test_the_table_covers_every_config_field():
     for expected in ("algorithm", "corpus", "out", "seed", "scheduler", "cluster", "threads",
                      "wave", "cache_bytes", "summary_bytes", "checkpoint_every", "warm_start",
                      "obs", "prior", "alloc", "alpha0", "init_sample", "K", "laps", "moves",
-                     "birth_per_lap", "birth_tau", "birth_max_collect", "birth_fresh_K",
+                     "birth_per_lap", "birth_settled_per_lap", "birth_tau", "birth_max_collect",
+                     "birth_fresh_K",
                      "birth_max_iter", "birth_prune_fraction", "birth_tol", "merge_max_pairs",
                      "merge_partners", "merge_max_attempts", "sovb_kappa", "sovb_delay"):
         assert expected in names, expected
@@ -186,6 +187,7 @@ EDGES = {"alpha0": ("0", "1e-9"), "seed": ("-1", "0"), "cache_bytes": ("-1", "0"
          "init_sample": ("0", "1"), "K": ("0", "1"),
          "worker_wait": ("0", "0.001"),
          "laps": ("0", "1"), "tol": ("-1e-9", "0"), "birth_per_lap": ("0", "1"),
+         "birth_settled_per_lap": ("0", "1"),
          "birth_tau": ("1", "0"), "birth_max_collect": ("1", "2"), "birth_fresh_K": ("1", "2"),
          "birth_max_iter": ("0", "1"), "birth_prune_fraction": ("0", "0.5"),
          "birth_tol": ("-1", "0"), "birth_attempts": ("0", "1"), "merge_max_pairs": ("-1", "0"),
