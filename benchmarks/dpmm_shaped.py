@@ -9,9 +9,11 @@ to a scaled B, none equal) and s_k ~ LogNormal(0, 0.3); means in 12 superclasses
 μ_k = B^{1/2} (c_g + 0.5 z_k) with c_g ~ N(0, 0.5² I), z_k ~ N(0, I), so that class means differ
 along the data's own high-variance directions (as embeddings' do). The true parameters' own
 assignments are nearly exact (printed: oracle) while Euclidean k-means with the true K = 79
-reaches NMI 0.88. With class spread 0.3 in place of 0.5 no full-covariance DP mixture's ELBO
-prefers the 79 classes to the 12 superclasses, whatever the prior (measured), so that
-data would test the model, not the search.
+reaches NMI 0.88. The script also prints bnpmix's objective at three fixed hard labellings
+(one cluster, the 12 superclasses, the 79 classes): on this data the default model's ELBO
+prefers the superclasses to the classes (measured: -137.2 against -161.5 per item; one cluster
+-141.6), so its optimum cannot recover the 79 classes whatever the search: each class's
+128 x 128 covariance, estimated from 157-3,135 items, costs more evidence than its mean gains.
 
 Default mode: bnpmix with its defaults (``job_config(algorithm="memo")``: K = 1, births and
 merges, at most 100 laps; the dense corpus's default observation model, the full Gaussian) on
@@ -212,6 +214,26 @@ def bnpmix_run(X: np.ndarray, labels: np.ndarray, oracle: tuple[float, float], o
     return 0 if fast and good else 1
 
 
+def labelling_elbos(X: np.ndarray, labels: np.ndarray, superclass: np.ndarray) -> None:
+    """The ELBO per item, under bnpmix's default model for X (full Gaussian, default prior, DP
+    stick-breaking), of q(z) fixed at three hard labellings, each with its optimal global
+    update: one cluster, the 12 superclasses, the 79 classes. Which one the objective prefers
+    bounds what any search for its optimum can find."""
+    from bnpmix.algorithms.alloc import StickBreaking
+    from bnpmix.algorithms.mixture import optimal_elbo
+    from bnpmix.algorithms.obs.gauss import Gauss
+    from bnpmix.algorithms.vb.local import summarize
+
+    obs, alloc = Gauss.default(X), StickBreaking(1.0)
+    for name, z in (("one cluster", np.zeros(len(X), np.int64)),
+                    ("12 superclasses", superclass[labels]), (f"{K_TRUE} classes", labels)):
+        _, z = np.unique(z, return_inverse=True)
+        R = np.zeros((len(X), z.max() + 1))
+        R[np.arange(len(X)), z] = 1.0
+        S = summarize(X, obs, R, None, np.arange(R.shape[1]))
+        print(f"  ELBO per item with q(z) = {name}: {optimal_elbo(obs, alloc, S) / len(X):.3f}")
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sklearn-only", action="store_true",
@@ -232,6 +254,8 @@ def main() -> int:
     logp = true_log_density(X, truth["weights"], truth["means"], truth["covs"])
     oracle = (normalized_mutual_info(labels, logp.argmax(1)), oracle_ari(logp, labels))
     print(f"oracle (true parameters' assignments): NMI {oracle[0]:.4f}, ARI {oracle[1]:.4f}")
+    print("bnpmix's objective at fixed labellings (default model and prior):")
+    labelling_elbos(X, labels, truth["superclass"])
     return bnpmix_run(X, labels, oracle, args.out, args.seed)
 
 
