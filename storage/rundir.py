@@ -67,7 +67,34 @@ def validate_summary(obj: Any, path: str | Path) -> dict[str, Any]:
             raise BnpmixError(f"{path}: field {key!r} (the objective) is missing or not a number")
     if "cache" in obj:
         _validate_cache(obj["cache"], path)
+    if "component_ids" in obj:
+        _validate_components(obj, path)
     return obj
+
+
+def _validate_components(obj: dict[str, Any], path: str | Path) -> None:
+    """What `bnpmix info` reads in place of the model: weights, component_ids and sizes, one
+    per component (K), ids and sizes integers (sizes >= 0), and weight_new a number."""
+    K = obj["K"]
+    for key, ok in (("weights", _is_real), ("component_ids", _is_int),
+                    ("sizes", lambda v: _is_int(v) and v >= 0)):
+        value = obj.get(key)
+        if not isinstance(value, list) or len(value) != K:
+            raise BnpmixError(f"{path}: field {key!r} must be a list of K = {K} entries")
+        bad = next((i for i, v in enumerate(value) if not ok(v)), None)
+        if bad is not None:
+            raise BnpmixError(f"{path}: field {key!r} has an invalid entry {bad} "
+                              f"({value[bad]!r})")
+    if not _is_real(obj.get("weight_new")):
+        raise BnpmixError(f"{path}: field 'weight_new' is missing or not a number")
+
+
+def _is_real(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, bool)
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, numbers.Integral) and not isinstance(v, bool)
 
 
 def _validate_cache(cache: Any, path: str | Path) -> None:

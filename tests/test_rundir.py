@@ -27,6 +27,29 @@ def test_summary_round_trip_and_validation(tmp_path):
     assert run.load_summary() == SUMMARY  # failed writes left the old file intact
 
 
+COMPONENTS = {"weights": [0.5, 0.3, 0.1], "component_ids": [4, 0, 9], "sizes": [50, 30, 0],
+              "weight_new": 0.1}
+
+
+@pytest.mark.parametrize(("key", "bad", "message"), [
+    ("weights", [0.5, 0.3], "'weights' must be a list of K = 3"),
+    ("component_ids", [4, 0, 9.5], "'component_ids' has an invalid entry 2"),
+    ("sizes", [50, -1, 0], "'sizes' has an invalid entry 1"),
+    ("sizes", None, "'sizes' must be a list"),
+    ("weight_new", "some", "'weight_new' is missing or not a number")])
+def test_the_recorded_components_are_validated(tmp_path, key, bad, message):
+    """summary.json's weights, component_ids, sizes and weight_new (what `bnpmix info` reads
+    in place of the model) must agree with K; a bad file is refused by field, not by a crash."""
+    run = RunDir(tmp_path / "run").create()
+    run.write_summary({**SUMMARY, **COMPONENTS})
+    assert run.load_summary()["sizes"] == [50, 30, 0]
+    with pytest.raises(BnpmixError, match=message):
+        run.write_summary({**SUMMARY, **COMPONENTS, key: bad})
+    write_json_atomic(run.summary_path, {**SUMMARY, **COMPONENTS, key: bad})
+    with pytest.raises(BnpmixError, match=message):
+        run.load_summary()
+
+
 def test_load_summary_rejects_bad_files(tmp_path):
     run = RunDir(tmp_path)
     with pytest.raises(BnpmixError, match="not a run directory"):
