@@ -68,7 +68,8 @@ def topic_documents(n: int, V: int, K: int, mean_len: float, seed: int
 
 
 class PeakRSS:
-    """The largest resident set of each watched process, sampled every 0.2 s."""
+    """The largest resident set of each watched process with its descendants (a `dask worker`
+    runs its worker in a child process under a nanny), sampled every 0.2 s."""
 
     def __init__(self, pids: dict[str, int]) -> None:
         import psutil
@@ -83,7 +84,9 @@ class PeakRSS:
         while not self._stop.is_set():
             for name, p in self.procs.items():
                 with contextlib.suppress(Exception):  # an ended process: its peak stands
-                    self.peak[name] = max(self.peak[name], p.memory_info().rss)
+                    rss = p.memory_info().rss + sum(c.memory_info().rss
+                                                    for c in p.children(recursive=True))
+                    self.peak[name] = max(self.peak[name], rss)
             time.sleep(0.2)
 
     def stop(self) -> dict[str, int]:
