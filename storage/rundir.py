@@ -104,10 +104,10 @@ def _validate_cache(cache: Any, path: str | Path) -> None:
     for key in (*CACHE_COUNTS, *CACHE_RATES):
         value = cache.get(key, "missing")
         if key in CACHE_COUNTS:
-            ok = isinstance(value, numbers.Integral) and value >= 0
+            ok = _is_int(value) and value >= 0
         else:
-            ok = value is None or (isinstance(value, numbers.Real) and 0 <= value <= 1)
-        if isinstance(value, bool) or not ok:
+            ok = value is None or (_is_real(value) and 0 <= value <= 1)
+        if not ok:
             raise BnpmixError(f"{path}: field 'cache' has no valid {key!r} ({value!r})")
 
 

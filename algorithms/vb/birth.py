@@ -123,9 +123,9 @@ def create(X: Data, obs: ObsModel, alloc: VariationalAllocation, new_uids: np.nd
     else:
         return None
     keep = keep[np.argsort(-S.N[keep], kind="stable")]
-    S_new = Summary(uids=new_uids[: len(keep)], N=S.N[keep],
-                    stats={k: v[keep] for k, v in S.stats.items()}, H=np.zeros(len(keep)))
-    return S_new if scale == 1.0 else S_new.scaled(scale)
+    return Summary(uids=new_uids[: len(keep)], N=S.N[keep],
+                   stats={k: v[keep] for k, v in S.stats.items()},
+                   H=np.zeros(len(keep))).scaled(scale)
 
 
 def verify(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
