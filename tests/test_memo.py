@@ -28,6 +28,7 @@ from bnpmix.algorithms.sparse_stats import dense
 from bnpmix.algorithms.summary import Delete, Insert, Merge, MergeGroup, Reorder, Summary
 from bnpmix.algorithms.vb.local import Plan, batch_step, responsibilities, summarize
 from bnpmix.algorithms.vb.merge import MergeConfig, merge_round
+from bnpmix.datasets import toy_patches
 from bnpmix.pipeline.evaluate import evaluate, load
 from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.storage import Corpus, RunDir, ingest_array, ingest_docword
@@ -754,3 +755,28 @@ def test_a_settled_run_tries_many_births_at_once_and_converges_sooner(tmp_path):
     for s in runs.values():
         assert s["stopped"].startswith("converged") and s["K"] == 12
     assert runs[10]["laps"] + 5 <= runs[1]["laps"]
+
+
+def test_an_undone_birth_closes_its_origin_at_its_mass_before_the_adoption(tmp_path):
+    """During an adoption lap S' lets the newborns draw in their neighbours' items, so when
+    verification undoes the birth its origin holds more than it will a lap later. Its failure
+    is recorded at its mass when the birth was created, and it is not targeted in the lap
+    right after: otherwise the inflated mass reads as a 10 % change and the same birth is
+    adopted and undone lap after lap (toy patches at N = 100,000 ran to the 100-lap cap)."""
+    X, _ = toy_patches(6000, seed=0)
+    ingest_array(X, tmp_path / "c", partition_rows=600)
+    run = engine_for(tmp_path / "c", obs="gauss", algorithm="memo", K=25, laps=12, seed=0)
+    created: dict[int, float] = {}  # origin -> its mass at the end of the lap creating S'
+    undone = 0
+    while not run.done:
+        run_lap(run)
+        lap = run.next_lap - 1
+        for origin, mass in created.items():
+            failed = run.failed.get(origin)
+            if failed is not None and failed[1] == lap:  # verified and undone at this lap end
+                assert failed[0] == mass
+                assert not run._open(run.S0.N, set(), lap + 1)[run.S0.index(origin)]
+                undone += 1
+        created = {b.target: float(run.S0.N[run.S0.index(b.target)])
+                   for b in run.births if b.S_new is not None}
+    assert undone, "no birth was undone"

@@ -83,19 +83,22 @@ class MemoConfig(LapsConfig):
 @dataclass
 class Birth:
     """A birth in progress: its target, the rows collected for it (n of the ``seen`` that
-    qualified; fewer once the cap N' is reached), and later its S'."""
+    qualified; fewer once the cap N' is reached), and later its S' with the target's mass
+    when S' was created."""
 
     target: int
     rows: list = field(default_factory=list)
     n: int = 0
     S_new: Summary | None = None
     seen: int = 0
+    mass: float = 0.0
 
 
 @dataclass
 class LapState:
     """Where a lap stands: its order, planned pairs, birth targets, S' with the families being
-    adopted (origin, newborns) and their planned groups, and the next position."""
+    adopted (origin, newborns), their planned groups and each origin's mass before the
+    adoption, and the next position."""
 
     lap: int
     order: np.ndarray
@@ -106,6 +109,7 @@ class LapState:
     pos: int = 0
     groups: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
     Hgroup: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    origin_N: np.ndarray = field(default_factory=lambda: np.zeros(0))
 
     @property
     def families(self) -> list[tuple[int, tuple[int, ...]]]:
@@ -167,7 +171,8 @@ class MemoEngine(Engine):
         self.lap_state: LapState | None = None
         self.next_lap = 0
         self.hold_globals = False
-        self.failed: dict[int, float] = {}  # origin id -> its N when its birth failed
+        # origin id -> (its N when its birth failed, the lap at whose end it failed)
+        self.failed: dict[int, tuple[float, int]] = {}
         self.best: tuple[float, int, Mixture] | None = None  # (ELBO, lap, model) at lap ends
         self.last_elbo: float | None = None  # the previous lap end's
         self.settled = False  # the last lap moved nothing and changed the ELBO < SETTLED
@@ -243,15 +248,17 @@ class MemoEngine(Engine):
             past = move.apply(past)
         self.past = past.without_pairs()
 
-    def _adopt(self) -> tuple[Summary | None, list[tuple[int, tuple[int, ...]]]]:
-        """Insert created components into S^0 (zero mass); return S' to keep beside it and the
-        families (origin, newborns) to verify at the lap's end."""
+    def _adopt(self) -> tuple[Summary | None, list[tuple[int, tuple[int, ...]]], np.ndarray]:
+        """Insert created components into S^0 (zero mass); return S' to keep beside it, the
+        families (origin, newborns) to verify at the lap's end and each origin's mass when
+        its newborns were created."""
         done = [b for b in self.births if b.S_new is not None]
         created = [b.S_new for b in done]
         families = [(b.target, tuple(int(u) for u in b.S_new.uids)) for b in done]
+        masses = np.array([b.mass for b in done], dtype=float)
         self.births = []
         if not created:
-            return None, []
+            return None, [], masses
         uids = tuple(int(u) for s in created for u in s.uids)
         self._log(Insert(uids))
         S_prime = Summary.zeros(self.S0.uids, self.ctx.obs.stat_shapes())
@@ -262,17 +269,23 @@ class MemoEngine(Engine):
                 sparse_stats.place(S_prime.stats[k], idx, s.stats[k])
         for u in uids:
             self.laps_since[u] = 1
-        return S_prime, families
+        return S_prime, families, masses
 
-    def _open(self, N: np.ndarray, adopting: set[int]) -> np.ndarray:
-        """Components a birth may target: not an origin whose newborns take over its data in
-        this lap, not one too small to give a fresh run 2 K' items (once masses are known),
-        and not one whose birth failed, until its mass has changed by 10 %."""
+    def _open(self, N: np.ndarray, adopting: set[int], lap: int) -> np.ndarray:
+        """Components a birth may target in ``lap``: not an origin whose newborns take over
+        its data in this lap, not one too small to give a fresh run 2 K' items (once masses
+        are known), and not one whose birth failed, until a lap has passed since (masses
+        right after an undone birth are not yet back) and its mass has changed by 10 %."""
         floor = 2 * self.cfg.birth.fresh_K if self._complete() else 0
         return np.array([int(u) not in adopting and n >= floor
-                         and not (int(u) in self.failed and abs(n - self.failed[int(u)])
-                                  <= 0.1 * self.failed[int(u)])
+                         and not self._still_failed(int(u), n, lap)
                          for u, n in zip(self.S0.uids, N, strict=True)], dtype=bool)
+
+    def _still_failed(self, uid: int, n: float, lap: int) -> bool:
+        if uid not in self.failed:
+            return False
+        mass, failed_at = self.failed[uid]
+        return lap <= failed_at + 1 or abs(n - mass) <= 0.1 * mass
 
     def _choose_birth_targets(self, lap: int, adopting: set[int]) -> tuple[int, ...]:
         """Targets ∝ N_k L_k² (suppl. Eq. 22) among the open components."""
@@ -280,7 +293,7 @@ class MemoEngine(Engine):
             return ()  # a birth collected now could not be adopted and then judged by merges
         laps = np.array([self.laps_since[int(u)] for u in self.S0.uids])
         N = self.S0.N if self._complete() else np.ones(self.S0.K)
-        open_ = self._open(N, adopting)
+        open_ = self._open(N, adopting, lap)
         if not open_.any():
             return ()
         n = max(self.cfg.birth.per_lap, self.cfg.birth.settled_per_lap if self.settled else 0)
@@ -298,7 +311,7 @@ class MemoEngine(Engine):
         """Adopt last lap's births, plan merge pairs, choose birth targets, draw the order."""
         ctx = self.ctx
         lap = self.next_lap
-        S_prime, families = self._adopt()
+        S_prime, families, masses = self._adopt()
         if S_prime is not None:
             self.model = Mixture.from_summary(ctx.obs, ctx.alloc, self.S0 + S_prime)
             self.model_is_S0 = False
@@ -307,7 +320,7 @@ class MemoEngine(Engine):
         order = ctx.rng.order.permutation(ctx.corpus.n_partitions)
         groups = family_groups(families)
         self.lap_state = LapState(lap, order, pairs, np.zeros(0 if pairs is None else len(pairs)),
-                                  S_prime, targets, 0, groups, np.zeros(len(groups)))
+                                  S_prime, targets, 0, groups, np.zeros(len(groups)), masses)
 
     def wave(self) -> int:
         """Apply the next wave of W batches in visiting order, once it is computed; before
@@ -398,9 +411,12 @@ class MemoEngine(Engine):
         accepted: list = []
         if len(st.groups):
             S, undone = verify(ctx.obs, ctx.alloc, S, st.families)
+            origin_N = dict(zip((origin for origin, _ in st.families), st.origin_N, strict=True))
             for move in undone:  # S^0 has no group entropies: replayed on stored summaries only
                 self.store.log(move)
-                self.failed[move.keep] = float(S.N[S.index(move.keep)])
+                # failed at the mass it had before the adoption lap, to which it returns: the
+                # lap's S' lets the newborns draw in neighbours' items, merged back into it now
+                self.failed[move.keep] = float(origin_N[move.keep]), st.lap
                 for u in move.gone:
                     self.laps_since.pop(u, None)
             for origin, _ in st.families:
@@ -428,8 +444,9 @@ class MemoEngine(Engine):
                 X = stack_rows(birth.rows)
                 birth.S_new = create(X, ctx.obs, ctx.alloc, ctx.new_uids(self.cfg.birth.fresh_K),
                                      self.cfg.birth, ctx.rng.birth, birth.seen / birth.n)
+                birth.mass = self._mass(birth.target)
             if birth.S_new is None and birth.target in self.laps_since:
-                self.failed[birth.target] = float(self.S0.N[self.S0.index(birth.target)])
+                self.failed[birth.target] = self._mass(birth.target), st.lap
             birth.rows = []
         for u in self.laps_since:
             self.laps_since[u] += 1
@@ -442,6 +459,16 @@ class MemoEngine(Engine):
         self.lap_state = None
         self.next_lap += 1
 
+    def _mass(self, uid: int) -> float:
+        """A component's N in S^0 (0 if it has none): what a checkpoint written before births
+        kept their origins' masses restores them as."""
+        return float(self.S0.N[self.S0.index(uid)]) if uid in self.S0.uids else 0.0
+
+    def _origin_N(self, arrays: ArrayFile) -> np.ndarray:
+        if "lap/origin_N" in arrays:
+            return arrays["lap/origin_N"]
+        return np.array([self._mass(int(row[0])) for row in arrays["lap/groups"]], dtype=float)
+
     def _check_convergence(self, st: LapState, elbo: float, moved: bool) -> None:
         """Converged: a complete lap that adopted, kept and merged nothing, has no birth
         waiting and none left to try (every component's birth failed), and changed the ELBO by
@@ -449,7 +476,7 @@ class MemoEngine(Engine):
         lap that changed the ELBO by less than SETTLED per item, whatever the births left."""
         still = (st.S_prime is None and not moved
                  and not any(b.S_new is not None for b in self.births))
-        quiet = still and not (self.births_on and self._open(self.S0.N, set()).any())
+        quiet = still and not (self.births_on and self._open(self.S0.N, set(), st.lap + 1).any())
         previous, self.last_elbo = self.last_elbo, elbo
         complete = previous is not None and self._complete()
         change = abs(elbo - previous) / self.ctx.corpus.n_items if complete else np.inf
@@ -476,7 +503,7 @@ class MemoEngine(Engine):
         meta: dict[str, Any] = {
             "next_lap": self.next_lap,
             "hold_globals": self.hold_globals,
-            "failed": [[u, n] for u, n in self.failed.items()],
+            "failed": [[u, n, lap] for u, (n, lap) in self.failed.items()],
             "best": None if self.best is None else list(self.best[:2]),
             "last_elbo": self.last_elbo,
             "settled": self.settled,
@@ -487,8 +514,8 @@ class MemoEngine(Engine):
             "inflight": [w.batches for w in self.inflight],
             "laps_since": [[u, n] for u, n in self.laps_since.items()],
             "stored": self.store.keys(),
-            "births": [{"target": b.target, "n": b.n, "seen": b.seen, "rows": bool(b.rows)}
-                       for b in self.births],
+            "births": [{"target": b.target, "n": b.n, "seen": b.seen, "mass": b.mass,
+                        "rows": bool(b.rows)} for b in self.births],
             "lap": None if st is None else {"lap": st.lap, "pos": st.pos,
                                              "targets": list(st.targets),
                                              "pairs": st.pairs is not None},
@@ -512,6 +539,7 @@ class MemoEngine(Engine):
             yield "lap/Hpair", st.Hpair
             yield "lap/groups", st.groups
             yield "lap/Hgroup", st.Hgroup
+            yield "lap/origin_N", st.origin_N
             if st.pairs is not None:
                 yield "lap/pairs", st.pairs
             yield from summary_items("lap/S_prime", st.S_prime)
@@ -529,7 +557,8 @@ class MemoEngine(Engine):
         self.past = summary_from(arrays, "past")
         self.next_lap = meta["next_lap"]
         self.hold_globals = meta["hold_globals"]
-        self.failed = {int(u): float(n) for u, n in meta["failed"]}
+        self.failed = {int(f[0]): (float(f[1]), int(f[2]) if len(f) > 2 else -2)
+                       for f in meta["failed"]}
         if meta["best"] is not None:
             self.best = (float(meta["best"][0]), int(meta["best"][1]),
                          model_from(arrays, "best", self.ctx))
@@ -549,14 +578,15 @@ class MemoEngine(Engine):
             rows = [data_from_arrays(arrays.group(f"births/{i}/rows"))] if b["rows"] else []
             self.births.append(Birth(int(b["target"]), rows, int(b["n"]),
                                      summary_from(arrays, f"births/{i}/S_new"),
-                                     int(b.get("seen", b["n"]))))
+                                     int(b.get("seen", b["n"])),
+                                     float(b.get("mass", self._mass(int(b["target"]))))))
         lap = meta["lap"]
         if lap is not None:
             self.lap_state = LapState(
                 lap["lap"], arrays["lap/order"], arrays["lap/pairs"] if lap["pairs"] else None,
                 arrays["lap/Hpair"], summary_from(arrays, "lap/S_prime"),
                 tuple(int(t) for t in lap["targets"]), lap["pos"], arrays["lap/groups"],
-                arrays["lap/Hgroup"])
+                arrays["lap/Hgroup"], self._origin_N(arrays))
         for i, batches in enumerate(meta["inflight"]):  # submitted again with the same globals
             g = Globals(arrays[f"inflight/{i}/uids"], arrays.group(f"inflight/{i}/post"),
                         arrays[f"inflight/{i}/Elogw"])

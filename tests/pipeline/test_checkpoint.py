@@ -18,6 +18,7 @@ import pandas as pd
 import pytest
 import scipy.sparse as sp
 
+from bnpmix.datasets import toy_patches
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.pipeline.runtime import checkpoint
 from bnpmix.storage import BnpmixError, RunDir, ingest_array, ingest_docword
@@ -217,6 +218,44 @@ def test_a_birth_collecting_past_its_cap_resumes_exactly(tmp_path):
     a = pd.read_csv(tmp_path / "run" / "trace.csv")
     b = pd.read_csv(tmp_path / "whole" / "trace.csv")
     pd.testing.assert_frame_equal(a.drop(columns="seconds"), b.drop(columns="seconds"))
+
+
+def birth_bookkeeping(engine) -> tuple:
+    """What decides which components a birth may target: the failed origins (mass, lap), the
+    masses of the births created and of the origins being adopted."""
+    st = engine.lap_state
+    return (sorted(engine.failed.items()), [(b.target, b.mass) for b in engine.births],
+            None if st is None else st.origin_N.tolist())
+
+
+@pytest.mark.parametrize("where", ["created", "adopting"])
+def test_a_run_stopped_around_a_birth_resumes_its_bookkeeping_exactly(tmp_path, where):
+    """Stopped at the lap end that created a birth, or in the middle of its adoption lap, the
+    resumed run keeps the origin's mass from before the adoption (what an undone birth's
+    origin is closed at) and the laps of its failures, step for step as the whole run."""
+    X, _ = toy_patches(6000, seed=0)
+    ingest_array(X, tmp_path / "c", partition_rows=600)
+    options = {"obs": "gauss", "K": 25, "laps": 6, "seed": 0, "checkpoint_every": 1,
+               "scheduler": "synchronous"}
+    whole: list = []
+    fit(tmp_path / "c", tmp_path / "whole", job_config(**options),
+        on_step=lambda engine, step: whole.append(birth_bookkeeping(engine)))
+
+    def stop(engine, step):
+        st = engine.lap_state
+        created = step.lap_end and any(b.S_new is not None for b in engine.births)
+        adopting = st is not None and len(st.groups) and 0 < st.pos < len(st.order)
+        if engine.failed and (created if where == "created" else adopting):
+            raise KeyboardInterrupt  # after this step's checkpoint
+
+    steps: list = []
+    with pytest.raises(KeyboardInterrupt):
+        fit(tmp_path / "c", tmp_path / "run", job_config(**options),
+            on_step=lambda engine, step: (steps.append(birth_bookkeeping(engine)),
+                                          stop(engine, step)))
+    resume(tmp_path / "run", on_step=lambda engine, step: steps.append(birth_bookkeeping(engine)))
+    assert any(failed for failed, _, _ in whole) and any(o for _, _, o in whole if o)
+    assert steps == whole
 
 
 @pytest.mark.parametrize("algorithm", ["vb", "sovb"])
