@@ -26,6 +26,7 @@ from bnpmix.algorithms.mixture import Mixture, optimal_elbo
 from bnpmix.algorithms.obs import obs_class
 from bnpmix.algorithms.sparse_stats import dense
 from bnpmix.algorithms.summary import Delete, Insert, Merge, MergeGroup, Reorder, Summary
+from bnpmix.algorithms.vb import merge
 from bnpmix.algorithms.vb.local import Plan, batch_step, responsibilities, summarize
 from bnpmix.algorithms.vb.merge import MergeConfig, merge_round
 from bnpmix.datasets import toy_patches
@@ -340,6 +341,29 @@ def test_a_capped_collection_is_judged_with_the_targets_full_evidence():
 
 
 # ------------------------------------------------------------------------- 2. merge exactness
+
+@pytest.mark.parametrize("obs", OBS)
+def test_merge_scores_in_chunks_are_eq_12_pair_by_pair(obs, monkeypatch):
+    """Eq. 12 for every pair, computed in chunks of pairs (one pair a chunk, three, all at
+    once) equals log M(S_a + S_b) - log M(S_a) - log M(S_b) computed for each pair alone
+    from the pair's summed statistics."""
+    X, model, R, _ = small_problem(obs, 6, K=len(UIDS))
+    S = summarize(X, model, R, None, UIDS)
+    pairs = all_pairs(UIDS)
+
+    def log_M(*ids: int) -> float:  # log M of the components' summed statistics
+        rows = [S.index(u) for u in ids]
+        N = np.array([S.N[rows].sum()])
+        return float(model.log_marginal(N, {k: sum(dense(v[[r]]) for r in rows)
+                                            for k, v in S.stats.items()})[0])
+
+    want = [log_M(a, b) - log_M(a) - log_M(b) for a, b in pairs]
+    per_pair = sum(int(np.prod(v.shape[1:])) for v in S.stats.values())
+    for pairs_a_chunk in (1, 3, len(pairs)):
+        monkeypatch.setattr(merge, "CHUNK_ENTRIES", pairs_a_chunk * per_pair)
+        np.testing.assert_allclose(merge.merge_scores(model, S, pairs), want, rtol=1e-12,
+                                   atol=1e-9)
+
 
 @pytest.mark.parametrize("obs", OBS)
 def test_merged_summary_elbo_equals_elbo_from_scratch(obs, tmp_path):
