@@ -460,14 +460,8 @@ class MemoEngine(Engine):
         self.next_lap += 1
 
     def _mass(self, uid: int) -> float:
-        """A component's N in S^0 (0 if it has none): what a checkpoint written before births
-        kept their origins' masses restores them as."""
+        """A component's N in S^0 (0 if it is not there)."""
         return float(self.S0.N[self.S0.index(uid)]) if uid in self.S0.uids else 0.0
-
-    def _origin_N(self, arrays: ArrayFile) -> np.ndarray:
-        if "lap/origin_N" in arrays:
-            return arrays["lap/origin_N"]
-        return np.array([self._mass(int(row[0])) for row in arrays["lap/groups"]], dtype=float)
 
     def _check_convergence(self, st: LapState, elbo: float, moved: bool) -> None:
         """Converged: a complete lap that adopted, kept and merged nothing, has no birth
@@ -557,6 +551,8 @@ class MemoEngine(Engine):
         self.past = summary_from(arrays, "past")
         self.next_lap = meta["next_lap"]
         self.hold_globals = meta["hold_globals"]
+        # a checkpoint written before failures kept their lap: long enough ago (-2) that only
+        # the mass rule applies
         self.failed = {int(f[0]): (float(f[1]), int(f[2]) if len(f) > 2 else -2)
                        for f in meta["failed"]}
         if meta["best"] is not None:
@@ -591,3 +587,10 @@ class MemoEngine(Engine):
             g = Globals(arrays[f"inflight/{i}/uids"], arrays.group(f"inflight/{i}/post"),
                         arrays[f"inflight/{i}/Elogw"])
             self.inflight.append(self._submit(Wave([int(b) for b in batches], g)))
+
+    def _origin_N(self, arrays: ArrayFile) -> np.ndarray:
+        """The adopting origins' masses before the adoption; a checkpoint written before they
+        were kept gives their current masses."""
+        if "lap/origin_N" in arrays:
+            return arrays["lap/origin_N"]
+        return np.array([self._mass(int(row[0])) for row in arrays["lap/groups"]], dtype=float)
