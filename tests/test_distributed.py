@@ -15,8 +15,10 @@ import numpy as np
 import pandas as pd
 import pytest
 import scipy.sparse as sp
+from distributed import Client
 
-from bnpmix.storage import RunDir, ingest_array, ingest_docword
+from bnpmix.pipeline.runtime.executors import DaskExecutor
+from bnpmix.storage import BnpmixError, Corpus, RunDir, ingest_array, ingest_docword
 from helpers import DASK, ENV, DaskCluster, free_port, write_docword
 
 pytestmark = pytest.mark.integration
@@ -180,6 +182,44 @@ def test_a_dead_scheduler_is_named_as_the_cause(tmp_path):
         assert f"{address}: lost the Dask scheduler" in err and "bnpmix resume" in err, err
     finally:
         stop(worker, scheduler)
+
+
+def connect(address: str, timeout: float) -> Client:
+    """A client of the scheduler at ``address`` once it listens; ``timeout`` is also how long
+    it tries to reconnect after losing it."""
+    deadline = time.time() + 60
+    while True:
+        try:
+            return Client(address, timeout=timeout, set_as_default=False)
+        except OSError:
+            assert time.time() < deadline, f"{address} never listened"
+            time.sleep(0.2)
+
+
+@pytest.mark.parametrize("ttl", [0.0, 600.0], ids=["listing-again", "listed"])
+def test_a_scheduler_lost_between_waves_is_named_at_the_next_wave(tmp_path, ttl):
+    """The scheduler dies while the driver computes and the client, having failed to reconnect,
+    closes: the next wave names the lost scheduler and the resume, whether it lists the workers
+    again (a closed client's scheduler_info() is empty: this was KeyError 'workers') or submits
+    to those it listed (ClosedClientError)."""
+    corpus = make_corpus(tmp_path / "corpus", n=400)
+    scheduler, address = start_scheduler()
+    try:
+        with connect(address, timeout=1) as client:
+            ex = DaskExecutor(client, Corpus(corpus), retries=0)
+            ex.workers_ttl = ttl
+            assert ex.parallelism == 1  # listed: no workers
+            scheduler.kill()
+            scheduler.wait()
+            deadline = time.time() + 60
+            while client.status != "closed":
+                assert time.time() < deadline, client.status
+                time.sleep(0.1)
+            with pytest.raises(BnpmixError, match=f"{address}: lost the Dask scheduler .*"
+                                                  r"`bnpmix resume RUN_DIR`"):
+                ex.map(len, [0])
+    finally:
+        stop(scheduler)
 
 
 def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, cluster):

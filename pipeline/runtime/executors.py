@@ -277,6 +277,7 @@ class DaskExecutor(Executor):
                  retries: int | None = None) -> None:
         super().__init__()
         self.client = client
+        self.address = client.scheduler.address  # a closed client forgets it
         self.refs = partition_refs(corpus)
         self.corpus_path = corpus.uri
         options = storage_options()
@@ -297,7 +298,9 @@ class DaskExecutor(Executor):
         now = time.monotonic()
         if now - self._listed < self.workers_ttl:
             return
-        info = self.client.scheduler_info()["workers"]
+        info = self.client.scheduler_info().get("workers")
+        if info is None:  # a client that gave up reconnecting has closed and cleared its cache
+            raise self._lost_scheduler(f"the client is {self.client.status}")
         self._listed = now
         self._nthreads = sum(int(w["nthreads"]) for w in info.values())
         workers = tuple(sorted(info))
@@ -330,14 +333,19 @@ class DaskExecutor(Executor):
         # one task: the shared arguments ride in its spec (one round trip, still recomputable);
         # several: they travel once, as the result of a task the others depend on
         wave = uuid.uuid4().hex
-        shared_arg = (shared if len(tasks) == 1
-                      else self.client.submit(_identity, shared, pure=False, key=f"shared-{wave}"))
-        futures = [
-            self.client.submit(_on_worker, self.refs[i], self.cache_bytes, fn, own,
-                               shared_arg, pure=False, retries=self.retries,
-                               key=f"bnpmix-partition-{i}-{wave}-{n}", **submit_kwargs(home))
-            for n, ((i, own), home) in enumerate(zip(tasks, homes, strict=True))
-        ]
+        try:
+            shared_arg = (shared if len(tasks) == 1 else
+                          self.client.submit(_identity, shared, pure=False, key=f"shared-{wave}"))
+            futures = [
+                self.client.submit(_on_worker, self.refs[i], self.cache_bytes, fn, own,
+                                   shared_arg, pure=False, retries=self.retries,
+                                   key=f"bnpmix-partition-{i}-{wave}-{n}", **submit_kwargs(home))
+                for n, ((i, own), home) in enumerate(zip(tasks, homes, strict=True))
+            ]
+        except Exception as exc:
+            if self.client.status == "running":
+                raise
+            raise self._lost_scheduler(f"{type(exc).__name__}: {exc}") from exc
 
         def collect() -> list[Any]:
             try:
@@ -362,12 +370,14 @@ class DaskExecutor(Executor):
             raise
         except Exception as exc:
             if self.client.status != "running" or not self._scheduler_alive():
-                raise BnpmixError(
-                    f"{self.client.scheduler.address}: lost the Dask scheduler "
-                    f"({type(exc).__name__}: {exc}); the run's checkpoint is kept: "
-                    "`bnpmix resume RUN_DIR` once a scheduler is back") from exc
+                raise self._lost_scheduler(f"{type(exc).__name__}: {exc}") from exc
             raise BnpmixError(f"{self.corpus_path}: partition {int(index)} failed after "
                               f"{self.retries} retries: {type(exc).__name__}: {exc}") from exc
+
+    def _lost_scheduler(self, cause: str) -> BnpmixError:
+        return BnpmixError(f"{self.address}: lost the Dask scheduler ({cause}); "
+                           "the run's checkpoint is kept: `bnpmix resume RUN_DIR` once a "
+                           "scheduler is back")
 
     def _scheduler_alive(self) -> bool:
         try:  # a round trip (Client.scheduler_info() swallows OSError and returns its cache)
@@ -378,7 +388,7 @@ class DaskExecutor(Executor):
 
     def describe(self) -> str:
         info = self.client.scheduler_info()
-        return (f"dask at {self.client.scheduler.address} ({len(info.get('workers', {}))} "
+        return (f"dask at {self.address} ({len(info.get('workers', {}))} "
                 f"workers; dashboard {self.client.dashboard_link})")
 
 
