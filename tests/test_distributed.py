@@ -196,28 +196,30 @@ def connect(address: str, timeout: float) -> Client:
             time.sleep(0.2)
 
 
-@pytest.mark.parametrize("ttl", [0.0, 600.0], ids=["listing-again", "listed"])
-def test_a_scheduler_lost_between_waves_is_named_at_the_next_wave(tmp_path, ttl):
-    """The scheduler dies while the driver computes and the client, having failed to reconnect,
-    closes: the next wave names the lost scheduler and the resume, whether it lists the workers
-    again (a closed client's scheduler_info() is empty: this was KeyError 'workers') or submits
-    to those it listed (ClosedClientError)."""
+@pytest.mark.parametrize("when", ["listing-again", "listed", "pending"])
+def test_a_lost_scheduler_is_named_whenever_it_is_lost(tmp_path, when):
+    """The scheduler dies and the client, having failed to reconnect, closes: the wave names the
+    lost scheduler and the resume, whether it was submitted after (listing the workers again: a
+    closed client's scheduler_info() is empty, which was KeyError 'workers'; or to those it had
+    listed: ClosedClientError) or before (cancelling a collected wave on a closed client raised
+    ClosedClientError over the error that says why)."""
     corpus = make_corpus(tmp_path / "corpus", n=400)
     scheduler, address = start_scheduler()
     try:
         with connect(address, timeout=1) as client:
             ex = DaskExecutor(client, Corpus(corpus), retries=0)
-            ex.workers_ttl = ttl
+            ex.workers_ttl = 0.0 if when == "listing-again" else 600.0
             assert ex.parallelism == 1  # listed: no workers
+            pending = ex.submit(len, [0]) if when == "pending" else None
             scheduler.kill()
             scheduler.wait()
             deadline = time.time() + 60
             while client.status != "closed":
                 assert time.time() < deadline, client.status
                 time.sleep(0.1)
-            with pytest.raises(BnpmixError, match=f"{address}: lost the Dask scheduler .*"
+            with pytest.raises(BnpmixError, match=f"(?s){address}: lost the Dask scheduler .*"
                                                   r"`bnpmix resume RUN_DIR`"):
-                ex.map(len, [0])
+                (pending or ex.submit(len, [0])).result()
     finally:
         stop(scheduler)
 

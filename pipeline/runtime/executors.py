@@ -351,7 +351,7 @@ class DaskExecutor(Executor):
             try:
                 outcomes = [self._result(i, f) for (i, _), f in zip(tasks, futures, strict=True)]
             finally:
-                self.client.cancel(futures if len(tasks) == 1 else [*futures, shared_arg])
+                self._release(futures if len(tasks) == 1 else [*futures, shared_arg])
             values = []
             for (i, _), home, was_warm, (value, hit, where) in zip(tasks, homes, warm, outcomes,
                                                                    strict=True):
@@ -373,6 +373,15 @@ class DaskExecutor(Executor):
                 raise self._lost_scheduler(f"{type(exc).__name__}: {exc}") from exc
             raise BnpmixError(f"{self.corpus_path}: partition {int(index)} failed after "
                               f"{self.retries} retries: {type(exc).__name__}: {exc}") from exc
+
+    def _release(self, futures: list[Any]) -> None:
+        """Cancel a collected wave's futures; a client that has closed holds none (its error
+        would hide the one that says why the wave failed)."""
+        try:
+            self.client.cancel(futures)
+        except Exception:
+            if self.client.status == "running":
+                raise
 
     def _lost_scheduler(self, cause: str) -> BnpmixError:
         return BnpmixError(f"{self.address}: lost the Dask scheduler ({cause}); "
