@@ -81,8 +81,11 @@ def test_fit_on_a_given_client_gives_the_synchronous_model_and_leaves_it_open(
     address = client.scheduler.address
     with get_task_stream(client) as tasks:
         summary = fit(corpus, tmp_path / "run", job_config(**OPTIONS), client=client)
-    assert {t["worker"] for t in tasks.data if t["key"].startswith("bnpmix-partition-")} == set(
-        client.scheduler_info()["workers"])  # both workers ran partition tasks
+    # the partition tasks ran on the client's workers; not necessarily on both, since each
+    # partition's home is hashed from the workers' addresses (random ports): all six partitions
+    # land on one of two workers in 1 of 32 clusters, and one CI run drew that
+    ran = {t["worker"] for t in tasks.data if t["key"].startswith("bnpmix-partition-")}
+    assert ran and ran <= set(client.scheduler_info()["workers"])
     assert summary["config"]["run"]["scheduler"] == address
     assert_same_model(tmp_path / "run", synchronous)
     assert_still_usable(client)
