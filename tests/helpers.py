@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,14 +30,33 @@ class DaskCluster:
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
         self.env = ENV if env is None else {**ENV, **env}
-        port = free_port()
-        self.address = f"tcp://127.0.0.1:{port}"
+        # the scheduler picks its own port and writes its address to a file: a port chosen here
+        # and bound later can be taken in between (a CI run's scheduler never listened)
+        self._dir = tempfile.TemporaryDirectory(prefix="bnpmix-dask-")
+        info = Path(self._dir.name) / "scheduler.json"
         self.scheduler = subprocess.Popen(
-            [DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
-             "--dashboard-address", "127.0.0.1:0"],
+            [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0",
+             "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(info)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
-        self.workers = [self.start_worker() for _ in range(2)]
-        self.wait_for_workers(2)
+        self.workers: list[subprocess.Popen] = []
+        try:
+            self.address = self._read_address(info)
+            self.workers = [self.start_worker() for _ in range(2)]
+            self.wait_for_workers(2)
+        except BaseException:
+            self.close()  # nothing started here outlives a failed start
+            raise
+
+    def _read_address(self, info: Path) -> str:
+        deadline = time.time() + 60
+        while True:
+            try:
+                return json.loads(info.read_text())["address"]
+            except (OSError, ValueError, KeyError):  # not written yet, or half-written
+                assert self.scheduler.poll() is None, \
+                    f"dask scheduler exited with code {self.scheduler.returncode}"
+                assert time.time() < deadline, "dask scheduler wrote no address within 60 s"
+                time.sleep(0.1)
 
     def start_worker(self) -> subprocess.Popen:
         return subprocess.Popen(
@@ -67,6 +88,7 @@ class DaskCluster:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+        self._dir.cleanup()
 
 
 def write_docword(path: Path, X: sp.csr_matrix, vocab: list[str] | None = None) -> None:
