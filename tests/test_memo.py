@@ -33,7 +33,7 @@ from bnpmix.datasets import toy_patches
 from bnpmix.pipeline.evaluate import evaluate, load
 from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.storage import Corpus, RunDir, ingest_array, ingest_docword
-from helpers import engine_for, random_counts, run_lap, run_to_end, write_docword
+from helpers import blobs, engine_for, random_counts, run_lap, run_to_end, write_docword
 
 OBS = ["gauss", "zm-gauss", "diag-gauss", "mult"]
 
@@ -338,6 +338,45 @@ def test_a_capped_collection_is_judged_with_the_targets_full_evidence():
         amplified = create(sample, obs, alloc, new, cfg, np.random.default_rng(seed), 10.0)
         assert amplified.K >= 2
         assert 0.9 * 4000 <= amplified.N.sum() <= 4000 + 1e-9
+
+
+
+def test_a_birth_retries_fresh_vb_only_while_the_model_has_one_component(tmp_path, monkeypatch):
+    """At K = 1 a failed birth ends the run, so a birth there tries ``attempts`` (3) fresh VB
+    runs from new seeds: on one blob every birth fails after 3. Once the model has grown, a
+    birth tries ``attempts_grown`` (1): on three blobs, every birth from K > 1 ran once."""
+    from bnpmix.algorithms.vb import birth
+    from bnpmix.pipeline.engines import memo
+
+    fresh, create = birth.fresh_vb, memo.create
+    runs: list[int] = []  # fresh VB runs of the birth being created
+    births: list[tuple[int, int, int]] = []  # (model's K, fresh VB runs, components kept)
+
+    def counted_fresh(*args, **kwargs):
+        runs.append(1)
+        return fresh(*args, **kwargs)
+
+    def recorded_create(*args, **kwargs):
+        runs.clear()
+        S = create(*args, **kwargs)
+        births.append((engine.S0.K, len(runs), 0 if S is None else S.K))
+        return S
+
+    monkeypatch.setattr(birth, "fresh_vb", counted_fresh)
+    monkeypatch.setattr(memo, "create", recorded_create)
+    rng = np.random.default_rng(5)
+    for name, X in (("one", rng.standard_normal((600, 2))), ("three", blobs(900, 5)[0])):
+        ingest_array(X, tmp_path / name, partition_rows=150)
+        engine = engine_for(tmp_path / name, obs="gauss", algorithm="memo", K=1, laps=8,
+                            moves="birth", seed=0)
+        births.clear()
+        run_to_end(engine)
+        if name == "one":
+            assert births and all(b == (1, 3, 0) for b in births), births
+        else:
+            grown = [b for b in births if b[0] > 1]
+            assert births[0][0] == 1 and births[0][2] >= 2 and grown, births
+            assert all(ran == 1 for _, ran, _ in grown), births
 
 
 # ------------------------------------------------------------------------- 2. merge exactness

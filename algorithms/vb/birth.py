@@ -44,7 +44,14 @@ class BirthConfig:
                 "1e-4 took 1.8x the local steps on toy patches for the same model)",
         "range": "[0, inf)"})
     attempts: int = field(default=3, metadata={
-        "help": "fresh VB runs a birth tries before it counts as failed", "range": "[1, inf)"})
+        "help": "fresh VB runs a birth tries before it counts as failed, while the model has one "
+                "component (a failure there ends the run at K = 1: digits did, from one bad run)",
+        "range": "[1, inf)"})
+    attempts_grown: int = field(default=1, metadata={
+        "help": "fresh VB runs a birth tries once the model has more than one component (a "
+                "failed component is targeted again when its mass changes; 3 tries cost 2.7x "
+                "the birth time on toy patches for the same model)",
+        "range": "[1, inf)"})
 
 
 def choose_targets(uids: np.ndarray, N: np.ndarray, laps_since: np.ndarray, n: int,
@@ -101,10 +108,11 @@ def refine(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary,
 
 
 def create(X: Data, obs: ObsModel, alloc: VariationalAllocation, new_uids: np.ndarray,
-           cfg: BirthConfig, rng: np.random.Generator, scale: float = 1.0) -> Summary | None:
+           cfg: BirthConfig, rng: np.random.Generator, scale: float = 1.0,
+           attempts: int | None = None) -> Summary | None:
     """Creation: fresh VB on the targeted data, merges inside it (refine), prune components with
     N_j < ε N', and return the kept components' summary S' under ``new_uids`` — or None when
-    J' <= 1 in each of ``attempts`` runs (abort).
+    J' <= 1 in each of ``attempts`` runs (abort; default ``cfg.attempts``).
 
     When X is a sample of the rows that qualified (the collection cap N' was reached),
     ``scale`` = qualified / collected amplifies X's statistics to the whole target's, as
@@ -115,7 +123,7 @@ def create(X: Data, obs: ObsModel, alloc: VariationalAllocation, new_uids: np.nd
     n = X.shape[0]
     if n < 2 * cfg.fresh_K:
         return None
-    for _ in range(cfg.attempts):  # fresh VB from new seeds when one run keeps <= 1 component
+    for _ in range(cfg.attempts if attempts is None else attempts):  # new seeds each run
         S = fresh_vb(X, obs, alloc, cfg.fresh_K, rng, cfg.max_iter, cfg.tol, scale)
         S = refine(X, obs, alloc, S, rng, cfg.max_iter, cfg.tol, scale)
         keep = np.flatnonzero(cfg.prune_fraction * n <= S.N)

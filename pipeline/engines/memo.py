@@ -442,8 +442,10 @@ class MemoEngine(Engine):
         for birth in self.births:
             if birth.n:
                 X = stack_rows(birth.rows)
-                birth.S_new = create(X, ctx.obs, ctx.alloc, ctx.new_uids(self.cfg.birth.fresh_K),
-                                     self.cfg.birth, ctx.rng.birth, birth.seen / birth.n)
+                cfg = self.cfg.birth
+                birth.S_new = create(X, ctx.obs, ctx.alloc, ctx.new_uids(cfg.fresh_K), cfg,
+                                     ctx.rng.birth, birth.seen / birth.n,
+                                     cfg.attempts if self.S0.K == 1 else cfg.attempts_grown)
                 birth.mass = self._mass(birth.target)
             if birth.S_new is None and birth.target in self.laps_since:
                 self.failed[birth.target] = self._mass(birth.target), st.lap

@@ -190,7 +190,8 @@ EDGES = {"alpha0": ("0", "1e-9"), "seed": ("-1", "0"), "cache_bytes": ("-1", "0"
          "birth_settled_per_lap": ("0", "1"),
          "birth_tau": ("1", "0"), "birth_max_collect": ("1", "2"), "birth_fresh_K": ("1", "2"),
          "birth_max_iter": ("0", "1"), "birth_prune_fraction": ("0", "0.5"),
-         "birth_tol": ("-1", "0"), "birth_attempts": ("0", "1"), "merge_max_pairs": ("-1", "0"),
+         "birth_tol": ("-1", "0"), "birth_attempts": ("0", "1"),
+         "birth_attempts_grown": ("0", "1"), "merge_max_pairs": ("-1", "0"),
          "merge_partners": ("0", "1"), "merge_max_attempts": ("-1", "0")}
 
 
