@@ -11,7 +11,10 @@ ones, held-out log-likelihood per item (bnpmix: its posterior predictive with th
 components' mass, score(); scikit-learn: score(), the density at its variational point
 estimates) and the components above 1 % of the mass. Target: bnpmix at least 10x faster at an
 ARI no more than 0.005 below scikit-learn's, at every N. bnpmix runs first, so that its times do
-not share the process with the thread pools scikit-learn's fit leaves behind.
+not share the process with the thread pools scikit-learn's fit leaves behind. Before its timed
+fits each library fits 2,000 items once, untimed, so that neither time includes importing
+modules (bnpmix's estimator subclasses scikit-learn's base classes, whose import took 0.8 s and
+was charged to bnpmix's first fit before). Each fit's figures are printed when it ends.
 
 E-step. One batch, N = 100,000, D = 25, K = 25, full Gaussian: ``batch_step`` (the whole local
 step: E[log p(x|φ)] + E[log w], the log normaliser, exp, the entropies H_k = -Σ r log r and
@@ -35,6 +38,7 @@ import argparse
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -154,28 +158,31 @@ def main() -> int:
         X, labels = toy_patches(n + HELD_OUT, seed=args.seed)
         data[n] = X[:n], labels[:n], X[n:]
     results: dict[int, dict[str, dict]] = {n: {} for n in sizes}
-    for n in sizes:  # bnpmix first: see the docstring
-        results[n]["bnpmix"] = fit_bnpmix(data[n][0], data[n][2], args.seed)
-        print(f"bnpmix N={n:,}: {results[n]['bnpmix']['seconds']:.1f} s ({load()})", flush=True)
-    for n in sizes:
-        results[n]["sklearn"] = fit_sklearn(data[n][0], data[n][2], args.seed, args.max_iter)
-        print(f"scikit-learn N={n:,}: {results[n]['sklearn']['seconds']:.1f} s ({load()})",
-              flush=True)
-
+    warm = data[sizes[0]][0][:2000], data[sizes[0]][2][:2000]
+    fits = (("bnpmix", lambda X, X_test, max_iter: fit_bnpmix(X, X_test, args.seed)),
+            ("scikit-learn", lambda X, X_test, max_iter: fit_sklearn(X, X_test, args.seed,
+                                                                     max_iter)))
     print(f"\ntoy patches, D=25, 8 true components; held-out {HELD_OUT:,} items; seed {args.seed}")
     print(f"{'N':>8} {'method':<13} {'seconds':>8} {'ARI':>7} {'held-out/item':>14} {'K>1%':>5}")
+    for name, fit_one in fits:  # bnpmix first, each after an untimed fit: see the docstring
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fit_one(*warm, 2)
+        for n in sizes:
+            r = results[n][name] = fit_one(data[n][0], data[n][2], args.max_iter)
+            r["ARI"] = adjusted_rand_index(data[n][1], r["labels"])
+            print(f"{n:>8,} {name:<13} {r['seconds']:>8.1f} {r['ARI']:>7.4f} "
+                  f"{r['heldout']:>14.4f} {r['K']:>5}   {r['note']} ({load()})", flush=True)
+
     verdict = rate_ok
     for n in sizes:
-        ari = {}
-        for name, r in results[n].items():
-            ari[name] = adjusted_rand_index(data[n][1], r["labels"])
-            print(f"{n:>8,} {name:<13} {r['seconds']:>8.1f} {ari[name]:>7.4f} "
-                  f"{r['heldout']:>14.4f} {r['K']:>5}   {r['note']}")
-        speedup = results[n]["sklearn"]["seconds"] / results[n]["bnpmix"]["seconds"]
-        ok = speedup >= TARGET_SPEEDUP and ari["bnpmix"] >= ari["sklearn"] - ARI_SLACK
+        ari = {name: r["ARI"] for name, r in results[n].items()}
+        speedup = results[n]["scikit-learn"]["seconds"] / results[n]["bnpmix"]["seconds"]
+        ok = speedup >= TARGET_SPEEDUP and ari["bnpmix"] >= ari["scikit-learn"] - ARI_SLACK
         verdict &= ok
-        print(f"{'':>8} bnpmix x{speedup:.1f} faster, ARI {ari['bnpmix'] - ari['sklearn']:+.4f}, "
-              f"held-out {results[n]['bnpmix']['heldout'] - results[n]['sklearn']['heldout']:+.4f}"
+        gain = results[n]["bnpmix"]["heldout"] - results[n]["scikit-learn"]["heldout"]
+        print(f"{n:>8,} bnpmix x{speedup:.1f} faster, "
+              f"ARI {ari['bnpmix'] - ari['scikit-learn']:+.4f}, held-out {gain:+.4f}"
               f"/item: >= {TARGET_SPEEDUP:g}x at equal or better ARI: "
               f"{'PASS' if ok else 'FAIL'}")
     return 0 if verdict else 1

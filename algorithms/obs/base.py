@@ -99,6 +99,12 @@ class ObsModel(ABC):
         ``vb.local.batch_step`` computes them one after another."""
         return None
 
+    def repeated(self, X: Data) -> Data:
+        """X as ``local_step`` reads it fastest when it runs on the same items many times (a
+        birth's fresh VB): a model may keep what each step would otherwise recompute from X.
+        X itself by default."""
+        return X
+
     def elbo_at_optimum(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:
         """``elbo`` when ``post`` is the global update of exactly these statistics (so the
         terms linear in the statistics cancel); a model may compute it more cheaply."""

@@ -113,13 +113,16 @@ class Gauss(ObsModel):
         quadratic features of y = x - c, c the batch mean (wishart.quad_theta), so both the
         log-likelihoods and the statistics are matrix products with those features
         (wishart.feature_estep); the centring keeps the expanded quadratic forms accurate."""
-        X = np.asarray(X, dtype=float)
-        c = X.mean(axis=0) if len(X) else np.zeros(self.D)
-        theta = W.quad_theta(post["U"], post["nu"], post["m"] - c)
+        F = X if isinstance(X, W.QuadFeatures) else W.QuadFeatures(X, centred=True)
+        theta = W.quad_theta(post["U"], post["nu"], post["m"] - F.center)
         theta[:, -1] += self._E_loglik_offset(post) + Elogw
-        R, G, H = W.feature_estep(X, c, theta)
-        N, xxT, x = W.feature_stats(G, self.D, c)
+        R, G, H = W.feature_estep(F, theta)
+        N, xxT, x = W.feature_stats(G, self.D, F.center)
         return R, N, {"x": x, "xxT": xxT}, H
+
+    def repeated(self, X: Data) -> W.QuadFeatures:
+        """X with its quadratic features kept for repeated local steps."""
+        return W.QuadFeatures(X, centred=True, keep=True)
 
     def draw(self, post: Arrays, rng: np.random.Generator) -> Arrays:
         """(μ_k, Λ_k) ~ NW(m_k, κ_k, ν_k, B_k⁻¹) as θ = {"mu": μ (K, D), "U": P (K, D, D) with

@@ -90,12 +90,16 @@ class ZeroMeanGauss(ObsModel):
         followed by N = Σ_n r_n, stats and the entropies; E[log w_k] + E_loglik is linear in the
         products x_i x_j (i ≤ j), so the log-likelihoods and the statistics are both matrix
         products with those features (wishart.quad_theta, wishart.feature_estep)."""
-        X = np.asarray(X, dtype=float)
+        F = X if isinstance(X, W.QuadFeatures) else W.QuadFeatures(X, centred=False)
         theta = W.quad_theta(post["U"], post["nu"])
         theta[:, -1] += self._E_loglik_offset(post) + Elogw
-        R, G, H = W.feature_estep(X, None, theta)
+        R, G, H = W.feature_estep(F, theta)
         N, xxT, _ = W.feature_stats(G, self.D, None)
         return R, N, {"xxT": xxT}, H
+
+    def repeated(self, X: Data) -> W.QuadFeatures:
+        """X with its quadratic features kept for repeated local steps."""
+        return W.QuadFeatures(X, centred=False, keep=True)
 
     def draw(self, post: Arrays, rng: np.random.Generator) -> Arrays:
         """Λ_k ~ Wishart(ν_k, B_k⁻¹) as θ = {"U": P (K, D, D) with Λ = Pᵀ P, "logdet": log|Λ|

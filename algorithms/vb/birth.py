@@ -65,11 +65,13 @@ def choose_targets(uids: np.ndarray, N: np.ndarray, laps_since: np.ndarray, n: i
 
 
 def fresh_vb(X: Data, obs: ObsModel, alloc: VariationalAllocation, K: int, rng: np.random.Generator,
-             max_iter: int, tol: float, scale: float = 1.0) -> Summary:
+             max_iter: int, tol: float, scale: float = 1.0, repeated: Data | None = None
+             ) -> Summary:
     """Full-data VB for a K-component DP mixture on X (Sec. 2.2), from k-means++ seeds, with
-    X's statistics amplified by ``scale`` in every global update (see ``create``)."""
+    X's statistics amplified by ``scale`` in every global update (see ``create``); its local
+    steps read ``repeated`` (obs.repeated(X)) when given."""
     S = seeded_summary(X, obs, K, np.arange(K), rng)
-    return iterate(X, obs, alloc, S, max_iter, tol, scale)
+    return iterate(X if repeated is None else repeated, obs, alloc, S, max_iter, tol, scale)
 
 
 def iterate(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, max_iter: int,
@@ -78,9 +80,11 @@ def iterate(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, ma
     X from the summary S of X; stops after ``max_iter`` local steps or when the ELBO's relative
     change falls below ``tol``. Returns X's own (unamplified) summary."""
     old = -np.inf
+    model = Mixture.from_summary(obs, alloc, S.scaled(scale))
     for _ in range(max_iter):
-        S = batch_step(X, obs, Mixture.from_summary(obs, alloc, S.scaled(scale)).globals()).summary
-        elbo = optimal_elbo(obs, alloc, S.scaled(scale))
+        S = batch_step(X, obs, model.globals()).summary
+        model = Mixture.from_summary(obs, alloc, S.scaled(scale))  # the next step's too
+        elbo = model.elbo(S.scaled(scale))  # optimal_elbo
         if abs(elbo - old) <= tol * abs(elbo):
             break
         old = elbo
@@ -123,9 +127,10 @@ def create(X: Data, obs: ObsModel, alloc: VariationalAllocation, new_uids: np.nd
     n = X.shape[0]
     if n < 2 * cfg.fresh_K:
         return None
+    repeated = obs.repeated(X)  # read by every local step below
     for _ in range(cfg.attempts if attempts is None else attempts):  # new seeds each run
-        S = fresh_vb(X, obs, alloc, cfg.fresh_K, rng, cfg.max_iter, cfg.tol, scale)
-        S = refine(X, obs, alloc, S, rng, cfg.max_iter, cfg.tol, scale)
+        S = fresh_vb(X, obs, alloc, cfg.fresh_K, rng, cfg.max_iter, cfg.tol, scale, repeated)
+        S = refine(repeated, obs, alloc, S, rng, cfg.max_iter, cfg.tol, scale)
         keep = np.flatnonzero(cfg.prune_fraction * n <= S.N)
         if len(keep) > 1:
             break

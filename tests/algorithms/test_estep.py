@@ -158,3 +158,33 @@ def test_quad_theta_gives_the_centred_quadratic_forms():
         d = Y[:, None, :] - (0.0 if centers is None else centers)
         want = -0.5 * nu * np.einsum("nki,kij,nkj->nk", d, np.linalg.inv(B), d)
         np.testing.assert_allclose(phi @ theta.T, want, rtol=1e-12)
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+@pytest.mark.parametrize("kept", [True, False])
+def test_repeated_local_steps_equal_fresh_ones_bit_for_bit(name, kept, monkeypatch):
+    """A birth's fresh VB runs many local steps on the same items through obs.repeated(X),
+    which makes the quadratic features once (when they fit in KEPT_BYTES): every step under new
+    globals gives exactly the arrays a step on X gives, across blocks, and makes no features."""
+    D, block = 5, 300
+    P = D * (D + 1) // 2 + D + 1
+    monkeypatch.setattr(W, "FEATURE_BYTES", 8 * block * P)
+    n = 2 * block + 11
+    monkeypatch.setattr(W, "KEPT_BYTES", 8 * n * P if kept else 8 * block * P)
+    made = []
+    blocks = W._feature_blocks
+    monkeypatch.setattr(W, "_feature_blocks", lambda *a: made.append(1) or blocks(*a))
+    X, obs, _ = problem(name, n, 4, D=D, seed=2, offset=20.0)
+    repeated = obs.repeated(X)
+    before = len(made)
+    assert before == (1 if kept else 0)
+    for K, seed in ((4, 5), (7, 6), (1, 7)):
+        _, _, g = problem(name, n, K, D=D, seed=seed, offset=20.0)
+        want = obs.local_step(X, g.post, g.Elogw)
+        made.clear()
+        got = obs.local_step(repeated, g.post, g.Elogw)
+        assert len(made) == (0 if kept or K == 1 else 1)
+        for a, b in zip(got[:2] + got[3:], want[:2] + want[3:], strict=True):
+            np.testing.assert_array_equal(a, b)
+        for key in want[2]:
+            np.testing.assert_array_equal(got[2][key], want[2][key])
