@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import time
 from pathlib import Path
@@ -14,7 +16,8 @@ from bnpmix.pipeline.config import JobConfig
 from bnpmix.pipeline.fit import fit
 from bnpmix.storage import Corpus, RunDir, ingest_array
 
-WORK = Path(tempfile.mkdtemp(prefix="bnpmix-bench-"))
+WORK = Path(tempfile.mkdtemp(prefix="bnpmix-bench-"))  # corpora and runs, removed at exit
+atexit.register(shutil.rmtree, WORK, ignore_errors=True)
 # what bnpmix processes started by a benchmark run with: a short connect timeout to our cluster
 ENV = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
 

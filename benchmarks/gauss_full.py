@@ -13,7 +13,6 @@ import sys
 import numpy as np
 
 from _common import corpus_of, run_fit
-from bnpmix.algorithms.birth import BirthConfig
 from bnpmix.algorithms.metrics import adjusted_rand_index
 from bnpmix.datasets import gaussian_clusters
 from bnpmix.pipeline.fit import job_config
@@ -43,7 +42,7 @@ def main() -> int:
     print(f"full-mean Gaussian: N={args.n}, D=10, 25 true clusters (20 separated, 5 overlapping), "
           f"{args.partitions} partitions; ARI of the true parameters: {best:.4f}")
     cfg = job_config(algorithm="memo", obs="gauss", K=1, laps=args.laps, moves=("birth", "merge"),
-                    seed=args.seed, birth=BirthConfig(per_lap=2))
+                    seed=args.seed, birth_per_lap=2)
     r = run_fit(corpus, cfg, "memo-bm")
     print(f"memo + births + merges from K=1, {args.laps} laps, 2 births per lap: K={r['K']} "
           f"(K>1%: {r['K_eff']}), ARI {r['ari']:.4f} (oracle {best:.4f}), NMI {r['nmi']:.4f}, "

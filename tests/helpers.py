@@ -25,38 +25,59 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def start_scheduler(folder: Path, *args: str,
+                    env: dict[str, str] | None = None) -> tuple[subprocess.Popen, str]:
+    """A `dask scheduler` process on loopback and its address, once it listens. It picks its own
+    port and writes its address to FOLDER/scheduler.json: a port chosen here and bound later can
+    be taken in between (a CI run's scheduler never listened). ``args`` are passed on (TLS). A
+    scheduler that exits, or writes no address within 60 s, fails the caller and is stopped."""
+    info = Path(folder) / "scheduler.json"
+    proc = subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", "0",
+                             "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(info),
+                             *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=ENV if env is None else env)
+    deadline = time.time() + 60
+    try:
+        while True:
+            try:
+                return proc, json.loads(info.read_text())["address"]
+            except (OSError, ValueError, KeyError):  # not written yet, or half-written
+                assert proc.poll() is None, f"dask scheduler exited with code {proc.returncode}"
+                assert time.time() < deadline, "dask scheduler wrote no address within 60 s"
+                time.sleep(0.1)
+    except BaseException:
+        stop(proc)
+        raise
+
+
+def stop(*procs: subprocess.Popen) -> None:
+    """Terminate processes this test session started (by their handles), killing any that
+    outlive 10 s."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
 class DaskCluster:
     """A scheduler and two single-threaded workers, each its own process, on loopback."""
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
         self.env = ENV if env is None else {**ENV, **env}
-        # the scheduler picks its own port and writes its address to a file: a port chosen here
-        # and bound later can be taken in between (a CI run's scheduler never listened)
         self._dir = tempfile.TemporaryDirectory(prefix="bnpmix-dask-")
-        info = Path(self._dir.name) / "scheduler.json"
-        self.scheduler = subprocess.Popen(
-            [DASK, "scheduler", "--host", "127.0.0.1", "--port", "0",
-             "--dashboard-address", "127.0.0.1:0", "--scheduler-file", str(info)],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=self.env)
+        self.scheduler, self.address = start_scheduler(Path(self._dir.name), env=self.env)
         self.workers: list[subprocess.Popen] = []
         try:
-            self.address = self._read_address(info)
             self.workers = [self.start_worker() for _ in range(2)]
             self.wait_for_workers(2)
         except BaseException:
             self.close()  # nothing started here outlives a failed start
             raise
-
-    def _read_address(self, info: Path) -> str:
-        deadline = time.time() + 60
-        while True:
-            try:
-                return json.loads(info.read_text())["address"]
-            except (OSError, ValueError, KeyError):  # not written yet, or half-written
-                assert self.scheduler.poll() is None, \
-                    f"dask scheduler exited with code {self.scheduler.returncode}"
-                assert time.time() < deadline, "dask scheduler wrote no address within 60 s"
-                time.sleep(0.1)
 
     def start_worker(self) -> subprocess.Popen:
         return subprocess.Popen(
@@ -79,15 +100,7 @@ class DaskCluster:
                 time.sleep(0.2)
 
     def close(self) -> None:
-        for proc in [*self.workers, self.scheduler]:  # only the processes started here
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in [*self.workers, self.scheduler]:
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+        stop(*self.workers, self.scheduler)  # only the processes started here
         self._dir.cleanup()
 
 

@@ -19,7 +19,7 @@ from distributed import Client
 
 from bnpmix.pipeline.runtime.executors import DaskExecutor
 from bnpmix.storage import BnpmixError, Corpus, RunDir, ingest_array, ingest_docword
-from helpers import DASK, ENV, DaskCluster, free_port, write_docword
+from helpers import DASK, ENV, DaskCluster, start_scheduler, stop, write_docword
 
 pytestmark = pytest.mark.integration
 
@@ -127,30 +127,10 @@ def test_reingest_at_the_same_path_between_fits_on_live_workers(tmp_path, cluste
     assert_same_run(tmp_path / "threads", tmp_path / "dask")
 
 
-def start_scheduler() -> tuple[subprocess.Popen, str]:
-    port = free_port()
-    proc = subprocess.Popen([DASK, "scheduler", "--host", "127.0.0.1", "--port", str(port),
-                             "--dashboard-address", "127.0.0.1:0"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
-    return proc, f"tcp://127.0.0.1:{port}"
-
-
-def stop(*procs: subprocess.Popen) -> None:
-    for proc in procs:  # only processes started by the test, by their handle
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
-
 def test_a_scheduler_without_workers_is_an_error_not_a_hang(tmp_path):
     corpus = make_corpus(tmp_path / "corpus", n=400)
-    scheduler, address = start_scheduler()
+    scheduler, address = start_scheduler(tmp_path)
     try:
-        time.sleep(1.5)  # let it listen
         t = time.time()
         out = bnpmix("fit", str(corpus), "--out", str(tmp_path / "run"), "--scheduler", address,
                      "--worker-wait", "3", timeout=120)
@@ -163,7 +143,7 @@ def test_a_scheduler_without_workers_is_an_error_not_a_hang(tmp_path):
 
 def test_a_dead_scheduler_is_named_as_the_cause(tmp_path):
     corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
-    scheduler, address = start_scheduler()
+    scheduler, address = start_scheduler(tmp_path)
     worker = subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--host",
                                "127.0.0.1", "--no-dashboard", "--death-timeout", "10"],
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
@@ -204,7 +184,7 @@ def test_a_lost_scheduler_is_named_whenever_it_is_lost(tmp_path, when):
     listed: ClosedClientError) or before (cancelling a collected wave on a closed client raised
     ClosedClientError over the error that says why)."""
     corpus = make_corpus(tmp_path / "corpus", n=400)
-    scheduler, address = start_scheduler()
+    scheduler, address = start_scheduler(tmp_path)
     try:
         with connect(address, timeout=1) as client:
             ex = DaskExecutor(client, Corpus(corpus), retries=0)
@@ -313,12 +293,7 @@ def test_a_tls_cluster_through_a_profile_and_a_client_without_the_certificate(tm
     with one from another CA, is refused."""
     ca, cert, key = make_certificates(tmp_path / "certs", "bnpmix")
     tls = ["--tls-ca-file", str(ca), "--tls-cert", str(cert), "--tls-key", str(key)]
-    port = free_port()
-    address = f"tls://127.0.0.1:{port}"
-    scheduler = subprocess.Popen([DASK, "scheduler", "--protocol", "tls", "--host", "127.0.0.1",
-                                  "--port", str(port), "--dashboard-address", "127.0.0.1:0",
-                                  *tls], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                 env=ENV)
+    scheduler, address = start_scheduler(tmp_path, "--protocol", "tls", *tls)
     workers = [subprocess.Popen([DASK, "worker", address, "--nthreads", "1", "--host",
                                  "127.0.0.1", "--no-dashboard", "--death-timeout", "30", *tls],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
@@ -343,7 +318,7 @@ def test_a_tls_cluster_through_a_profile_and_a_client_without_the_certificate(tm
         assert f"dask at {address}" in dist.stderr
         assert_same_run(tmp_path / "threads", tmp_path / "tls")
         plain = bnpmix("fit", str(corpus), "--out", str(tmp_path / "plain"), *FIT,
-                       "--scheduler", f"tcp://127.0.0.1:{port}", "--worker-wait", "5")
+                       "--scheduler", address.replace("tls://", "tcp://"), "--worker-wait", "5")
         assert plain.returncode == 1 and "Dask scheduler" in plain.stderr, plain.stderr
         make_certificates(tmp_path / "other", "stranger")
         stranger = tmp_path / "stranger.yaml"
