@@ -16,8 +16,11 @@ from bnpmix.pipeline.config import JobConfig
 from bnpmix.pipeline.fit import fit
 from bnpmix.storage import Corpus, RunDir, ingest_array
 
-WORK = Path(tempfile.mkdtemp(prefix="bnpmix-bench-"))  # corpora and runs, removed at exit
-atexit.register(shutil.rmtree, WORK, ignore_errors=True)
+# corpora and runs, removed at exit unless BNPMIX_BENCH_KEEP=1 (to read a run's trace.csv)
+KEEP = os.environ.get("BNPMIX_BENCH_KEEP") == "1"
+WORK = Path(tempfile.mkdtemp(prefix="bnpmix-bench-"))
+if not KEEP:
+    atexit.register(shutil.rmtree, WORK, ignore_errors=True)
 # what bnpmix processes started by a benchmark run with: a short connect timeout to our cluster
 ENV = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
 

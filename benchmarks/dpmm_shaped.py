@@ -46,7 +46,7 @@ from pathlib import Path
 
 import numpy as np
 
-from _common import WORK, oracle_ari, run_fit
+from _common import KEEP, WORK, oracle_ari, run_fit
 from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
 from bnpmix.pipeline.estimator import _converged
 from bnpmix.pipeline.fit import job_config
@@ -200,7 +200,8 @@ def bnpmix_run(X: np.ndarray, labels: np.ndarray, oracle: tuple[float, float], o
           f"{r['seconds']:.1f} s, K {r['K']} (K>1% {r['K_eff']}), NMI {r['nmi']:.4f}, "
           f"ARI {r['ari']:.4f}, {summary['laps']} laps, converged {result['converged']}"
           f"{' (' + summary['stopped'] + ')' if summary.get('stopped') else ''}")
-    print(f"  run directory (trace.csv): {r['run']}")
+    print(f"  run directory (trace.csv): {r['run']}" if KEEP else
+          "  (BNPMIX_BENCH_KEEP=1 keeps the run directory and its trace.csv)")
     print(sklearn_latest())
     sk_nmi = None
     if SKLEARN_JSON.exists() and (chunks := json.loads(SKLEARN_JSON.read_text())["chunks"]):
