@@ -174,10 +174,6 @@ class QuadFeatures:
         if keep and 8 * n * P <= KEPT_BYTES:
             self._kept = [(rows, Phi.copy()) for rows, Phi in _feature_blocks(self.X, self.center)]
 
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return self.X.shape
-
     def blocks(self) -> Iterator[tuple[slice, np.ndarray]]:
         """(rows, φ(x_n - c)ᵀ (P, m)) block by block, as _feature_blocks."""
         return iter(self._kept) if self._kept is not None else _feature_blocks(self.X, self.center)

@@ -53,6 +53,10 @@ class BirthConfig:
                 "the birth time on toy patches for the same model)",
         "range": "[1, inf)"})
 
+    def attempts_at(self, K: int) -> int:
+        """Fresh VB runs for a birth in a model of K components."""
+        return self.attempts if K == 1 else self.attempts_grown
+
 
 def choose_targets(uids: np.ndarray, N: np.ndarray, laps_since: np.ndarray, n: int,
                    rng: np.random.Generator) -> list[int]:
@@ -83,8 +87,9 @@ def iterate(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, ma
     model = Mixture.from_summary(obs, alloc, S.scaled(scale))
     for _ in range(max_iter):
         S = batch_step(X, obs, model.globals()).summary
-        model = Mixture.from_summary(obs, alloc, S.scaled(scale))  # the next step's too
-        elbo = model.elbo(S.scaled(scale))  # optimal_elbo
+        amplified = S.scaled(scale)
+        model = Mixture.from_summary(obs, alloc, amplified)  # the next step's too
+        elbo = model.elbo(amplified)  # optimal_elbo
         if abs(elbo - old) <= tol * abs(elbo):
             break
         old = elbo

@@ -445,7 +445,7 @@ class MemoEngine(Engine):
                 cfg = self.cfg.birth
                 birth.S_new = create(X, ctx.obs, ctx.alloc, ctx.new_uids(cfg.fresh_K), cfg,
                                      ctx.rng.birth, birth.seen / birth.n,
-                                     cfg.attempts if self.S0.K == 1 else cfg.attempts_grown)
+                                     cfg.attempts_at(self.S0.K))
                 birth.mass = self._mass(birth.target)
             if birth.S_new is None and birth.target in self.laps_since:
                 self.failed[birth.target] = self._mass(birth.target), st.lap
