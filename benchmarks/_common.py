@@ -69,10 +69,10 @@ def oracle_ari(log_density: np.ndarray, labels: np.ndarray) -> float:
 
 
 class LocalDaskCluster:
-    """A `dask scheduler` and single-threaded `dask worker` processes on 127.0.0.1, started
-    here and ended by their PIDs."""
+    """A `dask scheduler` and `dask worker` processes (single-threaded unless ``nthreads``) on
+    127.0.0.1, started here and ended by their PIDs."""
 
-    def __init__(self, workers: int) -> None:
+    def __init__(self, workers: int, nthreads: int = 1) -> None:
         import socket
         import subprocess
         import sys
@@ -88,7 +88,7 @@ class LocalDaskCluster:
         self.scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port",
                                            str(port), "--dashboard-address", "127.0.0.1:0"],
                                           **quiet)
-        self.workers = [subprocess.Popen([dask, "worker", self.address, "--nthreads", "1",
+        self.workers = [subprocess.Popen([dask, "worker", self.address, "--nthreads", str(nthreads),
                                           "--host", "127.0.0.1", "--no-dashboard"], **quiet)
                         for _ in range(workers)]
         deadline = time.time() + 60
@@ -101,6 +101,18 @@ class LocalDaskCluster:
                 if time.time() > deadline:
                     raise
                 time.sleep(0.2)
+
+    def cpu_seconds(self) -> dict[str, float]:
+        """CPU seconds (user + system) used so far by the scheduler and each worker, a worker
+        counted with its nanny's child processes."""
+        import psutil
+
+        def tree(pid: int) -> float:
+            proc = psutil.Process(pid)
+            return sum(sum(p.cpu_times()[:2]) for p in [proc, *proc.children(recursive=True)])
+
+        return {"scheduler": tree(self.scheduler.pid),
+                **{f"worker {i}": tree(w.pid) for i, w in enumerate(self.workers)}}
 
     def close(self) -> None:
         for p in [*self.workers, self.scheduler]:

@@ -5,6 +5,7 @@ without a command line are imported."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -45,3 +46,41 @@ def test_a_benchmark_leaves_no_work_directory(tmp_path):
                           cwd=BENCHMARKS, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
     assert "ARI" in done.stdout and list(tmp_path.iterdir()) == []
+
+
+CLUSTER_CPU = """
+import json, sys, time
+sys.path.insert(0, {benchmarks!r})
+from distributed import Client
+from _common import LocalDaskCluster
+
+def spin(seconds):
+    end = time.process_time() + seconds
+    while time.process_time() < end:
+        pass
+    return seconds
+
+cluster = LocalDaskCluster(1, 2)
+try:
+    with Client(cluster.address) as client:
+        threads = sum(w["nthreads"] for w in client.scheduler_info()["workers"].values())
+        before = cluster.cpu_seconds()
+        client.submit(spin, 0.5, pure=False).result()
+        after = cluster.cpu_seconds()
+finally:
+    cluster.close()
+print(json.dumps({{"threads": threads, "names": sorted(after),
+                  "used": {{k: after[k] - before[k] for k in after}}}}))
+"""
+
+
+@pytest.mark.integration
+def test_the_benchmark_cluster_counts_each_process_cpu():
+    """scaling.py's CPU per visit comes from LocalDaskCluster.cpu_seconds: a worker that spins
+    for 0.5 s of CPU shows at least that much more, in the worker process its nanny started."""
+    done = subprocess.run([sys.executable, "-c", CLUSTER_CPU.format(benchmarks=str(BENCHMARKS))],
+                          capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["threads"] == 2 and out["names"] == ["scheduler", "worker 0"]
+    assert 0.5 <= out["used"]["worker 0"] < 5.0 and out["used"]["scheduler"] >= 0.0
