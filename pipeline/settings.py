@@ -73,6 +73,7 @@ def _count(least: int) -> Callable[[Any], int]:
 PARSERS: dict[str, Callable[[Any], Any]] = {
     "cache-bytes": _nbytes, "summary-bytes": _nbytes, "worker-wait": _seconds,
     "task-retries": _count(0), "scheduler-timeout": _seconds, "connect-timeout": _seconds,
+    "worker-malloc-trim": _nbytes,
     "assign-wave": _count(1), "schedule-lease": _seconds,
 }
 

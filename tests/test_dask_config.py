@@ -30,7 +30,8 @@ YAML = ROOT / "pipeline" / "bnpmix.yaml"
 # the values the code had before they moved into bnpmix.yaml (no change by default)
 FORMER = {"cache-bytes": 2 << 30, "summary-bytes": 1 << 30, "worker-wait": 60,
           "task-retries": 3, "scheduler-timeout": 20, "connect-timeout": 10, "assign-wave": 8,
-          "schedule-lease": 6 * 3600}  # the lease is new (scheduled runs in object storage)
+          "schedule-lease": 6 * 3600,  # the lease is new (scheduled runs in object storage)
+          "worker-malloc-trim": 64 << 20}  # new: Dask workers' malloc thresholds
 READERS = ["bnpmix", "bnpmix.pipeline.fit", "bnpmix.pipeline.clusters",
            "bnpmix.pipeline.runtime.data", "bnpmix.pipeline.runtime.store",
            "bnpmix.pipeline.runtime.executors"]

@@ -130,7 +130,7 @@ def test_the_estimator_runs_on_the_current_client(client):
 def test_the_executor_reads_dask_config_on_the_driver(client, corpus):
     with dask.config.set({"bnpmix.task-retries": 5, "bnpmix.cache-bytes": 7000}):
         ex = DaskExecutor(client, Corpus(corpus))
-    assert (ex.retries, ex.cache_bytes) == (5, 7000)
+    assert (ex.retries, ex.worker_options.cache_bytes) == (5, 7000)
     assert DaskExecutor(client, Corpus(corpus), cache_bytes=9000, retries=1).retries == 1
 
 

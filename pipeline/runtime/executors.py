@@ -14,12 +14,15 @@ per index: a partition's own state from the driver's store, its random seed) the
   submit runs at once).
 - ``DaskExecutor``: a ``distributed.Client`` (opened for the run, or the caller's own, which the
   run never closes). Each worker reads its partitions itself (pyarrow) and keeps them in a
-  per-process LRU cache across laps. Each partition has a home worker, chosen by rendezvous
-  hashing over the workers present, where its tasks are sent (another worker may still run
-  them), so a worker's cache holds its own share of the corpus. The shared arguments travel as
-  the result of a task (``submit(identity, ...)``), which Dask can recompute after losing a
-  worker, unlike scattered data. Failed tasks are retried; a partition that still fails stops
-  the run with an error naming it.
+  per-process LRU cache across laps. Each partition ranks the workers present by rendezvous
+  hashing; its first is its home. A submit's tasks go to their homes, except that no worker is
+  given more than its share of the submit (its threads' share, rounded up): a task whose home
+  is full goes to the next worker in its own ranking (consistent hashing with bounded loads),
+  so a wave of W tasks keeps W threads busy and a partition is only ever read by its first few
+  workers. Another worker may still run a task. The shared arguments travel as the result of a
+  task (``submit(identity, ...)``), which Dask can recompute after losing a worker, unlike
+  scattered data. Failed tasks are retried; a partition that still fails stops the run with an
+  error naming it. Each task also sets its worker's malloc thresholds (``malloc.py``).
 
 Every task reports whether its partition came from the cache (and, on Dask, the worker that ran
 it); ``executor.cache_stats()`` sums these reports, counted on the driver.
@@ -33,7 +36,7 @@ import threading
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
 
@@ -42,6 +45,7 @@ from bnpmix.storage.objectstore import storage_options
 
 from ..settings import setting
 from .data import PartitionCache, PartitionRef, partition_refs
+from .malloc import set_thresholds
 
 BatchFn = Callable[..., Any]
 
@@ -208,12 +212,35 @@ class LocalExecutor(Executor):
         return f"local ({self.mode})"
 
 
+def ranking(key: str, workers: Iterable[str]) -> list[str]:
+    """The workers by decreasing sha256(key, w): highest-random-weight (rendezvous) hashing.
+    Removing a worker leaves the others' order; the same on every machine and in every
+    process."""
+    return sorted(workers, key=lambda w: hashlib.sha256(f"{key}\0{w}".encode()).digest(),
+                  reverse=True)
+
+
 def rendezvous(key: str, workers: Iterable[str]) -> str | None:
-    """Highest-random-weight hashing: the worker w with the largest sha256(key, w) (None without
-    workers). Removing a worker moves only the keys it had; adding one takes keys only for
-    itself; the same on every machine and in every process."""
-    return max(workers, default=None,
-               key=lambda w: hashlib.sha256(f"{key}\0{w}".encode()).digest())
+    """A key's home: the first of its ranking (None without workers). Removing a worker moves
+    only the keys it had; adding one takes keys only for itself."""
+    return next(iter(ranking(key, workers)), None)
+
+
+def bounded_placement(rankings: Sequence[Sequence[str]],
+                      threads: Mapping[str, int]) -> list[str | None]:
+    """Each task's worker, in order: the first worker of its ranking that still has room, a
+    worker's room being its share of the tasks, ceil(n · threads_w / Σ threads), so that no
+    worker queues more than its share while another idles (consistent hashing with bounded
+    loads, Mirrokni, Thorup & Zadimoghaddam 2018). None for a task with no worker."""
+    total = sum(threads.values())
+    room = {w: -(-len(rankings) * t // total) for w, t in threads.items()} if total else {}
+    placed: list[str | None] = []
+    for workers in rankings:
+        worker = next((w for w in workers if room.get(w, 0) > 0), None)
+        if worker is not None:
+            room[worker] -= 1
+        placed.append(worker)
+    return placed
 
 
 def partition_key(ref: PartitionRef) -> str:
@@ -221,10 +248,18 @@ def partition_key(ref: PartitionRef) -> str:
     return f"{ref.sha256}:{ref.index}"
 
 
-def submit_kwargs(home: str | None) -> dict[str, Any]:
-    """A task's placement in Client.submit: its home worker, others allowed (a lost or busy
-    home never holds it up); none before any worker is present."""
-    return {} if home is None else {"workers": [home], "allow_other_workers": True}
+def submit_kwargs(worker: str | None) -> dict[str, Any]:
+    """A task's placement in Client.submit: the worker chosen for it, others allowed (a lost or
+    busy worker never holds it up); none before any worker is present."""
+    return {} if worker is None else {"workers": [worker], "allow_other_workers": True}
+
+
+class WorkerOptions(NamedTuple):
+    """What a task tells the worker process running it: its partition cache's size and glibc's
+    trim threshold (0: malloc left as the worker started)."""
+
+    cache_bytes: int
+    malloc_trim: int
 
 
 # one cache per worker process; only a cache: anything in it can be read again from the corpus
@@ -253,12 +288,13 @@ def _tasks(indices: Sequence[int], payloads: Sequence[Any] | None) -> list[tuple
     return [(int(i), (p,)) for i, p in zip(indices, payloads, strict=True)]
 
 
-def _on_worker(ref: PartitionRef, cache_bytes: int, fn: BatchFn, own: tuple,
+def _on_worker(ref: PartitionRef, opts: WorkerOptions, fn: BatchFn, own: tuple,
                shared: tuple) -> tuple[Any, bool, str]:
     """fn's value, whether the partition came from this worker's cache, and where it ran."""
     from distributed import get_worker
 
-    batch, hit = _worker_cache(cache_bytes).lookup(ref)
+    set_thresholds(opts.malloc_trim)
+    batch, hit = _worker_cache(opts.cache_bytes).lookup(ref)
     return fn(batch, *own, *shared), hit, get_worker().address
 
 
@@ -266,9 +302,9 @@ class DaskExecutor(Executor):
     """Partition visits as tasks on a Dask cluster (workers read the corpus themselves).
     ``cache_bytes`` (each worker's partition cache) and ``retries`` (per task) are fixed here,
     on the driver, and travel with the tasks; None: Dask config ``bnpmix.cache-bytes`` and
-    ``bnpmix.task-retries``. The list of workers is asked of the scheduler at most once every
-    ``workers_ttl`` seconds (sooner after a task ran on a worker not in it); homes are
-    recomputed only when it changes."""
+    ``bnpmix.task-retries``; ``bnpmix.worker-malloc-trim`` likewise. The list of workers is
+    asked of the scheduler at most once every ``workers_ttl`` seconds (sooner after a task ran
+    on a worker not in it); rankings are recomputed only when it changes."""
 
     has_homes = True
     workers_ttl = 1.0
@@ -285,16 +321,17 @@ class DaskExecutor(Executor):
             from .plugins import StorageOptions  # here: it imports distributed
 
             client.register_plugin(StorageOptions(options), name="bnpmix-storage-options")
-        self.cache_bytes = setting("cache-bytes", cache_bytes)
+        self.worker_options = WorkerOptions(setting("cache-bytes", cache_bytes),
+                                            setting("worker-malloc-trim"))
         self.retries = setting("task-retries", retries)
         self._workers: tuple[str, ...] = ()
-        self._nthreads = 0
+        self._threads: dict[str, int] = {}
         self._listed = -float("inf")  # time.monotonic() of the last listing
-        self._homes: dict[int, str | None] = {}
+        self._rankings: dict[int, list[str]] = {}
 
     def _list_workers(self) -> None:
         """The workers present (one round trip, unless listed within workers_ttl seconds);
-        the homes are forgotten when the set differs from the last one."""
+        the rankings are forgotten when the set differs from the last one."""
         now = time.monotonic()
         if now - self._listed < self.workers_ttl:
             return
@@ -302,15 +339,18 @@ class DaskExecutor(Executor):
         if info is None:  # a client that gave up reconnecting has closed and cleared its cache
             raise self._lost_scheduler(f"the client is {self.client.status}")
         self._listed = now
-        self._nthreads = sum(int(w["nthreads"]) for w in info.values())
+        self._threads = {a: int(w["nthreads"]) for a, w in info.items()}
         workers = tuple(sorted(info))
         if workers != self._workers:
-            self._workers, self._homes = workers, {}
+            self._workers, self._rankings = workers, {}
+
+    def _ranking(self, index: int) -> list[str]:
+        if index not in self._rankings:
+            self._rankings[index] = ranking(partition_key(self.refs[index]), self._workers)
+        return self._rankings[index]
 
     def _home(self, index: int) -> str | None:
-        if index not in self._homes:
-            self._homes[index] = rendezvous(partition_key(self.refs[index]), self._workers)
-        return self._homes[index]
+        return next(iter(self._ranking(index)), None)
 
     def home(self, index: int) -> str | None:
         """The address of partition ``index``'s home worker among the workers present (None
@@ -318,16 +358,22 @@ class DaskExecutor(Executor):
         self._list_workers()
         return self._home(int(index))
 
+    def placement(self, indices: Sequence[int]) -> list[str | None]:
+        """The workers one submit of these partitions sends their tasks to (bounded_placement
+        over the workers present)."""
+        self._list_workers()
+        return bounded_placement([self._ranking(int(i)) for i in indices], self._threads)
+
     @property
     def parallelism(self) -> int:
         """The total threads of the workers present (as of the last listing; at least 1)."""
         self._list_workers()
-        return max(1, self._nthreads)
+        return max(1, sum(self._threads.values()))
 
     def submit(self, fn: BatchFn, indices: Sequence[int], *shared: Any,
                payloads: Sequence[Any] | None = None) -> Pending:
         tasks = _tasks(indices, payloads)
-        self._list_workers()
+        placed = self.placement([i for i, _ in tasks])
         homes = [self._home(i) for i, _ in tasks]
         warm = self._warm(i for i, _ in tasks)
         # one task: the shared arguments ride in its spec (one round trip, still recomputable);
@@ -337,10 +383,10 @@ class DaskExecutor(Executor):
             shared_arg = (shared if len(tasks) == 1 else
                           self.client.submit(_identity, shared, pure=False, key=f"shared-{wave}"))
             futures = [
-                self.client.submit(_on_worker, self.refs[i], self.cache_bytes, fn, own,
+                self.client.submit(_on_worker, self.refs[i], self.worker_options, fn, own,
                                    shared_arg, pure=False, retries=self.retries,
-                                   key=f"bnpmix-partition-{i}-{wave}-{n}", **submit_kwargs(home))
-                for n, ((i, own), home) in enumerate(zip(tasks, homes, strict=True))
+                                   key=f"bnpmix-partition-{i}-{wave}-{n}", **submit_kwargs(at))
+                for n, ((i, own), at) in enumerate(zip(tasks, placed, strict=True))
             ]
         except Exception as exc:
             if self.client.status == "running":

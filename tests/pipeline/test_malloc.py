@@ -1,0 +1,88 @@
+"""glibc malloc thresholds in Dask worker processes: with MALLOC_TRIM_THRESHOLD_ set (as Dask's
+nanny sets it) every large numpy temporary is mmap'd and faulted in afresh; set_thresholds
+restores reuse. Counted as page faults of the thread doing the allocations, in a fresh
+interpreter and on real worker processes started by a nanny."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import dask
+import numpy as np
+import pytest
+
+from bnpmix.pipeline.runtime.executors import DaskExecutor
+from bnpmix.pipeline.runtime.malloc import glibc, set_thresholds
+from bnpmix.storage import Corpus, ingest_array
+from helpers import local_client
+
+pytestmark = pytest.mark.skipif(glibc() is None, reason="glibc's mallopt: Linux with glibc only")
+
+ROUNDS = 40  # allocations of 1 MiB (256 pages each) per count
+
+
+def faulting():
+    """A task counting the page faults of ROUNDS allocations of 1 MiB in its own thread; made
+    here so that it is pickled by value (workers cannot import this file)."""
+    def faults(*_):
+        import resource
+
+        import numpy as np
+
+        before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt
+        for _ in range(ROUNDS):
+            a = np.ones(1 << 17)
+            del a
+        return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before
+
+    return faults
+
+
+def test_thresholds_stop_the_faults_that_a_set_trim_threshold_causes():
+    code = (
+        "import json, resource\n"
+        "import numpy as np\n"
+        "from bnpmix.pipeline.runtime.malloc import set_thresholds\n"
+        "def faults():\n"
+        "    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt\n"
+        f"    for _ in range({ROUNDS}):\n"
+        "        a = np.ones(1 << 17)\n"
+        "        del a\n"
+        "    return resource.getrusage(resource.RUSAGE_THREAD).ru_minflt - before\n"
+        "before = faults()\n"
+        "ok = set_thresholds(64 << 20), set_thresholds(64 << 20)\n"
+        "faults()\n"
+        "print(json.dumps([before, faults(), ok]))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**os.environ, "MALLOC_TRIM_THRESHOLD_": "65536"}, timeout=120)
+    assert done.returncode == 0, done.stderr
+    before, after, ok = json.loads(done.stdout)
+    assert before >= ROUNDS * 200  # each 1 MiB array mmap'd and faulted in again
+    assert after < 50  # the freed memory is reused
+    assert ok == [True, True]
+
+
+def test_zero_leaves_malloc_alone():
+    assert set_thresholds(0) is False
+
+
+@pytest.mark.integration
+def test_a_dask_worker_sets_its_thresholds_unless_the_setting_is_zero(tmp_path):
+    """Nanny-started workers (MALLOC_TRIM_THRESHOLD_=65536): with bnpmix.worker-malloc-trim 0
+    the tasks fault on every allocation; with the default, after the first task, they do not."""
+    ingest_array(np.zeros((40, 2)), tmp_path / "c", partition_rows=10)
+    corpus = Corpus(tmp_path / "c")
+    faults = faulting()
+    with local_client() as client:
+        env = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+        assert set(env.values()) == {"65536"}  # what Dask's nanny gives its workers
+        with dask.config.set({"bnpmix.worker-malloc-trim": 0}):
+            alone = DaskExecutor(client, corpus)
+        assert min(alone.map(faults, range(4))) >= ROUNDS * 200
+        tuned = DaskExecutor(client, corpus)
+        assert tuned.worker_options.malloc_trim == 64 << 20
+        tuned.map(faults, range(4))  # every worker's first task: thresholds set, memory taken
+        assert max(tuned.map(faults, range(4))) < 50
