@@ -1,8 +1,9 @@
 """Scaling of the distributed memo driver, measured in one run on this machine.
 
-N = 1,000,000 toy patches (D = 25), 100 partitions; memo with its default moves (birth, merge)
-from K = 25 k-means++ seeds (the full Gaussian), run until it converges or --laps laps, at the
-default wave W (1 on local threads; on Dask the workers' threads: 1 and 2 here) or --wave W.
+N = 1,000,000 toy patches (D = 25) in partitions of the ingest default (50,000 rows: 20
+partitions) or --partition-rows; memo with its default moves (birth, merge) from K = 25 k-means++
+seeds (the full Gaussian), run until it converges or --laps laps, at the default wave W (1 on
+local threads; on Dask the workers' threads: 1 and 2 here) or --wave W.
 Printed, for local threads, one single-threaded Dask worker, one with as many threads as cores
 (what `dask worker` starts by default) and two single-threaded workers:
 - seconds per lap, the median over laps 2.. (partitions are cached by then): the whole lap, and
@@ -21,11 +22,12 @@ Printed, for local threads, one single-threaded Dask worker, one with as many th
   when --wave sets another W);
 - the executor's overhead per task (a no-op over every partition, partitions already cached);
 - the driver's peak RSS (a separate `bnpmix fit` process against the two-worker cluster) for
-  N / 4 and N: the data stays on the workers, so it must not grow with N.
+  N / 4 and N in partitions of the same size: the data stays on the workers, so it must not
+  grow with N.
 
 Every scheduler and worker process is started here on 127.0.0.1 and ended by its PID.
 
-    python benchmarks/scaling.py [--n 1000000] [--laps 100] [--wave W]
+    python benchmarks/scaling.py [--n 1000000] [--partition-rows N] [--laps 100] [--wave W]
 """
 
 from __future__ import annotations
@@ -50,13 +52,11 @@ from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.pipeline.runtime.executors import DaskExecutor, LocalExecutor
 from bnpmix.storage import Corpus, ingest_array
 
-PARTITIONS = 100  # the corpus's partitions: the visits of one lap
 
-
-def make_corpus(n: int, name: str) -> Path:
+def make_corpus(n: int, rows: int | None, name: str) -> Path:
     out = WORK / name
     X, labels = toy_patches(n, seed=0)
-    ingest_array(X, out, partition_rows=n // PARTITIONS, columns={"label": labels})
+    ingest_array(X, out, partition_rows=rows, columns={"label": labels})
     return out
 
 
@@ -127,14 +127,14 @@ def measure(name: str, corpus: Path, job: JobConfig,
                   summary["elbo_per_item"], cache["warm_hit_rate"], cache["home_rate"], cpu)
 
 
-def ceiling(one: Result, workers: int, cores: int) -> float:
+def ceiling(one: Result, workers: int, cores: int, partitions: int) -> float:
     """An estimate of the most ``workers`` single-threaded workers could gain per lap over
     ``one``: each visit still costs the CPU ``one`` measured (driver, scheduler, worker), and a
     lap cannot take less than that CPU spread over the cores, nor less than the workers' share.
     The CPU is averaged over the whole fit and the lap time is a median over laps 2.., so on a
     few short laps the estimate can fall below what a run achieves."""
-    total = sum(one.cpu.values()) * PARTITIONS
-    work = sum(v for k, v in one.cpu.items() if k.startswith("worker")) * PARTITIONS
+    total = sum(one.cpu.values()) * partitions
+    work = sum(v for k, v in one.cpu.items() if k.startswith("worker")) * partitions
     return one.lap / max(total / cores, work / workers)
 
 
@@ -150,11 +150,14 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=1_000_000)
     ap.add_argument("--laps", type=int, default=100, help="most laps (memo stops on converging)")
+    ap.add_argument("--partition-rows", type=int, default=None,
+                    help="rows per partition (default: the ingest default, 50,000 at D = 25)")
     ap.add_argument("--wave", type=int, default=None,
                     help="W for every run (default: each executor's own)")
     args = ap.parse_args()
-    corpus = make_corpus(args.n, "big")
-    print(f"corpus: N={args.n}, D=25, {PARTITIONS} partitions; memo (birth, merge) from K=25, "
+    corpus = make_corpus(args.n, args.partition_rows, "big")
+    P = Corpus(corpus).n_partitions
+    print(f"corpus: N={args.n}, D=25, {P} partitions; memo (birth, merge) from K=25, "
           f"until it converges or {args.laps} laps; W {args.wave or 'by default'}", flush=True)
 
     def cfg(**kw) -> JobConfig:
@@ -163,7 +166,7 @@ def main() -> int:
     wave = {} if args.wave is None else {"wave": args.wave}
     results = [measure("local threads (2)", corpus, cfg(scheduler="threads", **wave))]
     local = LocalExecutor(Corpus(corpus), "threads", 2)
-    overheads = {results[0].name: task_overhead(local, PARTITIONS)}
+    overheads = {results[0].name: task_overhead(local, P)}
     local.close()
     cores = os.cpu_count() or 1
     for workers, threads in ((1, 1), (1, cores), (2, 1)):
@@ -173,9 +176,10 @@ def main() -> int:
                     f"thread{'s' * (threads > 1)}")
             results.append(measure(name, corpus, cfg(scheduler=cluster.address, **wave), cluster))
             with Client(cluster.address) as client:
-                overheads[name] = task_overhead(DaskExecutor(client, Corpus(corpus)), PARTITIONS)
+                overheads[name] = task_overhead(DaskExecutor(client, Corpus(corpus)), P)
             if workers == 2:
-                small = make_corpus(args.n // 4, "quarter")
+                rows = Corpus(corpus).manifest.partitions[0].rows
+                small = make_corpus(args.n // 4, rows, "quarter")
                 rss_small = driver_rss(small, cluster.address, WORK / "rss-small")
                 rss_big = driver_rss(corpus, cluster.address, WORK / "rss-big")
         finally:
@@ -198,7 +202,7 @@ def main() -> int:
     print("\ntargets (s/lap; visits alone in brackets):")
     print(f"  2 workers vs 1: {speedup:.2f}x faster [{visits_speedup:.2f}x] (target >= 1.7x): "
           f"{verdict(speedup >= 1.7)}; the estimated ceiling on {cores} cores at one "
-          f"worker's CPU per visit: {ceiling(one, 2, cores):.2f}x")
+          f"worker's CPU per visit: {ceiling(one, 2, cores, P):.2f}x")
     for r in (one, one_default):
         slowdown, visits_slowdown = r.lap / threads.lap, r.visits / threads.visits
         print(f"  {r.name} vs local threads: {slowdown:.2f}x the time "

@@ -403,13 +403,15 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
 
 def _ingest_arguments(p: argparse.ArgumentParser) -> None:
     """`ingest SRC CORPUS_DIR` and its options."""
-    from bnpmix.storage import DEFAULT_PARTITION_ROWS
+    from bnpmix.storage import DOCUMENTS_PER_PARTITION, VALUES_PER_PARTITION
 
     p.add_argument("src", help="source: .npy, .csv, docword.NAME.txt[.gz], a text file or folder")
     p.add_argument("corpus_dir", help="the corpus directory to create")
     p.add_argument("--format", choices=FORMATS, help="source format (default: from the name)")
-    p.add_argument("--partition-rows", type=_positive_int, default=DEFAULT_PARTITION_ROWS,
-                   metavar="N", help=f"items per partition (default {DEFAULT_PARTITION_ROWS}); "
+    p.add_argument("--partition-rows", type=_positive_int, default=None, metavar="N",
+                   help=f"items per partition (default: {DOCUMENTS_PER_PARTITION:,} documents; "
+                   f"dense: {VALUES_PER_PARTITION:,} / D rows rounded up to a thousand, 50,000 "
+                   "at D = 25); "
                    "with --sequence-column a partition closes at the first sequence boundary at "
                    "or after N items, so a longer sequence makes one bigger partition")
     p.add_argument("--overwrite", action="store_true", help="replace an existing corpus directory")

@@ -23,7 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bnpmix.storage import BnpmixError, Corpus, Manifest, RunDir
-from bnpmix.storage.writer import new_corpus
+from bnpmix.storage.writer import new_corpus, partition_rows
 
 from .config import options
 from .evaluate.fitted import FittedModel
@@ -39,8 +39,6 @@ except ImportError:  # pragma: no cover - exercised only without scikit-learn
 
     class ConvergenceWarning(UserWarning):  # type: ignore[no-redef]
         """An engine stopped at its iteration limit before its convergence test."""
-
-ROWS = 4096  # items per partition of an in-memory X's corpus
 
 
 # every job option by its job-file name (not the run directory's: the estimator's is temporary;
@@ -310,7 +308,7 @@ def _in_memory_width(X: Any) -> int:
 
 def _blocks(X: Any) -> Any:
     """X's row blocks, each in memory one at a time: a Dask collection's partitions or chunks,
-    else ROWS rows at a time."""
+    else as many rows at a time as a partition takes by default (storage.partition_rows)."""
     if hasattr(X, "to_delayed") and hasattr(X, "divisions"):  # dask dataframe
         for part in X.to_delayed():
             yield _in_memory(part.compute())
@@ -320,8 +318,9 @@ def _blocks(X: Any) -> Any:
             yield _in_memory(np.hstack([b.compute() for b in np.atleast_1d(row)]))
         return
     X = _in_memory(X)
-    for a in range(0, X.shape[0], ROWS):
-        yield X[a:a + ROWS]
+    rows = partition_rows(None, None if sp.issparse(X) else X.shape[1])
+    for a in range(0, X.shape[0], rows):
+        yield X[a:a + rows]
 
 
 def write_corpus(X: Any, out: Path) -> Path:

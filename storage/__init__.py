@@ -15,7 +15,8 @@ _LAZY = {
     "ingest_docword": "docword", "read_vocab": "docword",
     "RunDir": "rundir", "validate_summary": "rundir",
     "ingest_text": "text", "tokenize": "text",
-    "DEFAULT_PARTITION_ROWS": "writer",
+    "DOCUMENTS_PER_PARTITION": "writer", "VALUES_PER_PARTITION": "writer",
+    "partition_rows": "writer",
 }
 
 
@@ -33,7 +34,8 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
-    "DEFAULT_PARTITION_ROWS",
+    "DOCUMENTS_PER_PARTITION",
+    "VALUES_PER_PARTITION",
     "Batch",
     "BnpmixError",
     "Corpus",
@@ -49,6 +51,7 @@ __all__ = [
     "ingest_npy",
     "ingest_text",
     "local_path",
+    "partition_rows",
     "read_vocab",
     "tokenize",
     "validate_summary",

@@ -20,7 +20,8 @@ from .corpus import DENSE_DTYPES, Manifest
 from .errors import DataError, DataWarning
 from .labels import open_labels, streaming
 from .textio import numbered_lines
-from .writer import DEFAULT_PARTITION_ROWS, new_corpus
+from .writer import new_corpus
+from .writer import partition_rows as rows_per_partition
 
 Chunk = tuple[int, np.ndarray, dict[str, np.ndarray]]
 INT64_MIN, INT64_MAX = -(2**63), 2**63 - 1
@@ -80,12 +81,13 @@ def ingest_array(
     X: np.ndarray,
     out: str | Path,
     *,
-    partition_rows: int = DEFAULT_PARTITION_ROWS,
+    partition_rows: int | None = None,
     columns: dict[str, np.ndarray] | None = None,
     overwrite: bool = False,
     source: str = "<array>",
 ) -> Manifest:
-    """Write an in-memory (N, D) array, with optional per-item columns, as a dense corpus.
+    """Write an in-memory (N, D) array, with optional per-item columns, as a dense corpus of
+    ``partition_rows`` rows a partition (None: storage.partition_rows' default for D).
 
     With a ``sequence`` column (integers) each sequence's rows must be contiguous, and a
     partition closes at the first sequence boundary at or after ``partition_rows`` rows, so a
@@ -98,6 +100,7 @@ def ingest_array(
         raise DataError(source, f"expected a real numeric array, got dtype {X.dtype}")
     columns = dict(columns or {})
     n = X.shape[0]
+    partition_rows = rows_per_partition(partition_rows, X.shape[1])
     if "sequence" in columns:
         columns["sequence"] = _sequence_array(columns["sequence"], n, source)
         bounds = _sequence_bounds(columns["sequence"], partition_rows, source)
@@ -157,10 +160,11 @@ def ingest_npy(
     out: str | Path,
     *,
     labels: str | Path | None = None,
-    partition_rows: int = DEFAULT_PARTITION_ROWS,
+    partition_rows: int | None = None,
     overwrite: bool = False,
 ) -> Manifest:
-    """Ingest a 2-D real ``.npy`` array, mapping one partition's rows into memory at a time.
+    """Ingest a 2-D real ``.npy`` array, mapping one partition's rows into memory at a time
+    (None for ``partition_rows``: storage.partition_rows' default for its width).
     ``labels``: a file with one label per row (see storage/labels.py), stored as the ``label``
     column."""
     path = Path(path)
@@ -176,6 +180,7 @@ def ingest_npy(
     if dtype.kind not in "fiu":
         raise DataError(path, f"expected a real numeric array, got dtype {dtype}")
     n, d = shape
+    partition_rows = rows_per_partition(partition_rows, d)
     label_file = open_labels(labels)
     if label_file is not None:
         label_file.check_count(n, path, "rows")
@@ -233,7 +238,7 @@ def ingest_csv(
     path: str | Path,
     out: str | Path,
     *,
-    partition_rows: int = DEFAULT_PARTITION_ROWS,
+    partition_rows: int | None = None,
     label_column: str | None = None,
     time_column: str | None = None,
     id_column: str | None = None,
@@ -270,6 +275,7 @@ def ingest_csv(
         if not feature_idx:
             raise DataError(path, "no numeric feature columns", line=1)
         names = [header[i] for i in feature_idx]
+        partition_rows = rows_per_partition(partition_rows, len(names))
         # position among the features -> still all integers (only without --label-column)
         label_like = {} if label_column is not None else {
             j: True for j, name in enumerate(names) if name.strip().lower() in LABEL_LIKE}

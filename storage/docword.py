@@ -21,7 +21,8 @@ from .corpus import MANIFEST, Corpus, Manifest
 from .errors import DataError
 from .labels import LabelStream, open_labels, streaming
 from .textio import decoding_errors, numbered_lines, open_binary
-from .writer import DEFAULT_PARTITION_ROWS, CorpusWriter, new_corpus
+from .writer import CorpusWriter, new_corpus
+from .writer import partition_rows as rows_per_partition
 
 HEADER = ("D (number of documents)", "W (vocabulary size)", "NNZ (number of triples)")
 CHUNK_LINES = 1 << 17
@@ -230,13 +231,15 @@ def ingest_docword(
     *,
     vocab: str | Path | None = None,
     labels: str | Path | None = None,
-    partition_rows: int = DEFAULT_PARTITION_ROWS,
+    partition_rows: int | None = None,
     overwrite: bool = False,
 ) -> Manifest:
     """Ingest a UCI ``docword`` file; ``vocab`` (a file, or a corpus directory) defaults to
     ``vocab.NAME.txt`` beside it. ``labels``: a file with one label per document (see
-    storage/labels.py), stored as the ``label`` column."""
+    storage/labels.py), stored as the ``label`` column. ``partition_rows``: documents per
+    partition (None: DOCUMENTS_PER_PARTITION)."""
     path = Path(path)
+    partition_rows = rows_per_partition(partition_rows, None)
     if not path.is_file():
         raise DataError(path, "source file not found")
     vocab_path = Path(vocab) if vocab is not None else default_vocab_path(path)

@@ -42,7 +42,8 @@ from .docword import read_vocab
 from .errors import DataError, DataWarning
 from .labels import open_labels, streaming
 from .textio import numbered_lines
-from .writer import DEFAULT_PARTITION_ROWS, new_corpus
+from .writer import new_corpus
+from .writer import partition_rows as rows_per_partition
 
 TOKEN = re.compile(r"[^\W\d_]+")
 BUILTIN_STOPWORDS = {"english": "stopwords_en.txt"}  # name -> package data file
@@ -177,12 +178,14 @@ def ingest_text(
     min_doc_length: int = 1,
     vocab: str | Path | None = None,
     labels: str | Path | None = None,
-    partition_rows: int = DEFAULT_PARTITION_ROWS,
+    partition_rows: int | None = None,
     overwrite: bool = False,
 ) -> Manifest:
     """Ingest a folder of text files, or a file with one document per line (see the module's
-    docstring for the vocabulary rules, ``vocab`` and ``labels``)."""
+    docstring for the vocabulary rules, ``vocab`` and ``labels``), ``partition_rows`` documents
+    a partition (None: DOCUMENTS_PER_PARTITION)."""
     source = Path(source)
+    partition_rows = rows_per_partition(partition_rows, None)
     label_file = open_labels(labels)
     if vocab is not None:
         words = fixed_vocabulary(vocab)

@@ -157,11 +157,12 @@ def test_lazy_names_are_the_defining_modules_objects():
     from bnpmix.pipeline.estimator import BayesianMixture
     from bnpmix.storage.corpus import Corpus
     from bnpmix.storage.rundir import RunDir as RunDirClass
-    from bnpmix.storage.writer import DEFAULT_PARTITION_ROWS
+    from bnpmix.storage.writer import DOCUMENTS_PER_PARTITION, partition_rows
 
     assert bnpmix.BayesianMixture is BayesianMixture and bnpmix.Corpus is Corpus
     assert bnpmix.storage.RunDir is RunDirClass
-    assert bnpmix.storage.DEFAULT_PARTITION_ROWS == DEFAULT_PARTITION_ROWS
+    assert bnpmix.storage.DOCUMENTS_PER_PARTITION == DOCUMENTS_PER_PARTITION
+    assert bnpmix.storage.partition_rows is partition_rows
     for module in (bnpmix, bnpmix.storage):
         for name in module.__all__:
             assert getattr(module, name) is not None
