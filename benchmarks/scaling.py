@@ -156,7 +156,8 @@ def main() -> int:
                     help="W for every run (default: each executor's own)")
     args = ap.parse_args()
     corpus = make_corpus(args.n, args.partition_rows, "big")
-    P = Corpus(corpus).n_partitions
+    partitions = Corpus(corpus).manifest.partitions
+    P = len(partitions)
     print(f"corpus: N={args.n}, D=25, {P} partitions; memo (birth, merge) from K=25, "
           f"until it converges or {args.laps} laps; W {args.wave or 'by default'}", flush=True)
 
@@ -178,8 +179,7 @@ def main() -> int:
             with Client(cluster.address) as client:
                 overheads[name] = task_overhead(DaskExecutor(client, Corpus(corpus)), P)
             if workers == 2:
-                rows = Corpus(corpus).manifest.partitions[0].rows
-                small = make_corpus(args.n // 4, rows, "quarter")
+                small = make_corpus(args.n // 4, partitions[0].rows, "quarter")
                 rss_small = driver_rss(small, cluster.address, WORK / "rss-small")
                 rss_big = driver_rss(corpus, cluster.address, WORK / "rss-big")
         finally:

@@ -17,6 +17,7 @@ outside glibc on Linux.
 from __future__ import annotations
 
 import ctypes
+import functools
 import platform
 import sys
 import threading
@@ -29,8 +30,10 @@ _lock = threading.Lock()
 _applied: int | None = None  # the trim threshold this process was given
 
 
+@functools.cache
 def glibc() -> ctypes.CDLL | None:
-    """This process's C library when it is glibc on Linux, else None."""
+    """This process's C library when it is glibc on Linux, else None (asked once per process:
+    platform.libc_ver reads the interpreter's binary, and every task asks)."""
     if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
         return None
     return ctypes.CDLL("libc.so.6")
