@@ -80,7 +80,8 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         manifest = ingest_source(args, src, out, fmt, args.overwrite)
         if remote:
             publish_corpus(out, args.corpus_dir)
-    print(f"ingested {manifest.n_items} items into {len(manifest.partitions)} partitions at "
+    n = len(manifest.partitions)
+    print(f"ingested {manifest.n_items} items into {n} partition{'s' * (n != 1)} at "
           f"{args.corpus_dir if remote else out}")
     return 0
 
