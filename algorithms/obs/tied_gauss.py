@@ -1,9 +1,11 @@
 """Gaussian components with their own means and one shared ("tied") precision matrix.
 
 Λ ~ Wishart(ν0, B0⁻¹), μ_k | Λ ~ N(m0, (κ0 Λ)⁻¹), x | z = k ~ N(μ_k, Λ⁻¹).
-Statistics: x_k = Σ_n r_nk x_n per component and two shared ones (no component axis): the mass
-n = Σ_n w_n and the pooled scatter T = Σ_n w_n (x_n - m0)(x_n - m0)ᵀ, w_n = Σ_k r_nk (1 in a local
-step, so T does not depend on q(z) and a move leaves it unchanged).
+Statistics: x_k = Σ_n r_nk x_n per component and two shared ones (no component axis): the
+number of items n and their pooled scatter T = Σ_n (x_n - m0)(x_n - m0)ᵀ, which do not depend on
+q(z), so every move leaves them unchanged. Every item counts in Λ's posterior whole: where its
+responsibilities sum to less than 1 (EP's sites after a cluster with S_k < ε left), the rest of
+its scatter is taken about m0, as if held by a component whose mean is m0.
 Given q(z) the optimal q(μ_1..K, Λ) is conjugate and structured (no mean field between μ and Λ):
 q(Λ) = Wishart(ν, B⁻¹), ν = ν0 + n, B = B0 + T - Σ_k g_k g_kᵀ / κ_k with g_k = x_k - N_k m0, and
 q(μ_k | Λ) = N(m_k, (κ_k Λ)⁻¹), κ_k = κ0 + N_k, m_k = m0 + g_k / κ_k. This is
@@ -85,11 +87,12 @@ def estep(F: TiedItems, A: np.ndarray, b: np.ndarray
     L, t = np.empty((K, min(block, n))), np.empty(min(block, n))
     for rows, Y in F.blocks(block):
         m = len(Y)
-        R = RT[:, rows]
-        np.matmul(A, Y.T, out=L[:, :m])
-        L[:, :m] += b[:, None]
-        H += W.softmax_columns(L[:, :m], R, t[:m])
-        Sx += R @ Y
+        if K:
+            R = RT[:, rows]
+            np.matmul(A, Y.T, out=L[:, :m])
+            L[:, :m] += b[:, None]
+            H += W.softmax_columns(L[:, :m], R, t[:m])
+            Sx += R @ Y
         if T is not None:
             T += Y.T @ Y  # numpy's matmul runs AᵀA as one BLAS syrk
     if T is not None:
@@ -141,11 +144,10 @@ class TiedGauss(ObsModel):
         return {"n": (), "scatter": (self.D, self.D)}
 
     def stats(self, X: Data, R: np.ndarray) -> Arrays:
-        """x_k = Σ_n r_nk x_n; n = Σ_n w_n and T = Σ_n w_n (x_n - m0)(x_n - m0)ᵀ, w_n = Σ_k r_nk."""
+        """x_k = Σ_n r_nk x_n; n and T = Σ_n (x_n - m0)(x_n - m0)ᵀ, whatever R."""
         X = np.asarray(X, dtype=float)
-        w = R.sum(axis=1)
         Y = X - self.m0
-        return {"x": R.T @ X, "n": np.asarray(w.sum()), "scatter": (Y * w[:, None]).T @ Y}
+        return {"x": R.T @ X, "n": np.asarray(float(len(X))), "scatter": Y.T @ Y}
 
     def post(self, N: np.ndarray, stats: Arrays) -> Arrays:
         """κ = κ0 + N, m = m0 + g/κ, ν = ν0 + n, B = B0 + T - Σ_k g_k g_kᵀ / κ_k (g = x - N m0)."""
@@ -179,27 +181,18 @@ class TiedGauss(ObsModel):
         O(N K D) for the responsibilities, plus O(N D²) once for the pooled scatter."""
         F = X if isinstance(X, TiedItems) else TiedItems(X)
         n = F.X.shape[0]
-        K = len(post["kappa"])
-        if K == 0:  # no component takes any item: N, x, n and T are 0
-            return (np.zeros((n, 0)), np.zeros(0), self._zero_stats(0), np.zeros(0))
         nu = float(post["nu"])
         Z = (post["m"] - F.center) @ post["U"].T  # whitened means about c
         A = nu * (Z @ post["U"])
         b = self._E_loglik_offset(post) + Elogw - 0.5 * nu * (Z * Z).sum(1)
         R, N, Sx, H = estep(F, A, b)
         return R, N, {"x": Sx + N[:, None] * F.center, "n": np.asarray(float(n)),
-                      "scatter": self._scatter_about_m0(F, Sx.sum(0), n)}, H
+                      "scatter": self._scatter_about_m0(F)}, H
 
-    def _scatter_about_m0(self, F: TiedItems, s: np.ndarray, n: int) -> np.ndarray:
-        """Σ (x - m0)(x - m0)ᵀ from the scatter about c and s = Σ (x - c): with d = c - m0,
-        Σ (x - c)(x - c)ᵀ + s dᵀ + d sᵀ + n d dᵀ."""
+    def _scatter_about_m0(self, F: TiedItems) -> np.ndarray:
+        """Σ (x - m0)(x - m0)ᵀ from the scatter about the mean c: + n d dᵀ, d = c - m0."""
         d = F.center - self.m0
-        sd = np.outer(s, d)
-        return F.scatter + sd + sd.T + n * np.outer(d, d)
-
-    def _zero_stats(self, K: int) -> Arrays:
-        return {"x": np.zeros((K, self.D)), "n": np.asarray(0.0),
-                "scatter": np.zeros((self.D, self.D))}
+        return F.scatter + F.X.shape[0] * np.outer(d, d)
 
     def repeated(self, X: Data) -> TiedItems:
         """X with its mean kept, and its scatter once the first step has made it."""
