@@ -248,7 +248,8 @@ class ObsModel(ABC):
     def fresh(self, d: Arrays, new: Arrays) -> Arrays:
         """Components that have seen no data beside the components of ``d``: ``new`` (the
         prior's posterior or state) with any shared parameter taken from ``d``, so a tied
-        model's new component uses the precision learnt so far."""
+        model's new component uses the precision learnt so far. For reading: the result may
+        share arrays with ``d``."""
         return self.concat(self.select(d, np.zeros(0, np.int64)), new)
 
 
