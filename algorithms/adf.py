@@ -11,6 +11,9 @@ S_k = Σ_i q_ik and λ_k = λ_0 + Σ_i q_ik t(x_i) hold exactly over what was ab
 
 ``Clusters`` is the state ADF and EP (ep.py) share: component ids, soft counts S and the one-item
 predictive states of the observation model, built from a Summary (S = N, λ = λ_0 + stats).
+When the components share a parameter (tied-gauss's precision), absorbing an item changes it
+for every cluster, and a new cluster's predictive uses it as learnt so far (ObsModel.fresh), so
+that term is computed item by item instead of once per partition.
 
 A sweep reads its items by position from a form prepared once (``prepare``): Mult's Docs (each
 document's words, counts and length extracted and checked once per partition), other models row
@@ -59,14 +62,14 @@ class Clusters:
     def __post_init__(self) -> None:
         self._new = self.obs.predictive_state(self.obs.prior_post(1))
         if self.state is None:
-            self.state = {k: a[:0].copy() for k, a in self._new.items()}
+            self.state = self.obs.select(self._new, np.zeros(0, np.int64))
 
     @classmethod
     def from_summary(cls, obs: ObsModel, prior: NRM, total: Summary, v: float = 0.0,
                      logP: np.ndarray | None = None) -> Clusters:
         """The clusters of a Summary of absorbed items: S = N, λ = λ_0 + stats (and, to use the
         exact E[K'], log P_k of each, in the Summary's order)."""
-        state = obs.predictive_state(obs.post(total.N, total.stats))
+        state = obs.predictive_state(obs.post(total.N, total.obs_stats))
         return cls(obs, prior, total.uids.copy(), total.N.astype(float), state, v,
                    None if logP is None else np.array(logP, dtype=float))
 
@@ -80,9 +83,12 @@ class Clusters:
     def K(self) -> int:
         return len(self.S)
 
-    def new_logliks(self, items: Any) -> np.ndarray:
+    def new_logliks(self, items: Any) -> np.ndarray | None:
         """Every item's predictive log density under the prior (a new cluster's), (n,): it does
-        not change during a sweep, so it is computed for the whole partition at once."""
+        not change during a sweep, so it is computed for the whole partition at once; None
+        when the components share a parameter, whose absorbed items change it."""
+        if self.obs.shared_shapes():
+            return None
         return items.logliks(self._new)[:, 0]
 
     def log_rho(self, x: Data, m: float) -> np.ndarray:
@@ -105,7 +111,7 @@ class Clusters:
         rho = items.loglik(self.state, i)
         rho += np.log(w)
         if new is None:
-            new = items.loglik(self._new, i)[0]
+            new = items.loglik(self.obs.fresh(self.state, self._new), i)[0]
         return rho, math.log(w_new) + new
 
     def responsibilities(self, x: Data, m: float, eps: float, uid: int
@@ -165,7 +171,7 @@ class Clusters:
 
     def create(self, uid: int) -> None:
         """A new cluster with S = 0 and the prior's posterior."""
-        self.state = {k: np.concatenate([self.state[k], self._new[k]]) for k in self.state}
+        self.state = self.obs.concat(self.state, self._new)
         self.S = np.append(self.S, 0.0)
         self.uids = np.append(self.uids, np.int64(uid))
         if self.logP is not None:
@@ -173,7 +179,7 @@ class Clusters:
 
     def drop(self, keep: np.ndarray) -> None:
         """Keep only the clusters where the mask ``keep`` is true."""
-        self.state = {k: a[keep] for k, a in self.state.items()}
+        self.state = self.obs.select(self.state, keep)
         self.S = self.S[keep]
         self.uids = self.uids[keep]
         if self.logP is not None:
@@ -213,5 +219,6 @@ def adf_pass(obs: ObsModel, prior: NRM, X: Data, eps: float, exact_k: bool = Fal
     items = prepare(obs, X)
     new = cl.new_logliks(items)
     with np.errstate(divide="ignore"):
-        qs = [adf_step_at(cl, items, i, i, eps, cl.K, new[i])[0] for i in range(items.n)]
+        qs = [adf_step_at(cl, items, i, i, eps, cl.K, None if new is None else new[i])[0]
+              for i in range(items.n)]
     return cl, qs

@@ -119,7 +119,7 @@ def with_value(obs_prior: dict[str, Any], key: str | None, value: float | None
 def heldout_score(obs: ObsModel, prior: NRM, eps: float, split: Split) -> tuple[float, int]:
     """One ADF pass over the training items, then the mean held-out predictive log density of
     the test items, and K."""
-    empty = Summary.zeros(np.zeros(0, np.int64), obs.stat_shapes())
+    empty = Summary.zeros(np.zeros(0, np.int64), obs.stat_shapes(), obs.shared_shapes())
     res = sweep(split.train, obs, prior, eps, empty, None, 0, 0.0)
     model = NRMMixture(obs, prior, res.sites.named(0).summary, split.train.shape[0], res.v)
     return float(logsumexp(model.log_joint_predictive(split.test), axis=1).mean()), model.K

@@ -116,7 +116,8 @@ class NRMEngine(Engine):
         if self.cfg.merge_threshold > 0 and ctx.obs.name != "mult":
             raise BnpmixError(f"merge_threshold: merges compare word distributions; the "
                               f"{ctx.obs.name} model has none (use 0)")
-        self.total = Summary.zeros(np.zeros(0, np.int64), ctx.obs.stat_shapes())
+        self.total = Summary.zeros(np.zeros(0, np.int64), ctx.obs.stat_shapes(),
+                                   ctx.obs.shared_shapes())
         self.m, self.v, self.absorbed = 0, 0.0, []
         self.logP = np.zeros(0) if self.exact_k else None
         if ctx.warm_start:
@@ -200,7 +201,7 @@ class NRMEngine(Engine):
     def _end_pass(self) -> None:
         """Merges (when asked) and the pass's trace."""
         if self.cfg.merge_threshold > 0 and self.total.K > 1:
-            means = self.ctx.obs.means(self.ctx.obs.post(self.total.N, self.total.stats))
+            means = self.ctx.obs.means(self.ctx.obs.post(self.total.N, self.total.obs_stats))
             uids = self.total.uids.copy()  # the pairs' positions: each merge removes a row
             touched: set[int] = set()
             for i, j, _ in hellinger_pairs(means, self.cfg.merge_threshold):

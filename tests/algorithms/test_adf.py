@@ -90,7 +90,7 @@ def test_adf_equals_a_plain_sequential_reference(sigma, tau, a, exact_k):
     np.testing.assert_allclose(st.state["lam"], lam, rtol=1e-10)
 
 
-@pytest.mark.parametrize("name", ["mult", "gauss", "diag-gauss", "zm-gauss"])
+@pytest.mark.parametrize("name", ["mult", "gauss", "diag-gauss", "zm-gauss", "tied-gauss"])
 def test_counts_and_posteriors_are_exact_sums_of_what_was_absorbed(name):
     """S_k = Σ_i q_ik and the clusters' states equal the posterior of Σ_i q_ik t(x_i)."""
     rng = np.random.default_rng(0)

@@ -109,7 +109,7 @@ def reference_ep(X, lam0, a, tau, sigma, eps, passes):
 
 def run_ep(X, obs, prior, eps, passes):
     """ADF and EP sweeps over one partition, as the driver does with W = 1."""
-    total = Summary.zeros(np.zeros(0, np.int64), obs.stat_shapes())
+    total = Summary.zeros(np.zeros(0, np.int64), obs.stat_shapes(), obs.shared_shapes())
     res = sweep(X, obs, prior, eps, total, None, 0, 0.0)
     sites = res.sites.named(0)
     total, v, nxt = sites.summary, res.v, res.created
@@ -138,7 +138,7 @@ def test_one_partition_ep_equals_a_plain_sequential_reference(sigma, tau, a, eps
                                    atol=1e-10)
 
 
-@pytest.mark.parametrize("name", ["mult", "gauss", "diag-gauss", "zm-gauss"])
+@pytest.mark.parametrize("name", ["mult", "gauss", "diag-gauss", "zm-gauss", "tied-gauss"])
 def test_sums_equal_the_stored_sites_and_no_cluster_below_epsilon_survives(name):
     rng = np.random.default_rng(1)
     if name == "mult":
@@ -152,7 +152,7 @@ def test_sums_equal_the_stored_sites_and_no_cluster_below_epsilon_survives(name)
     Q = sites.matrix(total.uids)
     np.testing.assert_allclose(total.N, Q.sum(0), rtol=1e-12, atol=1e-12)
     for key, value in obs.stats(X, Q).items():
-        np.testing.assert_allclose(total.stats[key], value, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(total.obs_stats[key], value, rtol=1e-9, atol=1e-9)
     assert np.all(eps <= total.N)
     assert total.N.sum() <= 60 + 1e-9
 

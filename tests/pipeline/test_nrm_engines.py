@@ -118,16 +118,16 @@ def check_pass_invariants(engine) -> None:
     stored = sites_of(engine)
     assert sorted(stored) == list(range(ctx.corpus.n_partitions))
     N_sites = np.zeros(total.K)
-    stats_sites = {k: np.zeros_like(v) for k, v in total.stats.items()}
+    stats_sites = {k: np.zeros_like(v) for k, v in total.obs_stats.items()}
     N_data = np.zeros(total.K)
-    stats_data = {k: np.zeros_like(v) for k, v in total.stats.items()}
+    stats_data = {k: np.zeros_like(v) for k, v in total.obs_stats.items()}
     for p, sites in stored.items():
         assert np.isin(sites.uids, total.uids).all(), (p, sites.uids, total.uids)
         assert np.isin(sites.summary.uids, total.uids).all(), (p, sites.summary.uids)
         on_total = sites.summary.over(total.uids)
         N_sites += on_total.N
         for k in stats_sites:
-            stats_sites[k] += on_total.stats[k]
+            stats_sites[k] += on_total.obs_stats[k]
         batch = ctx.corpus.read(p)
         R = sites.matrix(total.uids)
         assert R.shape == (len(batch), total.K) == (sites.n, total.K)
@@ -139,9 +139,9 @@ def check_pass_invariants(engine) -> None:
             stats_data[k] += v
     close(total.N, N_sites, "N vs stored site sums")
     close(total.N, N_data, "N vs Σ_i r_ik")
-    for k in total.stats:
-        close(total.stats[k], stats_sites[k], f"stats[{k}] vs stored site sums")
-        close(total.stats[k], stats_data[k], f"stats[{k}] vs the data")
+    for k, v in total.obs_stats.items():  # shared ones too (tied-gauss's pooled scatter)
+        close(v, stats_sites[k], f"stats[{k}] vs stored site sums")
+        close(v, stats_data[k], f"stats[{k}] vs the data")
     assert (engine.eps <= total.N).all(), (total.uids, total.N)
 
 
@@ -182,6 +182,7 @@ OBS_CASES = {
     "mult": ({}, "bars"),
     "gauss": ({}, "dense"),
     "diag-gauss": ({"prior": {"scale": 0.01}}, "dense"),
+    "tied-gauss": ({"prior": {"scale": 0.01}}, "dense"),
 }
 
 
