@@ -9,6 +9,11 @@ renormalisation). Then every cluster absorbs q_k t(x), S_k += q_k and m += 1. Th
 starts cluster 1 with q = (1). Responsibilities below 1e-10 are set to zero before absorbing, so
 S_k = Σ_i q_ik and λ_k = λ_0 + Σ_i q_ik t(x_i) hold exactly over what was absorbed.
 
+Each step also gives the item's one-step-ahead predictive log density log p(x_{m+1} | x_1..x_m)
+= log Σ_k π_k p(x | q(θ_k)) + π_new p(x | prior), π = (w, w_new) / (Σ_k w_k + w_new): the
+held-out predictive of NRMMixture at the clusters so far, so a run's training figure and its
+held-out score are on one scale (the first item's is its density under the prior).
+
 ``Clusters`` is the state ADF and EP (ep.py) share: component ids, soft counts S and the one-item
 predictive states of the observation model, built from a Summary (S = N, λ = λ_0 + stats).
 When the components share a parameter (tied-gauss's precision), absorbing an item changes it
@@ -91,49 +96,54 @@ class Clusters:
             return None
         return items.logliks(self._new)[:, 0]
 
-    def log_rho(self, x: Data, m: float) -> np.ndarray:
-        """log ρ of the K clusters and, last, of a new one (main Eq. 15), Û from m items."""
-        return self.log_rho_at(prepare(self.obs, x), 0, m)
-
-    def log_rho_at(self, items: Any, i: int, m: float, new: float | None = None) -> np.ndarray:
-        """log_rho of item i of ``items``; ``new`` is its log density under the prior when
-        known (``new_logliks``)."""
+    def log_joint(self, x: Data, m: float) -> np.ndarray:
+        """log_joint_at for one row x."""
         with np.errstate(divide="ignore"):
-            rho, rho_new = self._rho(items, i, m, new)
-        return np.append(rho, rho_new)
+            return self.log_joint_at(prepare(self.obs, x), 0, m)
 
-    def _rho(self, items: Any, i: int, m: float, new: float | None) -> tuple[np.ndarray, float]:
-        """log ρ_k (K,) and log ρ_new. Callers silence numpy's divide warning: w_k = 0 (S_k ≤
-        σ) gives log ρ_k = −inf."""
+    def log_joint_at(self, items: Any, i: int, m: float, new: float | None = None
+                     ) -> np.ndarray:
+        """log ρ_k = log π_k + log p(x_i | λ_k) for the K clusters and, last, log π_new +
+        log p(x_i | λ_0) (main Eq. 15) with the weights of the predictive rule at Û from m
+        items normalised, π = (w_1, ..., w_K, w_new) / (Σ_k w_k + w_new) (Eq. 23): their
+        logsumexp is the item's predictive log density given the clusters, the quantity
+        NRMMixture scores held-out items by. ``new`` is the item's log density under the
+        prior when known (``new_logliks``). Callers silence numpy's divide warning: w_k = 0
+        (S_k ≤ σ) gives log ρ_k = −inf."""
         w, w_new, v = self.prior.predictive(self.S, m, self.expected_k, v0=self.v)
         if v > -math.inf:  # not nan (the DP), not −inf (nothing absorbed yet)
             self.v = v
+        log_total = math.log(float(w.sum()) + w_new)
         rho = items.loglik(self.state, i)
-        rho += np.log(w)
+        rho += np.log(w) - log_total
         if new is None:
             new = items.loglik(self.obs.fresh(self.state, self._new), i)[0]
-        return rho, math.log(w_new) + new
+        return np.append(rho, math.log(w_new) - log_total + new)
 
     def responsibilities(self, x: Data, m: float, eps: float, uid: int
                          ) -> tuple[np.ndarray, float]:
         """q over the clusters for item x (creating cluster ``uid`` when q_new > ε, else
-        renormalising over the K), entries below TINY zeroed; and log Σ_k ρ_k, the item's
-        one-step-ahead predictive log density."""
+        renormalising over the K), entries below TINY zeroed; and the item's predictive log
+        density given the clusters, log Σ_k ρ_k over the K + 1 terms (log_joint_at; the
+        first item's, with no cluster yet, is its density under the prior)."""
         with np.errstate(divide="ignore"):
             return self.responsibilities_at(prepare(self.obs, x), 0, m, eps, uid)
 
     def responsibilities_at(self, items: Any, i: int, m: float, eps: float, uid: int,
                             new: float | None = None) -> tuple[np.ndarray, float]:
-        """responsibilities of item i of ``items`` (``new`` as in log_rho_at), for callers
+        """responsibilities of item i of ``items`` (``new`` as in log_joint_at), for callers
         that silence numpy's divide warning (as a sweep does once for all its items)."""
         if self.K == 0:
+            if new is None:
+                new = items.loglik(self.obs.fresh(self.state, self._new), i)[0]
             self.create(uid)
-            return np.ones(1), math.nan
-        e, rho_new = self._rho(items, i, m, new)
-        top = max(float(e.max()), rho_new)
+            return np.ones(1), new
+        e = self.log_joint_at(items, i, m, new)
+        top = float(e.max())
         e -= top
-        np.exp(e, out=e)  # ρ_k / max ρ
-        e_new = math.exp(rho_new - top)
+        np.exp(e, out=e)  # ρ / max ρ, the new cluster's last
+        e_new = float(e[-1])
+        e = e[:-1]
         kept = float(e.sum())
         mass = kept + e_new
         if e_new > eps * mass:  # q_new > ε: q = (e, e_new) / mass

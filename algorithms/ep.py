@@ -18,7 +18,6 @@ memoized scheme (W partitions against the same state) goes beyond the paper.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,7 +137,8 @@ class SweepResult:
     """A partition pass: the partition's new sites (clusters created here carry the ids −1,
     −2, ... in creation order until the driver names them), how many were created, the last
     v*, and the Σ over items of the one-step-ahead predictive log density (ADF) or the cavity
-    predictive log density (EP)."""
+    predictive log density (EP: each item's leave-one-out predictive at the current fit), both
+    with the NRM weights normalised and the new cluster's term, as held-out items are scored."""
 
     sites: Sites
     created: int
@@ -228,7 +228,7 @@ def sweep(X: Data, obs: ObsModel, prior: NRM, eps: float, total: Summary,
                     columns.drop(keep)
             if cl.uids[-1] == -(created + 1):
                 created += 1
-            loglik += 0.0 if math.isnan(ll) else ll
+            loglik += ll
     survivors = cl.uids
     Q = np.zeros((n, len(survivors)))
     if n and columns is None:
