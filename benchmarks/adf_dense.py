@@ -20,7 +20,8 @@ kept. It shows what a prior learned from a good fit of the data would give ADF, 
 the DP mixture under the default prior (what the model itself says, against ADF's greedy pass).
 
     python benchmarks/adf_dense.py [--seeds 5] [--sets iris,wine,breast_cancer,digits]
-        [--ep-passes 10] [--prior JSON] [--oracle] [--gibbs] [--json out.json]
+        [--algorithms adf,ep] [--ep-passes 10] [--prior JSON] [--oracle] [--gibbs]
+        [--json out.json]
 """
 
 from __future__ import annotations
@@ -150,7 +151,7 @@ def gibbs_k(X: np.ndarray, obs: Gauss, sweeps: int, seed: int, a: float = 1.0) -
 def measure(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     Xtr, ytr, Xte, _ = split(name, seed)
     row: dict[str, Any] = {"seed": seed, "one_gaussian": one_gaussian(Xtr, Xte, args.prior)}
-    for algorithm in ("adf", "ep"):
+    for algorithm in args.algorithms.split(","):
         row[algorithm] = engine_run(Xtr, Xte, name, seed, algorithm, args.prior, args.ep_passes)
     if args.oracle:
         obs = oracle_prior(Xtr, ytr)
@@ -175,7 +176,7 @@ def mean(rows: list[dict[str, Any]], *path: str) -> float:
 def report(name: str, rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(f"\n{name} ({len(rows)} seeds): K per seed, means of the figures per item")
     gauss = mean(rows, "one_gaussian")
-    kinds = ["adf", "ep"] + (["oracle"] if args.oracle else [])
+    kinds = args.algorithms.split(",") + (["oracle"] if args.oracle else [])
     for kind in kinds:
         Ks = [r[kind]["K"] for r in rows]
         held = mean(rows, kind, "heldout")
@@ -197,6 +198,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--sets", default=",".join(SETS))
+    ap.add_argument("--algorithms", default="adf,ep", help="the engines fitted (adf,ep)")
     ap.add_argument("--ep-passes", type=int, default=10, help="EP passes (the default 10)")
     ap.add_argument("--prior", type=json.loads, default={},
                     help="observation prior (JSON), e.g. '{\"scale\": 1.0}'")
