@@ -148,10 +148,14 @@ def gibbs_k(X: np.ndarray, obs: Gauss, sweeps: int, seed: int, a: float = 1.0) -
     return float(np.mean(Ks[len(Ks) // 2:]))
 
 
+def engines(args: argparse.Namespace) -> list[str]:
+    return [a for a in args.algorithms.split(",") if a]
+
+
 def measure(name: str, seed: int, args: argparse.Namespace) -> dict[str, Any]:
     Xtr, ytr, Xte, _ = split(name, seed)
     row: dict[str, Any] = {"seed": seed, "one_gaussian": one_gaussian(Xtr, Xte, args.prior)}
-    for algorithm in args.algorithms.split(","):
+    for algorithm in engines(args):
         row[algorithm] = engine_run(Xtr, Xte, name, seed, algorithm, args.prior, args.ep_passes)
     if args.oracle:
         obs = oracle_prior(Xtr, ytr)
@@ -176,7 +180,7 @@ def mean(rows: list[dict[str, Any]], *path: str) -> float:
 def report(name: str, rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(f"\n{name} ({len(rows)} seeds): K per seed, means of the figures per item")
     gauss = mean(rows, "one_gaussian")
-    kinds = args.algorithms.split(",") + (["oracle"] if args.oracle else [])
+    kinds = engines(args) + (["oracle"] if args.oracle else [])
     for kind in kinds:
         Ks = [r[kind]["K"] for r in rows]
         held = mean(rows, kind, "heldout")
@@ -198,7 +202,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=5)
     ap.add_argument("--sets", default=",".join(SETS))
-    ap.add_argument("--algorithms", default="adf,ep", help="the engines fitted (adf,ep)")
+    ap.add_argument("--algorithms", default="adf,ep",
+                    help="the engines fitted (adf,ep; '' for none)")
     ap.add_argument("--ep-passes", type=int, default=10, help="EP passes (the default 10)")
     ap.add_argument("--prior", type=json.loads, default={},
                     help="observation prior (JSON), e.g. '{\"scale\": 1.0}'")
