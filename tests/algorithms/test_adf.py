@@ -170,16 +170,23 @@ def blobs(n: int, D: int, seed: int) -> np.ndarray:
     return (X - X.mean(0)) / X.std(0)
 
 
-@pytest.mark.parametrize("sigma, exact_k", [(0.0, False), (0.5, False), (0.5, True)])
-def test_each_steps_predictive_is_the_heldout_score_of_the_clusters_so_far(sigma, exact_k):
+def summary_of(obs, uids: np.ndarray, X: np.ndarray, R: np.ndarray) -> Summary:
+    """The Summary of items X with responsibilities R over clusters ``uids``."""
+    stats, shared = obs.split_stats(obs.stats(X, R))
+    return Summary(uids.copy(), R.sum(0), stats, np.zeros(len(uids)), shared=shared)
+
+
+@pytest.mark.parametrize("name, sigma, exact_k", [("gauss", 0.0, False), ("gauss", 0.5, False),
+                                                  ("gauss", 0.5, True), ("tied-gauss", 0.5, False)])
+def test_each_steps_predictive_is_the_heldout_score_of_the_clusters_so_far(name, sigma, exact_k):
     """ADF's figure for item i is what NRMMixture (the held-out scorer: batch predictive,
     weights() normalised, the new cluster's term) gives x_i from the clusters of items < i."""
     X = blobs(40, 3, seed=5)
-    obs, prior = obs_class("gauss").default(X), NRM(a=2.0, tau=1.0, sigma=sigma)
+    obs, prior = obs_class(name).default(X), NRM(a=2.0, tau=1.0, sigma=sigma)
     cl = Clusters(obs, prior, logP=np.zeros(0) if exact_k else None)
     R = np.zeros((len(X), 0))
     for i, x in enumerate(X):
-        sums = Summary(cl.uids.copy(), R[:i].sum(0), obs.stats(X[:i], R[:i]), np.zeros(cl.K))
+        sums = summary_of(obs, cl.uids, X[:i], R[:i])
         logP = None if cl.logP is None else cl.logP.copy()
         heldout = NRMMixture(obs, prior, sums, i, cl.v, logP).score_samples(x[None])[0]
         q, loglik = adf_step(cl, x[None], i, 0.5, cl.K)
