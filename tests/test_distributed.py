@@ -19,10 +19,7 @@ from distributed import Client
 
 from bnpmix.pipeline.runtime.executors import DaskExecutor
 from bnpmix.storage import BnpmixError, Corpus, RunDir, ingest_array, ingest_docword
-from helpers import DASK, ENV, DaskCluster, start_scheduler, stop, write_docword
-
-pytestmark = pytest.mark.integration
-
+from helpers import DASK, ENV, start_scheduler, stop, write_docword
 
 
 def bnpmix(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
@@ -35,13 +32,10 @@ def start_bnpmix(*args: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, env=ENV)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    c = DaskCluster()
-    try:
-        yield c
-    finally:
-        c.close()
+@pytest.fixture
+def cluster(dask_cluster):
+    """The session's cluster (tests/conftest.py)."""
+    return dask_cluster
 
 
 def make_corpus(path: Path, n: int = 4000, partitions: int = 20, D: int = 3, seed: int = 0):
@@ -204,7 +198,9 @@ def test_a_lost_scheduler_is_named_whenever_it_is_lost(tmp_path, when):
         stop(scheduler)
 
 
-def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, cluster):
+@pytest.mark.slow  # a worker killed mid-lap
+def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, own_dask_cluster):
+    cluster = own_dask_cluster
     corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
     args = ("--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "3",
             "--checkpoint-every", "5", "--wave", "1", "--ahead", "0")
@@ -224,8 +220,6 @@ def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, cluster):
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert_same_run(tmp_path / "ref", tmp_path / "faulty")
-    cluster.workers[0] = cluster.start_worker()  # leave two workers for the other tests
-    cluster.wait_for_workers(2)
 
 
 def test_driver_sigkill_then_resume_matches_uninterrupted(tmp_path):
@@ -287,6 +281,7 @@ def make_certificates(folder: Path, name: str) -> tuple[Path, Path, Path]:
     return ca, cert, key
 
 
+@pytest.mark.slow  # a TLS scheduler and workers of its own
 def test_a_tls_cluster_through_a_profile_and_a_client_without_the_certificate(tmp_path):
     """Scheduler and workers on 127.0.0.1 speak TLS with certificates made in the test; a fit
     through a profile naming them equals the threaded fit; a client without a certificate, or

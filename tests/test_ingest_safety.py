@@ -16,8 +16,6 @@ import pytest
 
 from bnpmix.storage import Corpus, ingest_array
 
-pytestmark = pytest.mark.integration
-
 BNPMIX = [sys.executable, "-m", "bnpmix"]
 
 
@@ -30,6 +28,7 @@ def tree(path: Path) -> dict[str, bytes]:
             if p.is_file()}
 
 
+@pytest.mark.slow  # stress: 20 rounds of two racing CLI processes
 def test_twenty_rounds_of_two_concurrent_appends_keep_every_row(tmp_path):
     """Each round: two `ingest --append` processes started together into one corpus. Before the
     corpus lock both could exit 0 while one's partitions were overwritten by the other's."""

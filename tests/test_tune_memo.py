@@ -5,8 +5,6 @@ on a sample (pipeline/tune.py)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tomllib
 
 import numpy as np
@@ -27,11 +25,7 @@ from bnpmix.pipeline.tune import (
     tune_memo,
 )
 from bnpmix.storage import Corpus, ingest_array
-
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True,
-                          text=True, timeout=300)
+from helpers import cli
 
 
 @pytest.fixture(scope="module")

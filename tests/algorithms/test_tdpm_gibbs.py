@@ -82,20 +82,68 @@ def exact_fixed(x, epochs, T, K, alpha, carry):
     return np.tensordot(w, np.array(co, float), axes=1)
 
 
+def expected_after_step(z: np.ndarray, i: int, logw: np.ndarray,
+                        labels: list[tuple[int, ...]]) -> tuple[np.ndarray, float]:
+    """E[co-clustering matrix, number of chains] after item i's step, given the state the step
+    draws from (z with z_i = −1, the chain states): the sampler's own conditional probabilities
+    of its options, softmax(logw), weighting what each option makes of the labels. Joining
+    chain k (alive, extend, prepend) pairs i with k's items; a bridge (a, b) pairs i with both
+    and a's items with b's, one chain fewer; a new chain pairs i with nobody, one chain more.
+    Its average over steps estimates the posterior expectations with the 0/1 indicators'
+    conditional expectations (Rao-Blackwell), a smaller variance for the same sweeps."""
+    p = np.exp(logw - logw.max())
+    p /= p.sum()
+    E = ((z[:, None] == z[None, :]) & (z[:, None] >= 0)).astype(float)
+    k = float(len(np.unique(z[z >= 0])))
+    for pj, lab in zip(p, labels, strict=True):
+        if not lab:
+            k += pj
+            continue
+        joined = np.isin(z, lab)
+        E[i, joined] += pj
+        E[joined, i] += pj
+        if len(lab) == 2:
+            a, b = z == lab[0], z == lab[1]
+            E[np.ix_(a, b)] += pj
+            E[np.ix_(b, a)] += pj
+            k -= pj
+    E[i, i] = 1.0
+    return E, k
+
+
+def record_steps(s: ChainSampler) -> list[tuple[np.ndarray, float]]:
+    """expected_after_step of every item step s takes from now on, appended to the list
+    returned (the sampler's option computation wrapped, its draws unchanged)."""
+    steps: list[tuple[np.ndarray, float]] = []
+    options = s._options
+
+    def spy(i, t, rng):
+        opts = options(i, t, rng)
+        steps.append(expected_after_step(s.z, i, opts.logw, opts.labels))
+        return opts
+
+    s._options = spy
+    return steps
+
+
 def run(x, epochs, T, prior, seed, sweeps, burn=200, init_phi=None):
-    """Co-clustering and number of chains per kept sweep."""
+    """Per kept sweep, the mean over its item steps of the expected co-clustering and number
+    of chains after the step (expected_after_step)."""
     rng = np.random.default_rng(seed)
     s = ChainSampler(epochs, T, GaussianEmission(x[:, None], NOISE), RandomWalk(SIGMA, RHO),
                      prior)
     if init_phi is not None:
         s.init_fixed(init_phi)
-    co, kk = [], []
-    for sweep in range(sweeps):
+    for _ in range(burn):
         s.sweep(rng)
-        if sweep >= burn:
-            co.append(s.z[:, None] == s.z[None, :])
-            kk.append(len(np.unique(s.z)))
-    return np.array(co, float), np.array(kk, float)
+    steps = record_steps(s)
+    co, kk = [], []
+    for _ in range(sweeps - burn):
+        steps.clear()
+        s.sweep(rng)
+        co.append(np.mean([e for e, _ in steps], axis=0))
+        kk.append(np.mean([k for _, k in steps]))
+    return np.array(co), np.array(kk)
 
 
 def check_against(exact_co, exact_k, runs):

@@ -1,0 +1,59 @@
+"""What the whole suite shares: the parallel default, one Dask cluster of real processes per
+test process, and corpora that many tests read.
+
+The default run is parallel over this machine's cores (pytest-xdist's ``-n auto``, set below
+only when no ``-n`` was given) and leaves out the tests marked ``slow`` (``-m "not slow"`` in
+pyproject.toml's addopts). To run one test in this process: ``python -m pytest -n0 tests/x.py::t``
+(or ``-p no:xdist``); the slow tests alone: ``python -m pytest -m slow``; everything:
+``python -m pytest -m ""``."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from helpers import DaskCluster
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_cmdline_main(config: pytest.Config) -> None:
+    """``-n auto`` unless ``-n`` was given (``-n0``: no workers) or xdist is not loaded
+    (``-p no:xdist``). Runs before xdist's own hook, which turns ``auto`` into the core count.
+    Never in an xdist worker: its own ``-n`` is unset, and each would start workers of its own."""
+    if hasattr(config, "workerinput") or os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    if config.pluginmanager.hasplugin("xdist") and config.option.numprocesses is None:
+        config.option.numprocesses = "auto"
+
+
+@pytest.fixture(scope="session")
+def dask_cluster():
+    """A `dask scheduler` and two single-threaded `dask worker` processes on 127.0.0.1, one
+    cluster per test process (each xdist worker its own), for the tests that need *a* cluster.
+    Tests that kill, add or lose its processes start their own (helpers.DaskCluster)."""
+    cluster = DaskCluster()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(scope="module")
+def dask_client(dask_cluster):
+    """A distributed.Client of the session's cluster, for one module's tests (a client is the
+    default scheduler while it lives: not the whole session's)."""
+    from distributed import Client
+
+    with Client(dask_cluster.address, timeout="10s") as client:
+        yield client
+
+
+@pytest.fixture
+def own_dask_cluster():
+    """A cluster of the same shape for one test that kills, adds or loses its processes."""
+    cluster = DaskCluster()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
