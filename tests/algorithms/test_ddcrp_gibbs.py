@@ -136,11 +136,24 @@ SAMPLERS = {"collapsed": (LinkSampler, 4000, 0.015, {}),
             "uncollapsed": (ThetaSampler, 12000, 0.02, {"kappa0": 1.0, "scale": 0.5})}
 
 
-@pytest.mark.parametrize("kind", list(SAMPLERS))
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("kind", [
+    "collapsed",
+    pytest.param("uncollapsed", marks=pytest.mark.slow),  # a long chain: 12,000 sweeps
+])
+@pytest.mark.parametrize("case", [
+    "gauss-1d-none",
+    pytest.param("gauss-2d-exponential", marks=pytest.mark.slow),  # 7! graphs, a long chain
+    pytest.param("diag-2d-exponential", marks=pytest.mark.slow),  # 7! graphs, a long chain
+    "mult-none",
+])
 def test_coclustering_matches_enumerating_every_link_graph(case, kind):
     """Each sampler's co-clustering frequencies against the exact posterior (for the
     uncollapsed sampler, the links' posterior with θ integrated out: its marginal).
+
+    The frequencies are Rao-Blackwellised (record_steps): on the collapsed sampler that
+    shrinks the largest batch-means SE by 0-10 % only, the chain's autocorrelation being most
+    of it, so the sweeps are unchanged and the test is a little more powerful than with 0/1
+    indicators.
 
     Tolerance: 5 batch-means standard errors (BATCHES batches of 100 or 300 sweeps, so
     autocorrelation within a batch is accounted for) plus 0.005 for the pairs whose

@@ -156,6 +156,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow  # long chains: 3 x 2,200 sweeps
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_gibbs_with_stayers_matches_enumeration(case):
     x, epochs, ids, window, decay = CASES[case]
