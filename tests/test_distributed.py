@@ -135,6 +135,7 @@ def test_a_scheduler_without_workers_is_an_error_not_a_hang(tmp_path):
         stop(scheduler)
 
 
+@pytest.mark.slow  # scheduler loss: its own scheduler killed under a running fit
 def test_a_dead_scheduler_is_named_as_the_cause(tmp_path):
     corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
     scheduler, address = start_scheduler(tmp_path)
@@ -222,6 +223,7 @@ def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, own_dask_clu
     assert_same_run(tmp_path / "ref", tmp_path / "faulty")
 
 
+@pytest.mark.slow  # kill/resume of a real driver process
 def test_driver_sigkill_then_resume_matches_uninterrupted(tmp_path):
     corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
     args = ("--K", "1", "--laps", "8", "--moves", "birth,merge", "--seed", "5",

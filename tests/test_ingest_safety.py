@@ -89,6 +89,7 @@ def test_overwrite_replaces_only_a_corpus(tmp_path, what):
     assert Corpus(tmp_path / "old").n_items == 40
 
 
+@pytest.mark.slow  # a real process stopped by SIGTERM mid-ingest
 def test_sigterm_mid_ingest_leaves_no_staging_and_keeps_the_old_corpus(tmp_path):
     ingest_array(np.zeros((4, 2)), tmp_path / "c", partition_rows=2)
     before = tree(tmp_path / "c")
