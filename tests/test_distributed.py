@@ -19,12 +19,11 @@ from distributed import Client
 
 from bnpmix.pipeline.runtime.executors import DaskExecutor
 from bnpmix.storage import BnpmixError, Corpus, RunDir, ingest_array, ingest_docword
-from helpers import DASK, ENV, start_scheduler, stop, write_docword
+from helpers import DASK, ENV, cli, start_scheduler, stop, write_docword
 
 
-def bnpmix(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True, text=True,
-                          timeout=timeout, env=ENV)
+def bnpmix(*args: str) -> subprocess.CompletedProcess:
+    return cli(*args)
 
 
 def start_bnpmix(*args: str) -> subprocess.Popen:
@@ -127,7 +126,7 @@ def test_a_scheduler_without_workers_is_an_error_not_a_hang(tmp_path):
     try:
         t = time.time()
         out = bnpmix("fit", str(corpus), "--out", str(tmp_path / "run"), "--scheduler", address,
-                     "--worker-wait", "3", timeout=120)
+                     "--worker-wait", "3")
         assert out.returncode == 1 and time.time() - t < 60
         assert f"{address}: no Dask worker joined the scheduler within 3 s" in out.stderr
         assert not (tmp_path / "run").exists()  # nothing claimed or half-written is left

@@ -13,13 +13,13 @@ import pytest
 
 from bnpmix.pipeline.clusters import cluster_class, load_profile
 from bnpmix.storage import BnpmixError, Corpus
+from helpers import cli
 
 PROFILES = Path(__file__).parents[1] / "cluster-configs"
 
 
 def bnpmix(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True, text=True,
-                          timeout=600)
+    return cli(*args)
 
 
 def write_npy(path: Path, n: int, seed: int) -> Path:
