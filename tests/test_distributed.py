@@ -170,6 +170,7 @@ def connect(address: str, timeout: float) -> Client:
             time.sleep(0.2)
 
 
+@pytest.mark.slow  # scheduler loss: its own scheduler stopped at each point
 @pytest.mark.parametrize("when", ["listing-again", "listed", "pending"])
 def test_a_lost_scheduler_is_named_whenever_it_is_lost(tmp_path, when):
     """The scheduler dies and the client, having failed to reconnect, closes: the wave names the
