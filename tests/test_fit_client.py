@@ -1,4 +1,4 @@
-"""fit and resume on a distributed.Client the caller owns: a real cluster of two worker
+"""fit and resume on a distributed.Client the caller owns: a real LocalCluster of two worker
 processes on the loopback interface runs the partition tasks, the model is the synchronous
 run's, the client and its cluster stay usable, and the run records the scheduler's address
 (never the client object). The job's scheduler "distributed" takes the process's current
@@ -22,15 +22,17 @@ from bnpmix.pipeline.clusters import wait_for_a_worker
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.pipeline.runtime.executors import DaskExecutor
 from bnpmix.storage import BnpmixError, Corpus
+from helpers import local_client
 
 OPTIONS = {"K": 3, "laps": 3, "seed": 4, "wave": 1, "ahead": 0}  # the same W on every executor
 
 
-@pytest.fixture
-def client(dask_client):
-    """A client of the session's cluster: two single-threaded worker processes on 127.0.0.1
-    (tests/conftest.py)."""
-    return dask_client
+@pytest.fixture(scope="module")
+def client():
+    """Its own LocalCluster, not the session's cluster: the tests check that the caller's
+    cluster object stays running."""
+    with local_client() as c:
+        yield c
 
 
 def blobs(n: int, seed: int) -> np.ndarray:

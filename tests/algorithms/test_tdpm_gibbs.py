@@ -179,8 +179,8 @@ X6 = np.array([-1.0, -0.6, 1.2, -0.8, 1.0, 1.5])
 E6 = np.array([0, 0, 0, 1, 1, 1])
 
 
-# Each of these is a long chain (3 seeds x 1,800-2,000 sweeps): the default run keeps one case
-# of each test, the slow run the others.
+# Each of these is a long chain (3 seeds x 1,800-2,000 sweeps): the default run keeps one case,
+# the slow run the others.
 @pytest.mark.parametrize("window, decay", [
     (1, 0.8),
     pytest.param(1, math.inf, marks=pytest.mark.slow),
@@ -196,7 +196,8 @@ def test_gibbs_matches_enumeration_6_items_2_epochs(window, decay):
     check_against(exact_co, exact_k, runs, MOST_SE_RCRP)
 
 
-@pytest.mark.parametrize("window", [1, pytest.param(2, marks=pytest.mark.slow)])
+@pytest.mark.slow  # long chains: 3 seeds x 1,800 sweeps (the default run has the 6-item case)
+@pytest.mark.parametrize("window", [1, 2])
 def test_gibbs_matches_enumeration_with_splits_over_3_epochs(window):
     """The middle item bridges its chain: removing it splits the chain (W = 1), and the
     'reconnect two chains' option of its conditional is needed to be exact. With W = 2 a chain
@@ -209,7 +210,8 @@ def test_gibbs_matches_enumeration_with_splits_over_3_epochs(window):
     check_against(exact_co, exact_k, runs, MOST_SE_RCRP)
 
 
-@pytest.mark.parametrize("carry", [True, pytest.param(False, marks=pytest.mark.slow)])
+@pytest.mark.slow  # long chains: 3 seeds x 2,000 sweeps
+@pytest.mark.parametrize("carry", [True, False])
 def test_fixed_k_baseline_matches_enumeration(carry):
     prior = FixedKPrior(K=2, alpha=1.0, carry=carry)
     exact_co = exact_fixed(X6, E6, 2, 2, 1.0, carry)
@@ -278,7 +280,8 @@ def close_to_target(freq: np.ndarray, target: np.ndarray, moves: int) -> bool:
     return bool(np.all(np.abs(freq - target) < 4 * 3 * se + 0.002))
 
 
-@pytest.mark.parametrize("window", [1, pytest.param(2, marks=pytest.mark.slow)])  # 20,000 moves
+@pytest.mark.slow  # 20,000 moves
+@pytest.mark.parametrize("window", [1, 2])
 def test_relinking_alone_samples_the_matchings_in_proportion_to_the_joint(window):
     """Three heads (chains with members before t = 2), two tails: with the states held fixed,
     the moves visit all Σ_k C(3,k) C(2,k) k! = 13 ways to link them and stay in each in

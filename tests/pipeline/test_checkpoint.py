@@ -225,6 +225,7 @@ def birth_bookkeeping(engine) -> tuple:
             None if st is None else st.origin_N.tolist())
 
 
+@pytest.mark.slow  # stop and resume around a birth: long runs
 @pytest.mark.parametrize("where", ["created", "adopting"])
 def test_a_run_stopped_around_a_birth_resumes_its_bookkeeping_exactly(tmp_path, where):
     """Stopped at the lap end that created a birth, or in the middle of its adoption lap, the
