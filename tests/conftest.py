@@ -27,6 +27,34 @@ def pytest_cmdline_main(config: pytest.Config) -> None:
         config.option.numprocesses = "auto"
 
 
+_deselected: dict[str, int] = {"here": 0, "workers": -1}
+
+
+def pytest_deselected(items: list[pytest.Item]) -> None:
+    _deselected["here"] += len(items)
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker tells the controller how many tests it deselected (-m "not slow")."""
+    if hasattr(session.config, "workeroutput"):
+        session.config.workeroutput["deselected"] = _deselected["here"]
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error) -> None:
+    """xdist's controller: every worker collects and deselects the same tests."""
+    _deselected["workers"] = max(_deselected["workers"],
+                                 getattr(node, "workeroutput", {}).get("deselected", -1))
+
+
+def pytest_terminal_summary(terminalreporter, config: pytest.Config) -> None:
+    """Under xdist pytest's own summary does not count the deselected tests: say it here."""
+    if _deselected["workers"] > 0:
+        terminalreporter.write_line(
+            f"{_deselected['workers']} deselected (-m {config.option.markexpr!r}; "
+            "`python -m pytest -m slow` runs the slow tests)")
+
+
 @pytest.fixture(scope="session")
 def dask_cluster():
     """A `dask scheduler` and two single-threaded `dask worker` processes on 127.0.0.1, one
