@@ -1,5 +1,5 @@
-"""What the whole suite shares: the parallel default, one Dask cluster of real processes per
-test process, and corpora that many tests read.
+"""What the whole suite shares: the parallel default, the count of the tests it leaves out, and
+one Dask cluster of real processes per test process.
 
 The default run is parallel over this machine's cores (pytest-xdist's ``-n auto``, set below
 only when no ``-n`` was given) and leaves out the tests marked ``slow`` (``-m "not slow"`` in
