@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
+import signal
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +20,37 @@ import scipy.sparse as sp
 
 DASK = str(Path(sys.executable).parent / "dask")  # the `dask` command of this environment
 ENV = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
+
+
+def cli(*args: object, cwd: Path | str | None = None) -> subprocess.CompletedProcess[str]:
+    """`bnpmix ARGS` run in this process, as a CompletedProcess: ``pipeline.cli.main`` (what the
+    console script's ``entry()`` returns before its ``os._exit``) with stdout and stderr
+    captured, argparse's SystemExit (usage errors: 2, --help: 0) taken as the exit code, the
+    SIGTERM handler main() installs put back, Dask's connect timeout that of ``ENV``. For the
+    tests where the process is not what is tested: exit codes through the console script,
+    signals, ``os._exit``, output buffering and start-up time need a real process
+    (``python -m bnpmix``). Not thread-safe (stdout and stderr are the process's)."""
+    import dask
+
+    from bnpmix.pipeline.cli import main
+
+    argv = [str(a) for a in args]
+    out, err = io.StringIO(), io.StringIO()
+    handler = signal.getsignal(signal.SIGTERM)
+    try:
+        with (contextlib.redirect_stdout(out), contextlib.redirect_stderr(err),
+              contextlib.chdir(cwd or os.getcwd()), warnings.catch_warnings(),
+              dask.config.set({"distributed.comm.timeouts.connect": "5s"})):
+            warnings.simplefilter("default")  # as a fresh interpreter shows them
+            try:
+                code = main(argv)
+            except SystemExit as exc:
+                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+                if isinstance(exc.code, str):
+                    print(exc.code, file=sys.stderr)
+    finally:
+        signal.signal(signal.SIGTERM, handler)
+    return subprocess.CompletedProcess(["bnpmix", *argv], code, out.getvalue(), err.getvalue())
 
 
 def free_port() -> int:

@@ -10,12 +10,9 @@ import sys
 from pathlib import Path
 
 import numpy as np
-import pytest
 import scipy.sparse as sp
 
 from helpers import write_docword
-
-pytestmark = pytest.mark.integration
 
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:

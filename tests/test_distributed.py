@@ -19,15 +19,11 @@ from distributed import Client
 
 from bnpmix.pipeline.runtime.executors import DaskExecutor
 from bnpmix.storage import BnpmixError, Corpus, RunDir, ingest_array, ingest_docword
-from helpers import DASK, ENV, DaskCluster, start_scheduler, stop, write_docword
-
-pytestmark = pytest.mark.integration
+from helpers import DASK, ENV, cli, start_scheduler, stop, write_docword
 
 
-
-def bnpmix(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True, text=True,
-                          timeout=timeout, env=ENV)
+def bnpmix(*args: str) -> subprocess.CompletedProcess:
+    return cli(*args)
 
 
 def start_bnpmix(*args: str) -> subprocess.Popen:
@@ -35,13 +31,10 @@ def start_bnpmix(*args: str) -> subprocess.Popen:
                             stderr=subprocess.PIPE, text=True, env=ENV)
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    c = DaskCluster()
-    try:
-        yield c
-    finally:
-        c.close()
+@pytest.fixture
+def cluster(dask_cluster):
+    """The session's cluster (tests/conftest.py)."""
+    return dask_cluster
 
 
 def make_corpus(path: Path, n: int = 4000, partitions: int = 20, D: int = 3, seed: int = 0):
@@ -133,7 +126,7 @@ def test_a_scheduler_without_workers_is_an_error_not_a_hang(tmp_path):
     try:
         t = time.time()
         out = bnpmix("fit", str(corpus), "--out", str(tmp_path / "run"), "--scheduler", address,
-                     "--worker-wait", "3", timeout=120)
+                     "--worker-wait", "3")
         assert out.returncode == 1 and time.time() - t < 60
         assert f"{address}: no Dask worker joined the scheduler within 3 s" in out.stderr
         assert not (tmp_path / "run").exists()  # nothing claimed or half-written is left
@@ -141,6 +134,7 @@ def test_a_scheduler_without_workers_is_an_error_not_a_hang(tmp_path):
         stop(scheduler)
 
 
+@pytest.mark.slow  # scheduler loss: its own scheduler killed under a running fit
 def test_a_dead_scheduler_is_named_as_the_cause(tmp_path):
     corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
     scheduler, address = start_scheduler(tmp_path)
@@ -176,6 +170,7 @@ def connect(address: str, timeout: float) -> Client:
             time.sleep(0.2)
 
 
+@pytest.mark.slow  # scheduler loss: its own scheduler stopped at each point
 @pytest.mark.parametrize("when", ["listing-again", "listed", "pending"])
 def test_a_lost_scheduler_is_named_whenever_it_is_lost(tmp_path, when):
     """The scheduler dies and the client, having failed to reconnect, closes: the wave names the
@@ -204,7 +199,9 @@ def test_a_lost_scheduler_is_named_whenever_it_is_lost(tmp_path, when):
         stop(scheduler)
 
 
-def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, cluster):
+@pytest.mark.slow  # a worker killed mid-lap
+def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, own_dask_cluster):
+    cluster = own_dask_cluster
     corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
     args = ("--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "3",
             "--checkpoint-every", "5", "--wave", "1", "--ahead", "0")
@@ -224,10 +221,9 @@ def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, cluster):
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert_same_run(tmp_path / "ref", tmp_path / "faulty")
-    cluster.workers[0] = cluster.start_worker()  # leave two workers for the other tests
-    cluster.wait_for_workers(2)
 
 
+@pytest.mark.slow  # kill/resume of a real driver process
 def test_driver_sigkill_then_resume_matches_uninterrupted(tmp_path):
     corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
     args = ("--K", "1", "--laps", "8", "--moves", "birth,merge", "--seed", "5",
@@ -287,6 +283,7 @@ def make_certificates(folder: Path, name: str) -> tuple[Path, Path, Path]:
     return ca, cert, key
 
 
+@pytest.mark.slow  # a TLS scheduler and workers of its own
 def test_a_tls_cluster_through_a_profile_and_a_client_without_the_certificate(tmp_path):
     """Scheduler and workers on 127.0.0.1 speak TLS with certificates made in the test; a fit
     through a profile naming them equals the threaded fit; a client without a certificate, or

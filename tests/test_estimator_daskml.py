@@ -1,4 +1,4 @@
-"""bnpmix.BayesianMixture inside dask-ml's wrappers, on a real LocalCluster (worker processes
+"""bnpmix.BayesianMixture inside dask-ml's wrappers, on a real cluster (worker processes
 on the loopback interface): ``Incremental`` calls ``partial_fit`` on a Dask array's blocks one
 after another on the workers (the estimator travels between them), ``ParallelPostFit`` maps
 ``predict`` over the blocks of a Dask array (``predict_proba`` and ``score_samples`` are mapped
@@ -15,23 +15,23 @@ from dask_ml.wrappers import Incremental, ParallelPostFit  # noqa: E402
 
 import helpers  # noqa: E402
 from bnpmix import BayesianMixture  # noqa: E402
-from helpers import local_client  # noqa: E402
 
 PRIOR = {"m0": [3.0, 3.0], "B0": [[4.0, 0.0], [0.0, 4.0]]}  # fixed: no block's data scales it
 
-pytestmark = pytest.mark.integration
 
 
-@pytest.fixture(scope="module")
-def client():
-    with local_client() as c:
-        yield c
+@pytest.fixture
+def client(dask_client):
+    """A client of the session's cluster: two single-threaded worker processes on 127.0.0.1
+    (tests/conftest.py)."""
+    return dask_client
 
 
 def blobs(n: int, seed: int) -> np.ndarray:
     return helpers.blobs(n, seed)[0]
 
 
+@pytest.mark.slow  # three ADF and memo fits streamed block by block through a real cluster
 def test_incremental_streams_the_blocks_through_partial_fit(client):
     """Ten blocks through Incremental on the cluster, in order, give the one ADF pass over the
     rows (Incremental shuffles the blocks unless told not to: ADF depends on the order)."""

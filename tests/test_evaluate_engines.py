@@ -14,8 +14,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,9 +30,7 @@ from bnpmix.algorithms.metrics import variation_of_information
 from bnpmix.algorithms.obs.mult import log_multinomial_coefficient
 from bnpmix.storage import Corpus, Manifest, ingest_array
 from bnpmix.storage.writer import new_corpus
-from helpers import ENV
-
-pytestmark = pytest.mark.integration
+from helpers import cli
 
 CENTRES = np.array([[0.0, 0.0], [6.0, 6.0], [6.0, -6.0]])
 SEQUENCES = (10, 20, 30)
@@ -61,10 +57,6 @@ RUNS = {
     "ddcrp-bow": ("bow", ("--algorithm", "ddcrp", "--restarts", 2, "--iterations", 20)),
 }
 
-
-def cli(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bnpmix", *map(str, args)],
-                          capture_output=True, text=True, env=ENV, timeout=300)
 
 
 def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -144,8 +136,8 @@ def runs(tmp_path_factory):
         corpus, flags = RUNS[name]
         ok(cli("fit", corpora[corpus], "--out", out[name], "--seed", 0, *flags))
 
-    with ThreadPoolExecutor(2) as pool:
-        list(pool.map(fit, RUNS))
+    for name in RUNS:  # one at a time: the CLI runs in this process (helpers.cli)
+        fit(name)
     return SimpleNamespace(root=root, corpora=corpora, runs=out)
 
 

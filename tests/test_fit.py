@@ -227,6 +227,7 @@ def test_restarts_keep_the_best_and_resume_inside_a_later_restart(tmp_path):
         pd.read_csv(tmp_path / "whole" / "trace.csv").drop(columns="seconds"))
 
 
+@pytest.mark.slow  # stress: racing real processes
 def test_two_fits_racing_for_one_output_directory_one_wins_cleanly(tmp_path):
     """The output directory is claimed atomically before any work: of two real `bnpmix fit`
     processes started together into one --out, one finishes and the other exits non-zero

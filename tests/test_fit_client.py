@@ -24,13 +24,13 @@ from bnpmix.pipeline.runtime.executors import DaskExecutor
 from bnpmix.storage import BnpmixError, Corpus
 from helpers import local_client
 
-pytestmark = pytest.mark.integration
-
 OPTIONS = {"K": 3, "laps": 3, "seed": 4, "wave": 1, "ahead": 0}  # the same W on every executor
 
 
 @pytest.fixture(scope="module")
 def client():
+    """Its own LocalCluster, not the session's cluster: the tests check that the caller's
+    cluster object stays running."""
     with local_client() as c:
         yield c
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +12,7 @@ import pytest
 
 from bnpmix.storage import Corpus, RunDir
 from bnpmix.storage.text import builtin_stopwords
-
-pytestmark = pytest.mark.integration
+from helpers import cli
 
 CENTRES = np.array([[0.0, 0.0], [6.0, 6.0], [-6.0, 6.0]])
 TOPICS = {
@@ -30,8 +28,7 @@ FILLER = ["the", "of", "and", "to", "in", "a", "is", "that", "it", "was", "for",
 
 
 def bnpmix(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bnpmix", *map(str, args)], capture_output=True,
-                          text=True, timeout=300)
+    return cli(*args)
 
 
 def ok(*args: object) -> str:

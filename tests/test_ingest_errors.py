@@ -13,7 +13,6 @@ import io
 import json
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,8 +20,7 @@ import numpy as np
 import pytest
 
 from bnpmix.storage import Corpus, CorruptPartitionError, ingest_array
-
-pytestmark = pytest.mark.integration
+from helpers import cli
 
 ERROR_PREFIX = "bnpmix: error: "
 
@@ -32,13 +30,7 @@ ERROR_PREFIX = "bnpmix: error: "
 
 
 def run_cli(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "bnpmix", *map(str, args)],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    return cli(*args, cwd=cwd)
 
 
 def npy_bytes(array: np.ndarray) -> bytes:

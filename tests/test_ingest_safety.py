@@ -16,8 +16,6 @@ import pytest
 
 from bnpmix.storage import Corpus, ingest_array
 
-pytestmark = pytest.mark.integration
-
 BNPMIX = [sys.executable, "-m", "bnpmix"]
 
 
@@ -30,6 +28,7 @@ def tree(path: Path) -> dict[str, bytes]:
             if p.is_file()}
 
 
+@pytest.mark.slow  # stress: 20 rounds of two racing CLI processes
 def test_twenty_rounds_of_two_concurrent_appends_keep_every_row(tmp_path):
     """Each round: two `ingest --append` processes started together into one corpus. Before the
     corpus lock both could exit 0 while one's partitions were overwritten by the other's."""
@@ -90,6 +89,7 @@ def test_overwrite_replaces_only_a_corpus(tmp_path, what):
     assert Corpus(tmp_path / "old").n_items == 40
 
 
+@pytest.mark.slow  # a real process stopped by SIGTERM mid-ingest
 def test_sigterm_mid_ingest_leaves_no_staging_and_keeps_the_old_corpus(tmp_path):
     ingest_array(np.zeros((4, 2)), tmp_path / "c", partition_rows=2)
     before = tree(tmp_path / "c")

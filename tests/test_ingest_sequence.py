@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -18,15 +17,13 @@ import pytest
 
 from bnpmix.storage import Corpus, DataError, ingest_array, ingest_csv
 from bnpmix.storage import dense as dense_module
-
-pytestmark = pytest.mark.integration
+from helpers import cli
 
 ERROR_PREFIX = "bnpmix: error: "
 
 
 def run_cli(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bnpmix", *map(str, args)], cwd=cwd,
-                          capture_output=True, text=True, timeout=300)
+    return cli(*args, cwd=cwd)
 
 
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:

@@ -821,6 +821,7 @@ def test_a_settled_run_tries_many_births_at_once_and_converges_sooner(tmp_path):
     assert runs[10]["laps"] + 5 <= runs[1]["laps"]
 
 
+@pytest.mark.slow  # long run: 12 laps of K = 25 over 6,000 items
 def test_an_undone_birth_closes_its_origin_at_its_mass_before_the_adoption(tmp_path):
     """During an adoption lap S' lets the newborns draw in their neighbours' items, so when
     verification undoes the birth its origin holds more than it will a lap later. Its failure

@@ -70,7 +70,6 @@ def test_the_first_call_is_a_plain_fit_of_the_block():
     assert fitted.model_.model.past is None and one.model_.model.past.n_items == 400
 
 
-@pytest.mark.integration
 def test_a_run_carrying_a_past_resumes_exactly(tmp_path):
     """Warm-started from a model with a past, a memo run stopped after its first lap and resumed
     ends with the uninterrupted run's model and past, bit for bit."""

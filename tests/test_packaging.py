@@ -8,8 +8,6 @@ import sys
 import tomllib
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).parents[1]
 
 
@@ -27,7 +25,6 @@ def test_every_subpackage_on_disk_is_packaged_and_importable():
         assert importlib.import_module(name).__name__ == name
 
 
-@pytest.mark.integration
 def test_no_top_level_storage_or_pipeline_modules():
     # a fresh interpreter outside the repository: the root folders must not be importable as
     # top-level packages (they would collide with users' own "storage"/"pipeline")

@@ -7,7 +7,6 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,13 +15,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from bnpmix.storage import Corpus, ingest_array
-
-pytestmark = pytest.mark.integration
+from helpers import cli
 
 
 def run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True, text=True,
-                          timeout=300)
+    return cli(*args)
 
 
 def replace_partition(corpus: Path, index: int, table: pa.Table, rows: int | None = None) -> Path:

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.integration
+from helpers import cli
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 TOPICS = {
@@ -37,8 +37,7 @@ def plotting() -> None:
 
 
 def bnpmix(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True,
-                          text=True, timeout=300)
+    return cli(*args)
 
 
 def ok(*args: str) -> subprocess.CompletedProcess:
@@ -256,40 +255,14 @@ def find_browser() -> str | None:
     return None
 
 
-def install_chromium() -> str:
-    """Debian's chromium through apt-get (the machine reaches Debian's packages); the reason
-    why not when it cannot be installed."""
-    if shutil.which("apt-get") is None:
-        return "no Chromium on this machine and no apt-get to install it"
-    prefix = [] if os.geteuid() == 0 else (["sudo", "-n"] if shutil.which("sudo") else None)
-    if prefix is None:
-        return "no Chromium on this machine; installing it needs root (apt-get install chromium)"
-    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
-    install = [*prefix, "apt-get", "-o", "DPkg::Lock::Timeout=300", "install", "-y", "-q",
-               "--no-install-recommends", "chromium", "fonts-dejavu-core"]
-    try:
-        done = subprocess.run(install, capture_output=True, text=True, env=env, timeout=900)
-        if done.returncode != 0:  # the package lists may be missing or stale
-            subprocess.run([*prefix, "apt-get", "-o", "DPkg::Lock::Timeout=300", "update",
-                            "-q"], capture_output=True, env=env, timeout=600)
-            done = subprocess.run(install, capture_output=True, text=True, env=env,
-                                  timeout=900)
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"Chromium could not be installed: {exc}"
-    if done.returncode != 0:
-        last = (done.stderr.strip().splitlines() or ["?"])[-1]
-        return f"Chromium could not be installed: apt-get exited {done.returncode}: {last}"
-    return ""
-
-
 @pytest.fixture(scope="module")
 def browser() -> str:
+    """The headless browser's command; the test skips, saying why, where there is none (a test
+    run never installs software: .ci/run installs Debian's chromium before the tests)."""
     path = find_browser()
     if path is None:
-        reason = install_chromium()
-        path = find_browser()
-        if path is None:
-            pytest.skip(reason or "apt-get installed chromium but no browser command appeared")
+        pytest.skip(f"no headless browser ({', '.join(BROWSERS)}) on PATH; "
+                    "`apt-get install chromium` to run this test")
     return path
 
 
@@ -306,6 +279,7 @@ def headless(browser: str, page: Path, *action: str, height: int = 4000) -> str:
     return done.stdout
 
 
+@pytest.mark.slow  # a real browser, twice per page
 @pytest.mark.parametrize("which", ["digits", "text"])
 def test_the_report_opens_in_headless_chromium(runs, plotting, browser, which, tmp_path):
     ok("report", str(runs[which]))

@@ -26,7 +26,6 @@ from helpers import DaskCluster, free_port
 boto3 = pytest.importorskip("boto3", reason="boto3 and moto[server] are in the test extra")
 pytest.importorskip("moto", reason="moto[server] is in the test extra")
 
-pytestmark = pytest.mark.integration
 
 SECRET = "bnpmix-test-secret-Zq81x"  # grepped for in everything bnpmix writes
 KEY_ID = "bnpmix-test-key-id-Pw27"
@@ -105,6 +104,7 @@ def wait_for_object(key: str, proc: subprocess.Popen) -> None:
         time.sleep(0.05)
 
 
+@pytest.mark.slow  # a real cluster, a worker killed
 def test_ingest_fit_evaluate_entirely_in_the_bucket_with_a_worker_killed(tmp_path, s3):
     """ingest into s3://, fit s3:// --out s3:// on dask worker processes that read the bucket
     themselves, one killed mid-lap, evaluate s3:// --heldout s3://: the local-path run's
@@ -217,6 +217,7 @@ def test_ingest_into_a_bucket_publishes_the_manifest_last(tmp_path, s3, monkeypa
                                                                   "manifest.json")
 
 
+@pytest.mark.slow  # kill/resume of a real driver process
 def test_a_run_directory_in_the_bucket_survives_a_killed_driver(tmp_path, s3):
     """fit --out s3://...: the checkpoint reaches the bucket, the driver is killed with SIGKILL,
     `bnpmix resume URL` continues from the bucket on another local workspace, and the run equals
@@ -258,6 +259,7 @@ def test_a_run_directory_in_the_bucket_survives_a_killed_driver(tmp_path, s3):
             assert SECRET not in text and KEY_ID not in text
 
 
+@pytest.mark.slow  # racing real processes
 def test_scheduled_runs_in_a_bucket_publish_versions_and_never_run_twice(tmp_path, s3):
     """[schedule] runs = "s3://...": versions, partitions.json and `latest` in the bucket; a
     lease held elsewhere makes a call do nothing; two calls started together never both fit;
@@ -303,6 +305,7 @@ def test_scheduled_runs_in_a_bucket_publish_versions_and_never_run_twice(tmp_pat
     assert leases.acquire(runs, ".lock", 60) is not None  # the call released its lease
 
 
+@pytest.mark.slow  # a cluster of its own (the bucket's credentials)
 def test_storage_options_of_a_job_file_reach_the_workers_and_are_never_written(tmp_path, s3):
     """A job file's [storage] table (endpoint and credentials as S3FileSystem arguments) with
     no AWS_* variable anywhere: the driver and the worker processes (a worker plugin) read the
@@ -334,6 +337,7 @@ def test_storage_options_of_a_job_file_reach_the_workers_and_are_never_written(t
         assert SECRET not in text and KEY_ID not in text
 
 
+@pytest.mark.slow  # racing real processes, a cluster from a profile
 def test_two_fits_into_one_run_url_never_both_run_and_evaluate_takes_a_profile(tmp_path, s3):
     """Two `fit --out s3://same` started together: the conditional .claim lets one run, the
     other is refused naming the URL. evaluate --cluster (a LocalCluster from a profile, workers
@@ -358,6 +362,7 @@ def test_two_fits_into_one_run_url_never_both_run_and_evaluate_takes_a_profile(t
                                                          rel=1e-12)
 
 
+@pytest.mark.slow  # real CLI processes against the S3 server
 def test_a_report_is_written_to_the_bucket_and_replaces_only_a_report(tmp_path, s3):
     pytest.importorskip("matplotlib", reason="matplotlib is in the test extra")
     url = upload(corpus(tmp_path / "corpus", 1200, 13, partitions=3), "report-corpus")

@@ -13,13 +13,13 @@ import pytest
 
 from bnpmix.pipeline.clusters import cluster_class, load_profile
 from bnpmix.storage import BnpmixError, Corpus
+from helpers import cli
 
 PROFILES = Path(__file__).parents[1] / "cluster-configs"
 
 
 def bnpmix(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True, text=True,
-                          timeout=600)
+    return cli(*args)
 
 
 def write_npy(path: Path, n: int, seed: int) -> Path:
@@ -45,7 +45,6 @@ def job(tmp_path):
     return job
 
 
-@pytest.mark.integration
 def test_schedule_publishes_versions_and_is_idempotent(tmp_path, job):
     models = tmp_path / "models"
     first = bnpmix("schedule", "run", str(job))
@@ -69,7 +68,6 @@ def test_schedule_publishes_versions_and_is_idempotent(tmp_path, job):
     assert '"n_items": 1500' in summary and "v0001" in summary  # warm-started from v0001
 
 
-@pytest.mark.integration
 def test_a_held_lock_means_the_call_does_nothing(tmp_path, job):
     (tmp_path / "models").mkdir()
     with open(tmp_path / "models" / ".lock", "w") as lock:
@@ -79,7 +77,7 @@ def test_a_held_lock_means_the_call_does_nothing(tmp_path, job):
     assert not (tmp_path / "models" / "latest").exists()
 
 
-@pytest.mark.integration
+@pytest.mark.slow  # a killed lock holder (real process)
 def test_a_lock_whose_holder_was_killed_is_taken_over(tmp_path, job):
     """The lock is a flock: when its holder dies (kill -9 included) the kernel releases it, so
     the next call runs instead of reporting "in progress" for ever."""
@@ -100,7 +98,7 @@ def test_a_lock_whose_holder_was_killed_is_taken_over(tmp_path, job):
     assert res.returncode == 0 and "published v0001" in res.stdout, res.stderr
 
 
-@pytest.mark.integration
+@pytest.mark.slow  # racing real processes
 def test_two_concurrent_calls_never_both_run(tmp_path, job):
     procs = [subprocess.Popen([sys.executable, "-m", "bnpmix", "schedule", "run", str(job)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -112,7 +110,6 @@ def test_two_concurrent_calls_never_both_run(tmp_path, job):
     assert sorted(p.name for p in (tmp_path / "models").glob("v*")) == ["v0001"]
 
 
-@pytest.mark.integration
 def test_append_refuses_incompatible_data(tmp_path):
     np.save(tmp_path / "a.npy", np.ones((10, 2)))
     np.save(tmp_path / "b.npy", np.ones((10, 3)))
@@ -172,7 +169,6 @@ def test_profile_errors_name_the_field(tmp_path):
         load_profile(bad)
 
 
-@pytest.mark.integration
 def test_a_call_killed_before_moving_the_pointer_is_finished_by_the_next(tmp_path, job):
     import shutil
 
@@ -184,7 +180,6 @@ def test_a_call_killed_before_moving_the_pointer_is_finished_by_the_next(tmp_pat
     assert (models / "latest").read_text().strip() == "v0002"
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("pointer", [b"\x00\xff\xfe binary", b"v0007\n", b"../elsewhere\n"])
 def test_a_broken_latest_pointer_is_an_error_naming_it_and_nothing_changes(tmp_path, job,
                                                                            pointer):
@@ -198,7 +193,6 @@ def test_a_broken_latest_pointer_is_an_error_naming_it_and_nothing_changes(tmp_p
     assert tree_digest(models) == before
 
 
-@pytest.mark.integration
 def test_append_replaces_debris_of_a_killed_append(tmp_path):
     assert bnpmix("ingest", str(write_npy(tmp_path / "a.npy", 200, 0)), str(tmp_path / "c"),
                   "--partition-rows", "100").returncode == 0

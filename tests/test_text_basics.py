@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 import tomllib
 import warnings
 from importlib import resources
@@ -28,7 +27,7 @@ from bnpmix.storage import (
     ingest_text,
 )
 from bnpmix.storage.text import builtin_stopwords
-from helpers import write_docword
+from helpers import cli, write_docword
 
 ROOT = Path(__file__).parents[1]
 
@@ -48,8 +47,7 @@ def write_docs(folder: Path, docs: dict[str, str] = DOCS) -> Path:
 
 
 def bnpmix(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bnpmix", *map(str, args)], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
+    return cli(*args, cwd=cwd)
 
 
 def assert_nothing_left(parent: Path, keep: set[str]) -> None:
@@ -115,7 +113,6 @@ def test_pruning_error_names_the_way_out(tmp_path):
     assert not (tmp_path / "c").exists()
 
 
-@pytest.mark.integration
 def test_cli_text_defaults_and_flags(tmp_path):
     src = write_docs(tmp_path / "docs")
     assert bnpmix("ingest", src, tmp_path / "c").returncode == 0
@@ -175,7 +172,6 @@ def test_vocab_words_no_token_can_match_get_a_warning(tmp_path):
         ingest_text(src, tmp_path / "c", vocab=tmp_path / "v.txt")
 
 
-@pytest.mark.integration
 def test_cli_vocab_heldout_and_append(tmp_path):
     assert bnpmix("ingest", write_docs(tmp_path / "train"), tmp_path / "tc").returncode == 0
     held = write_docs(tmp_path / "held", {"x.txt": "zebra cat rocket"})
@@ -277,7 +273,6 @@ def test_empty_label_line_is_refused_naming_the_line(tmp_path):
     assert not (tmp_path / "c").exists()
 
 
-@pytest.mark.integration
 def test_cli_labels_and_wrong_count(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros((4, 2)))
     (tmp_path / "y.txt").write_text("a\nb\na\nb\n")
@@ -321,7 +316,6 @@ def test_csv_without_a_label_like_integer_column_does_not_warn(tmp_path, header,
         ingest_csv(tmp_path / "d.csv", tmp_path / "c", **kwargs)
 
 
-@pytest.mark.integration
 def test_cli_csv_warning_on_stderr(tmp_path):
     (tmp_path / "d.csv").write_text("a,b,label\n0.5,1,1\n2,3.5,0\n")
     res = bnpmix("ingest", tmp_path / "d.csv", tmp_path / "c")

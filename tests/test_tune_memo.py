@@ -5,8 +5,6 @@ on a sample (pipeline/tune.py)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tomllib
 
 import numpy as np
@@ -27,11 +25,7 @@ from bnpmix.pipeline.tune import (
     tune_memo,
 )
 from bnpmix.storage import Corpus, ingest_array
-
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True,
-                          text=True, timeout=300)
+from helpers import cli
 
 
 @pytest.fixture(scope="module")
@@ -62,6 +56,7 @@ def refit_score(corpus, n, seed, test_fraction=0.2, **options):
     return est.score(split.test), est.n_components_
 
 
+@pytest.mark.slow  # long: every grid point fitted twice
 def test_every_point_is_scored_best_first_as_an_independent_fit_scores_it(blobs):
     result = tune_memo(blobs, alpha_grid=(1.0, 10.0), scale_grid=(0.1, 1.0), seed=3)
     rows = result["rows"]
@@ -93,6 +88,7 @@ def test_a_prior_value_given_is_kept_and_not_searched(blobs):
     assert abs(result["rows"][0]["heldout_loglik_per_item"] - score) < 1e-10
 
 
+@pytest.mark.slow  # long: a grid search and a fit
 def test_cli_prints_the_table_and_writes_a_job_file_that_fits(blobs, tmp_path):
     job = tmp_path / "job.toml"
     done = cli("tune", str(blobs), "--algorithm", "memo", "--out", str(job))

@@ -34,7 +34,6 @@ def test_local_paths_and_scheduler_addresses_pass():
         assert str(local_path(fine)) == fine.replace("//", "/")
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize(("argv", "says"), [
     (["ingest", "{npy}", "{corpus}", "--labels", "s3://bucket/labels.txt"],
      "URLs are not supported here"),

@@ -101,6 +101,33 @@ CASES = {
                   np.arange(6), 1.0, ("none", 1.0), lambda X: Mult.default(X, 0.5), None),
 }
 
+def record_steps(sampler) -> list[np.ndarray]:
+    """For every link step the sampler takes from now on, E[co-clustering matrix after the
+    step | the links and θ it draws from], appended to the list returned (Rao-Blackwell: the
+    0/1 indicators' conditional expectations, a smaller variance for the same sweeps). At the
+    draw, i's part A is cut off as a table labelled i; a link to j < i, with the sampler's own
+    probability softmax(score)_j, pairs A with j's table, so A's items are paired with table r
+    with probability q_r = Σ_{j<i: table(j)=r} p_j, and other pairs stay as they are."""
+    steps: list[np.ndarray] = []
+    choose = sampler._choose
+
+    def spy(score: np.ndarray, rng: np.random.Generator) -> int:
+        i = len(score) - 1
+        p = np.exp(score - score.max())
+        p /= p.sum()
+        labels = sampler.labels
+        A = labels == i
+        q = np.bincount(labels[:i], weights=p[:i], minlength=len(labels))[labels[~A]]
+        E = (labels[:, None] == labels[None, :]).astype(float)
+        E[np.ix_(A, ~A)] = q[None, :]
+        E[np.ix_(~A, A)] = q[:, None]
+        steps.append(E)
+        return choose(score, rng)
+
+    sampler._choose = spy
+    return steps
+
+
 BURN_IN, BATCHES = 200, 40
 # The uncollapsed sampler opens a table only when a draw from G_0 fits A's items, so it mixes
 # several times slower, the more so the tighter the prior's clusters: for it the Gaussian cases
@@ -109,11 +136,24 @@ SAMPLERS = {"collapsed": (LinkSampler, 4000, 0.015, {}),
             "uncollapsed": (ThetaSampler, 12000, 0.02, {"kappa0": 1.0, "scale": 0.5})}
 
 
-@pytest.mark.parametrize("kind", list(SAMPLERS))
-@pytest.mark.parametrize("case", list(CASES))
+@pytest.mark.parametrize("kind", [
+    "collapsed",
+    pytest.param("uncollapsed", marks=pytest.mark.slow),  # a long chain: 12,000 sweeps
+])
+@pytest.mark.parametrize("case", [
+    "gauss-1d-none",
+    pytest.param("gauss-2d-exponential", marks=pytest.mark.slow),  # 7! graphs, a long chain
+    pytest.param("diag-2d-exponential", marks=pytest.mark.slow),  # 7! graphs, a long chain
+    "mult-none",
+])
 def test_coclustering_matches_enumerating_every_link_graph(case, kind):
     """Each sampler's co-clustering frequencies against the exact posterior (for the
     uncollapsed sampler, the links' posterior with θ integrated out: its marginal).
+
+    The frequencies are Rao-Blackwellised (record_steps): on the collapsed sampler that
+    shrinks the largest batch-means SE by 0-10 % only, the chain's autocorrelation being most
+    of it, so the sweeps are unchanged and the test is a little more powerful than with 0/1
+    indicators.
 
     Tolerance: 5 batch-means standard errors (BATCHES batches of 100 or 300 sweeps, so
     autocorrelation within a batch is accounted for) plus 0.005 for the pairs whose
@@ -140,10 +180,12 @@ def test_coclustering_matches_enumerating_every_link_graph(case, kind):
     rng = np.random.default_rng(7)
     for _ in range(BURN_IN):
         sampler.sweep(rng)
-    seen = np.empty((sweeps, len(iu[0])))
+    steps = record_steps(sampler)
+    seen = np.empty((sweeps, len(iu[0])))  # per sweep, the mean over its steps
     for t in range(sweeps):
+        steps.clear()
         sampler.sweep(rng)
-        seen[t] = (sampler.labels[:, None] == sampler.labels[None, :])[iu]
+        seen[t] = np.mean(steps, axis=0)[iu]
     freq = seen.mean(0)
     se = seen.reshape(BATCHES, -1, seen.shape[1]).mean(1).std(0, ddof=1) / math.sqrt(BATCHES)
     assert se.max() <= most_se

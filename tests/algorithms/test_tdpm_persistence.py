@@ -18,7 +18,7 @@ from bnpmix.algorithms.tdpm.gibbs import ChainSampler, RCRPPrior
 from bnpmix.algorithms.tdpm.persistence import Persistence
 
 from .test_rcrp import set_partitions
-from .test_tdpm_gibbs import NOISE, RHO, SIGMA, chain_log_marginal
+from .test_tdpm_gibbs import NOISE, RHO, SIGMA, chain_log_marginal, expected_after_step
 
 
 def configurations(epochs, ids, T, prior, a, b):
@@ -85,17 +85,35 @@ def exact(x, epochs, ids, T, prior, a, b):
 
 
 def sample(x, epochs, ids, T, prior, a, b, seed, sweeps=2200, burn=200):
+    """Per kept sweep: the means over its item steps of the expected co-clustering, stay
+    indicators and number of chains after the step, given the state it draws from (the
+    sampler's own option probabilities; test_tdpm_gibbs.expected_after_step), and E[ρ_u] of
+    the state at the sweep's end."""
     rng = np.random.default_rng(seed)
     P = Persistence.from_ids(np.asarray(ids), epochs, a, b)
     s = ChainSampler(epochs, T, GaussianEmission(x[:, None], NOISE), RandomWalk(SIGMA, RHO),
                      prior, P)
+    steps = []
+    options = s._options
+
+    def spy(i, t, rng):
+        opts = options(i, t, rng)
+        co, k = expected_after_step(s.z, i, opts.logw, opts.labels)
+        p = np.exp(opts.logw - opts.logw.max())
+        stay = s.y.astype(float)
+        stay[i] = float(p[np.array(opts.stays, bool)].sum() / p.sum())
+        steps.append((co, stay, k))
+        return opts
+
     out = {"co": [], "stay": [], "k": [], "rho": []}
     for sweep in range(sweeps):
+        if sweep == burn:
+            s._options = spy
+        steps.clear()
         s.sweep(rng)
         if sweep >= burn:
-            out["co"].append(s.z[:, None] == s.z[None, :])
-            out["stay"].append(s.y.copy())
-            out["k"].append(len(np.unique(s.z)))
+            for key, j in (("co", 0), ("stay", 1), ("k", 2)):
+                out[key].append(np.mean([step[j] for step in steps], axis=0))
             out["rho"].append(P.rho_mean(s.heads, s.tails))
         # the incremental bookkeeping agrees with a recount from the labels
         if sweep % 500 == 0:
@@ -138,6 +156,7 @@ CASES = {
 }
 
 
+@pytest.mark.slow  # long chains: 3 x 2,200 sweeps
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_gibbs_with_stayers_matches_enumeration(case):
     x, epochs, ids, window, decay = CASES[case]

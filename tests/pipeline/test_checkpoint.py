@@ -22,9 +22,7 @@ from bnpmix.datasets import toy_patches
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.pipeline.runtime import checkpoint
 from bnpmix.storage import BnpmixError, RunDir, ingest_array, ingest_docword
-from helpers import write_docword
-
-pytestmark = pytest.mark.integration
+from helpers import cli, write_docword
 
 
 class Payload:
@@ -38,8 +36,7 @@ class Payload:
 
 
 def bnpmix(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True,
-                          text=True, timeout=timeout)
+    return cli(*args)
 
 
 def snapshot(path: Path) -> dict[str, bytes]:
@@ -228,6 +225,7 @@ def birth_bookkeeping(engine) -> tuple:
             None if st is None else st.origin_N.tolist())
 
 
+@pytest.mark.slow  # stop and resume around a birth: long runs
 @pytest.mark.parametrize("where", ["created", "adopting"])
 def test_a_run_stopped_around_a_birth_resumes_its_bookkeeping_exactly(tmp_path, where):
     """Stopped at the lap end that created a birth, or in the middle of its adoption lap, the
@@ -258,6 +256,7 @@ def test_a_run_stopped_around_a_birth_resumes_its_bookkeeping_exactly(tmp_path, 
     assert steps == whole
 
 
+@pytest.mark.slow  # kill/resume of a real process
 @pytest.mark.parametrize("algorithm", ["vb", "sovb"])
 def test_vb_and_sovb_killed_with_sigkill_resume_to_the_same_result(tmp_path, algorithm):
     rng = np.random.default_rng(3)

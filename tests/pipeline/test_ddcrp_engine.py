@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -31,9 +30,7 @@ from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.pipeline.runtime import checkpoint
 from bnpmix.storage import BnpmixError, Corpus, Manifest, RunDir
 from bnpmix.storage.writer import new_corpus
-from helpers import ENV, DaskCluster
-
-pytestmark = pytest.mark.integration
+from helpers import cli
 
 CENTRES = np.array([[0.0, 0.0], [6.0, 6.0], [6.0, -6.0], [-6.0, 6.0], [-6.0, -6.0]])
 N_SEQUENCES = 8
@@ -54,10 +51,6 @@ def make_data(seed: int = 0) -> pd.DataFrame:
                                    "label": z}))
     return pd.concat(parts, ignore_index=True)
 
-
-def cli(*args: object) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "bnpmix", *map(str, args)],
-                          capture_output=True, text=True, env=ENV, timeout=300)
 
 
 def ok(proc: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
@@ -469,6 +462,7 @@ def test_positions_that_go_back_or_are_not_numbers_are_refused_naming_the_row(da
 # 7. checkpoint and resume ------------------------------------------------------------------------
 
 
+@pytest.mark.slow  # kill/resume of a real process
 def test_an_interrupted_fit_resumes_to_the_uninterrupted_result(data, tmp_path, monkeypatch):
     options = ("--algorithm", "ddcrp", "--restarts", 2, "--seed", 4, "--checkpoint-every", 1)
     ok(cli("fit", data.corpus, "--out", tmp_path / "whole", *options))
@@ -503,15 +497,13 @@ def test_an_interrupted_fit_resumes_to_the_uninterrupted_result(data, tmp_path, 
 # 8. real Dask processes --------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    c = DaskCluster()  # a `dask scheduler` and workers on 127.0.0.1, stopped by their PIDs
-    try:
-        yield c
-    finally:
-        c.close()
+@pytest.fixture
+def cluster(dask_cluster):
+    """The session's cluster (tests/conftest.py)."""
+    return dask_cluster
 
 
+@pytest.mark.slow  # real Dask processes, two fits each
 @pytest.mark.parametrize("partition_rows", [
     1,  # one sequence per partition
     100,  # several sequences per partition: one task each (task keys must not collide)

@@ -29,7 +29,7 @@ from bnpmix.pipeline.runtime.executors import (
     submit_kwargs,
 )
 from bnpmix.storage import BnpmixError, Corpus, RunDir, ingest_array
-from helpers import DaskCluster, blobs
+from helpers import blobs
 
 WORKERS = [f"tcp://10.0.0.{n}:8786" for n in (1, 2, 3)]
 KEYS = [f"{n:064x}:{n}" for n in range(300)]
@@ -243,13 +243,10 @@ def test_a_local_fit_writes_its_cache_figures(tmp_path):
 # --- on a real cluster -------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def cluster():
-    c = DaskCluster()
-    try:
-        yield c
-    finally:
-        c.close()
+@pytest.fixture
+def cluster(dask_cluster):
+    """The session's cluster (tests/conftest.py)."""
+    return dask_cluster
 
 
 @pytest.fixture
@@ -257,6 +254,14 @@ def client(cluster):
     from distributed import Client
 
     with Client(cluster.address, timeout="10s") as c:
+        yield c
+
+
+@pytest.fixture
+def own_client(own_dask_cluster):
+    from distributed import Client
+
+    with Client(own_dask_cluster.address, timeout="10s") as c:
         yield c
 
 
@@ -278,7 +283,6 @@ def twenty(tmp_path):
     return tmp_path / "c"
 
 
-@pytest.mark.integration
 def test_a_memo_fit_runs_each_wave_where_bounded_placement_sends_it(tmp_path, client):
     """Two single-threaded workers, so W = 2: each wave's first task goes to its partition's
     home and the second to the other worker when they share a home. Dask runs them there, the
@@ -330,7 +334,6 @@ def where_it_ran():
     return task
 
 
-@pytest.mark.integration
 def test_dask_submit_then_result_equals_map_and_parallelism(tmp_path, client):
     def fails_on_3(batch):
         if batch.index == 3:
@@ -354,8 +357,9 @@ def test_dask_submit_then_result_equals_map_and_parallelism(tmp_path, client):
             pending.result()
 
 
-@pytest.mark.integration
-def test_a_lost_worker_moves_only_its_partitions(tmp_path, cluster, client):
+@pytest.mark.slow  # a worker added and lost (real processes)
+def test_a_lost_worker_moves_only_its_partitions(tmp_path, own_dask_cluster, own_client):
+    cluster, client = own_dask_cluster, own_client  # its processes are under test: its own
     extra = cluster.start_worker()
     cluster.workers.append(extra)  # ended with the cluster whatever happens here
     three = wait_for_exactly(client, 3)

@@ -69,7 +69,6 @@ def test_zero_leaves_malloc_alone():
     assert set_thresholds(0) is False
 
 
-@pytest.mark.integration
 def test_a_dask_worker_sets_its_thresholds_unless_the_setting_is_zero(tmp_path):
     """Nanny-started workers (MALLOC_TRIM_THRESHOLD_=65536): with bnpmix.worker-malloc-trim 0
     the tasks fault on every allocation; with the default, after the first task, they do not."""

@@ -22,7 +22,7 @@ from scipy.special import gammaln, logsumexp
 from bnpmix.algorithms.summary import Delete
 from bnpmix.pipeline.evaluate import load
 from bnpmix.storage import Corpus, RunDir, ingest_array
-from helpers import ENV, DaskCluster, engine_for, write_docword
+from helpers import ENV, cli, engine_for, write_docword
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "nrm_data.py"
 _spec = importlib.util.spec_from_file_location("nrm_data", _PATH)
@@ -36,8 +36,7 @@ TOL = 1e-9
 # helpers -------------------------------------------------------------------------------------
 
 def bnpmix(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bnpmix", *map(str, args)], capture_output=True,
-                          text=True, timeout=timeout, env=ENV)
+    return cli(*args)
 
 
 def start_bnpmix(log: Path, *args: str) -> subprocess.Popen:
@@ -238,17 +237,13 @@ def test_ep_sums_equal_the_stored_sites_and_the_data_after_every_pass(small_corp
 
 # 2. Dask equals threads ----------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def dask_address():
-    """A `dask scheduler` and two single-threaded `dask worker` processes on 127.0.0.1."""
-    cluster = DaskCluster()
-    try:
-        yield cluster.address
-    finally:
-        cluster.close()
+@pytest.fixture
+def dask_address(dask_cluster):
+    """The session's `dask scheduler` and two single-threaded `dask worker` processes on
+    127.0.0.1 (tests/conftest.py)."""
+    return dask_cluster.address
 
 
-@pytest.mark.integration
 def test_dask_ep_equals_threaded_ep(tmp_path, dask_address):
     corpus = bars_corpus(tmp_path / "corpus", n=240, partition_size=40)
     args = ("--algorithm", "ep", "--prior", "ig", "--epsilon", "0.5", "--passes", "3",
@@ -289,7 +284,7 @@ KILLS = {  # corpus size, partition size, options, the first pass to kill in
 }
 
 
-@pytest.mark.integration
+@pytest.mark.slow  # kill/resume of a real process
 @pytest.mark.parametrize("algorithm", sorted(KILLS))
 def test_sigkill_mid_pass_then_resume_equals_the_uninterrupted_run(tmp_path, algorithm):
     n, size, extra, first_pass = KILLS[algorithm]
@@ -339,7 +334,6 @@ def docword_of(path: Path, n: int, seed: int) -> Path:
     return path
 
 
-@pytest.mark.integration
 def test_scheduled_adf_absorbs_only_new_partitions_and_equals_one_pass(tmp_path):
     corpus = tmp_path / "corpus"
     ok(bnpmix("ingest", docword_of(tmp_path / "docword.a.txt", 240, 2), corpus,
@@ -407,7 +401,6 @@ REFUSED = {  # algorithm, corpus, words the message must hold besides the run di
 }
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("case", sorted(REFUSED))
 def test_a_warm_start_the_engine_cannot_use_is_refused_naming_the_run(
         tmp_path, small_corpora, adf_run, case):
@@ -425,7 +418,6 @@ def test_a_warm_start_the_engine_cannot_use_is_refused_naming_the_run(
 
 # 5. --prior names the NRM prior --------------------------------------------------------------
 
-@pytest.mark.integration
 def test_prior_ig_is_nrm_prior_ig_and_keeps_a_job_files_prior_table(tmp_path, small_corpora):
     corpus = small_corpora["bars"]
     common = ("--algorithm", "adf", "--epsilon", "0.5", "--threads", "1")
@@ -455,7 +447,6 @@ def test_prior_ig_is_nrm_prior_ig_and_keeps_a_job_files_prior_table(tmp_path, sm
     assert meta["prior"]["lam0"] == 0.5 and meta["alloc"]["params"]["sigma"] == 0.5
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("args, words", [
     (("--algorithm", "memo", "--prior", "ig"), ("prior", "memo")),
     (("--algorithm", "adf", "--prior", "ig", "--nrm-prior", "dp"), ("prior", "ig", "dp")),
@@ -494,7 +485,6 @@ def dirichlet_multinomial(X: np.ndarray, lam: np.ndarray) -> np.ndarray:
     return out
 
 
-@pytest.mark.integration
 @pytest.mark.parametrize("algorithm", ["adf", "ep"])
 def test_evaluate_reports_the_bag_of_words_scale(tmp_path, small_corpora, algorithm):
     from bnpmix.pipeline.fit import fit, job_config

@@ -4,9 +4,6 @@ baseline, and bad input."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,7 +14,7 @@ from bnpmix.algorithms.tdpm.gibbs import relabel
 from bnpmix.pipeline.evaluate import load
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.storage import RunDir, ingest_array
-from helpers import ENV
+from helpers import cli
 
 # three chains: A lives through all 8 epochs drifting right, B dies after epoch 3, C is born at
 # epoch 4; 40 items per epoch, noise sd 0.3
@@ -52,8 +49,7 @@ def same_partition(a, b) -> bool:
 
 
 def bnpmix(*args):
-    return subprocess.run([sys.executable, "-m", "bnpmix", *map(str, args)], capture_output=True,
-                          text=True, env=ENV, timeout=600)
+    return cli(*args)
 
 
 def test_defaults_recover_the_chains_births_and_deaths(corpus, tmp_path):
@@ -167,7 +163,6 @@ def write_csv(path, X, E):
     return path
 
 
-@pytest.mark.integration
 def test_a_daily_schedule_updates_the_chains_online(tmp_path):
     """schedule run with algorithm = "tdpm": the second call, after two epochs were appended,
     warm-starts from v0001 and sweeps only epochs T - W .. T + 1."""

@@ -31,6 +31,7 @@ def corpus(tmp_path_factory):
     return (path, *persistent_corpus(path))
 
 
+@pytest.mark.slow  # a long chain through the CLI
 def test_sticky_and_volatile_ids_are_told_apart(corpus, tmp_path):
     path, X, E, Z, ids, stays = corpus
     run = tmp_path / "run"
@@ -60,6 +61,7 @@ def test_sticky_and_volatile_ids_are_told_apart(corpus, tmp_path):
     assert trace["stayers"].iloc[-1] > 0
 
 
+@pytest.mark.slow  # resume and online continuation of a chain
 def test_resume_and_online_continuation_keep_the_stays(corpus, tmp_path):
     path, *_ = corpus
     job = job_config(algorithm="tdpm", id_column="item", sweeps=6, burn_in=2, thin=2, seed=4)

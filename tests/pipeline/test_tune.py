@@ -4,8 +4,6 @@ sample (Tank, Foti & Fox 2015, supplement 4.1)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import tomllib
 
 import numpy as np
@@ -26,6 +24,7 @@ from bnpmix.pipeline.tune import (
 )
 from bnpmix.storage import BnpmixError, Corpus, Manifest, ingest_array
 from bnpmix.storage.writer import new_corpus
+from helpers import cli
 
 
 def bow_corpus(path, n=240, V=40, seed=0):
@@ -43,10 +42,6 @@ def bow_corpus(path, n=240, V=40, seed=0):
             writer.add_bow(indptr, cols.astype(np.int32), B[rows, cols].astype(np.int32), {})
     return path
 
-
-def cli(*args):
-    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True,
-                          text=True, timeout=300)
 
 
 def test_the_grid_is_searched_and_points_of_equal_beta_tie(tmp_path):
