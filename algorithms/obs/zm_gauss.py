@@ -14,6 +14,7 @@ import numpy as np
 from scipy.special import gammaln
 
 from . import wishart as W
+from .prior_learning import identifiable, learn_wishart
 from .base import (
     SHRINKAGE,
     Arrays,
@@ -61,6 +62,15 @@ class ZeroMeanGauss(ObsModel):
 
     def prior(self) -> dict[str, Any]:
         return {"D": self.D, "nu0": self.nu0, "B0": self.B0.tolist()}
+
+    def learn_prior(self, post: Arrays, base: ObsModel) -> ZeroMeanGauss:
+        """The Wishart maximising Σ_k E_q[ln Wishart(Λ_k | ν0, B0⁻¹)] with B0's shape fixed
+        (prior_learning.learn_wishart); unchanged unless two components have N_k > D."""
+        N = post["nu"] - self.nu0
+        if not identifiable(N, self.D):
+            return self
+        nu0, B0 = learn_wishart(post, self.nu0, self.B0, base.nu0, base.B0, float(N.sum()))
+        return ZeroMeanGauss(self.D, nu0, B0)
 
     def check_data(self, X: Data) -> None:
         check_dense(X, self.D)
