@@ -19,7 +19,6 @@ import numpy as np
 from scipy.special import gammaln
 
 from . import wishart as W
-from .prior_learning import identifiable, learn_wishart, widened
 from .base import (
     SHRINKAGE,
     Arrays,
@@ -33,6 +32,7 @@ from .base import (
     dense_items,
     weighted_outer,
 )
+from .prior_learning import identifiable, learn_wishart, widened
 
 
 class Gauss(ObsModel):
@@ -80,7 +80,7 @@ class Gauss(ObsModel):
         """The Normal-Wishart maximising Σ_k E_q[ln NW(μ_k, Λ_k | m0, κ0, ν0, B0 = s T)] given the
         K posteriors (prior_learning), T = B0 D / tr B0 (this prior's shape) fixed. The terms
         separate into (m0, κ0) and (s, ν0), so one sweep is the joint argmax:
-        m0 = (Σ_k E[Λ_k])⁻¹ Σ_k E[Λ_k] m_k, for any κ0, from -κ0/2 Σ_k (m_k - m0)ᵀ E[Λ_k] (m_k - m0);
+        m0 = (Σ_k E[Λ_k])⁻¹ Σ_k E[Λ_k] m_k for any κ0, from -κ0/2 Σ_k (m_k - m0)ᵀ E[Λ_k] (m_k - m0);
         κ0 = K D / Σ_k [D/κ_k + ν_k (m_k - m0)ᵀ B_k⁻¹ (m_k - m0)], from K D/2 ln κ0
         - κ0/2 Σ_k E[(μ_k - m0)ᵀ Λ_k (μ_k - m0)], κ0 ≤ N (never worth more than the N items);
         (ν0, s) by prior_learning.learn_wishart. Bounds are widened to contain the current

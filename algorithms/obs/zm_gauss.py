@@ -14,7 +14,6 @@ import numpy as np
 from scipy.special import gammaln
 
 from . import wishart as W
-from .prior_learning import identifiable, learn_wishart
 from .base import (
     SHRINKAGE,
     Arrays,
@@ -28,6 +27,7 @@ from .base import (
     dense_items,
     weighted_outer,
 )
+from .prior_learning import identifiable, learn_wishart
 
 
 class ZeroMeanGauss(ObsModel):
