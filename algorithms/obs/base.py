@@ -156,6 +156,11 @@ class ObsModel(ABC):
     def default(cls, X: Data, **overrides: Any) -> ObsModel:
         """A weak prior scaled to a data sample; every parameter can be overridden."""
 
+    def prior_figures(self) -> dict[str, float]:
+        """The prior's hyperparameters as a few named numbers, never matrices (summary.json,
+        `bnpmix info`, the report); none by default."""
+        return {}
+
     def learn_prior(self, post: Arrays, base: ObsModel) -> ObsModel:
         """A model whose prior hyperparameters λ0 maximise Σ_k E_q[ln H(φ_k | λ0)] over the K
         posteriors ``post`` (type-II maximum likelihood inside VB: at fixed q these are the

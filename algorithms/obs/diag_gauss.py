@@ -75,6 +75,13 @@ class DiagGauss(ObsModel):
         return {"D": self.D, "m0": self.m0.tolist(), "kappa0": self.kappa0, "a0": a0,
                 "b0": self.b0.tolist()}
 
+    def prior_figures(self) -> dict[str, float]:
+        """κ0, the range of the shapes a0_d, |m0| and the scale mean_d b0_d / a0_d (1/E[λ_d])."""
+        return {"kappa0": self.kappa0, "a0_min": float(self.a0.min(initial=np.inf)),
+                "a0_max": float(self.a0.max(initial=-np.inf)),
+                "m0_norm": float(np.linalg.norm(self.m0)),
+                "scale": float(np.mean(self.b0 / self.a0)) if self.D else 0.0}
+
     def learn_prior(self, post: Arrays, base: ObsModel) -> DiagGauss:
         """The Normal-Gamma maximising Σ_k Σ_d E_q[ln NG(μ_kd, λ_kd | m0_d, κ0, a0_d, b0_d)] given
         the K posteriors, with e_kd = E[λ_kd] = a_kd/b_kd and l_kd = E ln λ_kd = ψ(a_kd) - ln b_kd:

@@ -76,6 +76,11 @@ class Gauss(ObsModel):
         return {"D": self.D, "m0": self.m0.tolist(), "kappa0": self.kappa0, "nu0": self.nu0,
                 "B0": self.B0.tolist()}
 
+    def prior_figures(self) -> dict[str, float]:
+        """κ0, ν0, |m0| and the scale tr(B0) / (D ν0): the mean eigenvalue of E[Λ]⁻¹."""
+        return {"kappa0": self.kappa0, "nu0": self.nu0, "m0_norm": float(np.linalg.norm(self.m0)),
+                "scale": float(np.trace(self.B0)) / (self.D * self.nu0)}
+
     def learn_prior(self, post: Arrays, base: ObsModel) -> Gauss:
         """The Normal-Wishart maximising Σ_k E_q[ln NW(μ_k, Λ_k | m0, κ0, ν0, B0 = s T)] given the
         K posteriors (prior_learning), T = B0 D / tr B0 (this prior's shape) fixed. The terms

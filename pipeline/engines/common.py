@@ -73,6 +73,20 @@ def initial_model(ctx: FitContext, K: int) -> Mixture:
     return Mixture.from_summary(ctx.obs, ctx.alloc, S)
 
 
+def learn_prior(ctx: FitContext, model: Mixture, S: Summary) -> Mixture:
+    """When the run learns its prior: the context's observation model replaced by the one whose
+    prior is learned from ``model``'s components (ObsModel.learn_prior, bounded by the run's
+    initial prior), and the global update (Eq. 10) of S under it; each step raises the ELBO.
+    Otherwise, or if nothing was learned, ``model`` itself."""
+    if not ctx.learn_prior:
+        return model
+    obs = ctx.obs.learn_prior(model.post, ctx.prior_base or ctx.obs)
+    if obs is ctx.obs:
+        return model
+    ctx.obs = obs
+    return Mixture.from_summary(obs, ctx.alloc, S)
+
+
 def summary_items(prefix: str, S: Summary | None) -> Items:
     if S is not None:
         for k, v in S.to_arrays().items():
@@ -93,7 +107,9 @@ def model_items(prefix: str, model: Mixture) -> Items:
 
 
 def model_from(arrays: ArrayFile, prefix: str, ctx: FitContext) -> Mixture:
-    """A checkpointed model, over the context's (restored) observation model."""
+    """A checkpointed model, over the context's (restored) observation model when it has the
+    same prior (a model kept from before the prior was last learned has its own)."""
     group = arrays.group(prefix)
     meta = json.loads(group.pop("meta").tobytes().decode("utf-8"))
-    return Mixture.from_arrays(group, meta, obs=ctx.obs)
+    same = meta.get("obs") == ctx.obs.name and meta.get("prior") == ctx.obs.prior()
+    return Mixture.from_arrays(group, meta, obs=ctx.obs if same else None)
