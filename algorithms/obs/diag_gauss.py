@@ -31,7 +31,7 @@ from .base import (
     dense_items,
     log_gamma_draw,
 )
-from .prior_learning import FLOOR, identifiable, widened, wishart_scale_dof
+from .prior_learning import FLOOR, KAPPA_MAX, identifiable, widened, wishart_scale_dof
 
 LOG2PI = np.log(2 * np.pi)
 
@@ -85,7 +85,8 @@ class DiagGauss(ObsModel):
     def learn_prior(self, post: Arrays, base: ObsModel) -> DiagGauss:
         """The Normal-Gamma maximising Σ_k Σ_d E_q[ln NG(μ_kd, λ_kd | m0_d, κ0, a0_d, b0_d)] given
         the K posteriors, with e_kd = E[λ_kd] = a_kd/b_kd and l_kd = E ln λ_kd = ψ(a_kd) - ln b_kd:
-        m0_d = Σ_k e_kd m_kd / Σ_k e_kd; κ0 = K D / Σ_k [D/κ_k + Σ_d e_kd (m_kd - m0_d)²], κ0 ≤ N;
+        m0_d = Σ_k e_kd m_kd / Σ_k e_kd; κ0 = K D / Σ_k [D/κ_k + Σ_d e_kd (m_kd - m0_d)²], at most
+        KAPPA_MAX;
         per dimension, ψ(a0) - ln a0 = mean_k l_kd - ln mean_k e_kd and b0 = a0 / mean_k e_kd,
         which is prior_learning.wishart_scale_dof with D = 1 (ν0 = 2 a0, s = 2 b0), within
         1 ≤ a0 ≤ 1 + N/2 and b0/a0 ≥ FLOOR times ``base``'s (1/E[λ_d] no smaller than the
@@ -99,7 +100,8 @@ class DiagGauss(ObsModel):
         m0 = (e * m).sum(0) / e.sum(0)
         spread = self.D / kappa + (e * (m - m0) ** 2).sum(1)
         n = float(N.sum())
-        kappa0 = float(np.clip(len(N) * self.D / spread.sum(), *widened(0.0, n, self.kappa0)))
+        kappa0 = float(np.clip(len(N) * self.D / spread.sum(),
+                               *widened(0.0, KAPPA_MAX, self.kappa0)))
         floor = np.minimum(FLOOR * base.b0 / base.a0, self.b0 / self.a0)
         a0, b0 = np.empty(self.D), np.empty(self.D)
         for d in range(self.D):

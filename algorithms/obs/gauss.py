@@ -32,7 +32,7 @@ from .base import (
     dense_items,
     weighted_outer,
 )
-from .prior_learning import identifiable, learn_wishart, widened
+from .prior_learning import KAPPA_MAX, identifiable, learn_wishart, widened
 
 
 class Gauss(ObsModel):
@@ -87,7 +87,7 @@ class Gauss(ObsModel):
         separate into (m0, κ0) and (s, ν0), so one sweep is the joint argmax:
         m0 = (Σ_k E[Λ_k])⁻¹ Σ_k E[Λ_k] m_k for any κ0, from -κ0/2 Σ_k (m_k - m0)ᵀ E[Λ_k] (m_k - m0);
         κ0 = K D / Σ_k [D/κ_k + ν_k (m_k - m0)ᵀ B_k⁻¹ (m_k - m0)], from K D/2 ln κ0
-        - κ0/2 Σ_k E[(μ_k - m0)ᵀ Λ_k (μ_k - m0)], κ0 ≤ N (never worth more than the N items);
+        - κ0/2 Σ_k E[(μ_k - m0)ᵀ Λ_k (μ_k - m0)], κ0 ≤ KAPPA_MAX (worth at most one item);
         (ν0, s) by prior_learning.learn_wishart. Bounds are widened to contain the current
         values. Unchanged unless the components are ``identifiable`` (N_k > D for two).
         ``base``: the run's initial prior, whose E[Λ] the learned prior's never exceeds."""
@@ -101,7 +101,7 @@ class Gauss(ObsModel):
         Ud = np.einsum("kij,kj->ki", U, m - m0)
         spread = D / post["kappa"] + nu * np.einsum("ki,ki->k", Ud, Ud)
         n = float(N.sum())
-        kappa0 = float(np.clip(len(N) * D / spread.sum(), *widened(0.0, n, self.kappa0)))
+        kappa0 = float(np.clip(len(N) * D / spread.sum(), *widened(0.0, KAPPA_MAX, self.kappa0)))
         nu0, B0 = learn_wishart(post, self.nu0, self.B0, base.nu0, base.B0, n)
         return Gauss(D, m0, kappa0, nu0, B0)
 

@@ -34,6 +34,13 @@ from .base import Arrays
 # (κ0 = κ_1, m0 = m_1, and κ0, ν0 growing at every update), after which no new component
 # could pay for itself; an empty component beside it does the same more slowly
 MIN_COMPONENTS = 2
+# the most κ0 may be (a unit-information prior: the mean's prior is worth at most one item). The
+# type-II κ0 = K D / Σ_k E[(μ_k - m0)ᵀ Λ_k (μ_k - m0)] from a few components in many dimensions
+# is large whenever they differ along a few directions only (breast cancer, K = 2, D = 30:
+# κ0 = 6 to 23; digits: up to 22), and a prior that sure every mean lies near m0 makes any
+# further component too dear: the run stays at K = 2 with a lower ELBO than the K = 8 it
+# reaches under the cap (benchmarks/learned_prior.py)
+KAPPA_MAX = 1.0
 # the floor of the prior's E[Λ]⁻¹ relative to the run's initial prior's (1: never a larger
 # expected precision than the default): without one, data constant along a direction within
 # every component (digits' blank pixels) make the type-II likelihood unbounded as s → 0

@@ -8,8 +8,9 @@ W = 1 is exactly the paper's algorithm. Births collect targeted data during one 
 created at its end and adopted during the next, with their summaries S' kept beside S^0 until
 that lap's last global update. Merges and reordering happen after a lap's last batch and are
 accepted only when the exact full-data ELBO rises; then, when the run learns it, the observation
-prior is learned from the components (ObsModel.learn_prior), fixed until the next lap end. Per-batch summaries stored before a move are
-brought up to date by replaying the logged moves on them. A warm start from a model with a
+prior is learned from the components (ObsModel.learn_prior), fixed until the next lap end.
+Per-batch summaries stored before a move are brought up to date by replaying the logged moves on
+them. A warm start from a model with a
 ``past`` (earlier streaming blocks under a one-hot q(z): the estimator's partial_fit) keeps it
 in S^0 for good; every move applies to it too, with zero pair and group entropies.
 

@@ -42,8 +42,8 @@ def clusters(rng: np.random.Generator, K: int, D: int, n: int, alike: bool,
             rng.normal(0, 1, D))
         mean = np.zeros(D) if zero_mean else rng.normal(0, 4, D)
         X[z == k] = mean + rng.normal(size=((z == k).sum(), D)) @ C.T
-    R = rng.dirichlet(np.full(K, 0.2), n) * 0.2
-    R[np.arange(n), z] += 0.8
+    R = rng.dirichlet(np.full(K, 0.2), n) * 0.05
+    R[np.arange(n), z] += 0.95
     return X, R
 
 
@@ -144,7 +144,7 @@ def test_wishart_scale_dof_is_the_argmax_over_a_2d_grid(floor_active):
 def test_objective_differences_are_expected_log_prior_differences(name):
     """ELBO(h1) - ELBO(h2) at fixed q = Σ_k E_q[ln p(φ_k | h1) - ln p(φ_k | h2)], the latter by
     Monte Carlo from q's draws and scipy's densities."""
-    obs, N, stats, post = problem(name, 0, K=3, D=2)
+    obs, N, stats, post = problem(name, 0, K=3, D=2, alike=True)
     h1 = obs.learn_prior(post, obs)
     diff = objective(h1, N, stats, post) - objective(obs, N, stats, post)
     rng = np.random.default_rng(1)
@@ -184,7 +184,7 @@ def test_gauss_blocks_are_argmaxes(seed):
     obs, N, stats, post = problem("gauss", seed, alike=True)
     h = obs.learn_prior(post, obs)
     D = obs.D
-    assert D + 2 < h.nu0 < D + 1 + N.sum() and h.kappa0 < N.sum()  # interior: derivatives 0
+    assert D + 2 < h.nu0 < D + 1 + N.sum() and h.kappa0 < PL.KAPPA_MAX  # interior: f' = 0
     f0 = objective(h, N, stats, post)
     # m0: the objective is quadratic in m0; along each axis the grid peaks at 0
     for i in range(D):
@@ -297,6 +297,27 @@ def test_the_floor_binds_components_tighter_than_the_initial_prior(name):
     assert objective(rebuilt(h, B0=1.01 * h.B0), N, stats, post) < f0  # inwards: lower
 
 
+@pytest.mark.parametrize("name", ["gauss", "diag-gauss"])
+def test_kappa0_stops_at_one_item_of_prior_weight(name):
+    """Components with one mean want κ0 far above 1: the constrained argmax is KAPPA_MAX, where
+    the objective still rises outwards."""
+    obs, N, stats, _ = problem(name, 0, alike=True)
+    mean = stats["x"].sum(0) / N.sum()
+    stats = {**stats, "x": N[:, None] * mean}  # every component's mean at the data mean
+    if name == "gauss":
+        stats["xxT"] = stats["xxT"] + N[:, None, None] * np.outer(mean, mean)
+    else:
+        stats["x2"] = stats["x2"] + N[:, None] * mean**2
+    post = obs.post(N, stats)
+    h = obs.learn_prior(post, obs)
+    assert h.kappa0 == PL.KAPPA_MAX
+
+    def f(x):
+        return objective(rebuilt(h, kappa0=x), N, stats, post)
+
+    assert f(1.01) > f(1.0) > f(0.99)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_nothing_is_learned_without_two_components_with_data(name):
     """K = 1, or two components of which one has no more than D items: the model itself."""
@@ -378,7 +399,7 @@ def test_elbo_never_falls_across_learning_and_the_global_update(name):
 def test_diag_gauss_with_one_shape_per_dimension():
     """A learned diag-gauss has a vector a0: its ELBO at the global update is the log marginal
     (Eq. 12), and its predictive is the product of scipy's Student-t's."""
-    obs, N, stats, post = problem("diag-gauss", 1)
+    obs, N, stats, post = problem("diag-gauss", 1, alike=True)
     h = obs.learn_prior(post, obs)
     assert np.ptp(h.a0) > 0
     q = h.post(N, stats)
