@@ -9,8 +9,16 @@ renormalisation). Then every cluster absorbs q_k t(x), S_k += q_k and m += 1. Th
 starts cluster 1 with q = (1). Responsibilities below 1e-10 are set to zero before absorbing, so
 S_k = Σ_i q_ik and λ_k = λ_0 + Σ_i q_ik t(x_i) hold exactly over what was absorbed.
 
+Each step also gives the item's one-step-ahead predictive log density log p(x_{m+1} | x_1..x_m)
+= log Σ_k π_k p(x | q(θ_k)) + π_new p(x | prior), π = (w, w_new) / (Σ_k w_k + w_new): the
+held-out predictive of NRMMixture at the clusters so far, so a run's training figure and its
+held-out score are on one scale (the first item's is its density under the prior).
+
 ``Clusters`` is the state ADF and EP (ep.py) share: component ids, soft counts S and the one-item
 predictive states of the observation model, built from a Summary (S = N, λ = λ_0 + stats).
+When the components share a parameter (tied-gauss's precision), absorbing an item changes it
+for every cluster, and a new cluster's predictive uses it as learnt so far (ObsModel.fresh), so
+that term is computed item by item instead of once per partition.
 
 A sweep reads its items by position from a form prepared once (``prepare``): Mult's Docs (each
 document's words, counts and length extracted and checked once per partition), other models row
@@ -59,14 +67,14 @@ class Clusters:
     def __post_init__(self) -> None:
         self._new = self.obs.predictive_state(self.obs.prior_post(1))
         if self.state is None:
-            self.state = {k: a[:0].copy() for k, a in self._new.items()}
+            self.state = self.obs.select(self._new, np.zeros(0, np.int64))
 
     @classmethod
     def from_summary(cls, obs: ObsModel, prior: NRM, total: Summary, v: float = 0.0,
                      logP: np.ndarray | None = None) -> Clusters:
         """The clusters of a Summary of absorbed items: S = N, λ = λ_0 + stats (and, to use the
         exact E[K'], log P_k of each, in the Summary's order)."""
-        state = obs.predictive_state(obs.post(total.N, total.stats))
+        state = obs.predictive_state(obs.post(total.N, total.obs_stats))
         return cls(obs, prior, total.uids.copy(), total.N.astype(float), state, v,
                    None if logP is None else np.array(logP, dtype=float))
 
@@ -80,54 +88,62 @@ class Clusters:
     def K(self) -> int:
         return len(self.S)
 
-    def new_logliks(self, items: Any) -> np.ndarray:
+    def new_logliks(self, items: Any) -> np.ndarray | None:
         """Every item's predictive log density under the prior (a new cluster's), (n,): it does
-        not change during a sweep, so it is computed for the whole partition at once."""
+        not change during a sweep, so it is computed for the whole partition at once; None
+        when the components share a parameter, whose absorbed items change it."""
+        if self.obs.shared_shapes():
+            return None
         return items.logliks(self._new)[:, 0]
 
-    def log_rho(self, x: Data, m: float) -> np.ndarray:
-        """log ρ of the K clusters and, last, of a new one (main Eq. 15), Û from m items."""
-        return self.log_rho_at(prepare(self.obs, x), 0, m)
-
-    def log_rho_at(self, items: Any, i: int, m: float, new: float | None = None) -> np.ndarray:
-        """log_rho of item i of ``items``; ``new`` is its log density under the prior when
-        known (``new_logliks``)."""
+    def log_joint(self, x: Data, m: float) -> np.ndarray:
+        """log_joint_at for one row x."""
         with np.errstate(divide="ignore"):
-            rho, rho_new = self._rho(items, i, m, new)
-        return np.append(rho, rho_new)
+            return self.log_joint_at(prepare(self.obs, x), 0, m)
 
-    def _rho(self, items: Any, i: int, m: float, new: float | None) -> tuple[np.ndarray, float]:
-        """log ρ_k (K,) and log ρ_new. Callers silence numpy's divide warning: w_k = 0 (S_k ≤
-        σ) gives log ρ_k = −inf."""
+    def log_joint_at(self, items: Any, i: int, m: float, new: float | None = None
+                     ) -> np.ndarray:
+        """log ρ_k = log π_k + log p(x_i | λ_k) for the K clusters and, last, log π_new +
+        log p(x_i | λ_0) (main Eq. 15) with the weights of the predictive rule at Û from m
+        items normalised, π = (w_1, ..., w_K, w_new) / (Σ_k w_k + w_new) (Eq. 23): their
+        logsumexp is the item's predictive log density given the clusters, the quantity
+        NRMMixture scores held-out items by. ``new`` is the item's log density under the
+        prior when known (``new_logliks``). Callers silence numpy's divide warning: w_k = 0
+        (S_k ≤ σ) gives log ρ_k = −inf."""
         w, w_new, v = self.prior.predictive(self.S, m, self.expected_k, v0=self.v)
         if v > -math.inf:  # not nan (the DP), not −inf (nothing absorbed yet)
             self.v = v
+        log_total = math.log(float(w.sum()) + w_new)
         rho = items.loglik(self.state, i)
-        rho += np.log(w)
+        rho += np.log(w) - log_total
         if new is None:
-            new = items.loglik(self._new, i)[0]
-        return rho, math.log(w_new) + new
+            new = items.loglik(self.obs.fresh(self.state, self._new), i)[0]
+        return np.append(rho, math.log(w_new) - log_total + new)
 
     def responsibilities(self, x: Data, m: float, eps: float, uid: int
                          ) -> tuple[np.ndarray, float]:
         """q over the clusters for item x (creating cluster ``uid`` when q_new > ε, else
-        renormalising over the K), entries below TINY zeroed; and log Σ_k ρ_k, the item's
-        one-step-ahead predictive log density."""
+        renormalising over the K), entries below TINY zeroed; and the item's predictive log
+        density given the clusters, log Σ_k ρ_k over the K + 1 terms (log_joint_at; the
+        first item's, with no cluster yet, is its density under the prior)."""
         with np.errstate(divide="ignore"):
             return self.responsibilities_at(prepare(self.obs, x), 0, m, eps, uid)
 
     def responsibilities_at(self, items: Any, i: int, m: float, eps: float, uid: int,
                             new: float | None = None) -> tuple[np.ndarray, float]:
-        """responsibilities of item i of ``items`` (``new`` as in log_rho_at), for callers
+        """responsibilities of item i of ``items`` (``new`` as in log_joint_at), for callers
         that silence numpy's divide warning (as a sweep does once for all its items)."""
         if self.K == 0:
+            if new is None:
+                new = items.loglik(self.obs.fresh(self.state, self._new), i)[0]
             self.create(uid)
-            return np.ones(1), math.nan
-        e, rho_new = self._rho(items, i, m, new)
-        top = max(float(e.max()), rho_new)
+            return np.ones(1), new
+        e = self.log_joint_at(items, i, m, new)
+        top = float(e.max())
         e -= top
-        np.exp(e, out=e)  # ρ_k / max ρ
-        e_new = math.exp(rho_new - top)
+        np.exp(e, out=e)  # ρ / max ρ, the new cluster's last
+        e_new = float(e[-1])
+        e = e[:-1]
         kept = float(e.sum())
         mass = kept + e_new
         if e_new > eps * mass:  # q_new > ε: q = (e, e_new) / mass
@@ -165,7 +181,7 @@ class Clusters:
 
     def create(self, uid: int) -> None:
         """A new cluster with S = 0 and the prior's posterior."""
-        self.state = {k: np.concatenate([self.state[k], self._new[k]]) for k in self.state}
+        self.state = self.obs.concat(self.state, self._new)
         self.S = np.append(self.S, 0.0)
         self.uids = np.append(self.uids, np.int64(uid))
         if self.logP is not None:
@@ -173,7 +189,7 @@ class Clusters:
 
     def drop(self, keep: np.ndarray) -> None:
         """Keep only the clusters where the mask ``keep`` is true."""
-        self.state = {k: a[keep] for k, a in self.state.items()}
+        self.state = self.obs.select(self.state, keep)
         self.S = self.S[keep]
         self.uids = self.uids[keep]
         if self.logP is not None:
@@ -213,5 +229,6 @@ def adf_pass(obs: ObsModel, prior: NRM, X: Data, eps: float, exact_k: bool = Fal
     items = prepare(obs, X)
     new = cl.new_logliks(items)
     with np.errstate(divide="ignore"):
-        qs = [adf_step_at(cl, items, i, i, eps, cl.K, new[i])[0] for i in range(items.n)]
+        qs = [adf_step_at(cl, items, i, i, eps, cl.K, None if new is None else new[i])[0]
+              for i in range(items.n)]
     return cl, qs

@@ -18,7 +18,6 @@ memoized scheme (W partitions against the same state) goes beyond the paper.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,7 +103,7 @@ class Sites:
         def name(u: np.ndarray) -> np.ndarray:
             return np.where(u < 0, first - 1 - u, u)
         s = self.summary
-        summary = Summary(name(s.uids), s.N, s.stats, s.H, s.n_items)
+        summary = Summary(name(s.uids), s.N, s.stats, s.H, s.n_items, shared=s.shared)
         return Sites(self.indptr, name(self.uids), self.r, summary)
 
     def _with(self, uids: np.ndarray) -> Sites:
@@ -138,7 +137,8 @@ class SweepResult:
     """A partition pass: the partition's new sites (clusters created here carry the ids −1,
     −2, ... in creation order until the driver names them), how many were created, the last
     v*, and the Σ over items of the one-step-ahead predictive log density (ADF) or the cavity
-    predictive log density (EP)."""
+    predictive log density (EP: each item's leave-one-out predictive at the current fit), both
+    with the NRM weights normalised and the new cluster's term, as held-out items are scored."""
 
     sites: Sites
     created: int
@@ -213,12 +213,13 @@ def sweep(X: Data, obs: ObsModel, prior: NRM, eps: float, total: Summary,
     rs: list[np.ndarray] = []
     with np.errstate(divide="ignore"):
         for i in range(n):
+            new_i = None if new is None else new[i]
             if columns is None:
-                q, ll = adf_step_at(cl, items, i, m + i, eps, -(created + 1), new[i])
+                q, ll = adf_step_at(cl, items, i, m + i, eps, -(created + 1), new_i)
                 qs.append(q)
             else:
                 site = columns.site(old, i, cl.K)
-                q, ll, keep = ep_step_at(cl, items, i, site, m - 1, eps, -(created + 1), new[i])
+                q, ll, keep = ep_step_at(cl, items, i, site, m - 1, eps, -(created + 1), new_i)
                 nz = q > 0
                 ids.append(cl.uids[nz])
                 rs.append(q[nz])
@@ -227,7 +228,7 @@ def sweep(X: Data, obs: ObsModel, prior: NRM, eps: float, total: Summary,
                     columns.drop(keep)
             if cl.uids[-1] == -(created + 1):
                 created += 1
-            loglik += 0.0 if math.isnan(ll) else ll
+            loglik += ll
     survivors = cl.uids
     Q = np.zeros((n, len(survivors)))
     if n and columns is None:
@@ -244,6 +245,7 @@ def sweep(X: Data, obs: ObsModel, prior: NRM, eps: float, total: Summary,
         hit = (survivors[order][at] == u) if len(survivors) else np.zeros(len(u), bool)
         Q[row[hit], order[at[hit]]] = r[hit]
     Q = np.where(Q < TINY, 0.0, Q)
-    summary = Summary(survivors.copy(), Q.sum(0), obs.stats(X, Q), np.zeros(len(survivors)),
-                      n_items=n)
+    stats, shared = obs.split_stats(obs.stats(X, Q))
+    summary = Summary(survivors.copy(), Q.sum(0), stats, np.zeros(len(survivors)), n_items=n,
+                      shared=shared)
     return SweepResult(Sites.from_matrix(Q, survivors, summary), created, cl.v, loglik, cl.logP)

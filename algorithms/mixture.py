@@ -44,7 +44,8 @@ class PredictiveMixture:
         log E[w_rest] + log p(x_n | prior) for a new one (-inf when no mass is left): (n, K+1)."""
         w, rest = self.weights()
         logp = np.log(np.maximum(w, 1e-300)) + self.obs.predictive_logpdf(X, self.post)
-        new = (np.log(rest) + self.obs.predictive_logpdf(X, self.obs.prior_post(1))
+        fresh = self.obs.fresh(self.post, self.obs.prior_post(1))
+        new = (np.log(rest) + self.obs.predictive_logpdf(X, fresh)
                if rest > 0 else np.full((X.shape[0], 1), -np.inf))
         return np.concatenate([logp, new], axis=1)
 
@@ -64,12 +65,12 @@ class PredictiveMixture:
         """n items, each from the posterior predictive that ``score_samples`` evaluates:
         k ~ (E[w_1], ..., E[w_K], E[w_rest]), θ ~ q(θ_k) (the prior for a new component),
         x ~ p(x | θ). Returns X and each item's component index (-1: a new one). ``n_words``:
-        document lengths (an int or one per item), multinomials only."""
+        document lengths (an int or one per item), multinomials only. A parameter the
+        components share (tied-gauss's precision) is drawn once for the n items."""
         w, rest = self.weights()
         p = np.append(w, rest)
         ks = rng.choice(len(p), size=n, p=p / p.sum())
-        prior = self.obs.prior_post(1)
-        post = {name: np.concatenate([self.post[name], prior[name]])[ks] for name in prior}
+        post = self.obs.select(self.obs.concat(self.post, self.obs.prior_post(1)), ks)
         words = None if n_words is None else np.broadcast_to(np.asarray(n_words, np.int64), (n,))
         X = self.obs.sample_items(self.obs.draw(post, rng), rng, words)
         return X, np.where(ks == len(w), -1, ks)
@@ -101,7 +102,7 @@ class Mixture(PredictiveMixture):
     @classmethod
     def from_summary(cls, obs: ObsModel, alloc: VariationalAllocation, S: Summary) -> Mixture:
         """The global update of Eq. 10 from a full-data summary."""
-        return cls(obs, alloc, S.uids.copy(), obs.post(S.N, S.stats), alloc.post(S.N))
+        return cls(obs, alloc, S.uids.copy(), obs.post(S.N, S.obs_stats), alloc.post(S.N))
 
     def updated(self, S: Summary, changed: Any) -> Mixture:
         """The global update of Eq. 10 from S, which differs from the summary this model was
@@ -111,7 +112,7 @@ class Mixture(PredictiveMixture):
         if not np.array_equal(S.uids, self.uids):
             raise ValueError("summary and model have different components")
         return Mixture(self.obs, self.alloc, self.uids, self.obs.post_update(
-            self.post, S.N, S.stats, changed), self.alloc.post(S.N), self.past)
+            self.post, S.N, S.obs_stats, changed), self.alloc.post(S.N), self.past)
 
     def copy(self) -> Mixture:
         """A model with its own arrays (``updated`` writes into q(θ)'s)."""
@@ -130,7 +131,7 @@ class Mixture(PredictiveMixture):
             raise ValueError("summary and model have different components")
         obs_elbo = self.obs.elbo_at_optimum if at_optimum else self.obs.elbo
         return (self.alloc.elbo(S.N, self.alloc_post)
-                + obs_elbo(S.N, S.stats, self.post) + float(S.H.sum()))
+                + obs_elbo(S.N, S.obs_stats, self.post) + float(S.H.sum()))
 
     def weights(self) -> tuple[np.ndarray, float]:
         """E[w_k] of the active components and the expected mass beyond them."""
@@ -146,8 +147,9 @@ class Mixture(PredictiveMixture):
         pair's or group's merge entropy) is exactly 0."""
         ids, _ = self.assign(X)
         R = (ids[:, None] == self.uids[None, :]).astype(float)
-        return Summary(self.uids.copy(), R.sum(0), self.obs.stats(X, R), np.zeros(self.K),
-                       n_items=X.shape[0])
+        stats, shared = self.obs.split_stats(self.obs.stats(X, R))
+        return Summary(self.uids.copy(), R.sum(0), stats, np.zeros(self.K), n_items=X.shape[0],
+                       shared=shared)
 
     def to_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Arrays (uids, alloc_*, post_*, past_*) and a JSON description (kind, models, priors)."""

@@ -41,7 +41,7 @@ class NRMMixture(PredictiveMixture):
     uids: np.ndarray = field(init=False)
 
     def __post_init__(self) -> None:
-        self.post = self.obs.post(self.sums.N, self.sums.stats)
+        self.post = self.obs.post(self.sums.N, self.sums.obs_stats)
         self.uids = self.sums.uids
 
     def weights(self) -> tuple[np.ndarray, float]:

@@ -12,6 +12,10 @@ merge, delete, reorder) are values of their own so that a stored summary can be 
 by replaying a log of them. A statistic is an ndarray or, for bag-of-words counts, sparse
 (scipy CSR, only the (component, word) pairs a batch has); they mix freely, a dense operand
 giving a dense result.
+
+Statistics without a component axis (``shared``: a tied model's pooled scatter Σ_n (x_n - m0)
+(x_n - m0)ᵀ, which does not depend on the assignment) add under ``+``, ``-`` and scaling like the
+rest, and every move leaves them unchanged: moves only regroup components.
 """
 
 from __future__ import annotations
@@ -47,11 +51,13 @@ class Summary:
     Hpair: np.ndarray = field(default_factory=lambda: np.zeros(0))
     groups: np.ndarray = field(default_factory=_empty_groups)  # rows of ids, padded with -1
     Hgroup: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    shared: dict[str, np.ndarray] = field(default_factory=dict)  # no component axis
 
     def __post_init__(self) -> None:
         self.uids = np.asarray(self.uids, dtype=np.int64)
         self.pairs = np.asarray(self.pairs, dtype=np.int64).reshape(-1, 2)
         self.groups = np.asarray(self.groups, dtype=np.int64)
+        self.shared = {k: np.asarray(v, dtype=float) for k, v in self.shared.items()}
         if self.groups.ndim != 2 or self.Hgroup.shape != (len(self.groups),):
             raise ValueError("groups must be a 2-d array with one Hgroup entry per row")
         K = len(self.uids)
@@ -64,20 +70,32 @@ class Summary:
                 raise ValueError(f"statistic {name!r} has {value.shape[0]} rows for {K} components")
         if self.Hpair.shape != (len(self.pairs),):
             raise ValueError("Hpair must have one entry per pair")
+        if self.shared.keys() & self.stats.keys():
+            raise ValueError(f"statistics {sorted(self.shared.keys() & self.stats.keys())} are "
+                             "both per component and shared")
 
     @property
     def K(self) -> int:
         return len(self.uids)
 
+    @property
+    def obs_stats(self) -> dict[str, Stat]:
+        """The per-component and the shared statistics in one dict: what the observation
+        model's methods (post, elbo, merge_gains, ...) read."""
+        return {**self.stats, **self.shared}
+
     @classmethod
-    def zeros(cls, uids: np.ndarray, stat_shapes: dict[str, tuple[int, ...]]) -> Summary:
-        """The summary of no items for components ``uids``."""
+    def zeros(cls, uids: np.ndarray, stat_shapes: dict[str, tuple[int, ...]],
+              shared_shapes: dict[str, tuple[int, ...]] | None = None) -> Summary:
+        """The summary of no items for components ``uids`` (``ObsModel.stat_shapes`` and
+        ``shared_shapes``)."""
         K = len(uids)
         return cls(
             uids=np.asarray(uids, dtype=np.int64),
             N=np.zeros(K),
             stats={k: np.zeros((K, *s)) for k, s in stat_shapes.items()},
             H=np.zeros(K),
+            shared={k: np.zeros(s) for k, s in (shared_shapes or {}).items()},
         )
 
     def index(self, uid: int) -> int:
@@ -95,6 +113,7 @@ class Summary:
         if len(missing):
             raise ValueError(f"components {missing.tolist()} are not among the target ids")
         out = Summary.zeros(uids, {k: v.shape[1:] for k, v in self.stats.items()})
+        out.shared = self._shared_copy()
         pos = np.searchsorted(uids, self.uids, sorter=np.argsort(uids))
         at = np.argsort(uids)[pos]
         out.N[at] = self.N
@@ -111,7 +130,7 @@ class Summary:
             raise ValueError("candidate merge pairs differ")
         if not np.array_equal(self.groups, other.groups):
             raise ValueError("candidate merge groups differ")
-        if self.stats.keys() != other.stats.keys():
+        if self.stats.keys() != other.stats.keys() or self.shared.keys() != other.shared.keys():
             raise ValueError("statistics differ")
 
     def _combine(self, other: Summary, sign: float) -> Summary:
@@ -126,6 +145,7 @@ class Summary:
             self.Hpair + sign * other.Hpair,
             self.groups.copy(),
             self.Hgroup + sign * other.Hgroup,
+            {k: v + sign * other.shared[k] for k, v in self.shared.items()},
         )
 
     def __add__(self, other: Summary) -> Summary:
@@ -144,6 +164,8 @@ class Summary:
         self.Hpair += sign * other.Hpair
         self.Hgroup += sign * other.Hgroup
         self.n_items += int(sign) * other.n_items
+        for k, v in self.shared.items():
+            v += sign * other.shared[k]
         for k, v in self.stats.items():
             if sp.issparse(v):
                 raise TypeError(f"statistic {k!r} is sparse: add in place into dense only")
@@ -171,7 +193,8 @@ class Summary:
         """Every sum multiplied by ``c`` (stochastic VB's amplification N/|B|)."""
         return Summary(self.uids.copy(), c * self.N, {k: c * v for k, v in self.stats.items()},
                        c * self.H, self.n_items, self.pairs.copy(), c * self.Hpair,
-                       self.groups.copy(), c * self.Hgroup)
+                       self.groups.copy(), c * self.Hgroup,
+                       {k: c * v for k, v in self.shared.items()})
 
     def without_pairs(self) -> Summary:
         """The summary without planned pairs and groups and their merge entropies (S^0)."""
@@ -183,7 +206,7 @@ class Summary:
         groups = _empty_groups() if groups is None else groups
         Hgroup = np.zeros(0) if Hgroup is None else Hgroup
         return Summary(self.uids, self.N, self.stats, self.H, self.n_items, pairs, Hpair,
-                       groups, Hgroup)
+                       groups, Hgroup, self.shared)
 
     def pair_entropy(self, uid_a: int, uid_b: int) -> float | None:
         """H_ab for the pair, if it was planned."""
@@ -212,7 +235,12 @@ class Summary:
         group_ok = ~np.isin(self.groups, touched).any(axis=1)
         return Summary(self.uids[keep], N[keep], {k: ss.rows(v, keep) for k, v in stats.items()},
                        H[keep], self.n_items, self.pairs[pair_ok], self.Hpair[pair_ok],
-                       self.groups[group_ok], self.Hgroup[group_ok])
+                       self.groups[group_ok], self.Hgroup[group_ok], self._shared_copy())
+
+    def _shared_copy(self) -> dict[str, np.ndarray]:
+        """The shared statistics in arrays of their own (a moved summary's add_in_place must
+        not write into the summary it came from)."""
+        return {k: v.copy() for k, v in self.shared.items()}
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The summary as named arrays (for checkpoints and spill files; no pickle)."""
@@ -221,6 +249,7 @@ class Summary:
                   "Hgroup": self.Hgroup}
         for k, v in self.stats.items():
             arrays.update(ss.to_arrays(f"stat_{k}", v))
+        arrays.update({f"shared_{k}": np.asarray(v) for k, v in self.shared.items()})
         return arrays
 
     @classmethod
@@ -228,10 +257,12 @@ class Summary:
         """The inverse of to_arrays."""
         stats = {k.removeprefix("stat_"): ss.from_arrays(arrays, k) for k in arrays
                  if k.startswith("stat_") and "@" not in k}
+        shared = {k.removeprefix("shared_"): np.array(v, dtype=float) for k, v in arrays.items()
+                  if k.startswith("shared_")}
         return cls(np.asarray(arrays["uids"]), np.asarray(arrays["N"]), stats,
                    np.asarray(arrays["H"]), int(arrays["n_items"]), np.asarray(arrays["pairs"]),
                    np.asarray(arrays["Hpair"]), np.asarray(arrays["groups"]),
-                   np.asarray(arrays["Hgroup"]))
+                   np.asarray(arrays["Hgroup"]), shared)
 
     def apply(self, move: Move) -> Summary:
         """This summary with one logged move applied."""
@@ -263,6 +294,7 @@ class Insert:
             s.Hpair,
             s.groups,
             s.Hgroup,
+            s._shared_copy(),
         )
 
 

@@ -16,6 +16,8 @@ from bnpmix.pipeline.config import JobConfig
 from bnpmix.pipeline.fit import fit
 from bnpmix.storage import Corpus, RunDir, ingest_array
 
+# where scripts write their figures (--json) by default
+RESULTS = Path(__file__).resolve().parent / "results"
 # corpora and runs, removed at exit unless BNPMIX_BENCH_KEEP=1 (to read a run's trace.csv)
 KEEP = os.environ.get("BNPMIX_BENCH_KEEP") == "1"
 WORK = Path(tempfile.mkdtemp(prefix="bnpmix-bench-"))

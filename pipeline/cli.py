@@ -292,6 +292,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     else:
         result = tune(args.corpus_dir, prior=given.get("nrm_prior", "ig"), **common, **chosen)
     print(json.dumps(result) if args.json else format_table(result))
+    for warning in result["warnings"]:
+        print(f"bnpmix tune: warning: {warning}", file=sys.stderr)
     if args.out:
         write_job(args.out, args.corpus_dir, result, args.algorithm)
         if not args.json:
@@ -505,7 +507,7 @@ def _schedule_arguments(p: argparse.ArgumentParser) -> None:
 def _tune_arguments(p: argparse.ArgumentParser) -> None:
     """`tune CORPUS_DIR` and its grids."""
     from bnpmix.pipeline.config import OBS_NAMES
-    from bnpmix.pipeline.tune import MEMO_FRACTION, MEMO_MAX_ITEMS, SCALE_GRID
+    from bnpmix.pipeline.tune import ALL_ITEMS, FRACTION, MAX_ITEMS, MEMO_MAX_ITEMS, SCALE_GRID
 
     p.add_argument("corpus_dir")
     p.add_argument("--algorithm", choices=("adf", "ep", "memo"), default="adf",
@@ -518,10 +520,11 @@ def _tune_arguments(p: argparse.ArgumentParser) -> None:
                    "(default: max(sigma, 0.1))")
     p.add_argument("--obs", choices=OBS_NAMES, help="observation model (default: the corpus's)")
     p.add_argument("--fraction", type=float,
-                   help=f"fraction of the corpus's items sampled (default 0.1; memo "
-                   f"{MEMO_FRACTION:g})")
+                   help=f"fraction of the corpus's items sampled (default: all items of a "
+                   f"corpus of at most {ALL_ITEMS}, else {FRACTION:g} of them but at least "
+                   f"{ALL_ITEMS})")
     p.add_argument("--max-items", type=_positive_int,
-                   help=f"at most this many items sampled (default 20000; memo "
+                   help=f"at most this many items sampled (default {MAX_ITEMS}; memo "
                    f"{MEMO_MAX_ITEMS})")
     p.add_argument("--test-fraction", type=float, default=0.2,
                    help="fraction of the sample held out (default 0.2)")

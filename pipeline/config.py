@@ -25,7 +25,7 @@ from bnpmix.storage import BnpmixError
 
 from .runtime.engine import ENGINES, engine_class, engine_names
 
-OBS_NAMES = ("gauss", "zm-gauss", "diag-gauss", "mult")
+OBS_NAMES = ("gauss", "zm-gauss", "diag-gauss", "tied-gauss", "mult")
 CURRENT_CLIENT = "distributed"  # the scheduler name of this process's current Client
 SCHEDULERS = ("threads, synchronous, a Dask scheduler's address (tcp://HOST:PORT), or "
               "distributed: the Python process's current distributed.Client (job.json records "
@@ -257,9 +257,10 @@ class ModelConfig:
     obs: str | None = opt(None, "observation model (default: gauss for dense corpora, mult for "
                           "bag-of-words)", parse=_str, choices=OBS_NAMES)
     prior: dict[str, Any] = field(default_factory=dict, metadata=meta(
-        "observation prior parameters, keyed by the model's names (mult: lam0; gauss: m0, "
-        "kappa0, nu0, B0, scale; ...); a [prior] table in a job file, a JSON object on the "
-        "command line; for adf and ep also dp, ig or nggp, the NRM prior (as --nrm-prior)",
+        "observation prior parameters, keyed by the model's names (mult: lam0; gauss and "
+        "tied-gauss: m0, kappa0, nu0, B0, scale; ...); a [prior] table in a job file, a JSON "
+        "object on the command line; for adf and ep also dp, ig or nggp, the NRM prior (as "
+        "--nrm-prior)",
         prior_value))
     learn_prior: bool = opt(True, "learn the Gaussian observation prior's hyperparameters from "
                             "the components between laps (empirical Bayes: memo, vb, sovb; "

@@ -78,14 +78,15 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
     ----------
     algorithm : the engine: "memo" (memoized online VB with births and merges, the default),
         "vb", "sovb", "adf", "ep", "ddcrp", "tdpm" (see ``bnpmix fit --help``).
-    obs : the observation model ("gauss", "diag-gauss", "zm-gauss", "mult"); default: "mult"
-        for sparse counts, "gauss" otherwise.
+    obs : the observation model ("gauss", "diag-gauss", "zm-gauss", "tied-gauss": one
+        covariance shared by all components, "mult"); default: "mult" for sparse counts,
+        "gauss" otherwise.
     random_state : int seed (None: a fresh one for each fit).
     **options : engine options by their job-file names, e.g. ``K=1, laps=100, alpha0=1.0``.
 
     Fitted attributes: ``weights_`` (E[w_k] of the active components), ``weight_new_`` (the
     mass left for new ones), ``means_``, ``covariances_`` (Gaussian models: E[Σ_k], (K, D, D),
-    or its diagonals (K, D) for "diag-gauss"),
+    or its diagonals (K, D) for "diag-gauss"; for "tied-gauss" the shared E[Σ] in every row),
     ``n_components_`` (active components), ``labels_`` (training items' most probable
     component: an index into ``weights_``; a component may own no item), ``lower_bound_``
     (the engine's objective: ELBO, or ADF/EP log-likelihood),

@@ -7,7 +7,8 @@ prior's figures, initial and learned).
 
 ``show_clusters(RUN_DIR)``: the clusters by decreasing weight with their sizes and, for text (a
 bag-of-words corpus), their most probable words under the posterior mean word distribution; for
-dense data their posterior mean vectors. The words come from ``RUN_DIR/vocab.txt`` (a fit of a
+dense data their posterior mean vectors, and the one covariance they share when the model ties
+them (tied-gauss). The words come from ``RUN_DIR/vocab.txt`` (a fit of a
 bag-of-words corpus keeps its vocabulary there), else from the corpus the run's configuration
 names, used only while it is still the vocabulary the run was fitted to (same SHA-256).
 
@@ -335,6 +336,11 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
             out["vocab_note"] = f"{where}; words shown by their column number"
     elif out["obs"] == "zm-gauss":
         out["note"] = "zero-mean components: every mean is 0 by construction"
+    obs = model.model.obs
+    if not text and obs.shared_shapes():  # one covariance for every cluster (tied-gauss)
+        cov = obs.covariances(model.model.post)
+        if cov is not None and len(cov):
+            out["shared_covariance"] = [[round(float(v), 6) for v in row] for row in cov[0]]
     rows = []
     for rank, c in enumerate(clusters[:top], start=1):
         row = {"rank": rank, "id": c["id"], "weight": c["weight"], "size": c["size"]}
@@ -364,6 +370,12 @@ def format_show(shown: dict[str, Any]) -> str:
     for key in ("vocab_note", "note"):
         if shown.get(key):
             lines.append(f"note: {shown[key]}")
+    if shown.get("shared_covariance"):
+        sd = np.sqrt(np.maximum(np.diagonal(np.array(shown["shared_covariance"])), 0.0))
+        lines.append("shared covariance E[Σ] of every cluster: standard deviations ["
+                     + ", ".join(f"{v:.3g}" for v in sd[:SHOWN_DIMS])
+                     + (f", ... ({len(sd)} dimensions; --json for the matrix)]"
+                        if len(sd) > SHOWN_DIMS else "] (--json for the matrix)"))
     what = "top words" if shown["kind"] == "text" else "mean"
     lines.append(f"{'rank':>4} {'cluster':>7} {'weight':>7} {'size':>8}  {what}")
     for row in shown["clusters"]:

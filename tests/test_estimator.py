@@ -199,7 +199,8 @@ def test_sample_of_text_and_fitted_covariances():
     assert set(est.sample(3, n_words=[5, 6, 7])[0].sum(1).A1) == {5, 6, 7}
     X, _ = blobs(300, 7)
     X -= X.mean(0)  # zero-mean components are for centred data
-    for obs, shape in (("gauss", (2, 2)), ("diag-gauss", (2,)), ("zm-gauss", (2, 2))):
+    for obs, shape in (("gauss", (2, 2)), ("diag-gauss", (2,)), ("zm-gauss", (2, 2)),
+                       ("tied-gauss", (2, 2))):
         fitted = BayesianMixture(obs=obs, random_state=0).fit(X)
         model = fitted.model_.model
         np.testing.assert_array_equal(fitted.covariances_, model.obs.covariances(model.post))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -57,7 +59,7 @@ def test_heldout_predictive_is_a_density(tmp_path):
     model = load(tmp_path / "run")
     density = lambda x: float(np.exp(model.score_samples(np.array([[x]]))[0]))  # noqa: E731
     cuts = [-np.inf, *np.linspace(-12, 12, 49), np.inf]  # narrow components: short pieces
-    total = sum(quad(density, a, b, limit=200)[0] for a, b in zip(cuts[:-1], cuts[1:]))
+    total = sum(quad(density, a, b, limit=200)[0] for a, b in itertools.pairwise(cuts))
     assert abs(total - 1.0) < 1e-6
 
 

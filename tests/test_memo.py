@@ -23,6 +23,7 @@ from sklearn.metrics import adjusted_rand_score, normalized_mutual_info_score
 from bnpmix.algorithms.alloc import StickBreaking
 from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
 from bnpmix.algorithms.mixture import Mixture, optimal_elbo
+from bnpmix.algorithms.obs import base as obs_base
 from bnpmix.algorithms.obs import obs_class
 from bnpmix.algorithms.sparse_stats import dense
 from bnpmix.algorithms.summary import Delete, Insert, Merge, MergeGroup, Reorder, Summary
@@ -399,7 +400,7 @@ def test_merge_scores_in_chunks_are_eq_12_pair_by_pair(obs, monkeypatch):
     want = [log_M(a, b) - log_M(a) - log_M(b) for a, b in pairs]
     per_pair = sum(int(np.prod(v.shape[1:])) for v in S.stats.values())
     for pairs_a_chunk in (1, 3, len(pairs)):
-        monkeypatch.setattr(merge, "CHUNK_ENTRIES", pairs_a_chunk * per_pair)
+        monkeypatch.setattr(obs_base, "MERGE_CHUNK_ENTRIES", pairs_a_chunk * per_pair)
         np.testing.assert_allclose(merge.merge_scores(model, S, pairs), want, rtol=1e-12,
                                    atol=1e-9)
 

@@ -8,14 +8,16 @@ from .base import ObsModel
 
 
 def obs_class(name: str) -> type[ObsModel]:
-    """The observation model class called ``name`` (gauss, zm-gauss, diag-gauss, mult)."""
+    """The observation model class called ``name`` (gauss, zm-gauss, diag-gauss, tied-gauss,
+    mult)."""
     from .diag_gauss import DiagGauss
     from .gauss import Gauss
     from .mult import Mult
+    from .tied_gauss import TiedGauss
     from .zm_gauss import ZeroMeanGauss
 
     classes: dict[str, type[ObsModel]] = {
-        c.name: c for c in (Gauss, ZeroMeanGauss, DiagGauss, Mult)
+        c.name: c for c in (Gauss, ZeroMeanGauss, DiagGauss, TiedGauss, Mult)
     }
     if name not in classes:
         raise ValueError(f"unknown observation model {name!r}; choose from {sorted(classes)}")

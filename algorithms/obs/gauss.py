@@ -41,36 +41,15 @@ class Gauss(ObsModel):
     name = "gauss"
 
     def __init__(self, D: int, m0: np.ndarray, kappa0: float, nu0: float, B0: np.ndarray) -> None:
-        if nu0 <= D - 1:
-            raise ValueError(f"nu0 must exceed D - 1 = {D - 1}")
-        if kappa0 <= 0:
-            raise ValueError("kappa0 must be positive")
-        self.D = D
-        self.m0 = np.broadcast_to(np.asarray(m0, dtype=float), (D,)).copy()
-        self.kappa0 = float(kappa0)
-        self.nu0 = float(nu0)
-        prior = W.prior_factors(B0, D)
-        self.B0 = prior["B"]
-        self._logZ0 = _log_Z_nw(self.kappa0, self.nu0, prior["logdet_B"], D)
-        self._U0 = prior["U"]
+        set_normal_wishart(self, D, m0, kappa0, nu0, B0)
+        self._logZ0 = _log_Z_nw(self.kappa0, self.nu0, self._logdet_B0, D)
 
     @classmethod
     def default(cls, X: Data, kappa0: float = 0.01, nu0: float | None = None, scale: float = 0.1,
                 m0: np.ndarray | None = None, B0: np.ndarray | None = None,
                 shrinkage: float = SHRINKAGE) -> Gauss:
-        """ν0 = D + 2, m0 = the data mean and E[Λ⁻¹] = scale · C, C the sample's covariance
-        shrunk towards its mean variance (data_scale_matrix): a cluster is expected to spread
-        like a tenth of the data, in the data's own directions and units."""
-        X = np.asarray(X, dtype=float)
-        D = X.shape[1]
-        nu0 = D + 2.0 if nu0 is None else float(nu0)
-        m0 = (X.mean(0) if len(X) else np.zeros(D)) if m0 is None else m0
-        if B0 is None:
-            if nu0 <= D + 1:
-                raise ValueError(f"the default B0 needs nu0 > D + 1 = {D + 1}; pass B0")
-            C = np.atleast_2d(np.cov(X, rowvar=False, bias=True)) if len(X) > 1 else np.eye(D)
-            B0 = (nu0 - D - 1) * data_scale_matrix(C, scale, shrinkage)
-        return cls(D, m0, kappa0, nu0, B0)
+        """The data-scaled Normal-Wishart prior (normal_wishart_default)."""
+        return cls(**normal_wishart_default(X, kappa0, nu0, scale, m0, B0, shrinkage))
 
     def prior(self) -> dict[str, Any]:
         return {"D": self.D, "m0": self.m0.tolist(), "kappa0": self.kappa0, "nu0": self.nu0,
@@ -205,14 +184,8 @@ class Gauss(ObsModel):
 
     def predictive_logpdf(self, X: Data, post: Arrays) -> np.ndarray:
         """Student-t: ν' = ν - D + 1 dof, location m, scale Σ = B (κ + 1) / (κ ν')."""
-        D = self.D
-        kappa = post["kappa"]
-        dof = post["nu"] - D + 1.0
-        c = kappa / (kappa + 1.0)
-        quad = c * W.mahalanobis(np.asarray(X, dtype=float), post["U"], post["m"])
-        logdet_sigma = post["logdet_B"] - D * np.log(c * dof)  # (x-m)ᵀΣ⁻¹(x-m) / ν' = quad
-        return (gammaln(0.5 * (dof + D)) - gammaln(0.5 * dof) - 0.5 * D * np.log(dof * np.pi)
-                - 0.5 * logdet_sigma - 0.5 * (dof + D) * np.log1p(quad))
+        mahal = W.mahalanobis(np.asarray(X, dtype=float), post["U"], post["m"])
+        return student_t_logpdf(mahal, post["kappa"], post["nu"], post["logdet_B"], self.D)
 
     def features(self, X: Data) -> np.ndarray:
         """The items whitened by the prior's scale, U0 (x - m0) with B0⁻¹ = U0ᵀ U0: components
@@ -230,15 +203,9 @@ class Gauss(ObsModel):
         """The Student-t of predictive_logpdf with (x - m)ᵀ B⁻¹ (x - m) = |z|², L z = x - m:
         one triangular solve per item and component, O(K D²) per item."""
         X = dense_items(X, self.D)
-        D = self.D
-        kappa = state["kappa"]
-        dof = state["nu"] - D + 1.0
-        c = kappa / (kappa + 1.0)
         Z = W.solve_lower(state["L"], X[:, None, :] - state["m"][None, :, :])
-        quad = c * np.einsum("nkd,nkd->nk", Z, Z)
-        logdet_sigma = state["logdet_B"] - D * np.log(c * dof)
-        return (gammaln(0.5 * (dof + D)) - gammaln(0.5 * dof) - 0.5 * D * np.log(dof * np.pi)
-                - 0.5 * logdet_sigma - 0.5 * (dof + D) * np.log1p(quad))
+        mahal = np.einsum("nkd,nkd->nk", Z, Z)
+        return student_t_logpdf(mahal, state["kappa"], state["nu"], state["logdet_B"], self.D)
 
     def absorb(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
         """κ' = κ + w, m' = m + (w / κ') (x - m), ν' = ν + w and B' = B + (w κ / κ') (x - m)(x - m)ᵀ
@@ -278,6 +245,54 @@ class Gauss(ObsModel):
     def covariances(self, post: Arrays) -> np.ndarray:
         """E[Σ_k] = E[Λ_k⁻¹] (see ``wishart.expected_inverse``): (K, D, D)."""
         return W.expected_inverse(post["B"], post["nu"])
+
+
+def set_normal_wishart(model: Any, D: int, m0: np.ndarray, kappa0: float, nu0: float,
+                       B0: np.ndarray) -> None:
+    """Check a Normal-Wishart prior (ν0 > D - 1, κ0 > 0, B0 symmetric positive definite) and
+    set it on ``model``: D, m0, kappa0, nu0, B0, and B0's inverse Cholesky factor _U0 and
+    log-determinant _logdet_B0."""
+    if nu0 <= D - 1:
+        raise ValueError(f"nu0 must exceed D - 1 = {D - 1}")
+    if kappa0 <= 0:
+        raise ValueError("kappa0 must be positive")
+    model.D = D
+    model.m0 = np.broadcast_to(np.asarray(m0, dtype=float), (D,)).copy()
+    model.kappa0 = float(kappa0)
+    model.nu0 = float(nu0)
+    prior = W.prior_factors(B0, D)
+    model.B0, model._U0, model._logdet_B0 = prior["B"], prior["U"], prior["logdet_B"]
+
+
+def normal_wishart_default(X: Data, kappa0: float, nu0: float | None, scale: float,
+                           m0: np.ndarray | None, B0: np.ndarray | None,
+                           shrinkage: float) -> dict[str, Any]:
+    """The data-scaled Normal-Wishart prior (D, m0, kappa0, nu0, B0): ν0 = D + 2, m0 = the data
+    mean and E[Λ⁻¹] = scale · C, C the sample's covariance shrunk towards its mean variance
+    (data_scale_matrix): a cluster is expected to spread like a tenth of the data, in the
+    data's own directions and units."""
+    X = np.asarray(X, dtype=float)
+    D = X.shape[1]
+    nu0 = D + 2.0 if nu0 is None else float(nu0)
+    m0 = (X.mean(0) if len(X) else np.zeros(D)) if m0 is None else m0
+    if B0 is None:
+        if nu0 <= D + 1:
+            raise ValueError(f"the default B0 needs nu0 > D + 1 = {D + 1}; pass B0")
+        C = np.atleast_2d(np.cov(X, rowvar=False, bias=True)) if len(X) > 1 else np.eye(D)
+        B0 = (nu0 - D - 1) * data_scale_matrix(C, scale, shrinkage)
+    return {"D": D, "m0": m0, "kappa0": kappa0, "nu0": nu0, "B0": B0}
+
+
+def student_t_logpdf(mahal: np.ndarray, kappa: np.ndarray, nu: np.ndarray,
+                     logdet_B: np.ndarray, D: int) -> np.ndarray:
+    """The Normal-Wishart posterior predictive, a Student-t with ν' = ν - D + 1 dof, location m
+    and scale Σ = B (κ + 1) / (κ ν'), from mahal = (x - m)ᵀ B⁻¹ (x - m) (n, K): with
+    c = κ / (κ + 1), (x - m)ᵀ Σ⁻¹ (x - m) / ν' = c · mahal and log|Σ| = log|B| - D log(c ν')."""
+    dof = nu - D + 1.0
+    c = kappa / (kappa + 1.0)
+    logdet_sigma = logdet_B - D * np.log(c * dof)
+    return (gammaln(0.5 * (dof + D)) - gammaln(0.5 * dof) - 0.5 * D * np.log(dof * np.pi)
+            - 0.5 * logdet_sigma - 0.5 * (dof + D) * np.log1p(c * mahal))
 
 
 def _log_Z_nw(kappa: np.ndarray, nu: np.ndarray, logdet_B: np.ndarray, D: int) -> np.ndarray:

@@ -93,7 +93,6 @@ def wishart_scale_dof(E_logdet_T: np.ndarray, trace_T: np.ndarray, D: int,
     return ratio * nu0, nu0
 
 
-
 def learn_wishart(post: Arrays, nu0: float, B0: np.ndarray, base_nu0: float,
                   base_B0: np.ndarray, n: float) -> tuple[float, np.ndarray]:
     """(ν0, B0 = s T) maximising Σ_k E_q[ln Wishart(Λ_k | ν0, B0⁻¹)] over the K posteriors

@@ -210,18 +210,25 @@ def feature_estep(F: QuadFeatures, theta: np.ndarray) -> tuple[np.ndarray, np.nd
         L, t = buffers[m]
         R = RT[:, rows]
         np.matmul(theta, Phi, out=L)
-        np.max(L, axis=0, out=t)
-        L -= t
-        np.exp(L, out=R)
-        np.sum(R, axis=0, out=t)
-        np.divide(1.0, t, out=t)
-        R *= t
-        np.log(t, out=t)
-        L += t  # log r
-        H -= np.einsum("km,km->k", L, R)
+        H += softmax_columns(L, R, t)
         np.matmul(R, Phi.T, out=Gm)
         G += Gm
     return RT.T, G, H
+
+
+def softmax_columns(L: np.ndarray, R: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """R = the softmax of each column of L (K, m) over its K rows, written into R (K, m) with
+    the help of t (m,); L becomes log R. Returns -Σ_m r_km log r_km per row k, with log r =
+    (L - max_k L) - log z (no cancellation: both terms are ≤ 0)."""
+    np.max(L, axis=0, out=t)
+    L -= t
+    np.exp(L, out=R)
+    np.sum(R, axis=0, out=t)
+    np.divide(1.0, t, out=t)
+    R *= t
+    np.log(t, out=t)
+    L += t  # log r
+    return -np.einsum("km,km->k", L, R)
 
 
 def feature_stats(G: np.ndarray, D: int,
@@ -258,7 +265,8 @@ def solve_lower(L: np.ndarray, Y: np.ndarray) -> np.ndarray:
     return Z
 
 
-def chol_rank1(L: np.ndarray, v: np.ndarray, sign: int) -> None:
+def chol_rank1(L: np.ndarray, v: np.ndarray | None, sign: int,
+               p: np.ndarray | None = None) -> np.ndarray:
     """Overwrite the lower Cholesky factor L (D, D) of B with that of B + sign · v vᵀ, in O(D²).
 
     With L p = v, B ± v vᵀ = L (I ± p pᵀ) Lᵀ, and I ± p pᵀ = M Mᵀ has a closed-form factor:
@@ -270,9 +278,10 @@ def chol_rank1(L: np.ndarray, v: np.ndarray, sign: int) -> None:
     leaves B not positive definite (q_D = 1 - |p|² ≤ D·eps) raises ValueError, L untouched.
     Per call, LAPACK's O(D³) Cholesky of a D x D matrix is still faster below D ≈ 300
     (measured, benchmarks/obs_one_item.py); this needs no B and wins beyond.
+    ``p`` = L⁻¹ v when the caller has it (then v is not read). Returns q (rewhiten's input).
     """
     D = L.shape[0]
-    p = dtrsv(L.T, v, lower=0, trans=1)
+    p = dtrsv(L.T, v, lower=0, trans=1) if p is None else p
     q = np.cumsum(p * p)
     q = 1.0 + q if sign > 0 else 1.0 - q
     if not q[-1] > D * EPS:  # also catches NaN
@@ -286,6 +295,23 @@ def chol_rank1(L: np.ndarray, v: np.ndarray, sign: int) -> None:
     tail *= (p if sign > 0 else -p) / np.sqrt(q * q_prev)
     L *= np.sqrt(q / q_prev)
     L += tail
+    return q
+
+
+def rewhiten(Z: np.ndarray, p: np.ndarray, q: np.ndarray, sign: int) -> None:
+    """Rows z = L⁻¹ v, whitened by a factor L that chol_rank1 (with p = L⁻¹ v and its returned
+    q) then turned into L' = L M, become L'⁻¹ v = M⁻¹ z, in place, in O(D) per row. M's
+    structure (M_jj = √(q_j / q_{j-1}), M_rj = ±p_r p_j / √(q_j q_{j-1}) below) makes the
+    forward substitution telescope: (M⁻¹ z)_r = √(q_{r-1} / q_r) (z_r ∓ p_r c_r / q_{r-1}) with
+    c_r = Σ_{j<r} p_j z_j."""
+    if not len(Z):
+        return
+    q_prev = np.concatenate([[1.0], q[:-1]])
+    c = np.zeros_like(Z)
+    np.cumsum((Z * p)[:, :-1], axis=1, out=c[:, 1:])
+    c *= (p if sign > 0 else -p) / q_prev
+    Z -= c
+    Z *= np.sqrt(q_prev / q)
 
 
 def wishart_draw(nu: np.ndarray, U: np.ndarray, logdet_B: np.ndarray,

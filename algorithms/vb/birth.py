@@ -144,7 +144,7 @@ def create(X: Data, obs: ObsModel, alloc: VariationalAllocation, new_uids: np.nd
     keep = keep[np.argsort(-S.N[keep], kind="stable")]
     return Summary(uids=new_uids[: len(keep)], N=S.N[keep],
                    stats={k: v[keep] for k, v in S.stats.items()},
-                   H=np.zeros(len(keep))).scaled(scale)
+                   H=np.zeros(len(keep)), shared=S.shared).scaled(scale)
 
 
 def verify(obs: ObsModel, alloc: VariationalAllocation, S: Summary,

@@ -113,18 +113,20 @@ def summarize(X: Data, obs: ObsModel, R: np.ndarray, log_r: np.ndarray | None,
     """Eq. 7 statistics of a batch, its entropies and the planned pairs' and groups' merge
     entropies."""
     H = entropies(R, np.log(np.maximum(R, 1e-300)) if log_r is None else log_r)
-    return assemble(R, R.sum(axis=0), obs.batch_stats(X, R), H, uids, pairs, groups)
+    return assemble(obs, R, R.sum(axis=0), obs.batch_stats(X, R), H, uids, pairs, groups)
 
 
-def assemble(R: np.ndarray, N: np.ndarray, stats: dict, H: np.ndarray, uids: np.ndarray,
-             pairs: np.ndarray | None, groups: np.ndarray | None) -> Summary:
-    """A batch's Summary from its responsibilities R (n, K), N, statistics and entropies, with
-    the merge entropies of the planned pairs and groups."""
+def assemble(obs: ObsModel, R: np.ndarray, N: np.ndarray, stats: dict, H: np.ndarray,
+             uids: np.ndarray, pairs: np.ndarray | None, groups: np.ndarray | None) -> Summary:
+    """A batch's Summary from its responsibilities R (n, K), N, statistics (per component and
+    shared, as ``obs`` returns them) and entropies, with the merge entropies of the planned
+    pairs and groups."""
     pairs = np.zeros((0, 2), np.int64) if pairs is None else pairs
     groups = np.zeros((0, 0), np.int64) if groups is None else groups
+    stats, shared = obs.split_stats(stats)
     return Summary(uids=uids.copy(), N=N, stats=stats, H=H, n_items=R.shape[0],
                    pairs=pairs, Hpair=pair_entropies(R, uids, pairs),
-                   groups=groups, Hgroup=group_entropies(R, uids, groups))
+                   groups=groups, Hgroup=group_entropies(R, uids, groups), shared=shared)
 
 
 def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> BatchResult:
@@ -136,7 +138,7 @@ def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> 
         summary = summarize(X, obs, R, log_r, g.uids, plan.pairs, plan.groups)
     else:
         R, N, stats, H = fused
-        summary = assemble(R, N, stats, H, g.uids, plan.pairs, plan.groups)
+        summary = assemble(obs, R, N, stats, H, g.uids, plan.pairs, plan.groups)
     collected = {}
     for uid in plan.targets:
         k = int(np.flatnonzero(g.uids == uid)[0])

@@ -26,26 +26,14 @@ class MergeConfig:
                                                      "range": "[0, inf)"})
 
 
-# statistics' entries summed per chunk of pairs in merge_scores: each merged pair's statistics
-# are a (densified) row as long as a component's, and at K = 101 (5,050 pairs) over V = 7,841
-# words all pairs at once took 0.9 GB of temporaries on the driver
-CHUNK_ENTRIES = 1 << 21
-
-
 def merge_scores(obs: ObsModel, S: Summary, pairs: np.ndarray) -> np.ndarray:
-    """Eq. 12: log M(S_a + S_b) - log M(S_a) - log M(S_b) for each pair of ids (in chunks of
-    pairs, so the merged statistics take at most CHUNK_ENTRIES entries at a time)."""
+    """Eq. 12 for each pair of ids: the change in log evidence when the pair merges
+    (ObsModel.merge_gains; log M(S_a + S_b) - log M(S_a) - log M(S_b) for separable models)."""
     if len(pairs) == 0:
         return np.zeros(0)
     ia = np.array([S.index(a) for a in pairs[:, 0]])
     ib = np.array([S.index(b) for b in pairs[:, 1]])
-    single = obs.log_marginal(S.N, S.stats)
-    per_pair = sum(int(np.prod(v.shape[1:])) for v in S.stats.values())
-    step = max(1, CHUNK_ENTRIES // max(per_pair, 1))
-    merged = np.concatenate([
-        obs.log_marginal(S.N[a] + S.N[b], {k: v[a] + v[b] for k, v in S.stats.items()})
-        for a, b in ((ia[i:i + step], ib[i:i + step]) for i in range(0, len(ia), step))])
-    return merged - single[ia] - single[ib]
+    return obs.merge_gains(S.N, S.obs_stats, ia, ib)
 
 
 def plan_pairs(obs: ObsModel, S: Summary, cfg: MergeConfig) -> np.ndarray:

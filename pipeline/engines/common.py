@@ -40,7 +40,7 @@ def visit(batch: Batch, obs: ObsModel, g: Globals, plan: Plan | None = None) -> 
 def full_pass(ctx: FitContext, model: Mixture) -> Summary:
     """Local steps on every batch under the same globals; their sum, in partition order."""
     results = ctx.executor.map(visit, range(ctx.corpus.n_partitions), ctx.obs, model.globals())
-    total = Summary.zeros(model.uids, ctx.obs.stat_shapes())
+    total = Summary.zeros(model.uids, ctx.obs.stat_shapes(), ctx.obs.shared_shapes())
     for res in results:
         total = total + res.summary
     return total
@@ -66,7 +66,7 @@ def initial_model(ctx: FitContext, K: int) -> Mixture:
         ctx.next_uid = int(model.uids.max()) + 1 if model.K else 0
         return model
     if K == 1:
-        S = Summary.zeros(ctx.new_uids(1), ctx.obs.stat_shapes())
+        S = Summary.zeros(ctx.new_uids(1), ctx.obs.stat_shapes(), ctx.obs.shared_shapes())
     else:
         sample = ctx.source.sample(ctx.init_sample, ctx.rng.init)
         S = seeded_summary(sample, ctx.obs, K, ctx.new_uids(K), ctx.rng.init)

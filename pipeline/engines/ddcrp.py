@@ -208,6 +208,10 @@ class DDCRPEngine(Engine):
                 "tol": cfg.rel_tol, "restarts": self.ctx.restarts, "seed": self.ctx.seed}
 
     def start(self) -> None:
+        if self.ctx.obs.shared_shapes():
+            raise BnpmixError(f"ddcrp fits each table's parameters on its own; the "
+                              f"{self.ctx.obs.name} model's components share parameters "
+                              "(choose gauss, zm-gauss, diag-gauss or mult)")
         self._layout()
         self.results: list[dict[str, Any]] = []
 

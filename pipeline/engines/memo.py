@@ -166,7 +166,8 @@ class MemoEngine(Engine):
 
     def _setup(self, model: Mixture) -> None:
         self.model = model
-        self.S0 = Summary.zeros(model.uids, self.ctx.obs.stat_shapes())
+        self.S0 = Summary.zeros(model.uids, self.ctx.obs.stat_shapes(),
+                                self.ctx.obs.shared_shapes())
         self.past: Summary | None = None  # the warm start's past blocks (Mixture.past)
         self.store: StateStore[Summary] = StateStore(SUMMARIES, self.ctx.summary_bytes)
         self.births: list[Birth] = []
@@ -264,12 +265,15 @@ class MemoEngine(Engine):
             return None, [], masses
         uids = tuple(int(u) for s in created for u in s.uids)
         self._log(Insert(uids))
-        S_prime = Summary.zeros(self.S0.uids, self.ctx.obs.stat_shapes())
+        S_prime = Summary.zeros(self.S0.uids, self.ctx.obs.stat_shapes(),
+                                self.ctx.obs.shared_shapes())
         for s in created:
             idx = np.array([S_prime.index(u) for u in s.uids])
             S_prime.N[idx] = s.N
             for k in S_prime.stats:
                 sparse_stats.place(S_prime.stats[k], idx, s.stats[k])
+            for k in S_prime.shared:  # the collected items' (tied-gauss: their scatter)
+                S_prime.shared[k] += s.shared[k]
         for u in uids:
             self.laps_since[u] = 1
         return S_prime, families, masses

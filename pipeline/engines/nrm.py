@@ -31,6 +31,7 @@ from bnpmix.storage import Batch, BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 
 from ..config import _float, opt
+from ..runtime.context import FitContext
 from ..runtime.engine import Engine, Fitted, State, Step, register
 from ..runtime.models import read_model
 from ..runtime.store import Codec, StateStore
@@ -94,6 +95,18 @@ class EPConfig(NRMConfig):
                          within="(0, 1]")
 
 
+def observation_model(ctx: FitContext) -> ObsModel:
+    """The observation model, with its prior, that ADF and EP absorb every item with: chosen
+    once when a run starts (not warm-started) and kept in ctx.obs, which checkpoints, the model
+    and summary.json carry. Today the prior make_context scaled to the initialisation sample
+    (``obs_class(name).default(sample)``, overridable by ``[prior]``); issue 32 replaces it
+    here by the prior a fit of that sample learns. ADF follows its prior closely: with the
+    default (E[Σ] a tenth of the data's covariance) the DP posterior itself has many small
+    clusters on data whose clusters spread more widely (wine's 142 items, seeds 0-4: ADF
+    K = 52-61, a collapsed Gibbs sampler of the same model 64-67; benchmarks/adf_dense.py)."""
+    return ctx.obs
+
+
 def visit(batch: Batch, old: Sites | None, obs: ObsModel, prior: NRM, eps: float,
           total: Summary, m: int, v: float, logP: np.ndarray | None) -> SweepResult:
     """One partition's sweep, as run by an executor (ADF when ``old`` is None; ``logP``: the
@@ -116,11 +129,14 @@ class NRMEngine(Engine):
         if self.cfg.merge_threshold > 0 and ctx.obs.name != "mult":
             raise BnpmixError(f"merge_threshold: merges compare word distributions; the "
                               f"{ctx.obs.name} model has none (use 0)")
-        self.total = Summary.zeros(np.zeros(0, np.int64), ctx.obs.stat_shapes())
+        self.total = Summary.zeros(np.zeros(0, np.int64), ctx.obs.stat_shapes(),
+                                   ctx.obs.shared_shapes())
         self.m, self.v, self.absorbed = 0, 0.0, []
         self.logP = np.zeros(0) if self.exact_k else None
         if ctx.warm_start:
-            self._warm_start()
+            self._warm_start()  # the model's own observation prior
+        else:
+            ctx.obs = observation_model(ctx)
         keys = self._keys()
         self.todo = [p for p in range(ctx.corpus.n_partitions) if keys[p] not in self.absorbed]
         self.pos, self.pass_, self.loglik, self.pass_loglik, self.merged = 0, 0, 0.0, 0.0, 0
@@ -200,7 +216,7 @@ class NRMEngine(Engine):
     def _end_pass(self) -> None:
         """Merges (when asked) and the pass's trace."""
         if self.cfg.merge_threshold > 0 and self.total.K > 1:
-            means = self.ctx.obs.means(self.ctx.obs.post(self.total.N, self.total.stats))
+            means = self.ctx.obs.means(self.ctx.obs.post(self.total.N, self.total.obs_stats))
             uids = self.total.uids.copy()  # the pairs' positions: each merge removes a row
             touched: set[int] = set()
             for i, j, _ in hellinger_pairs(means, self.cfg.merge_threshold):

@@ -12,7 +12,8 @@ from scipy.special import gammaln, logsumexp
 
 from bnpmix.algorithms.adf import Clusters
 from bnpmix.algorithms.alloc import NRM
-from bnpmix.algorithms.ep import OnSites, Sites, sweep
+from bnpmix.algorithms.ep import OnSites, Sites, ep_step, sweep
+from bnpmix.algorithms.nrm_mixture import NRMMixture
 from bnpmix.algorithms.obs import obs_class
 from bnpmix.algorithms.summary import Delete, Pool, Summary
 
@@ -41,7 +42,8 @@ def dm(lam, x):
 
 def reference_ep(X, lam0, a, tau, sigma, eps, passes):
     """ADF then `passes` sequential EP sweeps, plainly: sites as a dict per item, λ recomputed
-    from the sites each time, Û by root-finding."""
+    from the sites each time, Û by root-finding. Also each EP pass's Σ_i of the cavity
+    predictive log density, log Σ_j w_j p_j(x_i) − log Σ_j w_j."""
     n, V = X.shape
     sites: list[dict[int, float]] = []
     clusters: list[int] = []  # ids alive, in order
@@ -68,7 +70,7 @@ def reference_ep(X, lam0, a, tau, sigma, eps, passes):
         ll = np.array([dm(lam[k], x) for k in clusters] + [dm(np.full(V, lam0), x)])
         with np.errstate(divide="ignore"):
             r = np.log(w) + ll
-        return np.exp(r - logsumexp(r))
+        return np.exp(r - logsumexp(r)), logsumexp(r) - np.log(w.sum())
 
     for i in range(n):  # ADF
         if i == 0:
@@ -77,7 +79,7 @@ def reference_ep(X, lam0, a, tau, sigma, eps, passes):
             sites.append({0: 1.0})
             continue
         S, lam = state()
-        q = local(X[i], i, S, lam, len(clusters))
+        q, _ = local(X[i], i, S, lam, len(clusters))
         if q[-1] > eps:
             clusters.append(nxt)
             nxt += 1
@@ -86,10 +88,13 @@ def reference_ep(X, lam0, a, tau, sigma, eps, passes):
         q = np.where(q < 1e-10, 0.0, q)
         q /= q.sum()
         sites.append({k: float(v) for k, v in zip(clusters, q, strict=True) if v > 0})
+    logps = []
     for _ in range(passes):
+        logps.append(0.0)
         for i in range(n):
             S, lam = state(exclude=i)
-            q = local(X[i], n - 1, S, lam, len(clusters))
+            q, logp = local(X[i], n - 1, S, lam, len(clusters))
+            logps[-1] += logp
             if q[-1] > eps:
                 clusters.append(nxt)
                 nxt += 1
@@ -104,12 +109,13 @@ def reference_ep(X, lam0, a, tau, sigma, eps, passes):
                 for s in sites:
                     s.pop(k, None)
     S, lam = state()
-    return clusters, S, sites
+    return clusters, S, sites, logps
 
 
-def run_ep(X, obs, prior, eps, passes):
-    """ADF and EP sweeps over one partition, as the driver does with W = 1."""
-    total = Summary.zeros(np.zeros(0, np.int64), obs.stat_shapes())
+def run_ep(X, obs, prior, eps, passes, logliks=None):
+    """ADF and EP sweeps over one partition, as the driver does with W = 1 (each EP pass's
+    figure appended to ``logliks`` when given)."""
+    total = Summary.zeros(np.zeros(0, np.int64), obs.stat_shapes(), obs.shared_shapes())
     res = sweep(X, obs, prior, eps, total, None, 0, 0.0)
     sites = res.sites.named(0)
     total, v, nxt = sites.summary, res.v, res.created
@@ -118,6 +124,8 @@ def run_ep(X, obs, prior, eps, passes):
         sites = res.sites.named(nxt)
         nxt += res.created
         total, v = sites.summary, res.v
+        if logliks is not None:
+            logliks.append(res.loglik)
     return sites, total
 
 
@@ -126,8 +134,10 @@ def run_ep(X, obs, prior, eps, passes):
 def test_one_partition_ep_equals_a_plain_sequential_reference(sigma, tau, a, eps):
     X = docs(40, 10, seed=3, topics=4)
     obs = obs_class("mult")(10, 0.1)
-    sites, total = run_ep(X, obs, NRM(a=a, tau=tau, sigma=sigma), eps, passes=3)
-    clusters, S, ref_sites = reference_ep(X.toarray(), 0.1, a, tau, sigma, eps, passes=3)
+    logliks: list[float] = []
+    sites, total = run_ep(X, obs, NRM(a=a, tau=tau, sigma=sigma), eps, 3, logliks)
+    clusters, S, ref_sites, ref_logliks = reference_ep(X.toarray(), 0.1, a, tau, sigma, eps, 3)
+    np.testing.assert_allclose(logliks, ref_logliks, rtol=1e-10)  # the trace's figures
     assert total.uids.tolist() == clusters
     np.testing.assert_allclose(total.N, [S[k] for k in clusters], rtol=1e-9, atol=1e-10)
     for i, ref in enumerate(ref_sites):
@@ -138,7 +148,7 @@ def test_one_partition_ep_equals_a_plain_sequential_reference(sigma, tau, a, eps
                                    atol=1e-10)
 
 
-@pytest.mark.parametrize("name", ["mult", "gauss", "diag-gauss", "zm-gauss"])
+@pytest.mark.parametrize("name", ["mult", "gauss", "diag-gauss", "zm-gauss", "tied-gauss"])
 def test_sums_equal_the_stored_sites_and_no_cluster_below_epsilon_survives(name):
     rng = np.random.default_rng(1)
     if name == "mult":
@@ -152,7 +162,7 @@ def test_sums_equal_the_stored_sites_and_no_cluster_below_epsilon_survives(name)
     Q = sites.matrix(total.uids)
     np.testing.assert_allclose(total.N, Q.sum(0), rtol=1e-12, atol=1e-12)
     for key, value in obs.stats(X, Q).items():
-        np.testing.assert_allclose(total.stats[key], value, rtol=1e-9, atol=1e-9)
+        np.testing.assert_allclose(total.obs_stats[key], value, rtol=1e-9, atol=1e-9)
     assert np.all(eps <= total.N)
     assert total.N.sum() <= 60 + 1e-9
 
@@ -208,3 +218,27 @@ def test_damped_sites_are_the_blend_item_by_item_and_their_sum_stays_exact(eta):
     np.testing.assert_allclose(mixed.summary.N, R.sum(0), rtol=1e-12)
     np.testing.assert_allclose(mixed.summary.stats["wc"], obs.stats(X, R)["wc"], rtol=1e-12)
     assert mixed.n == 50 and np.all(np.diff(mixed.indptr) >= 1)
+
+
+@pytest.mark.parametrize("sigma", [0.0, 0.5])
+def test_each_items_cavity_figure_is_the_heldout_score_of_the_cavity(sigma):
+    """EP's figure for item i is what NRMMixture (the held-out scorer) gives x_i from the fit
+    without item i's site, at m = N − 1: the trace is a leave-one-out held-out score."""
+    rng = np.random.default_rng(2)
+    X = np.concatenate([rng.normal(c, 1.0, size=(15, 2)) for c in (-4, 0, 4)])[
+        rng.permutation(45)]
+    obs, prior, eps = obs_class("gauss").default(X), NRM(a=1.0, tau=1.0, sigma=sigma), 0.5
+    sites, total = run_ep(X, obs, prior, eps, passes=1)
+    R, uids = sites.matrix(total.uids), total.uids.copy()
+    cl = Clusters.from_summary(obs, prior, total)
+    for i in range(len(X)):
+        cavity = R.copy()
+        cavity[i] = 0.0
+        sums = Summary(uids.copy(), cavity.sum(0), obs.stats(X, cavity), np.zeros(len(uids)))
+        heldout = NRMMixture(obs, prior, sums, len(X) - 1, cl.v).score_samples(X[i:i + 1])[0]
+        q, loglik, keep = ep_step(cl, X[i:i + 1], R[i], len(X) - 1, eps, 100 + i)
+        assert loglik == pytest.approx(heldout, rel=1e-9, abs=1e-9)
+        R = np.pad(R, ((0, 0), (0, len(q) - R.shape[1])))
+        R[i], uids = q, cl.uids.copy()
+        cl.drop(keep)
+        R, uids = R[:, keep], uids[keep]

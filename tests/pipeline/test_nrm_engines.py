@@ -118,16 +118,16 @@ def check_pass_invariants(engine) -> None:
     stored = sites_of(engine)
     assert sorted(stored) == list(range(ctx.corpus.n_partitions))
     N_sites = np.zeros(total.K)
-    stats_sites = {k: np.zeros_like(v) for k, v in total.stats.items()}
+    stats_sites = {k: np.zeros_like(v) for k, v in total.obs_stats.items()}
     N_data = np.zeros(total.K)
-    stats_data = {k: np.zeros_like(v) for k, v in total.stats.items()}
+    stats_data = {k: np.zeros_like(v) for k, v in total.obs_stats.items()}
     for p, sites in stored.items():
         assert np.isin(sites.uids, total.uids).all(), (p, sites.uids, total.uids)
         assert np.isin(sites.summary.uids, total.uids).all(), (p, sites.summary.uids)
         on_total = sites.summary.over(total.uids)
         N_sites += on_total.N
         for k in stats_sites:
-            stats_sites[k] += on_total.stats[k]
+            stats_sites[k] += on_total.obs_stats[k]
         batch = ctx.corpus.read(p)
         R = sites.matrix(total.uids)
         assert R.shape == (len(batch), total.K) == (sites.n, total.K)
@@ -139,9 +139,9 @@ def check_pass_invariants(engine) -> None:
             stats_data[k] += v
     close(total.N, N_sites, "N vs stored site sums")
     close(total.N, N_data, "N vs Σ_i r_ik")
-    for k in total.stats:
-        close(total.stats[k], stats_sites[k], f"stats[{k}] vs stored site sums")
-        close(total.stats[k], stats_data[k], f"stats[{k}] vs the data")
+    for k, v in total.obs_stats.items():  # shared ones too (tied-gauss's pooled scatter)
+        close(v, stats_sites[k], f"stats[{k}] vs stored site sums")
+        close(v, stats_data[k], f"stats[{k}] vs the data")
     assert (engine.eps <= total.N).all(), (total.uids, total.N)
 
 
@@ -182,6 +182,7 @@ OBS_CASES = {
     "mult": ({}, "bars"),
     "gauss": ({}, "dense"),
     "diag-gauss": ({"prior": {"scale": 0.01}}, "dense"),
+    "tied-gauss": ({"prior": {"scale": 0.01}}, "dense"),
 }
 
 
@@ -625,3 +626,39 @@ def test_damped_parallel_ep_keeps_the_sums_exact(small_corpora):
         finally:
             engine.close()
     assert not (runs[0.5].K == runs[1.0].K and np.allclose(runs[0.5].N, runs[1.0].N))
+
+
+# 8. the observation prior's one source, and the trace on the held-out scale ------------------
+
+@pytest.mark.parametrize("algorithm", ["adf", "ep"])
+def test_the_engines_absorb_with_the_prior_observation_model_gives(tmp_path, monkeypatch,
+                                                                   small_corpora, algorithm):
+    """A prior returned by nrm.observation_model is what every item is absorbed with: the
+    saved model carries it and the trace's figures, the predictive log density per item, equal
+    a direct sweep under it."""
+    from bnpmix.algorithms.alloc import NRM
+    from bnpmix.algorithms.ep import sweep
+    from bnpmix.algorithms.obs import obs_class
+    from bnpmix.algorithms.summary import Summary
+    from bnpmix.pipeline.engines import nrm
+    from bnpmix.pipeline.fit import fit, job_config
+
+    corpus = Corpus(small_corpora["dense"])
+    X = np.vstack([corpus.read(p).X for p in range(corpus.n_partitions)])
+    chosen = obs_class("gauss").default(X, scale=0.37, nu0=9.0)
+    monkeypatch.setattr(nrm, "observation_model", lambda ctx: chosen)
+    run = tmp_path / "run"
+    fit(corpus.path, run, job_config(algorithm=algorithm, scheduler="synchronous",
+                                     **({"passes": 1} if algorithm == "ep" else {})))
+    assert json.loads((run / "model.json").read_text())["prior"] == json.loads(
+        json.dumps(chosen.prior()))
+    trace = pd.read_csv(run / "trace.csv")
+    first = trace[trace["lap"] == 0]
+    rows = [corpus.read(p).X.shape[0] for p in first["batch"]]
+    empty = Summary.zeros(np.zeros(0, np.int64), chosen.stat_shapes())
+    direct = sweep(X, chosen, NRM(), 0.1, empty, None, 0, 0.0).loglik
+    np.testing.assert_allclose((first["loglik"] * rows).sum(), direct, rtol=1e-9)
+    summary = RunDir(run).load_summary()
+    assert summary["loglik_per_item"] < 0
+    if algorithm == "adf":
+        assert summary["loglik_per_item"] == pytest.approx(direct / len(X), rel=1e-9)

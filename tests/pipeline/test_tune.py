@@ -16,7 +16,14 @@ from bnpmix.algorithms.adf import adf_pass
 from bnpmix.algorithms.alloc import NRM
 from bnpmix.algorithms.obs.mult import Mult
 from bnpmix.pipeline.engines.nrm import NRMConfig
-from bnpmix.pipeline.tune import grid, heldout_score, sample_split, tune
+from bnpmix.pipeline.tune import (
+    edge_warnings,
+    grid,
+    heldout_score,
+    sample_size,
+    sample_split,
+    tune,
+)
 from bnpmix.storage import BnpmixError, Corpus, Manifest, ingest_array
 from bnpmix.storage.writer import new_corpus
 
@@ -54,7 +61,7 @@ def test_the_grid_is_searched_and_points_of_equal_beta_tie(tmp_path):
     for r in rows:
         by_beta.setdefault(round(np.log(r["beta"]), 9), []).append(r["heldout_loglik_per_item"])
     tied = [s for s in by_beta.values() if len(s) > 1]
-    assert len(by_beta) == 11 and tied  # a tau^sigma is all that matters (pipeline/tune.py)
+    assert len(by_beta) == 11 and tied  # one fit per beta (test_nrm.py: beta is what matters)
     for s in tied:
         np.testing.assert_allclose(s, s[0], rtol=1e-9)
     assert len({round(s, 6) for s in scores}) > 1  # different beta, different fits
@@ -139,3 +146,73 @@ def test_a_dense_corpus_is_tuned_with_gaussians(tmp_path):
     assert [r["scale"] for r in fixed["rows"]] == [None] and fixed["prior"] == {"scale": 0.5}
     with pytest.raises(BnpmixError, match="cannot be split"):
         tune(tmp_path / "d", fraction=0.005)
+
+
+@pytest.mark.parametrize("n_items, fraction, max_items, expected", [
+    (142, None, 20_000, 142),  # a small corpus: every item (wine was once 15)
+    (5_000, None, 20_000, 5_000),
+    (5_001, None, 20_000, 5_000),  # above ALL_ITEMS: 10 %, but at least 5,000
+    (80_000, None, 20_000, 8_000),
+    (1_000_000, None, 20_000, 20_000),  # at most max_items
+    (8_000, None, 5_000, 5_000),  # memo's cap
+    (142, 0.1, 20_000, 15),  # a fraction given replaces the rule
+    (10, 0.01, 20_000, 2),
+])
+def test_the_sample_size_rule(n_items, fraction, max_items, expected):
+    assert sample_size(n_items, fraction, max_items) == expected
+
+
+def blob_corpus(path, n):
+    rng = np.random.default_rng(2)
+    X = np.concatenate([rng.normal(-4, 1, (n // 2, 2)), rng.normal(4, 1, (n - n // 2, 2))])
+    ingest_array(X[rng.permutation(n)], path, partition_rows=100)
+    return path
+
+
+def test_a_small_corpus_is_tuned_on_all_its_items_and_a_small_test_part_is_named(tmp_path):
+    result = tune(blob_corpus(tmp_path / "d", 300), prior="dp", a_grid=(1.0,),
+                  scale_grid=(1.0,))
+    assert (result["n_train"], result["n_test"]) == (240, 60)
+    assert result["warnings"] == [
+        "only 60 items held out (fewer than 200): the grid's differences may be noise (tune "
+        "on more items: --fraction, --max-items, --test-fraction)"]  # one point: no edge
+    larger = tune(blob_corpus(tmp_path / "e", 1000), prior="dp", a_grid=(1.0,),
+                  scale_grid=(1.0,))
+    assert (larger["n_train"], larger["n_test"]) == (800, 200) and larger["warnings"] == []
+
+
+def test_edges_are_found_per_searched_parameter_in_beta_for_the_nrm():
+    def rows(*points):  # (beta, scale), best first
+        return [{"beta": b, "scale": s} for b, s in points]
+    axes = {"beta": ("a tau^sigma", "--a-grid, --tau-grid"), "scale": ("scale", "--scale-grid")}
+    inside = rows((10.0, 0.3), (1.0, 0.3), (100.0, 1.0), (10.0, 0.1))
+    assert edge_warnings(inside, axes) == []
+    low = rows((1.0, 0.3), (10.0, 0.3), (100.0, 0.1), (1.0, 1.0))
+    assert edge_warnings(low, axes) == [
+        "the best a tau^sigma (1) is the grid's smallest: the optimum may lie beyond it "
+        "(widen --a-grid, --tau-grid)"]
+    high = rows((100.0, 1.0), (10.0, 0.3), (1.0, 0.1))
+    assert [w.split(":")[0] for w in edge_warnings(high, axes)] == [
+        "the best a tau^sigma (100) is the grid's largest", "the best scale (1) is the grid's "
+        "largest"]
+    assert edge_warnings(rows((5.0, None), (5.0, None)), axes) == []  # one value: not searched
+
+
+def test_warnings_go_to_stderr_the_json_and_the_job_file(tmp_path):
+    corpus = blob_corpus(tmp_path / "d", 300)
+    job = tmp_path / "job.toml"
+    done = cli("tune", str(corpus), "--prior", "dp", "--a-grid", "1,10", "--scale-grid", "1",
+               "--out", str(job))
+    assert done.returncode == 0, done.stderr
+    said = [line.removeprefix("bnpmix tune: warning: ") for line in done.stderr.splitlines()
+            if line.startswith("bnpmix tune: warning: ")]
+    assert len(said) == 2 and said[0].startswith("the best a (") and "--a-grid" in said[0]
+    assert said[1].startswith("only 60 items held out")
+    assert "warning:" not in done.stdout
+    comments = [line.removeprefix("# warning: ") for line in job.read_text().splitlines()
+                if line.startswith("# warning: ")]
+    assert comments == said
+    assert tomllib.loads(job.read_text())["nrm_a"] in (1.0, 10.0)  # still a valid job file
+    printed = cli("tune", str(corpus), "--prior", "dp", "--a-grid", "1,10", "--scale-grid", "1",
+                  "--json")
+    assert json.loads(printed.stdout)["warnings"] == said
