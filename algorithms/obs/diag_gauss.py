@@ -90,7 +90,7 @@ class DiagGauss(ObsModel):
         per dimension, ψ(a0) - ln a0 = mean_k l_kd - ln mean_k e_kd and b0 = a0 / mean_k e_kd,
         which is prior_learning.wishart_scale_dof with D = 1 (ν0 = 2 a0, s = 2 b0), within
         1 ≤ a0 ≤ 1 + N/2 and b0/a0 ≥ FLOOR times ``base``'s (1/E[λ_d] no smaller than the
-        initial prior's); bounds widened to contain the current values. Unchanged unless two
+        initial prior's); bounds widened to contain the current values. Unchanged unless three
         components have N_k > 1."""
         N = post["kappa"] - self.kappa0
         if not identifiable(N, 1):

@@ -68,7 +68,7 @@ class Gauss(ObsModel):
         κ0 = K D / Σ_k [D/κ_k + ν_k (m_k - m0)ᵀ B_k⁻¹ (m_k - m0)], from K D/2 ln κ0
         - κ0/2 Σ_k E[(μ_k - m0)ᵀ Λ_k (μ_k - m0)], κ0 ≤ KAPPA_MAX (worth at most one item);
         (ν0, s) by prior_learning.learn_wishart. Bounds are widened to contain the current
-        values. Unchanged unless the components are ``identifiable`` (N_k > D for two).
+        values. Unchanged unless the components are ``identifiable`` (N_k > D for three).
         ``base``: the run's initial prior, whose E[Λ] the learned prior's never exceeds."""
         D = self.D
         N = post["kappa"] - self.kappa0

@@ -69,7 +69,7 @@ class ZeroMeanGauss(ObsModel):
 
     def learn_prior(self, post: Arrays, base: ObsModel) -> ZeroMeanGauss:
         """The Wishart maximising Σ_k E_q[ln Wishart(Λ_k | ν0, B0⁻¹)] with B0's shape fixed
-        (prior_learning.learn_wishart); unchanged unless two components have N_k > D."""
+        (prior_learning.learn_wishart); unchanged unless three components have N_k > D."""
         N = post["nu"] - self.nu0
         if not identifiable(N, self.D):
             return self

@@ -319,18 +319,21 @@ def test_kappa0_stops_at_one_item_of_prior_weight(name):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_nothing_is_learned_without_two_components_with_data(name):
-    """K = 1, or two components of which one has no more than D items: the model itself."""
-    obs, N, stats, post = problem(name, 0, K=1)
-    assert obs.learn_prior(post, obs) is obs
-    obs, N, stats, post = problem(name, 0, K=2)
+def test_nothing_is_learned_without_three_components_with_data(name):
+    """K = 1, K = 2, or three components of which one has no more than D items: the model
+    itself; three with data: a new model."""
+    for K in (1, 2):
+        obs, N, stats, post = problem(name, 0, K=K, alike=True)
+        assert obs.learn_prior(post, obs) is obs
+    obs, N, stats, post = problem(name, 0, K=3, alike=True)
+    assert obs.learn_prior(post, obs) is not obs
     dim = 1 if name == "diag-gauss" else obs.D
     small = {k: v.copy() for k, v in stats.items()}
     N = N.copy()
-    scale = dim / N[1]  # component 1 keeps exactly dim items' worth
-    N[1] *= scale
+    scale = dim / N[2]  # component 2 keeps exactly dim items' worth
+    N[2] *= scale
     for k in small:
-        small[k][1] *= scale
+        small[k][2] *= scale
     assert obs.learn_prior(obs.post(N, small), obs) is obs
 
 
