@@ -165,7 +165,7 @@ def test_a_run_learning_its_prior_resumes_exactly(tmp_path, obs):
     initial one) and in the middle of a lap, the resumed run equals the uninterrupted one: the
     learned prior is checkpointed and the initial one, which bounds it, is rebuilt alike."""
     data = corpus(tmp_path, n=1200)
-    options = {"obs": obs, "K": 3, "moves": "birth,merge", "seed": 1, "laps": 5,
+    options = {"obs": obs, "K": 5, "moves": "birth,merge", "seed": 1, "laps": 5,
                "checkpoint_every": 2, "scheduler": "synchronous"}
     priors = []
 
