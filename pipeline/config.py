@@ -67,6 +67,15 @@ def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return lambda value: None if value is None else parse(value)
 
 
+def _bool(value: Any) -> bool:
+    """true or false: a TOML boolean, or its text on the command line."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise ValueError(f"expected true or false, not {value!r}")
+
+
 def _str(value: Any) -> str:
     if not isinstance(value, str):
         raise ValueError(f"expected a string, not {value!r}")
@@ -111,8 +120,16 @@ def prior_value(value: Any) -> dict[str, Any] | str:
 
 def split_prior(values: dict[str, Any]) -> dict[str, Any]:
     """Option values with a ``prior`` that names an NRM prior moved to ``nrm_prior`` (so that
-    ``--prior ig`` on the command line does not replace a job file's [prior] table)."""
+    ``--prior ig`` on the command line does not replace a job file's [prior] table), and a
+    prior table's ``learn`` moved to ``learn_prior`` (``[prior] learn = false``)."""
     prior = values.get("prior")
+    if isinstance(prior, dict) and "learn" in prior:
+        if "learn_prior" in values:
+            raise ValueError(f"prior's learn {prior['learn']!r} and learn_prior "
+                             f"{values['learn_prior']!r} both say whether the prior is learned; "
+                             "give one")
+        values = {**values, "prior": {k: v for k, v in prior.items() if k != "learn"},
+                  "learn_prior": prior["learn"]}
     if not (isinstance(prior, str) and prior.strip() in NRM_PRIORS):
         return values
     if "nrm_prior" in values:
@@ -134,7 +151,7 @@ def prior_flags(given: list[dict[str, Any] | str]) -> dict[str, Any]:
     return {**out, "nrm_prior": named[0]} if named else out
 
 
-PARSERS: dict[type, Callable[[Any], Any]] = {int: _int, float: _float, str: _str}
+PARSERS: dict[type, Callable[[Any], Any]] = {bool: _bool, int: _int, float: _float, str: _str}
 
 
 def meta(help: str, parse: Callable[[Any], Any] | None = None,
@@ -245,6 +262,10 @@ class ModelConfig:
         "object on the command line; for adf and ep also dp, ig or nggp, the NRM prior (as "
         "--nrm-prior)",
         prior_value))
+    learn_prior: bool = opt(True, "learn the Gaussian observation prior's hyperparameters from "
+                            "the components between laps (empirical Bayes: memo, vb, sovb; "
+                            "gauss, zm-gauss, diag-gauss; mult keeps its prior); also "
+                            "[prior] learn = false in a job file")
     alloc: str = opt("dp", "allocation prior over the mixture weights",
                      choices=lambda: sorted(ALLOCATIONS))
     alpha0: float = opt(1.0, "DP concentration", within="(0, inf)")
@@ -383,7 +404,8 @@ class JobConfig:
     def from_dict(cls, d: dict[str, Any]) -> JobConfig:
         """The inverse of to_dict (what job.json holds)."""
         config = engine_class(d["algorithm"]).Config
-        return cls(d["algorithm"], RunConfig(**d["run"]), ModelConfig(**d["model"]),
+        model = {"learn_prior": False, **d["model"]}  # a run from before learning kept its prior
+        return cls(d["algorithm"], RunConfig(**d["run"]), ModelConfig(**model),
                    _build(config, d["engine"]))
 
     def replace(self, **changes: Any) -> JobConfig:

@@ -173,8 +173,9 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
         S^0, never revisited, its births and merges accepted on the exact ELBO of that q (a
         one-hot q has zero merge entropies, so no pair statistic of a gone block is needed).
 
-        The observation prior is fixed at the first call (a data-scaled default: from the first
-        block). ``labels_`` and ``lower_bound_`` are the last call's."""
+        The observation prior is set at the first call (a data-scaled default: from the first
+        block); a Gaussian one is then learned from the components by every call unless
+        ``learn_prior=False``. ``labels_`` and ``lower_bound_`` are the last call's."""
         started = hasattr(self, "model_")
         if started and _in_memory_width(X) != self.n_features_in_:
             raise ValueError(f"X has {_in_memory_width(X)} features, but BayesianMixture is "

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from bnpmix.algorithms.obs import ObsModel
 from bnpmix.storage import BnpmixError, Corpus, RunDir
 from bnpmix.storage.atomic import write_json_atomic
 from bnpmix.storage.objectstore import is_url
@@ -230,11 +231,25 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
         "cache": cache,
         "config": job.to_dict(),
     })
+    prior = prior_entry(ctx, model)
+    if prior is not None:
+        summary["prior"] = prior
     if ctx.corpus.manifest.vocab is not None:  # the run names its columns (`bnpmix show`)
         run.write_vocab(ctx.corpus.manifest.vocab)
     run.write_summary(summary)
     checkpoint.checkpoint_path(run).unlink(missing_ok=True)
     return summary
+
+
+def prior_entry(ctx: FitContext, model: Any) -> dict[str, Any] | None:
+    """summary.json's ``prior``: whether the run learned its observation prior, and the prior's
+    figures (ObsModel.prior_figures) at the start and in the returned model; None for models
+    whose prior has no figures (mult) or no observation model of that interface (tdpm)."""
+    obs = getattr(model, "obs", None)
+    if not isinstance(obs, ObsModel) or ctx.prior_base is None or not obs.prior_figures():
+        return None
+    return {"learn": ctx.learn_prior, "initial": ctx.prior_base.prior_figures(),
+            "final": obs.prior_figures()}
 
 
 def assign(batch: Any, model: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

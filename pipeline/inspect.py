@@ -2,7 +2,8 @@
 
 ``run_info(RUN_DIR)``: the engine, K (all components; those with more than 1% of the weight; those
 with at least one item assigned), the weights, the cluster sizes counted from the assignments, and
-the figures of summary.json (objective, per item, laps, wall seconds, items).
+the figures of summary.json (objective, per item, laps, wall seconds, items, and the observation
+prior's figures, initial and learned).
 
 ``show_clusters(RUN_DIR)``: the clusters by decreasing weight with their sizes and, for text (a
 bag-of-words corpus), their most probable words under the posterior mean word distribution; for
@@ -210,7 +211,7 @@ def run_info(path: str | Path) -> dict[str, Any]:
         "wall_seconds": summary["wall_seconds"],
         "vocab_file": str(run.vocab_path) if run.vocab_path.is_file() else None,
     }
-    for key in ("stopped", "returned", "executor", "restart"):
+    for key in ("stopped", "returned", "executor", "restart", "prior"):
         if key in summary:
             info[key] = summary[key]
     return info
@@ -249,9 +250,20 @@ def format_run_info(info: dict[str, Any]) -> str:
         f"items         {info['n_items']}",
         f"wall seconds  {info['wall_seconds']:.1f}",
     ]
+    if "prior" in info:
+        lines.append(f"prior         {prior_text(info['prior'])}")
     if info["vocab_file"]:
         lines.append(f"vocabulary    {info['vocab_file']}")
     return "\n".join(lines)
+
+
+def prior_text(prior: dict[str, Any]) -> str:
+    """The observation prior's figures in a line: initial -> final when the run learned it."""
+    initial, final = prior["initial"], prior["final"]
+    if not prior["learn"]:
+        return "fixed: " + ", ".join(f"{k} {_number(v, '.4g')}" for k, v in final.items())
+    return "learned (initial -> final): " + ", ".join(
+        f"{k} {_number(initial.get(k), '.4g')} -> {_number(v, '.4g')}" for k, v in final.items())
 
 
 def _plural(n: int, noun: str) -> str:

@@ -69,7 +69,21 @@ def validate_summary(obj: Any, path: str | Path) -> dict[str, Any]:
         _validate_cache(obj["cache"], path)
     if "component_ids" in obj:
         _validate_components(obj, path)
+    if "prior" in obj:
+        _validate_prior(obj["prior"], path)
     return obj
+
+
+def _validate_prior(prior: Any, path: str | Path) -> None:
+    """summary["prior"]: ``learn`` (a boolean) and the ``initial`` and ``final`` figures of the
+    observation prior (objects of numbers)."""
+    if not isinstance(prior, dict) or not isinstance(prior.get("learn"), bool):
+        raise BnpmixError(f"{path}: field 'prior' must be an object with a boolean 'learn'")
+    for key in ("initial", "final"):
+        figures = prior.get(key)
+        if not isinstance(figures, dict) or not all(
+                isinstance(k, str) and _is_real(v) for k, v in figures.items()):
+            raise BnpmixError(f"{path}: field 'prior' needs {key!r}, an object of numbers")
 
 
 def _validate_components(obj: dict[str, Any], path: str | Path) -> None:

@@ -90,6 +90,21 @@ def test_info_of_a_dense_run(dense_run):
     assert "150, 150, 150" in text and "elbo" in text and "wall seconds" in text
 
 
+def test_info_shows_the_learned_prior(dense_run):
+    """The default gauss fit learns its prior: summary.json keeps its figures, initial and
+    final, and `bnpmix info` shows them; the saved model holds the learned prior itself."""
+    summary = RunDir(dense_run).load_summary()
+    prior = summary["prior"]
+    assert prior["learn"] is True and set(prior["final"]) == {"kappa0", "nu0", "m0_norm", "scale"}
+    assert prior["initial"]["kappa0"] == 0.01 and prior["final"]["kappa0"] != 0.01
+    model = json.loads((dense_run / "model.json").read_text())
+    assert model["prior"]["kappa0"] == prior["final"]["kappa0"]
+    info = json.loads(ok("info", dense_run, "--json"))
+    assert info["prior"] == prior
+    line = next(s for s in ok("info", dense_run).splitlines() if s.startswith("prior"))
+    assert line.startswith("prior         learned (initial -> final): kappa0 0.01 -> ")
+
+
 def test_info_of_a_corpus_is_unchanged_in_kind(dense_run):
     info = json.loads(ok("info", dense_run.parent / "corpus", "--json"))
     assert (info["kind"], info["n_items"], info["dim"]) == ("dense", 450, 2)

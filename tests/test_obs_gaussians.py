@@ -404,7 +404,7 @@ def test_gauss_and_diag_gauss_agree_in_1d():
     sg, sd = g.stats(X, R), d.stats(X, R)
     np.testing.assert_allclose(g.log_marginal(N, sg), d.log_marginal(N, sd), rtol=1e-12)
     for qd in [d.post(N, sd), d.post(1.3 * N, sd), d.prior_post(3)]:
-        qg = refresh({"kappa": qd["kappa"], "m": qd["m"], "nu": 2 * qd["a"],
+        qg = refresh({"kappa": qd["kappa"], "m": qd["m"], "nu": 2 * qd["a"][:, 0],
                       "B": 2 * qd["b"][:, :, None]})
         np.testing.assert_allclose(g.E_loglik(X, qg), d.E_loglik(X, qd), rtol=1e-12)
         np.testing.assert_allclose(g.predictive_logpdf(X, qg), d.predictive_logpdf(X, qd),

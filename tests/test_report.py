@@ -106,6 +106,7 @@ def test_report_of_a_digits_run(runs, plotting):
     assert page.count('src="data:image/png;base64,') == len(expected)  # self-contained
     assert 'id="config-table"' in page and 'id="figures-table"' in page
     assert "engine.birth.tau" in page and "diag-gauss" in page
+    assert "observation prior" in page and "prior a0_max" in page
     assert 'alt="component means as images"' in page
     assert not re.search(r'(src|href)="(https?:)?//', page)  # nothing fetched from outside
     from matplotlib.image import imread

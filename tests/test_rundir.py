@@ -50,6 +50,23 @@ def test_the_recorded_components_are_validated(tmp_path, key, bad, message):
         run.load_summary()
 
 
+PRIOR = {"learn": True, "initial": {"kappa0": 0.01, "nu0": 4.0},
+         "final": {"kappa0": 0.3, "nu0": 5.5}}
+
+
+@pytest.mark.parametrize(("bad", "message"), [
+    ({**PRIOR, "learn": "yes"}, "boolean 'learn'"),
+    ({**PRIOR, "final": {"kappa0": "x"}}, "'final', an object of numbers"),
+    ({"learn": False, "final": {}}, "'initial', an object of numbers"),
+    ([1, 2], "boolean 'learn'")])
+def test_the_recorded_prior_is_validated(tmp_path, bad, message):
+    run = RunDir(tmp_path / "run").create()
+    run.write_summary({**SUMMARY, "prior": PRIOR})
+    assert run.load_summary()["prior"] == PRIOR
+    with pytest.raises(BnpmixError, match=message):
+        run.write_summary({**SUMMARY, "prior": bad})
+
+
 def test_load_summary_rejects_bad_files(tmp_path):
     run = RunDir(tmp_path)
     with pytest.raises(BnpmixError, match="not a run directory"):

@@ -196,6 +196,19 @@ class ObsModel(ABC):
     def default(cls, X: Data, **overrides: Any) -> ObsModel:
         """A weak prior scaled to a data sample; every parameter can be overridden."""
 
+    def prior_figures(self) -> dict[str, float]:
+        """The prior's hyperparameters as a few named numbers, never matrices (summary.json,
+        `bnpmix info`, the report); none by default."""
+        return {}
+
+    def learn_prior(self, post: Arrays, base: ObsModel) -> ObsModel:
+        """A model whose prior hyperparameters λ0 maximise Σ_k E_q[ln H(φ_k | λ0)] over the K
+        posteriors ``post`` (type-II maximum likelihood inside VB: at fixed q these are the
+        ELBO's only terms in λ0), within bounds that contain the current λ0 so that the ELBO
+        never falls; ``base`` (the run's initial model) anchors bounds that keep the learned
+        prior from degenerating. This model itself by default (Mult learns nothing)."""
+        return self
+
     @abstractmethod
     def check_data(self, X: Data) -> None:
         """Raise ValueError if X does not fit this model (dimension, sign, sparsity)."""

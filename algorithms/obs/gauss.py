@@ -32,6 +32,7 @@ from .base import (
     dense_items,
     weighted_outer,
 )
+from .prior_learning import KAPPA_MAX, identifiable, learn_wishart, widened
 
 
 class Gauss(ObsModel):
@@ -53,6 +54,35 @@ class Gauss(ObsModel):
     def prior(self) -> dict[str, Any]:
         return {"D": self.D, "m0": self.m0.tolist(), "kappa0": self.kappa0, "nu0": self.nu0,
                 "B0": self.B0.tolist()}
+
+    def prior_figures(self) -> dict[str, float]:
+        """κ0, ν0, |m0| and the scale tr(B0) / (D ν0): the mean eigenvalue of E[Λ]⁻¹."""
+        return {"kappa0": self.kappa0, "nu0": self.nu0, "m0_norm": float(np.linalg.norm(self.m0)),
+                "scale": float(np.trace(self.B0)) / (self.D * self.nu0)}
+
+    def learn_prior(self, post: Arrays, base: ObsModel) -> Gauss:
+        """The Normal-Wishart maximising Σ_k E_q[ln NW(μ_k, Λ_k | m0, κ0, ν0, B0 = s T)] given the
+        K posteriors (prior_learning), T = B0 D / tr B0 (this prior's shape) fixed. The terms
+        separate into (m0, κ0) and (s, ν0), so one sweep is the joint argmax:
+        m0 = (Σ_k E[Λ_k])⁻¹ Σ_k E[Λ_k] m_k for any κ0, from -κ0/2 Σ_k (m_k - m0)ᵀ E[Λ_k] (m_k - m0);
+        κ0 = K D / Σ_k [D/κ_k + ν_k (m_k - m0)ᵀ B_k⁻¹ (m_k - m0)], from K D/2 ln κ0
+        - κ0/2 Σ_k E[(μ_k - m0)ᵀ Λ_k (μ_k - m0)], κ0 ≤ KAPPA_MAX (worth at most one item);
+        (ν0, s) by prior_learning.learn_wishart. Bounds are widened to contain the current
+        values. Unchanged unless the components are ``identifiable`` (N_k > D for three).
+        ``base``: the run's initial prior, whose E[Λ] the learned prior's never exceeds."""
+        D = self.D
+        N = post["kappa"] - self.kappa0
+        if not identifiable(N, D):
+            return self
+        nu, U, m = post["nu"], post["U"], post["m"]
+        E_lam = nu[:, None, None] * (np.swapaxes(U, -1, -2) @ U)
+        m0 = np.linalg.solve(E_lam.sum(0), np.einsum("kij,kj->i", E_lam, m))
+        Ud = np.einsum("kij,kj->ki", U, m - m0)
+        spread = D / post["kappa"] + nu * np.einsum("ki,ki->k", Ud, Ud)
+        n = float(N.sum())
+        kappa0 = float(np.clip(len(N) * D / spread.sum(), *widened(0.0, KAPPA_MAX, self.kappa0)))
+        nu0, B0 = learn_wishart(post, self.nu0, self.B0, base.nu0, base.B0, n)
+        return Gauss(D, m0, kappa0, nu0, B0)
 
     def check_data(self, X: Data) -> None:
         check_dense(X, self.D)

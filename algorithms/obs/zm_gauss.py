@@ -27,6 +27,7 @@ from .base import (
     dense_items,
     weighted_outer,
 )
+from .prior_learning import identifiable, learn_wishart
 
 
 class ZeroMeanGauss(ObsModel):
@@ -61,6 +62,19 @@ class ZeroMeanGauss(ObsModel):
 
     def prior(self) -> dict[str, Any]:
         return {"D": self.D, "nu0": self.nu0, "B0": self.B0.tolist()}
+
+    def prior_figures(self) -> dict[str, float]:
+        """ν0 and the scale tr(B0) / (D ν0): the mean eigenvalue of E[Λ]⁻¹."""
+        return {"nu0": self.nu0, "scale": float(np.trace(self.B0)) / (self.D * self.nu0)}
+
+    def learn_prior(self, post: Arrays, base: ObsModel) -> ZeroMeanGauss:
+        """The Wishart maximising Σ_k E_q[ln Wishart(Λ_k | ν0, B0⁻¹)] with B0's shape fixed
+        (prior_learning.learn_wishart); unchanged unless three components have N_k > D."""
+        N = post["nu"] - self.nu0
+        if not identifiable(N, self.D):
+            return self
+        nu0, B0 = learn_wishart(post, self.nu0, self.B0, base.nu0, base.B0, float(N.sum()))
+        return ZeroMeanGauss(self.D, nu0, B0)
 
     def check_data(self, X: Data) -> None:
         check_dense(X, self.D)

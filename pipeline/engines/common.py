@@ -22,6 +22,10 @@ from ..runtime.context import FitContext
 from ..runtime.models import read_model
 
 Items = Iterator[tuple[str, np.ndarray]]
+# rounds of (learn the prior, global update) at a lap end: at most LEARN_ROUNDS, until one gains
+# less than LEARN_TOL per item (one round a lap left ν0 creeping up for tens of laps on blobs)
+LEARN_ROUNDS = 50
+LEARN_TOL = 1e-8
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,27 @@ def initial_model(ctx: FitContext, K: int) -> Mixture:
     return Mixture.from_summary(ctx.obs, ctx.alloc, S)
 
 
+def learn_prior(ctx: FitContext, model: Mixture, S: Summary) -> Mixture:
+    """When the run learns its prior: rounds of (the prior learned from the components,
+    ObsModel.learn_prior, bounded by the run's initial prior; the global update (Eq. 10) of S
+    under it), each raising the ELBO, until a round gains less than LEARN_TOL per item or
+    LEARN_ROUNDS are done (no data pass: O(K D³) a round); the context's observation model is
+    the last one learned. Otherwise, or if nothing was learned, ``model`` itself."""
+    if not ctx.learn_prior:
+        return model
+    elbo = None
+    for _ in range(LEARN_ROUNDS):
+        obs = ctx.obs.learn_prior(model.post, ctx.prior_base or ctx.obs)
+        if obs is ctx.obs:
+            break
+        ctx.obs = obs
+        model = Mixture.from_summary(obs, ctx.alloc, S)
+        before, elbo = elbo, model.elbo(S, at_optimum=True)
+        if before is not None and elbo - before < LEARN_TOL * ctx.corpus.n_items:
+            break
+    return model
+
+
 def summary_items(prefix: str, S: Summary | None) -> Items:
     if S is not None:
         for k, v in S.to_arrays().items():
@@ -93,7 +118,9 @@ def model_items(prefix: str, model: Mixture) -> Items:
 
 
 def model_from(arrays: ArrayFile, prefix: str, ctx: FitContext) -> Mixture:
-    """A checkpointed model, over the context's (restored) observation model."""
+    """A checkpointed model, over the context's (restored) observation model when it has the
+    same prior (a model kept from before the prior was last learned has its own)."""
     group = arrays.group(prefix)
     meta = json.loads(group.pop("meta").tobytes().decode("utf-8"))
-    return Mixture.from_arrays(group, meta, obs=ctx.obs)
+    same = meta.get("obs") == ctx.obs.name and meta.get("prior") == ctx.obs.prior()
+    return Mixture.from_arrays(group, meta, obs=ctx.obs if same else None)

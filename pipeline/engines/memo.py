@@ -7,8 +7,10 @@ computed in parallel against the same globals and then applied one by one in vis
 W = 1 is exactly the paper's algorithm. Births collect targeted data during one lap, are
 created at its end and adopted during the next, with their summaries S' kept beside S^0 until
 that lap's last global update. Merges and reordering happen after a lap's last batch and are
-accepted only when the exact full-data ELBO rises. Per-batch summaries stored before a move are
-brought up to date by replaying the logged moves on them. A warm start from a model with a
+accepted only when the exact full-data ELBO rises; then, when the run learns it, the observation
+prior is learned from the components (ObsModel.learn_prior), fixed until the next lap end.
+Per-batch summaries stored before a move are brought up to date by replaying the logged moves on
+them. A warm start from a model with a
 ``past`` (earlier streaming blocks under a one-hot q(z): the estimator's partial_fit) keeps it
 in S^0 for good; every move applies to it too, with zero pair and group entropies.
 
@@ -40,6 +42,7 @@ from .common import (
     Items,
     LapsConfig,
     initial_model,
+    learn_prior,
     model_from,
     model_items,
     summary_from,
@@ -404,8 +407,10 @@ class MemoEngine(Engine):
             birth.n += rows.shape[0]
 
     def end_lap(self) -> None:
-        """Verification of the births adopted this lap, merges, reordering and the creation of
-        next lap's births, after the last batch; then the convergence test."""
+        """Verification of the births adopted this lap, merges, reordering, the prior learned
+        from the components (at the prior the moves were judged at; the next lap's births are
+        created, adopted and judged at the new one) and the creation of next lap's births,
+        after the last batch; then the convergence test."""
         ctx, st = self.ctx, self.lap_state
         pairs = st.pairs if st.pairs is not None else np.zeros((0, 2), np.int64)
         S = self.S0.with_pairs(pairs, st.Hpair, st.groups, st.Hgroup)
@@ -441,7 +446,8 @@ class MemoEngine(Engine):
         self._move_past([*undone, *accepted], planned)
         if self.births_on or self.merges_on:
             self._reorder()
-        self.model = Mixture.from_summary(ctx.obs, ctx.alloc, self.S0)
+        after_moves = Mixture.from_summary(ctx.obs, ctx.alloc, self.S0)
+        self.model = learn_prior(ctx, after_moves, self.S0)
         self.model_is_S0 = True
         for birth in self.births:
             if birth.n:
@@ -457,8 +463,8 @@ class MemoEngine(Engine):
         for u in self.laps_since:
             self.laps_since[u] += 1
         elbo = self.model.elbo(self.S0)
-        if self.births_on or self.merges_on:  # the state after the lap's moves
-            self.trace.append(ctx.trace_row(st.lap + 1, -1, elbo, self.model.K))
+        if self.births_on or self.merges_on or self.model is not after_moves:
+            self.trace.append(ctx.trace_row(st.lap + 1, -1, elbo, self.model.K))  # moved, learned
         self._check_convergence(st, elbo, moved)
         if self.best is None or elbo > self.best[0]:
             self.best = (elbo, st.lap + 1, replace(self.model.copy(), past=self.past))

@@ -19,6 +19,7 @@ from .common import (
     LapsConfig,
     full_pass,
     initial_model,
+    learn_prior,
     model_from,
     model_items,
     summary_from,
@@ -76,8 +77,12 @@ class SOVBEngine(Engine):
         return Step(visits=1)
 
     def _end_lap(self) -> Step:
-        """The ELBO of the current q, measured by a full pass."""
+        """The prior learned from the components (when the run learns it; q is then the update
+        of the running S under it, as the next lap's steps would make it), and the ELBO of the
+        current q, measured by a full pass."""
         ctx = self.ctx
+        if self.S is not None:
+            self.model = learn_prior(ctx, self.model, self.S)
         self.S_eval = full_pass(ctx, self.model)
         self.lap += 1
         self.order = None

@@ -1,5 +1,6 @@
 """Full-dataset coordinate-ascent VB for a DP mixture (Hughes & Sudderth 2013, Sec. 2.2): every
-local step under the same globals, then the global update (Eq. 10). One step is one lap."""
+local step under the same globals, then the global update (Eq. 10), then (when the run learns
+it) the prior learned from the components and the global update under it. One step is one lap."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from .common import (
     LapsConfig,
     full_pass,
     initial_model,
+    learn_prior,
     model_from,
     model_items,
     summary_from,
@@ -49,7 +51,7 @@ class VBEngine(Engine):
     def step(self) -> Step:
         ctx = self.ctx
         self.S = full_pass(ctx, self.model)
-        self.model = Mixture.from_summary(ctx.obs, ctx.alloc, self.S)
+        self.model = learn_prior(ctx, Mixture.from_summary(ctx.obs, ctx.alloc, self.S), self.S)
         self.laps_done += 1
         elbo = self.model.elbo(self.S)
         if self.trace and self.cfg.tol > 0:

@@ -49,8 +49,22 @@ def figures_rows(data: RunData) -> list[tuple[str, Any]]:
     rows += objective_rows(s)
     if isinstance(s.get("data"), dict):
         rows += [(f"data.{k}", v) for k, v in s["data"].items()]
+    if isinstance(s.get("prior"), dict):
+        rows += prior_rows(s["prior"])
     if data.heldout:
         rows += [(f"held-out {k}", v) for k, v in data.heldout.items() if k != "K"]
+    return rows
+
+
+def prior_rows(prior: dict[str, Any]) -> list[tuple[str, Any]]:
+    """The observation prior's figures: learned (initial -> final) or fixed."""
+    how = "learned from the components" if prior.get("learn") else "fixed"
+    rows: list[tuple[str, Any]] = [("observation prior", how)]
+    initial = prior.get("initial") or {}
+    for key, value in (prior.get("final") or {}).items():
+        shown = (f"{initial[key]:.4g} -> {value:.4g}" if prior.get("learn") and key in initial
+                 else f"{value:.4g}")
+        rows.append((f"prior {key}", shown))
     return rows
 
 

@@ -65,6 +65,8 @@ class FitContext:
     started: float = field(default_factory=time.perf_counter)
     next_uid: int = 0
     restarts: int = 1
+    learn_prior: bool = False  # the variational engines learn obs's prior between laps
+    prior_base: ObsModel | None = None  # the run's initial prior (bounds of the learned one)
 
     def new_uids(self, n: int) -> np.ndarray:
         uids = np.arange(self.next_uid, self.next_uid + n, dtype=np.int64)
@@ -100,7 +102,8 @@ def check_obs(corpus: Corpus, obs_name: str | None) -> str:
 
 
 def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> FitContext:
-    """Models with priors scaled to a sample of the data (overridable through ``model.prior``);
+    """Models with priors scaled to a sample of the data (overridable through ``model.prior``;
+    the observation prior is also the base that bounds a learned one, rebuilt alike on resume);
     ``run`` and ``model`` are the resolved RunConfig and ModelConfig."""
     obs_name = check_obs(corpus, model.obs)
     source = BatchSource(corpus, run.cache_bytes)
@@ -116,7 +119,7 @@ def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> Fi
     return FitContext(corpus, run.seed, executor, source, obs, alloc, Streams.from_seed(run.seed),
                       model.init_sample, run.wave or default_wave(executor),
                       run.summary_bytes, run.warm_start,
-                      restarts=run.restarts)
+                      restarts=run.restarts, learn_prior=model.learn_prior, prior_base=obs)
 
 
 def default_wave(executor: Executor) -> int:

@@ -101,8 +101,8 @@ def test_moments_of_draws(name):
         return
     Lam = precision(name, theta)
     if name == "diag-gauss":
-        assert_mc_close(split(theta["s"] ** 2), post["a"][:, None] / post["b"], "E[λ] = a / b")
-        E_logdet = (digamma(post["a"])[:, None] - np.log(post["b"])).sum(-1)
+        assert_mc_close(split(theta["s"] ** 2), post["a"] / post["b"], "E[λ] = a / b")
+        E_logdet = (digamma(post["a"]) - np.log(post["b"])).sum(-1)
     else:
         B_inv = np.linalg.inv(post["B"])
         assert_mc_close(split(Lam), post["nu"][:, None, None] * B_inv, "E[Λ] = ν B⁻¹")
@@ -113,7 +113,7 @@ def test_moments_of_draws(name):
     if name == "zm-gauss":
         return
     assert_mc_close(split(theta["mu"]), post["m"], "E[μ] = m")
-    # Cov(μ) = E[(κΛ)⁻¹], with E[Λ⁻¹] = B / (ν - D - 1) (Gauss), E[1/λ_d] = b_d / (a - 1) (diag);
+    # Cov(μ) = E[(κΛ)⁻¹], with E[Λ⁻¹] = B / (ν - D - 1) (Gauss), E[1/λ_d] = b_d / (a_d - 1) (diag);
     # only for components with data: the prior's Student-t has too few moments for a stable se
     d = theta["mu"] - np.repeat(post["m"], S, axis=0)
     seen = slice(0, K - 1)
@@ -122,7 +122,7 @@ def test_moments_of_draws(name):
         cov = post["B"][seen] / (kappa * (post["nu"][seen] - D - 1))[:, None, None]
         assert_mc_close(split(d[:, :, None] * d[:, None, :])[seen], cov, "Cov(μ)")
     else:
-        var = post["b"][seen] / (kappa * (post["a"][seen] - 1))[:, None]
+        var = post["b"][seen] / (kappa[:, None] * (post["a"][seen] - 1))
         assert_mc_close(split(d**2)[seen], var, "Var(μ_d)")
 
 

@@ -17,7 +17,7 @@ from bnpmix.storage import BnpmixError, ingest_array
 
 SPECIAL = {"scheduler": "synchronous", "moves": ("merge",), "prior": {"kappa0": 0.5},
            "nrm_sigma": 0.3, "epsilon": 0.6, "damping": 0.5, "birth_var": 2.0, "drift_var": 0.2,
-           "noise_var": 0.3, "fixed_k": 5, "restarts": 2,
+           "noise_var": 0.3, "fixed_k": 5, "restarts": 2, "learn_prior": False,
            # default None: the Dask config key (bnpmix.cache-bytes, ...)
            "cache_bytes": 1000, "summary_bytes": 1000, "worker_wait": 5.0,
            # default None: resolved from the executor when the run starts
@@ -149,6 +149,28 @@ def test_the_prior_table_reaches_the_model(tmp_path):
     with pytest.raises(BnpmixError, match="lam0"):
         fit(tmp_path / "corpus", tmp_path / "bad", job_config(laps=1, prior={"lam0": 0.1}))
     assert not (tmp_path / "bad").exists()
+
+
+def test_learn_prior_from_the_prior_table_a_flag_or_an_old_job_json(tmp_path):
+    """``[prior] learn = false`` is the option learn_prior (the rest of the table stays the
+    prior's); a flag overrides the file; both in one source is an error; a job.json written
+    before the option keeps the fixed prior its run had."""
+    job = tmp_path / "job.toml"
+    job.write_text("[prior]\nlearn = false\nkappa0 = 0.5\n")
+    config = load_job(job, {}).config
+    assert config.model.learn_prior is False and config.model.prior == {"kappa0": 0.5}
+    assert job_config().model.learn_prior is True
+    args = build_parser().parse_args(["fit", "c", "--out", "o", "--learn-prior", "true"])
+    assert load_job(job, fit_flags(args)).config.model.learn_prior is True
+    job.write_text("learn_prior = true\n[prior]\nlearn = false\n")
+    with pytest.raises(BnpmixError, match="both say whether the prior is learned"):
+        load_job(job, {})
+    job.write_text('[prior]\nlearn = "sometimes"\n')
+    with pytest.raises(BnpmixError, match="learn_prior: expected true or false"):
+        load_job(job, {})
+    old = job_config().to_dict()
+    del old["model"]["learn_prior"]
+    assert JobConfig.from_dict(old).model.learn_prior is False
 
 
 def test_unknown_and_misplaced_keys_are_errors_naming_file_and_key(tmp_path):
