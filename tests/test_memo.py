@@ -342,19 +342,19 @@ def test_a_capped_collection_is_judged_with_the_targets_full_evidence():
 
 
 def test_a_birth_retries_fresh_vb_only_while_the_model_has_one_component(tmp_path, monkeypatch):
-    """At K = 1 a failed birth ends the run, so a birth there tries ``attempts`` (3) fresh VB
-    runs from new seeds: on one blob every birth fails after 3. Once the model has grown, a
+    """At K = 1 a failed birth ends the run, so a birth there tries ``attempts`` (3) rounds of
+    proposals from new seeds: on one blob every birth fails after 3. Once the model has grown, a
     birth tries ``attempts_grown`` (1): on three blobs, every birth from K > 1 ran once."""
     from bnpmix.algorithms.vb import birth
     from bnpmix.pipeline.engines import memo
 
-    fresh, create = birth.fresh_vb, memo.create
-    runs: list[int] = []  # fresh VB runs of the birth being created
-    births: list[tuple[int, int, int]] = []  # (model's K, fresh VB runs, components kept)
+    propose, create = birth.propose, memo.create
+    runs: list[int] = []  # rounds of proposals of the birth being created
+    births: list[tuple[int, int, int]] = []  # (model's K, rounds, components kept)
 
-    def counted_fresh(*args, **kwargs):
+    def counted_propose(*args, **kwargs):
         runs.append(1)
-        return fresh(*args, **kwargs)
+        return propose(*args, **kwargs)
 
     def recorded_create(*args, **kwargs):
         runs.clear()
@@ -362,7 +362,7 @@ def test_a_birth_retries_fresh_vb_only_while_the_model_has_one_component(tmp_pat
         births.append((engine.S0.K, len(runs), 0 if S is None else S.K))
         return S
 
-    monkeypatch.setattr(birth, "fresh_vb", counted_fresh)
+    monkeypatch.setattr(birth, "propose", counted_propose)
     monkeypatch.setattr(memo, "create", recorded_create)
     rng = np.random.default_rng(5)
     for name, X in (("one", rng.standard_normal((600, 2))), ("three", blobs(900, 5)[0])):

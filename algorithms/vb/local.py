@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from ..obs.base import Arrays, Data, ObsModel
-from ..summary import Summary
+from ..summary import Delete, Summary
 
 PAIR_BLOCK = 64  # pairs per block when computing merge entropies (bounds memory at 64 x n)
 
@@ -27,23 +27,32 @@ class Globals:
     Elogw: np.ndarray
 
 
+# E[log w] given to a component no item may join: exp of it minus any log-likelihood is exactly
+# 0 in float64, and finite, so r log r = 0 · ABSENT = 0 with no inf or nan anywhere
+ABSENT = -1e30
+
+
 @dataclass(frozen=True)
 class Plan:
     """What a lap asks of every local step besides the summary: merge entropies of the planned
-    pairs and groups, and the rows collected for birth targets (r_nk' > tau, suppl. Eq. 23)."""
+    pairs and groups, the rows collected for birth targets (r_nk' > tau, suppl. Eq. 23), and
+    the summary with component ``delete`` removed (a delete move's alternative)."""
 
     pairs: np.ndarray | None = None
     groups: np.ndarray | None = None
     targets: tuple[int, ...] = ()
     tau: float = 0.1
+    delete: int | None = None
 
 
 @dataclass
 class BatchResult:
-    """A batch's summary and, for each birth target, the rows with r_nk' > tau (suppl. Eq. 23)."""
+    """A batch's summary, for each birth target the rows with r_nk' > tau (suppl. Eq. 23), and
+    the summary without the planned deletion's component (or None)."""
 
     summary: Summary
     collected: dict[int, np.ndarray | sp.csr_matrix] = field(default_factory=dict)
+    without: Summary | None = None
 
 
 def responsibilities(X: Data, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np.ndarray]:
@@ -127,21 +136,39 @@ def assemble(R: np.ndarray, N: np.ndarray, stats: dict, H: np.ndarray, uids: np.
                    groups=groups, Hgroup=group_entropies(R, uids, groups))
 
 
-def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> BatchResult:
-    """Local step on one batch (Eq. 9), its summary (Eq. 7) and any birth collection."""
-    plan = plan or Plan()
+def local_summary(X: Data, obs: ObsModel, g: Globals, pairs: np.ndarray | None = None,
+                  groups: np.ndarray | None = None) -> tuple[np.ndarray, Summary]:
+    """Eq. 9 on one batch and its summary (Eq. 7) with the planned merge entropies: (R,
+    summary)."""
     fused = obs.local_step(X, g.post, g.Elogw)  # the Gaussians: Eq. 9 and Eq. 7 in one pass
     if fused is None:
         R, log_r = responsibilities(X, obs, g)
-        summary = summarize(X, obs, R, log_r, g.uids, plan.pairs, plan.groups)
-    else:
-        R, N, stats, H = fused
-        summary = assemble(R, N, stats, H, g.uids, plan.pairs, plan.groups)
+        return R, summarize(X, obs, R, log_r, g.uids, pairs, groups)
+    R, N, stats, H = fused
+    return R, assemble(R, N, stats, H, g.uids, pairs, groups)
+
+
+def without(X: Data, obs: ObsModel, g: Globals, uid: int) -> Summary:
+    """The batch's summary when no item may join component ``uid``: the local step with
+    E[log w_uid] = ABSENT, so q(z_n) is renormalised over the other components (r'_nk =
+    r_nk / (1 - r_n,uid) in exact arithmetic, computed here in log space, exact also for
+    items wholly in ``uid``), without ``uid``'s (empty) row."""
+    Elogw = np.where(g.uids == uid, ABSENT, g.Elogw)
+    _, summary = local_summary(X, obs, Globals(g.uids, g.post, Elogw))
+    return Delete(uid).apply(summary)
+
+
+def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> BatchResult:
+    """Local step on one batch (Eq. 9), its summary (Eq. 7), any birth collection and the
+    summary without the planned deletion."""
+    plan = plan or Plan()
+    R, summary = local_summary(X, obs, g, plan.pairs, plan.groups)
     collected = {}
     for uid in plan.targets:
         k = int(np.flatnonzero(g.uids == uid)[0])
         collected[uid] = X[np.flatnonzero(R[:, k] > plan.tau)]
-    return BatchResult(summary, collected)
+    gone = None if plan.delete is None else without(X, obs, g, plan.delete)
+    return BatchResult(summary, collected, gone)
 
 
 def hard_assignments(X: Data, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np.ndarray]:
