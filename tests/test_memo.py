@@ -578,10 +578,13 @@ def test_S0_after_adoption_lap_is_sum_of_recomputed_batch_summaries(obs, moves, 
         if len(uids_used) <= K_before:
             continue
         adoptions += 1
-        # recompute every batch's summary from scratch under the globals it was visited with
+        # recompute every batch's summary from scratch under the globals it was visited with,
+        # the adopting origins taking no item (Plan.absent)
         total = None
         for _, b, g, res, _ in mine:
-            plan = Plan(res.summary.pairs, res.summary.groups)
+            origins = tuple(int(row[0]) for row in res.summary.groups)
+            assert origins
+            plan = Plan(res.summary.pairs, res.summary.groups, absent=origins)
             s_b = batch_step(parts[b], ctx.obs, g, plan).summary
             total = s_b if total is None else total + s_b
         for move in run.store.moves[mine[-1][4]:]:  # the moves made after the lap's last visit
@@ -820,15 +823,26 @@ def test_a_settled_run_tries_many_births_at_once_and_converges_sooner(tmp_path):
     assert runs[10]["laps"] + 5 <= runs[1]["laps"]
 
 
-def test_an_undone_birth_closes_its_origin_at_its_mass_before_the_adoption(tmp_path):
+def test_an_undone_birth_closes_its_origin_at_its_mass_before_the_adoption(tmp_path,
+                                                                             monkeypatch):
     """During an adoption lap S' lets the newborns draw in their neighbours' items, so when
     verification undoes the birth its origin holds more than it will a lap later. Its failure
     is recorded at its mass when the birth was created, and it is not targeted in the lap
     right after: otherwise the inflated mass reads as a 10 % change and the same birth is
-    adopted and undone lap after lap (toy patches at N = 100,000 ran to the 100-lap cap)."""
-    X, _ = toy_patches(6000, seed=0)
-    ingest_array(X, tmp_path / "c", partition_rows=600)
-    run = engine_for(tmp_path / "c", obs="gauss", algorithm="memo", K=25, laps=12, seed=0)
+    adopted and undone lap after lap (toy patches at N = 100,000 ran to the 100-lap cap).
+    Births here propose wedges (each target's rows cut at its first coordinate's median), which
+    verification undoes on these three round blobs."""
+    from bnpmix.algorithms.vb.init import hard_summary
+    from bnpmix.pipeline.engines import memo
+
+    def wedges(X, obs, alloc, new_uids, cfg, rng, scale, attempts):
+        labels = (X[:, 0] > np.median(X[:, 0])).astype(int)
+        return hard_summary(X, obs, labels, new_uids[:2]).scaled(scale)
+
+    monkeypatch.setattr(memo, "create", wedges)
+    ingest_array(blobs(1200, 2)[0], tmp_path / "c", partition_rows=200)
+    run = engine_for(tmp_path / "c", obs="gauss", algorithm="memo", K=3, laps=10, seed=0,
+                     moves="birth")
     created: dict[int, float] = {}  # origin -> its mass at the end of the lap creating S'
     undone = 0
     while not run.done:

@@ -10,7 +10,7 @@ import numpy as np
 from ..alloc import VariationalAllocation
 from ..mixture import Mixture, optimal_elbo
 from ..obs.base import Data, ObsModel
-from ..summary import Merge, MergeGroup, Summary
+from ..summary import Delete, Merge, MergeGroup, Summary
 from .init import hard_summary, nearest_seed, principal_split, two_means, whitened
 from .local import Plan, batch_step
 from .merge import MergeConfig, merge_round
@@ -181,10 +181,9 @@ def settle_family(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
                   members: tuple[int, ...]) -> tuple[Summary, list[Merge], float]:
     """Greedy merges inside a birth's family: while some pair of its members whose merge
     entropy was planned raises the exact ELBO, the pair that raises it most is merged (the
-    larger keeps its id; a merged component's other pairs are void). During the adoption lap
-    the origin keeps the items its newborns do not take, and a fresh run may cut one cluster in
-    two: a remnant or a wedge whose own component costs more than the split gains. Returns the
-    summary, the merges and its optimal ELBO."""
+    larger keeps its id; a merged component's other pairs are void): a fresh run may cut one
+    cluster in wedges that only the full data shows to be one. Returns the summary, the merges
+    and its optimal ELBO."""
     elbo = optimal_elbo(obs, alloc, S)
     merges: list[Merge] = []
     members = list(members)
@@ -207,22 +206,26 @@ def settle_family(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
 
 
 def verify(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
-           families: list[tuple[int, tuple[int, ...]]]
-           ) -> tuple[Summary, list[MergeGroup | Merge]]:
+           families: list[tuple[int, tuple[int, ...]]], drop_origins: bool = False
+           ) -> tuple[Summary, list[MergeGroup | Merge | Delete]]:
     """Propose-and-verify births: after their adoption lap, each family (origin, newborns) is
     either undone, all newborns merged back into their origin (MergeGroup, exact from the
     recorded group entropy), or kept after the greedy merges inside it that raise the exact
-    ELBO (settle_family), whichever has the higher exact full-data ELBO (ties undo). Returns the
-    summary after the chosen moves and the moves."""
-    moves: list[MergeGroup | Merge] = []
+    ELBO (settle_family), whichever has the higher exact full-data ELBO (ties undo). With
+    ``drop_origins`` the origins took no item during the adoption lap (Plan.absent): a kept
+    family's origin, empty, is deleted first (exact at zero mass). Returns the summary after
+    the chosen moves and the moves."""
+    moves: list[MergeGroup | Merge | Delete] = []
     for origin, newborns in families:
         undo = MergeGroup(origin, newborns)
         undone = undo.apply(S)
-        kept, merges, elbo = settle_family(obs, alloc, S, (origin, *newborns))
+        drop = [Delete(origin)] if drop_origins else []
+        members = newborns if drop_origins else (origin, *newborns)
+        kept, merges, elbo = settle_family(obs, alloc, drop[0].apply(S) if drop else S, members)
         if optimal_elbo(obs, alloc, undone) >= elbo:
             S = undone
             moves.append(undo)
         else:
             S = kept
-            moves.extend(merges)
+            moves.extend([*drop, *merges])
     return S, moves

@@ -35,14 +35,16 @@ ABSENT = -1e30
 @dataclass(frozen=True)
 class Plan:
     """What a lap asks of every local step besides the summary: merge entropies of the planned
-    pairs and groups, the rows collected for birth targets (r_nk' > tau, suppl. Eq. 23), and
-    the summary with component ``delete`` removed (a delete move's alternative)."""
+    pairs and groups, the rows collected for birth targets (r_nk' > tau, suppl. Eq. 23), the
+    summary with component ``delete`` removed (a delete move's alternative), and components
+    ``absent`` that no item may join (births' origins while their newborns are adopted)."""
 
     pairs: np.ndarray | None = None
     groups: np.ndarray | None = None
     targets: tuple[int, ...] = ()
     tau: float = 0.1
     delete: int | None = None
+    absent: tuple[int, ...] = ()
 
 
 @dataclass
@@ -148,13 +150,17 @@ def local_summary(X: Data, obs: ObsModel, g: Globals, pairs: np.ndarray | None =
     return R, assemble(R, N, stats, H, g.uids, pairs, groups)
 
 
+def excluding(g: Globals, uids: tuple[int, ...]) -> Globals:
+    """The globals with E[log w_k] = ABSENT for k in ``uids``: a local step under them gives
+    those components r_nk = 0 and renormalises q(z_n) over the others (r'_nk = r_nk / (1 -
+    Σ_absent r_n) in exact arithmetic; in log space, so exact also for items wholly in them)."""
+    return Globals(g.uids, g.post, np.where(np.isin(g.uids, uids), ABSENT, g.Elogw))
+
+
 def without(X: Data, obs: ObsModel, g: Globals, uid: int) -> Summary:
-    """The batch's summary when no item may join component ``uid``: the local step with
-    E[log w_uid] = ABSENT, so q(z_n) is renormalised over the other components (r'_nk =
-    r_nk / (1 - r_n,uid) in exact arithmetic, computed here in log space, exact also for
-    items wholly in ``uid``), without ``uid``'s (empty) row."""
-    Elogw = np.where(g.uids == uid, ABSENT, g.Elogw)
-    _, summary = local_summary(X, obs, Globals(g.uids, g.post, Elogw))
+    """The batch's summary when no item may join component ``uid`` (``excluding``), without
+    ``uid``'s empty row."""
+    _, summary = local_summary(X, obs, excluding(g, (uid,)))
     return Delete(uid).apply(summary)
 
 
@@ -162,6 +168,8 @@ def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> 
     """Local step on one batch (Eq. 9), its summary (Eq. 7), any birth collection and the
     summary without the planned deletion."""
     plan = plan or Plan()
+    if plan.absent:
+        g = excluding(g, plan.absent)
     R, summary = local_summary(X, obs, g, plan.pairs, plan.groups)
     collected = {}
     for uid in plan.targets:

@@ -25,7 +25,7 @@ import numpy as np
 
 from bnpmix.algorithms import sparse_stats
 from bnpmix.algorithms.mixture import Mixture, optimal_elbo
-from bnpmix.algorithms.summary import Insert, Merge, MergeGroup, Move, Reorder, Summary
+from bnpmix.algorithms.summary import Delete, Insert, Merge, MergeGroup, Move, Reorder, Summary
 from bnpmix.algorithms.vb.birth import BirthConfig, choose_targets, create, verify
 from bnpmix.algorithms.vb.delete import DeleteConfig, delete_candidates, judge
 from bnpmix.algorithms.vb.local import BatchResult, Globals, Plan
@@ -382,7 +382,8 @@ class MemoEngine(Engine):
 
     def _submit(self, wave: Wave) -> Wave:
         st = self.lap_state
-        plan = Plan(st.pairs, st.groups, st.targets, self.cfg.birth.tau, st.delete)
+        plan = Plan(st.pairs, st.groups, st.targets, self.cfg.birth.tau, st.delete,
+                    tuple(origin for origin, _ in st.families))
         wave.pending = self.ctx.executor.submit(visit, wave.batches, self.ctx.obs, wave.g, plan)
         return wave
 
@@ -454,7 +455,8 @@ class MemoEngine(Engine):
         verified: list = []
         accepted: list = []
         if len(st.groups):
-            S, verified = verify(ctx.obs, ctx.alloc, S, st.families)
+            S, verified = verify(ctx.obs, ctx.alloc, S, st.families,
+                                 drop_origins=self.past is None)
             undone = [m for m in verified if isinstance(m, MergeGroup)]
             origin_N = dict(zip((origin for origin, _ in st.families), st.origin_N, strict=True))
             for move in verified:  # S^0 has no group entropies: replayed on stored summaries only
@@ -469,8 +471,10 @@ class MemoEngine(Engine):
                 if not any(m.keep == origin for m in undone):
                     self.failed.pop(origin, None)
             for move in verified:
-                if isinstance(move, Merge):  # the origin absorbed by a newborn
+                if isinstance(move, Merge):  # newborns merged inside their family
                     self._forget(move)
+                elif isinstance(move, Delete):  # a kept family's empty origin
+                    self._drop(move.uid)
             moved = len(undone) < len(st.groups)  # a birth kept
         if st.delete is not None and self._delete(st.delete):
             S, moved = self.S0, True  # no merge this lap: the pair entropies were S^0's
@@ -520,15 +524,19 @@ class MemoEngine(Engine):
             for key, alt in self.alternatives.items():
                 self.store.put(key, alt)
             self.S0 = S_without
-            self.laps_since.pop(uid, None)
-            self.failed.pop(uid, None)
-            self.kept.pop(uid, None)
-            self.births = [b for b in self.births if b.target != uid]
+            self._drop(uid)
         else:
             self.kept[uid] = self._mass(uid)
         self.alternatives.close()
         self.alternatives = StateStore(SUMMARIES, self.ctx.summary_bytes)
         return accepted
+
+    def _drop(self, uid: int) -> None:
+        """Bookkeeping of a deleted component (births targeting it are dropped)."""
+        self.laps_since.pop(uid, None)
+        self.failed.pop(uid, None)
+        self.kept.pop(uid, None)
+        self.births = [b for b in self.births if b.target != uid]
 
     def _forget(self, move: Merge) -> None:
         """Bookkeeping of a merge: component b is gone into a."""
