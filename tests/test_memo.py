@@ -29,7 +29,6 @@ from bnpmix.algorithms.summary import Delete, Insert, Merge, MergeGroup, Reorder
 from bnpmix.algorithms.vb import merge
 from bnpmix.algorithms.vb.local import Plan, batch_step, responsibilities, summarize
 from bnpmix.algorithms.vb.merge import MergeConfig, merge_round
-from bnpmix.datasets import toy_patches
 from bnpmix.pipeline.evaluate import evaluate, load
 from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.storage import Corpus, RunDir, ingest_array, ingest_docword
