@@ -9,6 +9,7 @@ Every engine test runs on a real corpus written to tmp_path, as in test_memo.py.
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import pytest
 from scipy.special import logsumexp
 
@@ -19,8 +20,9 @@ from bnpmix.algorithms.sparse_stats import dense
 from bnpmix.algorithms.summary import Summary
 from bnpmix.algorithms.vb import birth, init
 from bnpmix.algorithms.vb.local import summarize
+from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.storage import ingest_array
-from helpers import engine_for
+from helpers import engine_for, run_lap
 
 
 def assert_summary_close(got: Summary, want: Summary, rtol: float) -> None:
@@ -152,3 +154,92 @@ def test_a_delete_is_exact_and_accepted_only_when_the_elbo_rises(obs, tmp_path):
             assert run.trace[-1]["elbo"] == pytest.approx(
                 optimal_elbo(ctx.obs, ctx.alloc, S_without.over(run.S0.uids)), rel=1e-10)
     assert True in outcomes and False in outcomes, outcomes
+
+
+# ------------------------------------------------------------------------- convergence
+
+def test_every_component_fails_two_births_from_new_seeds_before_the_run_converges(
+        tmp_path, monkeypatch):
+    """Three blobs from K = 1: the run converges only after every final component holding at
+    least 2 K' items has been the target of 1 + retries births (each from its own state of the
+    birth stream, so new seeds) since its mass last changed by a tenth, all failed."""
+    from bnpmix.pipeline.engines import memo
+
+    states: list[str] = []  # the birth stream's state at each creation
+    create = memo.create
+
+    def recorded(X, obs, alloc, new_uids, cfg, rng, *args):
+        states.append(str(rng.bit_generator.state))
+        return create(X, obs, alloc, new_uids, cfg, rng, *args)
+
+    monkeypatch.setattr(memo, "create", recorded)
+    ingest_array(blob_data(6, n=900), tmp_path / "c", partition_rows=150)
+    run = engine_for(tmp_path / "c", obs="gauss", algorithm="memo", K=1, laps=60, seed=2)
+    calls: list[tuple[int, str]] = []  # (target, state)
+    while not run.done:
+        before = len(states)
+        run_lap(run)
+        targets = [b.target for b in run.births if b.n]  # created in this order at the lap end
+        assert len(targets) == len(states) - before
+        calls += zip(targets, states[before:], strict=True)
+    assert run.stopped.startswith("converged"), run.stopped
+    floor = 2 * run.cfg.birth.fresh_K
+    checked = 0
+    for u, n in zip(run.S0.uids.tolist(), run.S0.N, strict=True):
+        if n < floor:
+            continue
+        mine = [state for target, state in calls if target == u]
+        assert len(mine) >= 1 + run.cfg.birth.retries, (u, len(mine))
+        assert len(set(mine)) == len(mine)  # a new seed each time
+        mass, _, count = run.failed[u]
+        assert count >= 1 + run.cfg.birth.retries and abs(n - mass) <= 0.1 * mass
+        checked += 1
+    assert checked == 3
+
+
+# ------------------------------------------------------------------------- partitions
+
+def test_one_and_six_partitions_of_the_same_rows_reach_the_same_k_and_elbo(tmp_path):
+    """Seven full-covariance clusters in 4-D, two of them overlapping: with one partition the
+    adoption lap is a single visit, with six it is six. Both runs end at the same K and the
+    same ELBO to 1e-3 per item. (Before births adopted with their origin absent, the one-
+    partition run kept the two overlapping clusters as one: K = 6, 0.016 per item lower.)"""
+    from bnpmix.datasets import gaussian_clusters
+
+    X, _ = gaussian_clusters(n=1500, D=4, separated=5, overlapping=2, seed=0)
+    out = {}
+    for P in (1, 6):
+        ingest_array(X, tmp_path / f"c{P}", partition_rows=-(-len(X) // P))
+        out[P] = fit(tmp_path / f"c{P}", tmp_path / f"r{P}",
+                     job_config(seed=0, scheduler="synchronous"))
+    assert out[1]["stopped"].startswith("converged") and out[6]["stopped"].startswith("converged")
+    assert out[1]["K"] == out[6]["K"] == 7
+    assert abs(out[1]["elbo_per_item"] - out[6]["elbo_per_item"]) < 1e-3
+
+
+# ------------------------------------------------------------------------- resume
+
+def test_a_run_stopped_in_a_deleting_lap_resumes_exactly(tmp_path):
+    """Stopped after a mid-lap checkpoint while a deletion is being tried (some batches'
+    alternatives stored, others not), the resumed run ends as the uninterrupted one, step for
+    step."""
+    ingest_array(blob_data(7, n=900), tmp_path / "c", partition_rows=150)
+    options = {"K": 5, "laps": 6, "seed": 1, "checkpoint_every": 1, "scheduler": "synchronous",
+               "delete_max_share": 10.0}
+    seen = []
+
+    def stop(engine, step):
+        st = engine.lap_state
+        if st is not None and st.delete is not None and 0 < st.pos < len(st.order) - 1:
+            seen.append((st.delete, len(engine.alternatives)))
+            raise KeyboardInterrupt  # after this visit's checkpoint
+
+    with pytest.raises(KeyboardInterrupt):
+        fit(tmp_path / "c", tmp_path / "run", job_config(**options), on_step=stop)
+    assert seen and seen[0][1] > 0
+    resumed = resume(tmp_path / "run")
+    whole = fit(tmp_path / "c", tmp_path / "whole", job_config(**options))
+    assert resumed["elbo"] == whole["elbo"] and resumed["K"] == whole["K"]
+    a = pd.read_csv(tmp_path / "run" / "trace.csv")
+    b = pd.read_csv(tmp_path / "whole" / "trace.csv")
+    pd.testing.assert_frame_equal(a.drop(columns="seconds"), b.drop(columns="seconds"))
