@@ -52,23 +52,36 @@ def test_two_means_in_the_whitened_space_splits_parallel_elongated_clusters():
     X = np.c_[10 * rng.standard_normal(2000), 3.0 * z + 0.5 * rng.standard_normal(2000)]
     F = obs_class("gauss").default(X).features(X)
     agree = lambda labels: max(np.mean(labels == z), np.mean(labels != z))  # noqa: E731
-    assert agree(init.two_means(init.whitened(F), np.random.default_rng(1))) > 0.99
+    whitened, _ = init.proposal_splits(F, np.random.default_rng(1))
+    assert agree(whitened) > 0.99
     assert agree(init.two_means(F, np.random.default_rng(1))) < 0.8  # unwhitened: the long axis
 
 
-def test_whitened_rows_have_identity_covariance_and_the_top_direction_is_the_leading_eigenvector():
+def test_principal_axes_are_the_covariance_eigenpairs_for_dense_and_sparse_rows():
+    """Within its rank, on all rows, the randomised subspace iteration is exact: the variances
+    are the sample covariance's eigenvalues, Z the centred rows' coordinates on its eigenvectors
+    (up to each column's sign), the same from a CSR matrix as from the dense one; a repeated
+    column is dropped (rank deficiency)."""
+    import scipy.sparse as sp
+
     rng = np.random.default_rng(2)
-    A = rng.standard_normal((4, 4))
-    F = rng.standard_normal((3000, 4)) @ A + 5.0
-    W = init.whitened(F)
-    np.testing.assert_allclose(np.cov(W.T), np.eye(4), atol=1e-10)
-    v = init.top_direction(F, np.random.default_rng(0), iters=200)
-    V = np.linalg.eigh(np.cov(F.T))[1]
-    assert abs(abs(v @ V[:, -1]) - 1.0) < 1e-8
-    # a rank-deficient sample (a column repeated) is whitened on its rank
-    W2 = init.whitened(np.c_[F, F[:, 0]])
-    assert W2.shape[1] == 4
-    np.testing.assert_allclose(np.cov(W2.T), np.eye(4), atol=1e-8)
+    F = rng.standard_normal((1500, 5)) @ rng.standard_normal((5, 5)) + 5.0
+    F = np.c_[F, F[:, 0]]  # rank 5 in 6 columns
+    lam_want, V = np.linalg.eigh(np.cov(F.T))
+    lam_want, V = lam_want[::-1][:5], V[:, ::-1][:, :5]
+    Z_want = (F - F.mean(0)) @ V
+    for rows in (F, sp.csr_matrix(F)):
+        Z, lam = init.principal_axes(rows, np.random.default_rng(0))
+        np.testing.assert_allclose(lam, lam_want, rtol=1e-9)
+        signs = np.sign((Z * Z_want).sum(0))
+        np.testing.assert_allclose(Z * signs, Z_want, atol=1e-8 * np.abs(Z_want).max())
+        np.testing.assert_allclose(np.cov((Z / np.sqrt(lam)).T), np.eye(5), atol=1e-9)
+    # beyond its rank: the top directions of a clear spectrum (variances 100 ... 1, then 0.01)
+    scales = np.r_[np.geomspace(100, 1, 4), np.full(40, 0.1)]
+    G = rng.standard_normal((2000, 44)) * scales
+    _, lam = init.principal_axes(G, np.random.default_rng(1), rank=4)
+    np.testing.assert_allclose(lam, np.sort(np.linalg.eigvalsh(np.cov(G.T)))[::-1][:4],
+                               rtol=1e-3)
 
 
 def test_create_keeps_the_proposal_with_the_highest_fresh_elbo(monkeypatch):

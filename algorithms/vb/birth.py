@@ -3,15 +3,16 @@ new components by a fresh DP-mixture VB run on the collected data, adopt them ov
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..alloc import VariationalAllocation
 from ..mixture import Mixture, optimal_elbo
 from ..obs.base import Data, ObsModel
+from ..sparse_stats import dense
 from ..summary import Delete, Merge, MergeGroup, Summary
-from .init import hard_summary, nearest_seed, principal_split, two_means, whitened
+from .init import hard_summary, nearest_seed, proposal_splits
 from .local import Plan, batch_step
 from .merge import MergeConfig, merge_round
 
@@ -75,10 +76,9 @@ def choose_targets(uids: np.ndarray, N: np.ndarray, laps_since: np.ndarray, n: i
 
 def proposal_labels(F: Data, K: int, rng: np.random.Generator) -> list[np.ndarray]:
     """Hard partitions of a target's collected rows (features F) from which its fresh models
-    start: the nearest of K k-means++ seeds; 2-means in the rows' own whitened space (a split
-    into clusters is a bimodal direction there, whatever their shared long axes); the sides of
-    the rows' top principal direction."""
-    return [nearest_seed(F, K, rng), two_means(whitened(F), rng), principal_split(F, rng)]
+    start: the nearest of K k-means++ seeds, and init.proposal_splits's two 2-way splits
+    (2-means in the rows' own whitened space, the sides of their top principal direction)."""
+    return [nearest_seed(F, K, rng), *proposal_splits(F, rng)]
 
 
 def fresh_vb(X: Data, obs: ObsModel, alloc: VariationalAllocation, labels: np.ndarray, K: int,
@@ -109,6 +109,12 @@ def iterate(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, ma
     return S
 
 
+def densified(S: Summary) -> Summary:
+    """S with dense statistics: a fresh model's K' x V word counts are small, and merges on
+    dense rows avoid a sparse matrix's overhead per operation."""
+    return replace(S, stats={k: dense(v) for k, v in S.stats.items()})
+
+
 def refine(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary,
            rng: np.random.Generator, max_iter: int, tol: float, scale: float = 1.0) -> Summary:
     """Merge rounds inside a birth's fresh model: with every pair's exact merge entropy on the
@@ -120,7 +126,7 @@ def refine(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary,
         model = Mixture.from_summary(obs, alloc, S.scaled(scale))
         iu, ju = np.triu_indices(S.K, k=1)
         pairs = np.stack([S.uids[iu], S.uids[ju]], axis=1)
-        S_p = batch_step(X, obs, model.globals(), Plan(pairs)).summary
+        S_p = densified(batch_step(X, obs, model.globals(), Plan(pairs)).summary)
         merged, accepted, _ = merge_round(obs, alloc, S_p.scaled(scale), rng,
                                           MergeConfig(max_attempts=len(pairs)))
         if not accepted:

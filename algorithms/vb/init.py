@@ -12,8 +12,10 @@ from ..summary import Summary
 from .local import summarize
 
 LLOYD_ITER = 20  # Lloyd iterations of a birth's 2-means proposal
-POWER_ITER = 30  # power iterations for the top principal direction
-RANK_TOL = 1e-9  # eigenvalues below this fraction of the largest are not whitened
+AXES = 32  # principal directions a birth's target is whitened on
+POWER_ITER = 2  # subspace iterations finding them
+AXES_SAMPLE = 2000  # rows they are estimated from
+RANK_TOL = 1e-9  # variances below this fraction of the largest are dropped
 
 
 def sq_distances(F: Data, C: np.ndarray) -> np.ndarray:
@@ -64,42 +66,44 @@ def two_means(F: Data, rng: np.random.Generator, iters: int = LLOYD_ITER) -> np.
     return labels
 
 
-def whitened(F: Data) -> Data:
-    """Dense rows whitened by their own covariance, (f - f̄) V Λ^{-1/2} over the eigenpairs
-    (Λ, V) of the sample covariance above RANK_TOL of the largest: a split of a sample into
-    clusters shows as a direction of bimodality whatever the clusters' common shape. Sparse rows
-    (bag-of-words) are returned as they are: their covariance is V x V."""
-    if sp.issparse(F):
-        return F
-    Fc = F - F.mean(0)
-    lam, V = np.linalg.eigh(Fc.T @ Fc / max(len(F) - 1, 1))
-    keep = lam > RANK_TOL * max(lam[-1], 0.0)
-    if not keep.any():
-        return Fc
-    return Fc @ (V[:, keep] / np.sqrt(lam[keep]))
+def principal_axes(F: Data, rng: np.random.Generator, rank: int = AXES,
+                   iters: int = POWER_ITER, sample: int = AXES_SAMPLE
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    """The rows' coordinates on the top ``rank`` principal directions of their covariance,
+    Z = (F - 1 f̄ᵀ) V (n, r), and the variances λ along them (descending). f̄, V and λ come from
+    at most ``sample`` rows drawn without replacement (all rows when there are fewer), by
+    randomised subspace iteration (Halko, Martinsson & Tropp 2011, Alg. 4.4) with the centring
+    kept implicit, so F may be sparse: exact when rank covers F's dimension and the sample is
+    all rows. Directions with λ ≤ RANK_TOL λ_max are dropped."""
+    n, d = F.shape
+    rows = np.sort(rng.choice(n, size=sample, replace=False)) if n > sample else np.arange(n)
+    S = F[rows]
+    mean = np.asarray(S.mean(0)).ravel()
 
+    def times(M: np.ndarray, A: Data = S) -> np.ndarray:  # (A - 1 f̄ᵀ) M
+        return np.asarray(A @ M) - mean @ M
 
-def top_direction(F: Data, rng: np.random.Generator, iters: int = POWER_ITER) -> np.ndarray:
-    """The leading eigenvector of the rows' covariance, by power iteration on (F - 1 f̄ᵀ) with
-    the centring kept implicit (F may be sparse)."""
-    mean = np.asarray(F.mean(0)).ravel()
-    v = rng.standard_normal(F.shape[1])
+    def t_times(M: np.ndarray) -> np.ndarray:  # (S - 1 f̄ᵀ)ᵀ M
+        return np.asarray(S.T @ M) - np.outer(mean, M.sum(0))
+
+    Q = np.linalg.qr(times(rng.standard_normal((d, max(1, min(rank, d, len(rows)))))))[0]
     for _ in range(iters):
-        u = np.asarray(F @ v).ravel() - mean @ v
-        w = np.asarray(F.T @ u).ravel() - mean * u.sum()
-        norm = np.linalg.norm(w)
-        if norm == 0:
-            break
-        v = w / norm
-    return v
+        Q = np.linalg.qr(times(np.linalg.qr(t_times(Q))[0]))[0]
+    _, sv, Vt = np.linalg.svd(t_times(Q).T, full_matrices=False)  # Qᵀ Sc = U diag(sv) Vᵀ
+    lam = sv**2 / max(len(rows) - 1, 1)
+    keep = lam > RANK_TOL * lam[0]
+    return times(Vt[keep].T, F), lam[keep]
 
 
-def principal_split(F: Data, rng: np.random.Generator) -> np.ndarray:
-    """Labels 0/1: the side of the mean on which each row falls along the top principal
-    direction."""
-    v = top_direction(F, rng)
-    proj = np.asarray(F @ v).ravel()
-    return (proj > proj.mean()).astype(np.int64)
+def proposal_splits(F: Data, rng: np.random.Generator) -> list[np.ndarray]:
+    """Two 2-way partitions of the rows of F from their principal axes: 2-means in the rows' own
+    whitened space Z Λ^{-1/2} (there a split into clusters is a direction of bimodality whatever
+    their shared long axes, and k-means's sum of squares falls most along it), and the sides of
+    the mean along the top principal direction."""
+    Z, lam = principal_axes(F, rng)
+    if not len(lam):  # identical rows
+        return [np.zeros(F.shape[0], dtype=np.int64)] * 2
+    return [two_means(Z / np.sqrt(lam), rng), (Z[:, 0] > 0).astype(np.int64)]
 
 
 def hard_summary(X: Data, obs: ObsModel, labels: np.ndarray, uids: np.ndarray) -> Summary:

@@ -287,22 +287,24 @@ class MemoEngine(Engine):
     def _open(self, N: np.ndarray, adopting: set[int], lap: int) -> np.ndarray:
         """Components a birth may target in ``lap``: not an origin whose newborns take over
         its data in this lap, not one too small to give a fresh run 2 K' items (once masses
-        are known), and not one whose birth failed, until a lap has passed since (masses
-        right after an undone birth are not yet back) and its mass has changed by 10 %."""
+        are known), and not one whose births failed (retries spent; _still_failed), until a
+        lap has passed since (masses right after an undone birth are not yet back) and its
+        mass has changed by 10 %."""
         floor = 2 * self.cfg.birth.fresh_K if self._complete() else 0
         return np.array([int(u) not in adopting and n >= floor
                          and not self._still_failed(int(u), n, lap)
                          for u, n in zip(self.S0.uids, N, strict=True)], dtype=bool)
 
     def _still_failed(self, uid: int, n: float, lap: int) -> bool:
-        """Closed: its birth failed in the last lap, or failed 1 + birth.retries times in a
-        row at about its mass (within 10 %) and its mass has not changed by 10 % since."""
+        """Closed: its birth failed 1 + birth.retries times in a row at about its mass (within
+        10 %; until then it is retried from the next lap, with new seeds), and either the last
+        failure was at the end of the previous lap or its mass has not changed by 10 % since."""
         if uid not in self.failed:
             return False
         mass, failed_at, count = self.failed[uid]
-        if lap <= failed_at + 1:
-            return True
-        return count > self.cfg.birth.retries and abs(n - mass) <= 0.1 * mass
+        if count <= self.cfg.birth.retries:
+            return False
+        return lap <= failed_at + 1 or abs(n - mass) <= 0.1 * mass
 
     def _record_failure(self, uid: int, mass: float, lap: int) -> None:
         """A failed birth on ``uid`` at ``mass``: one more failure in a row if the previous one
