@@ -1,4 +1,5 @@
-"""Memoized online VB for DP mixtures (Hughes & Sudderth 2013, Sec. 3), with births and merges.
+"""Memoized online VB for DP mixtures (Hughes & Sudderth 2013, Sec. 3), with births, merges
+and deletes.
 
 Each lap visits every batch once in a fresh random order. A visit is Eq. 11: the batch's old
 summary leaves S^0, its new one (from the local step under the current globals) enters, and the
@@ -6,13 +7,18 @@ globals are updated from S^0 (Eq. 10). To keep several workers busy, a wave of W
 computed in parallel against the same globals and then applied one by one in visiting order;
 W = 1 is exactly the paper's algorithm. Births collect targeted data during one lap, are
 created at its end and adopted during the next, with their summaries S' kept beside S^0 until
-that lap's last global update. Merges and reordering happen after a lap's last batch and are
-accepted only when the exact full-data ELBO rises. Per-batch summaries stored before a move are
+that lap's last global update; their origins take no item during that lap. A lap may also
+try deleting one small component: each visit summarises its batch with and without it, and at
+the lap's end the deletion is kept only if the exact ELBO of the alternatives' sum is higher.
+Merges and reordering happen after a lap's last batch and are accepted only when the exact
+full-data ELBO rises. Per-batch summaries stored before a move are
 brought up to date by replaying the logged moves on them. A warm start from a model with a
 ``past`` (earlier streaming blocks under a one-hot q(z): the estimator's partial_fit) keeps it
-in S^0 for good; every move applies to it too, with zero pair and group entropies.
+in S^0 for good; every move applies to it too, with zero pair and group entropies (no
+deletes then: the past has no items to reassign).
 
-One step is a wave, or the end of a lap (merges, reordering, creation of births).
+One step is a wave, or the end of a lap (verification, a deletion, merges, reordering, creation
+of births).
 """
 
 from __future__ import annotations
