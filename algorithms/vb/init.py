@@ -12,9 +12,10 @@ from ..summary import Summary
 from .local import summarize
 
 LLOYD_ITER = 20  # Lloyd iterations of a birth's 2-means proposal
-AXES = 32  # principal directions a birth's target is whitened on
-POWER_ITER = 2  # subspace iterations finding them
-AXES_SAMPLE = 2000  # rows they are estimated from
+LLOYD_STARTS = 4  # its starts from new seeds
+AXES = 16  # principal directions a birth's target is whitened on
+POWER_ITER = 1  # subspace iterations finding them
+AXES_SAMPLE = 1000  # rows they are estimated from
 RANK_TOL = 1e-9  # variances below this fraction of the largest are dropped
 
 
@@ -52,18 +53,29 @@ def nearest_seed(F: Data, K: int, rng: np.random.Generator) -> np.ndarray:
     return sq_distances(F, _dense_rows(F, kmeanspp(F, K, rng))).argmin(1)
 
 
-def two_means(F: Data, rng: np.random.Generator, iters: int = LLOYD_ITER) -> np.ndarray:
-    """2-means (Lloyd's iterations from two k-means++ seeds): labels 0/1 of the rows of F."""
-    labels = nearest_seed(F, 2, rng)
-    for _ in range(iters):
-        if np.bincount(labels, minlength=2).min() == 0:
-            break
-        C = np.stack([np.asarray(F[labels == k].mean(0)).ravel() for k in range(2)])
-        new = sq_distances(F, C).argmin(1)
-        if np.array_equal(new, labels):
-            break
-        labels = new
-    return labels
+def _centres(F: Data, labels: np.ndarray, K: int) -> np.ndarray:
+    """Each label's mean row (zeros for an empty label)."""
+    return np.stack([np.asarray(F[labels == k].mean(0)).ravel() if (labels == k).any()
+                     else np.zeros(F.shape[1]) for k in range(K)])
+
+
+def two_means(F: Data, rng: np.random.Generator, iters: int = LLOYD_ITER,
+              starts: int = LLOYD_STARTS) -> np.ndarray:
+    """2-means: Lloyd's iterations from two k-means++ seeds, ``starts`` times; the labels 0/1 of
+    the rows of F with the least within-cluster sum of squares (a cut along a unimodal
+    direction is a fixed point of Lloyd's iterations too)."""
+    best, best_ss = None, np.inf
+    for _ in range(starts):
+        labels = nearest_seed(F, 2, rng)
+        for _ in range(iters):
+            new = sq_distances(F, _centres(F, labels, 2)).argmin(1)
+            if np.array_equal(new, labels):
+                break
+            labels = new
+        ss = sq_distances(F, _centres(F, labels, 2))[np.arange(len(labels)), labels].sum()
+        if ss < best_ss:
+            best, best_ss = labels, ss
+    return best
 
 
 def principal_axes(F: Data, rng: np.random.Generator, rank: int = AXES,
