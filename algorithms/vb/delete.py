@@ -1,12 +1,14 @@
 """Delete moves: a small component's items reassigned to the others, kept only if the exact
 full-data ELBO rises (cf. Hughes, Kim & Sudderth 2015, Sec. 4: deletes in memoized VB).
 
-A lap plans the deletion of one component j; every batch visit summarises its items twice, as
-usual and with j removed (``local.without``: q(z_n) renormalised over the other components, the
-same log-likelihoods). At the lap's end both sums are exact summaries of the same items, so
-their optimal ELBOs (Eq. 8 after the global update) compare two complete states: the deletion
-is accepted only if the alternative's is higher, and then every stored batch summary becomes
-its alternative, so that S^0 stays the sum of the stored summaries.
+A lap plans the deletion of a few components; every batch visit summarises its items as usual
+and, for each planned j, with j removed (``local.without``: q(z_n) renormalised over the other
+components, the same log-likelihoods). At the lap's end each alternative sum and S^0 are exact
+summaries of the same items, so their optimal ELBOs (Eq. 8 after the global update) compare
+complete states: the deletion that raises the ELBO most is accepted, if any does, and then
+every stored batch summary becomes its alternative, so that S^0 stays the sum of the stored
+summaries. (Two alternatives do not compose: each was computed with the other component
+present.)
 """
 
 from __future__ import annotations
@@ -23,12 +25,16 @@ from ..summary import Summary
 
 @dataclass(frozen=True)
 class DeleteConfig:
-    """Which components a delete move tries."""
+    """Which components delete moves try, and how many a lap."""
 
     max_share: float = field(default=0.25, metadata={
         "help": "try deleting components whose mass is at most this fraction of the average "
-                "component's (N_j <= max_share N / K); one a lap, the smallest first",
+                "component's (N_j <= max_share N / K), the smallest first",
         "range": "(0, inf)"})
+    per_lap: int = field(default=5, metadata={
+        "help": "deletions tried in one lap (each batch summarised without each; only the "
+                "items a component holds are summarised again)",
+        "range": "[1, inf)"})
 
 
 def delete_candidates(uids: np.ndarray, N: np.ndarray, cfg: DeleteConfig) -> np.ndarray:
@@ -39,7 +45,13 @@ def delete_candidates(uids: np.ndarray, N: np.ndarray, cfg: DeleteConfig) -> np.
     return uids[small[np.argsort(N[small], kind="stable")]]
 
 
-def judge(obs: ObsModel, alloc: VariationalAllocation, S: Summary, S_without: Summary) -> bool:
-    """Accept the deletion: the optimal ELBO of the alternative summary of every item (the
-    component removed) exceeds that of the current one."""
-    return optimal_elbo(obs, alloc, S_without) > optimal_elbo(obs, alloc, S)
+def judge(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
+          alternatives: dict[int, Summary]) -> tuple[int | None, list[int]]:
+    """The deletion to accept, the one whose alternative summary of every item (the component
+    removed) has the highest optimal ELBO if that exceeds S's (else None), and the deletions
+    refused: those whose ELBO does not exceed S's."""
+    base = optimal_elbo(obs, alloc, S)
+    gains = {uid: optimal_elbo(obs, alloc, alt) - base for uid, alt in alternatives.items()}
+    best = max(gains, key=lambda u: gains[u], default=None)
+    accepted = best if best is not None and gains[best] > 0 else None
+    return accepted, [u for u, gain in gains.items() if gain <= 0]

@@ -36,25 +36,26 @@ ABSENT = -1e30
 class Plan:
     """What a lap asks of every local step besides the summary: merge entropies of the planned
     pairs and groups, the rows collected for birth targets (r_nk' > tau, suppl. Eq. 23), the
-    summary with component ``delete`` removed (a delete move's alternative), and components
-    ``absent`` that no item may join (births' origins while their newborns are adopted)."""
+    summary with each of components ``deletes`` removed (delete moves' alternatives), and
+    components ``absent`` that no item may join (births' origins while their newborns are
+    adopted)."""
 
     pairs: np.ndarray | None = None
     groups: np.ndarray | None = None
     targets: tuple[int, ...] = ()
     tau: float = 0.1
-    delete: int | None = None
+    deletes: tuple[int, ...] = ()
     absent: tuple[int, ...] = ()
 
 
 @dataclass
 class BatchResult:
     """A batch's summary, for each birth target the rows with r_nk' > tau (suppl. Eq. 23), and
-    the summary without the planned deletion's component (or None)."""
+    for each planned deletion the summary without that component."""
 
     summary: Summary
     collected: dict[int, np.ndarray | sp.csr_matrix] = field(default_factory=dict)
-    without: Summary | None = None
+    without: dict[int, Summary] = field(default_factory=dict)
 
 
 def responsibilities(X: Data, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np.ndarray]:
@@ -157,16 +158,30 @@ def excluding(g: Globals, uids: tuple[int, ...]) -> Globals:
     return Globals(g.uids, g.post, np.where(np.isin(g.uids, uids), ABSENT, g.Elogw))
 
 
-def without(X: Data, obs: ObsModel, g: Globals, uid: int) -> Summary:
+def without(X: Data, obs: ObsModel, g: Globals, uid: int, R: np.ndarray,
+            summary: Summary) -> Summary:
     """The batch's summary when no item may join component ``uid`` (``excluding``), without
-    ``uid``'s empty row."""
-    _, summary = local_summary(X, obs, excluding(g, (uid,)))
-    return Delete(uid).apply(summary)
+    ``uid``'s empty row, from the batch's responsibilities R under ``g`` and their summary.
+    Only the items with r_n,uid > 0 change (exactly: q(z_n) of the others is already
+    normalised over the other components). When they are fewer than half the batch their part
+    of the summary is replaced, S − S(A) + S'(A) over those items A (a local step on A alone);
+    otherwise the whole batch's local step runs again. Both are exact."""
+    gone = Delete(uid)
+    rows = np.flatnonzero(R[:, int(np.flatnonzero(g.uids == uid)[0])] > 0)
+    if 2 * len(rows) > R.shape[0]:
+        return gone.apply(local_summary(X, obs, excluding(g, (uid,)))[1])
+    kept = gone.apply(summary.without_pairs())
+    if not len(rows):
+        return kept
+    XA = X[rows]
+    old = gone.apply(summarize(XA, obs, R[rows], None, g.uids))
+    new = gone.apply(local_summary(XA, obs, excluding(g, (uid,)))[1])
+    return kept - old + new
 
 
 def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> BatchResult:
     """Local step on one batch (Eq. 9), its summary (Eq. 7), any birth collection and the
-    summary without the planned deletion."""
+    summaries without each planned deletion."""
     plan = plan or Plan()
     if plan.absent:
         g = excluding(g, plan.absent)
@@ -175,8 +190,8 @@ def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> 
     for uid in plan.targets:
         k = int(np.flatnonzero(g.uids == uid)[0])
         collected[uid] = X[np.flatnonzero(R[:, k] > plan.tau)]
-    gone = None if plan.delete is None else without(X, obs, g, plan.delete)
-    return BatchResult(summary, collected, gone)
+    alternatives = {uid: without(X, obs, g, uid, R, summary) for uid in plan.deletes}
+    return BatchResult(summary, collected, alternatives)
 
 
 def hard_assignments(X: Data, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np.ndarray]:

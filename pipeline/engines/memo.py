@@ -8,8 +8,9 @@ computed in parallel against the same globals and then applied one by one in vis
 W = 1 is exactly the paper's algorithm. Births collect targeted data during one lap, are
 created at its end and adopted during the next, with their summaries S' kept beside S^0 until
 that lap's last global update; their origins take no item during that lap. A lap may also
-try deleting one small component: each visit summarises its batch with and without it, and at
-the lap's end the deletion is kept only if the exact ELBO of the alternatives' sum is higher.
+try deleting a few small components: each visit summarises its batch also without each, and at
+the lap's end the deletion whose alternatives' sum has the highest exact ELBO is kept, if that
+is higher than S^0's.
 Merges and reordering happen after a lap's last batch and are accepted only when the exact
 full-data ELBO rises. Per-batch summaries stored before a move are
 brought up to date by replaying the logged moves on them. A warm start from a model with a
@@ -106,7 +107,7 @@ class Birth:
 class LapState:
     """Where a lap stands: its order, planned pairs, birth targets, S' with the families being
     adopted (origin, newborns), their planned groups and each origin's mass before the
-    adoption, the next position and the component whose deletion the lap tries (or None)."""
+    adoption, the next position and the components whose deletion the lap tries."""
 
     lap: int
     order: np.ndarray
@@ -118,7 +119,7 @@ class LapState:
     groups: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
     Hgroup: np.ndarray = field(default_factory=lambda: np.zeros(0))
     origin_N: np.ndarray = field(default_factory=lambda: np.zeros(0))
-    delete: int | None = None
+    deletes: tuple[int, ...] = ()
 
     @property
     def families(self) -> list[tuple[int, tuple[int, ...]]]:
@@ -175,8 +176,8 @@ class MemoEngine(Engine):
         self.S0 = Summary.zeros(model.uids, self.ctx.obs.stat_shapes())
         self.past: Summary | None = None  # the warm start's past blocks (Mixture.past)
         self.store: StateStore[Summary] = StateStore(SUMMARIES, self.ctx.summary_bytes)
-        # during a lap that tries a deletion: each visited batch's summary without it
-        self.alternatives: StateStore[Summary] = StateStore(SUMMARIES, self.ctx.summary_bytes)
+        # during a lap that tries deletions: for each, every visited batch's summary without it
+        self.alternatives: dict[int, StateStore[Summary]] = {}
         # component id -> its N when its deletion was refused
         self.kept: dict[int, float] = {}
         self.births: list[Birth] = []
@@ -245,7 +246,7 @@ class MemoEngine(Engine):
     def close(self) -> None:
         if hasattr(self, "store"):
             self.store.close()
-            self.alternatives.close()
+            self._clear_alternatives()
 
     # the lap ---------------------------------------------------------------------------------
 
@@ -351,10 +352,11 @@ class MemoEngine(Engine):
         targets = self._choose_birth_targets(lap, {origin for origin, _ in families})
         order = ctx.rng.order.permutation(ctx.corpus.n_partitions)
         groups = family_groups(families)
-        delete = None if families else self._choose_delete()
+        deletes = () if families else self._choose_deletes()
+        self.alternatives = {uid: self._new_store() for uid in deletes}
         self.lap_state = LapState(lap, order, pairs, np.zeros(0 if pairs is None else len(pairs)),
                                   S_prime, targets, 0, groups, np.zeros(len(groups)), masses,
-                                  delete)
+                                  deletes)
 
     def _delete_open(self) -> np.ndarray:
         """Components a deletion may try, smallest first: small (DeleteConfig) and not refused
@@ -366,11 +368,19 @@ class MemoEngine(Engine):
                          or abs(self._mass(u) - self.kept[u]) > 0.1 * self.kept[u]],
                         dtype=np.int64)
 
-    def _choose_delete(self) -> int | None:
-        """The smallest open candidate (not in a lap adopting births: its visits record the
-        group entropies of their verification, which the alternatives would lack)."""
-        open_ = self._delete_open()
-        return int(open_[0]) if len(open_) else None
+    def _choose_deletes(self) -> tuple[int, ...]:
+        """The delete.per_lap smallest open candidates (not in a lap adopting births: its visits
+        record the group entropies of their verification, which the alternatives would
+        lack)."""
+        return tuple(int(u) for u in self._delete_open()[: self.cfg.delete.per_lap])
+
+    def _new_store(self) -> StateStore[Summary]:
+        return StateStore(SUMMARIES, self.ctx.summary_bytes)
+
+    def _clear_alternatives(self) -> None:
+        for store in self.alternatives.values():
+            store.close()
+        self.alternatives = {}
 
     def wave(self) -> int:
         """Apply the next wave of W batches in visiting order, once it is computed; before
@@ -390,7 +400,7 @@ class MemoEngine(Engine):
 
     def _submit(self, wave: Wave) -> Wave:
         st = self.lap_state
-        plan = Plan(st.pairs, st.groups, st.targets, self.cfg.birth.tau, st.delete,
+        plan = Plan(st.pairs, st.groups, st.targets, self.cfg.birth.tau, st.deletes,
                     tuple(origin for origin, _ in st.families))
         wave.pending = self.ctx.executor.submit(visit, wave.batches, self.ctx.obs, wave.g, plan)
         return wave
@@ -415,8 +425,8 @@ class MemoEngine(Engine):
             self.S0.add_in_place(old.without_pairs(), -1.0)
         self.S0.add_in_place(new)
         self.store.put(b, res.summary)
-        if res.without is not None:
-            self.alternatives.put(b, res.without)
+        for uid, alt in res.without.items():
+            self.alternatives[uid].put(b, alt)
         changed = _changed(old, new)
         if changed is not None:
             self.columns[b] = np.unique(changed.indices).astype(np.int64)
@@ -484,7 +494,7 @@ class MemoEngine(Engine):
                 elif isinstance(move, Delete):  # a kept family's empty origin
                     self._drop(move.uid)
             moved = len(undone) < len(st.groups)  # a birth kept
-        if st.delete is not None and self._delete(st.delete):
+        if st.deletes and self._delete():
             S, moved = self.S0, True  # no merge this lap: the pair entropies were S^0's
         if self.merges_on and len(S.pairs):
             S, accepted, _ = merge_round(ctx.obs, ctx.alloc, S, ctx.rng.merge, self.cfg.merge)
@@ -520,24 +530,26 @@ class MemoEngine(Engine):
         self.lap_state = None
         self.next_lap += 1
 
-    def _delete(self, uid: int) -> bool:
-        """Judge the lap's deletion of ``uid`` on the exact ELBO (delete.judge) from the sum of
-        the batches' alternatives (in partition order); if accepted, they become the stored
-        summaries and their sum S^0, and births targeting ``uid`` are dropped."""
-        S_without = Summary.zeros(self.S0.uids[self.S0.uids != uid], self.ctx.obs.stat_shapes())
-        for _, alt in self.alternatives.items():
-            S_without.add_in_place(alt)
-        accepted = judge(self.ctx.obs, self.ctx.alloc, self.S0, S_without)
-        if accepted:
-            for key, alt in self.alternatives.items():
-                self.store.put(key, alt)
-            self.S0 = S_without
-            self._drop(uid)
-        else:
+    def _delete(self) -> bool:
+        """Judge the lap's deletions on the exact ELBO (delete.judge), each from the sum of the
+        batches' alternatives (in partition order); if one is accepted, its alternatives become
+        the stored summaries and their sum S^0. Refused ones wait for a change of their mass."""
+        sums = {}
+        for uid, store in self.alternatives.items():
+            total = Summary.zeros(self.S0.uids[self.S0.uids != uid], self.ctx.obs.stat_shapes())
+            for _, alt in store.items():
+                total.add_in_place(alt)
+            sums[uid] = total
+        accepted, refused = judge(self.ctx.obs, self.ctx.alloc, self.S0, sums)
+        for uid in refused:
             self.kept[uid] = self._mass(uid)
-        self.alternatives.close()
-        self.alternatives = StateStore(SUMMARIES, self.ctx.summary_bytes)
-        return accepted
+        if accepted is not None:
+            for key, alt in self.alternatives[accepted].items():
+                self.store.put(key, alt)
+            self.S0 = sums[accepted]
+            self._drop(accepted)
+        self._clear_alternatives()
+        return accepted is not None
 
     def _drop(self, uid: int) -> None:
         """Bookkeeping of a deleted component (births targeting it are dropped)."""
@@ -605,14 +617,14 @@ class MemoEngine(Engine):
             "inflight": [w.batches for w in self.inflight],
             "laps_since": [[u, n] for u, n in self.laps_since.items()],
             "stored": self.store.keys(),
-            "alternatives": self.alternatives.keys(),
+            "alternatives": {str(u): store.keys() for u, store in self.alternatives.items()},
             "kept": [[u, n] for u, n in self.kept.items()],
             "births": [{"target": b.target, "n": b.n, "seen": b.seen, "mass": b.mass,
                         "rows": bool(b.rows)} for b in self.births],
             "lap": None if st is None else {"lap": st.lap, "pos": st.pos,
                                              "targets": list(st.targets),
                                              "pairs": st.pairs is not None,
-                                             "delete": st.delete},
+                                             "deletes": list(st.deletes)},
         }
         return meta, self._state_arrays()
 
@@ -644,8 +656,9 @@ class MemoEngine(Engine):
                 yield f"inflight/{i}/post/{k}", v
         for key, S in self.store.items():  # streamed: one stored summary in memory at a time
             yield from summary_items(f"store/{key}", S)
-        for key, S in self.alternatives.items():
-            yield from summary_items(f"alternatives/{key}", S)
+        for uid, store in self.alternatives.items():
+            for key, S in store.items():
+                yield from summary_items(f"alternatives/{uid}/{key}", S)
 
     def restore(self, meta: dict[str, Any], arrays: ArrayFile) -> None:
         self._setup(model_from(arrays, "model", self.ctx))
@@ -674,8 +687,11 @@ class MemoEngine(Engine):
             changed = S.changed_pattern()
             if changed is not None:
                 self.columns[int(key)] = np.unique(changed.indices).astype(np.int64)
-        for key in meta.get("alternatives", []):
-            self.alternatives.put(int(key), summary_from(arrays, f"alternatives/{key}"))
+        for uid, keys in meta.get("alternatives", {}).items():
+            self.alternatives[int(uid)] = self._new_store()
+            for key in keys:
+                self.alternatives[int(uid)].put(int(key),
+                                                summary_from(arrays, f"alternatives/{uid}/{key}"))
         self.kept = {int(u): float(n) for u, n in meta.get("kept", [])}
         for i, b in enumerate(meta["births"]):
             rows = [data_from_arrays(arrays.group(f"births/{i}/rows"))] if b["rows"] else []
@@ -689,7 +705,8 @@ class MemoEngine(Engine):
                 lap["lap"], arrays["lap/order"], arrays["lap/pairs"] if lap["pairs"] else None,
                 arrays["lap/Hpair"], summary_from(arrays, "lap/S_prime"),
                 tuple(int(t) for t in lap["targets"]), lap["pos"], arrays["lap/groups"],
-                arrays["lap/Hgroup"], self._origin_N(arrays), lap.get("delete"))
+                arrays["lap/Hgroup"], self._origin_N(arrays),
+                tuple(int(u) for u in lap.get("deletes", [])))
         for i, batches in enumerate(meta["inflight"]):  # submitted again with the same globals
             g = Globals(arrays[f"inflight/{i}/uids"], arrays.group(f"inflight/{i}/post"),
                         arrays[f"inflight/{i}/Elogw"])
