@@ -10,10 +10,9 @@ created at its end and adopted during the next, with their summaries S' kept bes
 that lap's last global update; their origins take no item during that lap. A lap may also
 try deleting a few small components: each visit summarises its batch also without each, and at
 the lap's end the deletion whose alternatives' sum has the highest exact ELBO is kept, if that
-is higher than S^0's.
-Merges and reordering happen after a lap's last batch and are accepted only when the exact
-full-data ELBO rises. Per-batch summaries stored before a move are
-brought up to date by replaying the logged moves on them. A warm start from a model with a
+is higher than S^0's. Merges and reordering happen after a lap's last batch and are accepted
+only when the exact full-data ELBO rises. Per-batch summaries stored before a move are brought
+up to date by replaying the logged moves on them. A warm start from a model with a
 ``past`` (earlier streaming blocks under a one-hot q(z): the estimator's partial_fit) keeps it
 in S^0 for good; every move applies to it too, with zero pair and group entropies (no
 deletes then: the past has no items to reassign).
@@ -562,6 +561,7 @@ class MemoEngine(Engine):
         """Bookkeeping of a merge: component b is gone into a."""
         self.laps_since.pop(move.b, None)
         self.failed.pop(move.b, None)
+        self.kept.pop(move.b, None)
         for birth in self.births:  # a target merged away: its data is now move.a's
             if birth.target == move.b:
                 birth.target = move.a
