@@ -98,6 +98,23 @@ def test_dask_run_equals_threaded_run(tmp_path, cluster, wave, ahead, kind):
     assert_same_run(tmp_path / "threads", tmp_path / "dask")
 
 
+def test_dask_run_equals_threaded_run_with_births_and_deletes(tmp_path, cluster):
+    """From K = 6 on four clusters with every component a deletion candidate: births (adopted
+    with their origins absent) and deletes (each batch's alternative summary computed on the
+    worker) give the threaded run's numbers, one wave computed ahead."""
+    corpus = make_corpus(tmp_path / "corpus")
+    same = ("--K", "6", "--laps", "6", "--moves", "birth,merge,delete", "--seed", "3",
+            "--delete-max-share", "10", "--wave", "2", "--ahead", "1")
+    local = bnpmix("fit", str(corpus), "--out", str(tmp_path / "threads"), *same)
+    assert local.returncode == 0, local.stderr
+    dist = bnpmix("fit", str(corpus), "--out", str(tmp_path / "dask"), *same,
+                  "--scheduler", cluster.address)
+    assert dist.returncode == 0, dist.stderr
+    assert_same_run(tmp_path / "threads", tmp_path / "dask")
+    trace = pd.read_csv(tmp_path / "threads" / "trace.csv")
+    assert trace["K"].iloc[-1] < 6  # a component was deleted or merged away
+
+
 def test_reingest_at_the_same_path_between_fits_on_live_workers(tmp_path, cluster):
     """The same live workers fit a corpus, then the corpus is re-ingested at the same path with
     the same partition count: the second fit equals the threaded fit on the new data (workers

@@ -3,15 +3,16 @@ new components by a fresh DP-mixture VB run on the collected data, adopt them ov
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
 from ..alloc import VariationalAllocation
 from ..mixture import Mixture, optimal_elbo
 from ..obs.base import Data, ObsModel
-from ..summary import MergeGroup, Summary
-from .init import seeded_summary
+from ..sparse_stats import dense
+from ..summary import Delete, Merge, MergeGroup, Summary
+from .init import hard_summary, nearest_seed, proposal_splits
 from .local import Plan, batch_step
 from .merge import MergeConfig, merge_round
 
@@ -47,6 +48,11 @@ class BirthConfig:
         "help": "fresh VB runs a birth tries before it counts as failed, while the model has one "
                 "component (a failure there ends the run at K = 1: digits did, from one bad run)",
         "range": "[1, inf)"})
+    retries: int = field(default=1, metadata={
+        "help": "times a component whose birth failed is targeted again (new seeds) before it "
+                "waits for its mass to change by a tenth; a run converges only once every "
+                "component large enough has failed this many times more",
+        "range": "[0, inf)"})
     attempts_grown: int = field(default=1, metadata={
         "help": "fresh VB runs a birth tries once the model has more than one component (a "
                 "failed component is targeted again when its mass changes; 3 tries cost 2.7x "
@@ -68,13 +74,20 @@ def choose_targets(uids: np.ndarray, N: np.ndarray, laps_since: np.ndarray, n: i
     return [int(u) for u in rng.choice(uids, size=n, replace=False, p=w / w.sum())]
 
 
-def fresh_vb(X: Data, obs: ObsModel, alloc: VariationalAllocation, K: int, rng: np.random.Generator,
+def proposal_labels(F: Data, K: int, rng: np.random.Generator) -> list[np.ndarray]:
+    """Hard partitions of a target's collected rows (features F) from which its fresh models
+    start: the nearest of K k-means++ seeds, and init.proposal_splits's two 2-way splits
+    (2-means in the rows' own whitened space, the sides of their top principal direction)."""
+    return [nearest_seed(F, K, rng), *proposal_splits(F, rng)]
+
+
+def fresh_vb(X: Data, obs: ObsModel, alloc: VariationalAllocation, labels: np.ndarray, K: int,
              max_iter: int, tol: float, scale: float = 1.0, repeated: Data | None = None
              ) -> Summary:
-    """Full-data VB for a K-component DP mixture on X (Sec. 2.2), from k-means++ seeds, with
-    X's statistics amplified by ``scale`` in every global update (see ``create``); its local
-    steps read ``repeated`` (obs.repeated(X)) when given."""
-    S = seeded_summary(X, obs, K, np.arange(K), rng)
+    """Full-data VB for a K-component DP mixture on X (Sec. 2.2), from the hard partition
+    ``labels``, with X's statistics amplified by ``scale`` in every global update (see
+    ``create``); its local steps read ``repeated`` (obs.repeated(X)) when given."""
+    S = hard_summary(X, obs, labels, np.arange(K))
     return iterate(X if repeated is None else repeated, obs, alloc, S, max_iter, tol, scale)
 
 
@@ -96,6 +109,12 @@ def iterate(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, ma
     return S
 
 
+def densified(S: Summary) -> Summary:
+    """S with dense statistics: a fresh model's K' x V word counts are small, and merges on
+    dense rows avoid a sparse matrix's overhead per operation."""
+    return replace(S, stats={k: dense(v) for k, v in S.stats.items()})
+
+
 def refine(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary,
            rng: np.random.Generator, max_iter: int, tol: float, scale: float = 1.0) -> Summary:
     """Merge rounds inside a birth's fresh model: with every pair's exact merge entropy on the
@@ -107,7 +126,7 @@ def refine(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary,
         model = Mixture.from_summary(obs, alloc, S.scaled(scale))
         iu, ju = np.triu_indices(S.K, k=1)
         pairs = np.stack([S.uids[iu], S.uids[ju]], axis=1)
-        S_p = batch_step(X, obs, model.globals(), Plan(pairs)).summary
+        S_p = densified(batch_step(X, obs, model.globals(), Plan(pairs)).summary)
         merged, accepted, _ = merge_round(obs, alloc, S_p.scaled(scale), rng,
                                           MergeConfig(max_attempts=len(pairs)))
         if not accepted:
@@ -116,12 +135,25 @@ def refine(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary,
     return S
 
 
+def propose(X: Data, repeated: Data, obs: ObsModel, alloc: VariationalAllocation,
+            cfg: BirthConfig, rng: np.random.Generator, scale: float) -> list[Summary]:
+    """Fresh models of X, refined, one from each of ``proposal_labels``'s partitions."""
+    out = []
+    for labels in proposal_labels(obs.features(X), cfg.fresh_K, rng):
+        K = int(labels.max()) + 1
+        S = fresh_vb(X, obs, alloc, labels, K, cfg.max_iter, cfg.tol, scale, repeated)
+        out.append(refine(repeated, obs, alloc, S, rng, cfg.max_iter, cfg.tol, scale))
+    return out
+
+
 def create(X: Data, obs: ObsModel, alloc: VariationalAllocation, new_uids: np.ndarray,
            cfg: BirthConfig, rng: np.random.Generator, scale: float = 1.0,
            attempts: int | None = None) -> Summary | None:
-    """Creation: fresh VB on the targeted data, merges inside it (refine), prune components with
-    N_j < ε N', and return the kept components' summary S' under ``new_uids`` — or None when
-    J' <= 1 in each of ``attempts`` runs (abort; default ``cfg.attempts``).
+    """Creation: fresh VB on the targeted data from several starts (``propose``), merges inside
+    each (refine), and of those that keep at least two components with N_j ≥ ε N', the one with
+    the highest fresh ELBO (of the amplified statistics, before pruning); its kept components'
+    summary S' under ``new_uids`` — or None when no start keeps two in each of ``attempts``
+    rounds (abort; default ``cfg.attempts``).
 
     When X is a sample of the rows that qualified (the collection cap N' was reached),
     ``scale`` = qualified / collected amplifies X's statistics to the whole target's, as
@@ -133,31 +165,73 @@ def create(X: Data, obs: ObsModel, alloc: VariationalAllocation, new_uids: np.nd
     if n < 2 * cfg.fresh_K:
         return None
     repeated = obs.repeated(X)  # read by every local step below
-    for _ in range(cfg.attempts if attempts is None else attempts):  # new seeds each run
-        S = fresh_vb(X, obs, alloc, cfg.fresh_K, rng, cfg.max_iter, cfg.tol, scale, repeated)
-        S = refine(repeated, obs, alloc, S, rng, cfg.max_iter, cfg.tol, scale)
-        keep = np.flatnonzero(cfg.prune_fraction * n <= S.N)
-        if len(keep) > 1:
+    best: tuple[float, Summary, np.ndarray] | None = None
+    for _ in range(cfg.attempts if attempts is None else attempts):  # new seeds each round
+        for S in propose(X, repeated, obs, alloc, cfg, rng, scale):
+            keep = np.flatnonzero(cfg.prune_fraction * n <= S.N)
+            elbo = optimal_elbo(obs, alloc, S.scaled(scale))
+            if len(keep) > 1 and (best is None or elbo > best[0]):
+                best = (elbo, S, keep)
+        if best is not None:
             break
-    else:
+    if best is None:
         return None
+    _, S, keep = best
     keep = keep[np.argsort(-S.N[keep], kind="stable")]
     return Summary(uids=new_uids[: len(keep)], N=S.N[keep],
                    stats={k: v[keep] for k, v in S.stats.items()},
                    H=np.zeros(len(keep)), shared=S.shared).scaled(scale)
 
 
+def settle_family(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
+                  members: tuple[int, ...]) -> tuple[Summary, list[Merge], float]:
+    """Greedy merges inside a birth's family: while some pair of its members whose merge
+    entropy was planned raises the exact ELBO, the pair that raises it most is merged (the
+    larger keeps its id; a merged component's other pairs are void): a fresh run may cut one
+    cluster in wedges that only the full data shows to be one. Returns the summary, the merges
+    and its optimal ELBO."""
+    elbo = optimal_elbo(obs, alloc, S)
+    merges: list[Merge] = []
+    members = list(members)
+    while True:
+        best, best_elbo = None, elbo
+        for i, a in enumerate(members):
+            for b in members[i + 1:]:
+                if S.pair_entropy(a, b) is None:
+                    continue
+                keep, gone = (a, b) if S.N[S.index(a)] >= S.N[S.index(b)] else (b, a)
+                move = Merge(keep, gone)
+                cand = optimal_elbo(obs, alloc, move.apply(S))
+                if cand > best_elbo:
+                    best, best_elbo = move, cand
+        if best is None:
+            return S, merges, elbo
+        S, elbo = best.apply(S), best_elbo
+        merges.append(best)
+        members.remove(best.b)
+
+
 def verify(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
-           families: list[tuple[int, tuple[int, ...]]]) -> tuple[Summary, list[MergeGroup]]:
-    """Propose-and-verify births: after their adoption lap, a birth's newborns stay only if the
-    exact full-data ELBO with them exceeds the ELBO with all of them merged back into their
-    origin (MergeGroup, exact from the recorded group entropy). Returns the summary after the
-    undone births and the moves that undid them."""
-    undone = []
+           families: list[tuple[int, tuple[int, ...]]], drop_origins: bool = False
+           ) -> tuple[Summary, list[MergeGroup | Merge | Delete]]:
+    """Propose-and-verify births: after their adoption lap, each family (origin, newborns) is
+    either undone, all newborns merged back into their origin (MergeGroup, exact from the
+    recorded group entropy), or kept after the greedy merges inside it that raise the exact
+    ELBO (settle_family), whichever has the higher exact full-data ELBO (ties undo). With
+    ``drop_origins`` the origins took no item during the adoption lap (Plan.absent): a kept
+    family's origin, empty, is deleted first (exact at zero mass). Returns the summary after
+    the chosen moves and the moves."""
+    moves: list[MergeGroup | Merge | Delete] = []
     for origin, newborns in families:
-        move = MergeGroup(origin, newborns)
-        candidate = move.apply(S)
-        if optimal_elbo(obs, alloc, candidate) >= optimal_elbo(obs, alloc, S):
-            S = candidate
-            undone.append(move)
-    return S, undone
+        undo = MergeGroup(origin, newborns)
+        undone = undo.apply(S)
+        drop = [Delete(origin)] if drop_origins else []
+        members = newborns if drop_origins else (origin, *newborns)
+        kept, merges, elbo = settle_family(obs, alloc, drop[0].apply(S) if drop else S, members)
+        if optimal_elbo(obs, alloc, undone) >= elbo:
+            S = undone
+            moves.append(undo)
+        else:
+            S = kept
+            moves.extend([*drop, *merges])
+    return S, moves

@@ -13,7 +13,7 @@ import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from ..obs.base import Arrays, Data, ObsModel
-from ..summary import Summary
+from ..summary import Delete, Summary
 
 PAIR_BLOCK = 64  # pairs per block when computing merge entropies (bounds memory at 64 x n)
 
@@ -27,23 +27,35 @@ class Globals:
     Elogw: np.ndarray
 
 
+# E[log w] given to a component no item may join: exp of it minus any log-likelihood is exactly
+# 0 in float64, and finite, so r log r = 0 · ABSENT = 0 with no inf or nan anywhere
+ABSENT = -1e30
+
+
 @dataclass(frozen=True)
 class Plan:
     """What a lap asks of every local step besides the summary: merge entropies of the planned
-    pairs and groups, and the rows collected for birth targets (r_nk' > tau, suppl. Eq. 23)."""
+    pairs and groups, the rows collected for birth targets (r_nk' > tau, suppl. Eq. 23), the
+    summary with each of components ``deletes`` removed (delete moves' alternatives), and
+    components ``absent`` that no item may join (births' origins while their newborns are
+    adopted)."""
 
     pairs: np.ndarray | None = None
     groups: np.ndarray | None = None
     targets: tuple[int, ...] = ()
     tau: float = 0.1
+    deletes: tuple[int, ...] = ()
+    absent: tuple[int, ...] = ()
 
 
 @dataclass
 class BatchResult:
-    """A batch's summary and, for each birth target, the rows with r_nk' > tau (suppl. Eq. 23)."""
+    """A batch's summary, for each birth target the rows with r_nk' > tau (suppl. Eq. 23), and
+    for each planned deletion the summary without that component."""
 
     summary: Summary
     collected: dict[int, np.ndarray | sp.csr_matrix] = field(default_factory=dict)
+    without: dict[int, Summary] = field(default_factory=dict)
 
 
 def responsibilities(X: Data, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np.ndarray]:
@@ -129,21 +141,59 @@ def assemble(obs: ObsModel, R: np.ndarray, N: np.ndarray, stats: dict, H: np.nda
                    groups=groups, Hgroup=group_entropies(R, uids, groups), shared=shared)
 
 
-def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> BatchResult:
-    """Local step on one batch (Eq. 9), its summary (Eq. 7) and any birth collection."""
-    plan = plan or Plan()
+def local_summary(X: Data, obs: ObsModel, g: Globals, pairs: np.ndarray | None = None,
+                  groups: np.ndarray | None = None) -> tuple[np.ndarray, Summary]:
+    """Eq. 9 on one batch and its summary (Eq. 7) with the planned merge entropies: (R,
+    summary)."""
     fused = obs.local_step(X, g.post, g.Elogw)  # the Gaussians: Eq. 9 and Eq. 7 in one pass
     if fused is None:
         R, log_r = responsibilities(X, obs, g)
-        summary = summarize(X, obs, R, log_r, g.uids, plan.pairs, plan.groups)
-    else:
-        R, N, stats, H = fused
-        summary = assemble(obs, R, N, stats, H, g.uids, plan.pairs, plan.groups)
+        return R, summarize(X, obs, R, log_r, g.uids, pairs, groups)
+    R, N, stats, H = fused
+    return R, assemble(obs, R, N, stats, H, g.uids, pairs, groups)
+
+
+def excluding(g: Globals, uids: tuple[int, ...]) -> Globals:
+    """The globals with E[log w_k] = ABSENT for k in ``uids``: a local step under them gives
+    those components r_nk = 0 and renormalises q(z_n) over the others (r'_nk = r_nk / (1 -
+    Σ_absent r_n) in exact arithmetic; in log space, so exact also for items wholly in them)."""
+    return Globals(g.uids, g.post, np.where(np.isin(g.uids, uids), ABSENT, g.Elogw))
+
+
+def without(X: Data, obs: ObsModel, g: Globals, uid: int, R: np.ndarray,
+            summary: Summary) -> Summary:
+    """The batch's summary when no item may join component ``uid`` (``excluding``), without
+    ``uid``'s empty row, from the batch's responsibilities R under ``g`` and their summary.
+    Only the items with r_n,uid > 0 change (exactly: q(z_n) of the others is already
+    normalised over the other components). When they are fewer than half the batch their part
+    of the summary is replaced, S − S(A) + S'(A) over those items A (a local step on A alone);
+    otherwise the whole batch's local step runs again. Both are exact."""
+    gone = Delete(uid)
+    rows = np.flatnonzero(R[:, int(np.flatnonzero(g.uids == uid)[0])] > 0)
+    if 2 * len(rows) > R.shape[0]:
+        return gone.apply(local_summary(X, obs, excluding(g, (uid,)))[1])
+    kept = gone.apply(summary.without_pairs())
+    if not len(rows):
+        return kept
+    XA = X[rows]
+    old = gone.apply(summarize(XA, obs, R[rows], None, g.uids))
+    new = gone.apply(local_summary(XA, obs, excluding(g, (uid,)))[1])
+    return kept - old + new
+
+
+def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> BatchResult:
+    """Local step on one batch (Eq. 9), its summary (Eq. 7), any birth collection and the
+    summaries without each planned deletion."""
+    plan = plan or Plan()
+    if plan.absent:
+        g = excluding(g, plan.absent)
+    R, summary = local_summary(X, obs, g, plan.pairs, plan.groups)
     collected = {}
     for uid in plan.targets:
         k = int(np.flatnonzero(g.uids == uid)[0])
         collected[uid] = X[np.flatnonzero(R[:, k] > plan.tau)]
-    return BatchResult(summary, collected)
+    alternatives = {uid: without(X, obs, g, uid, R, summary) for uid in plan.deletes}
+    return BatchResult(summary, collected, alternatives)
 
 
 def hard_assignments(X: Data, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np.ndarray]:

@@ -1,4 +1,5 @@
-"""Memoized online VB for DP mixtures (Hughes & Sudderth 2013, Sec. 3), with births and merges.
+"""Memoized online VB for DP mixtures (Hughes & Sudderth 2013, Sec. 3), with births, merges
+and deletes.
 
 Each lap visits every batch once in a fresh random order. A visit is Eq. 11: the batch's old
 summary leaves S^0, its new one (from the local step under the current globals) enters, and the
@@ -6,15 +7,20 @@ globals are updated from S^0 (Eq. 10). To keep several workers busy, a wave of W
 computed in parallel against the same globals and then applied one by one in visiting order;
 W = 1 is exactly the paper's algorithm. Births collect targeted data during one lap, are
 created at its end and adopted during the next, with their summaries S' kept beside S^0 until
-that lap's last global update. Merges and reordering happen after a lap's last batch and are
-accepted only when the exact full-data ELBO rises; then, when the run learns it, the observation
-prior is learned from the components (ObsModel.learn_prior), fixed until the next lap end.
-Per-batch summaries stored before a move are brought up to date by replaying the logged moves on
-them. A warm start from a model with a
+that lap's last global update; their origins take no item during that lap. A lap may also
+try deleting a few small components: each visit summarises its batch also without each, and at
+the lap's end the deletion whose alternatives' sum has the highest exact ELBO is kept, if that
+is higher than S^0's. Merges and reordering happen after a lap's last batch and are accepted
+only when the exact full-data ELBO rises; then, when the run learns it, the observation prior
+is learned from the components (ObsModel.learn_prior), fixed until the next lap end. Per-batch
+summaries stored before a move are brought up to date by replaying the logged moves on them. A
+warm start from a model with a
 ``past`` (earlier streaming blocks under a one-hot q(z): the estimator's partial_fit) keeps it
-in S^0 for good; every move applies to it too, with zero pair and group entropies.
+in S^0 for good; every move applies to it too, with zero pair and group entropies (no
+deletes then: the past has no items to reassign).
 
-One step is a wave, or the end of a lap (merges, reordering, creation of births).
+One step is a wave, or the end of a lap (verification, a deletion, merges, reordering, creation
+of births).
 """
 
 from __future__ import annotations
@@ -27,8 +33,9 @@ import numpy as np
 
 from bnpmix.algorithms import sparse_stats
 from bnpmix.algorithms.mixture import Mixture, optimal_elbo
-from bnpmix.algorithms.summary import Insert, Move, Reorder, Summary
+from bnpmix.algorithms.summary import Delete, Insert, Merge, MergeGroup, Move, Reorder, Summary
 from bnpmix.algorithms.vb.birth import BirthConfig, choose_targets, create, verify
+from bnpmix.algorithms.vb.delete import DeleteConfig, delete_candidates, judge
 from bnpmix.algorithms.vb.local import BatchResult, Globals, Plan
 from bnpmix.algorithms.vb.merge import MergeConfig, merge_round, plan_pairs
 from bnpmix.storage.arrays import ArrayFile
@@ -50,7 +57,7 @@ from .common import (
     visit,
 )
 
-MOVES = ("birth", "merge")
+MOVES = ("birth", "merge", "delete")
 # a lap without moves that changes the ELBO by less than this per item has settled: the next lap
 # tries births on birth.settled_per_lap targets, so that a run with many components (each must
 # fail a birth before the run converges) does not spend a lap per component
@@ -65,8 +72,8 @@ VisitHook = Callable[[int, int, Globals, BatchResult], None]
 class MemoConfig(LapsConfig):
     laps: int = opt(100, "most passes through the data (a run stops earlier on convergence)",
                     within="[1, inf)")
-    moves: tuple[str, ...] = opt(MOVES, "comma-separated moves: birth,merge ('' for none)",
-                                 parse=names)
+    moves: tuple[str, ...] = opt(MOVES, "comma-separated moves: birth,merge,delete ('' for "
+                                 "none)", parse=names)
     tol: float = opt(1e-6, "converged when a lap accepts no move, keeps K and changes the ELBO "
                      "by less than this per item (0: run every lap)", within="[0, inf)")
     ahead: int | None = opt(None, "waves computed ahead: the next waves start on the globals "
@@ -75,6 +82,7 @@ class MemoConfig(LapsConfig):
                             "Dask cluster, 0 locally)", parse=_optional(_int), within="[0, inf)")
     birth: BirthConfig = field(default_factory=BirthConfig)
     merge: MergeConfig = field(default_factory=MergeConfig)
+    delete: DeleteConfig = field(default_factory=DeleteConfig)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "moves", tuple(self.moves))
@@ -101,7 +109,7 @@ class Birth:
 class LapState:
     """Where a lap stands: its order, planned pairs, birth targets, S' with the families being
     adopted (origin, newborns), their planned groups and each origin's mass before the
-    adoption, and the next position."""
+    adoption, the next position and the components whose deletion the lap tries."""
 
     lap: int
     order: np.ndarray
@@ -113,6 +121,7 @@ class LapState:
     groups: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.int64))
     Hgroup: np.ndarray = field(default_factory=lambda: np.zeros(0))
     origin_N: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    deletes: tuple[int, ...] = ()
 
     @property
     def families(self) -> list[tuple[int, tuple[int, ...]]]:
@@ -170,13 +179,18 @@ class MemoEngine(Engine):
                                 self.ctx.obs.shared_shapes())
         self.past: Summary | None = None  # the warm start's past blocks (Mixture.past)
         self.store: StateStore[Summary] = StateStore(SUMMARIES, self.ctx.summary_bytes)
+        # during a lap that tries deletions: for each, every visited batch's summary without it
+        self.alternatives: dict[int, StateStore[Summary]] = {}
+        # component id -> its N when its deletion was refused
+        self.kept: dict[int, float] = {}
         self.births: list[Birth] = []
         self.laps_since = {int(u): 1 for u in model.uids}
         self.lap_state: LapState | None = None
         self.next_lap = 0
         self.hold_globals = False
-        # origin id -> (its N when its birth failed, the lap at whose end it failed)
-        self.failed: dict[int, tuple[float, int]] = {}
+        # origin id -> (its N when its birth failed, the lap at whose end it failed, failures in
+        # a row at about that N)
+        self.failed: dict[int, tuple[float, int, int]] = {}
         self.best: tuple[float, int, Mixture] | None = None  # (ELBO, lap, model) at lap ends
         self.last_elbo: float | None = None  # the previous lap end's
         self.settled = False  # the last lap moved nothing and changed the ELBO < SETTLED
@@ -195,6 +209,10 @@ class MemoEngine(Engine):
     @property
     def merges_on(self) -> bool:
         return "merge" in self.cfg.moves
+
+    @property
+    def deletes_on(self) -> bool:
+        return "delete" in self.cfg.moves and self.past is None  # past blocks have no items
 
     @property
     def done(self) -> bool:
@@ -231,6 +249,7 @@ class MemoEngine(Engine):
     def close(self) -> None:
         if hasattr(self, "store"):
             self.store.close()
+            self._clear_alternatives()
 
     # the lap ---------------------------------------------------------------------------------
 
@@ -281,18 +300,31 @@ class MemoEngine(Engine):
     def _open(self, N: np.ndarray, adopting: set[int], lap: int) -> np.ndarray:
         """Components a birth may target in ``lap``: not an origin whose newborns take over
         its data in this lap, not one too small to give a fresh run 2 K' items (once masses
-        are known), and not one whose birth failed, until a lap has passed since (masses
-        right after an undone birth are not yet back) and its mass has changed by 10 %."""
+        are known), and not one whose births failed (retries spent; _still_failed), until a
+        lap has passed since (masses right after an undone birth are not yet back) and its
+        mass has changed by 10 %."""
         floor = 2 * self.cfg.birth.fresh_K if self._complete() else 0
         return np.array([int(u) not in adopting and n >= floor
                          and not self._still_failed(int(u), n, lap)
                          for u, n in zip(self.S0.uids, N, strict=True)], dtype=bool)
 
     def _still_failed(self, uid: int, n: float, lap: int) -> bool:
+        """Closed: its birth failed 1 + birth.retries times in a row at about its mass (within
+        10 %; until then it is retried from the next lap, with new seeds), and either the last
+        failure was at the end of the previous lap or its mass has not changed by 10 % since."""
         if uid not in self.failed:
             return False
-        mass, failed_at = self.failed[uid]
+        mass, failed_at, count = self.failed[uid]
+        if count <= self.cfg.birth.retries:
+            return False
         return lap <= failed_at + 1 or abs(n - mass) <= 0.1 * mass
+
+    def _record_failure(self, uid: int, mass: float, lap: int) -> None:
+        """A failed birth on ``uid`` at ``mass``: one more failure in a row if the previous one
+        was at about the same mass, else the first."""
+        prev = self.failed.get(uid)
+        same = prev is not None and abs(mass - prev[0]) <= 0.1 * prev[0]
+        self.failed[uid] = mass, lap, prev[2] + 1 if same else 1
 
     def _choose_birth_targets(self, lap: int, adopting: set[int]) -> tuple[int, ...]:
         """Targets ∝ N_k L_k² (suppl. Eq. 22) among the open components."""
@@ -326,8 +358,35 @@ class MemoEngine(Engine):
         targets = self._choose_birth_targets(lap, {origin for origin, _ in families})
         order = ctx.rng.order.permutation(ctx.corpus.n_partitions)
         groups = family_groups(families)
+        deletes = () if families else self._choose_deletes()
+        self.alternatives = {uid: self._new_store() for uid in deletes}
         self.lap_state = LapState(lap, order, pairs, np.zeros(0 if pairs is None else len(pairs)),
-                                  S_prime, targets, 0, groups, np.zeros(len(groups)), masses)
+                                  S_prime, targets, 0, groups, np.zeros(len(groups)), masses,
+                                  deletes)
+
+    def _delete_open(self) -> np.ndarray:
+        """Components a deletion may try, smallest first: small (DeleteConfig) and not refused
+        at about their current mass (within 10 %), once every batch has a summary."""
+        if not (self.deletes_on and self._complete()):
+            return np.zeros(0, dtype=np.int64)
+        small = delete_candidates(self.S0.uids, self.S0.N, self.cfg.delete)
+        return np.array([u for u in small.tolist() if u not in self.kept
+                         or abs(self._mass(u) - self.kept[u]) > 0.1 * self.kept[u]],
+                        dtype=np.int64)
+
+    def _choose_deletes(self) -> tuple[int, ...]:
+        """The delete.per_lap smallest open candidates (not in a lap adopting births: its visits
+        record the group entropies of their verification, which the alternatives would
+        lack)."""
+        return tuple(int(u) for u in self._delete_open()[: self.cfg.delete.per_lap])
+
+    def _new_store(self) -> StateStore[Summary]:
+        return StateStore(SUMMARIES, self.ctx.summary_bytes)
+
+    def _clear_alternatives(self) -> None:
+        for store in self.alternatives.values():
+            store.close()
+        self.alternatives = {}
 
     def wave(self) -> int:
         """Apply the next wave of W batches in visiting order, once it is computed; before
@@ -347,7 +406,8 @@ class MemoEngine(Engine):
 
     def _submit(self, wave: Wave) -> Wave:
         st = self.lap_state
-        plan = Plan(st.pairs, st.groups, st.targets, self.cfg.birth.tau)
+        plan = Plan(st.pairs, st.groups, st.targets, self.cfg.birth.tau, st.deletes,
+                    tuple(origin for origin, _ in st.families))
         wave.pending = self.ctx.executor.submit(visit, wave.batches, self.ctx.obs, wave.g, plan)
         return wave
 
@@ -371,6 +431,8 @@ class MemoEngine(Engine):
             self.S0.add_in_place(old.without_pairs(), -1.0)
         self.S0.add_in_place(new)
         self.store.put(b, res.summary)
+        for uid, alt in res.without.items():
+            self.alternatives[uid].put(b, alt)
         changed = _changed(old, new)
         if changed is not None:
             self.columns[b] = np.unique(changed.indices).astype(np.int64)
@@ -416,35 +478,41 @@ class MemoEngine(Engine):
         S = self.S0.with_pairs(pairs, st.Hpair, st.groups, st.Hgroup)
         planned = S
         moved = False
-        undone: list = []
+        verified: list = []
         accepted: list = []
         if len(st.groups):
-            S, undone = verify(ctx.obs, ctx.alloc, S, st.families)
+            S, verified = verify(ctx.obs, ctx.alloc, S, st.families,
+                                 drop_origins=self.past is None)
+            undone = [m for m in verified if isinstance(m, MergeGroup)]
             origin_N = dict(zip((origin for origin, _ in st.families), st.origin_N, strict=True))
-            for move in undone:  # S^0 has no group entropies: replayed on stored summaries only
+            for move in verified:  # S^0 has no group entropies: replayed on stored summaries only
                 self.store.log(move)
+            for move in undone:
                 # failed at the mass it had before the adoption lap, to which it returns: the
                 # lap's S' lets the newborns draw in neighbours' items, merged back into it now
-                self.failed[move.keep] = float(origin_N[move.keep]), st.lap
+                self._record_failure(move.keep, float(origin_N[move.keep]), st.lap)
                 for u in move.gone:
                     self.laps_since.pop(u, None)
             for origin, _ in st.families:
                 if not any(m.keep == origin for m in undone):
                     self.failed.pop(origin, None)
+            for move in verified:
+                if isinstance(move, Merge):  # newborns merged inside their family
+                    self._forget(move)
+                elif isinstance(move, Delete):  # a kept family's empty origin
+                    self._drop(move.uid)
             moved = len(undone) < len(st.groups)  # a birth kept
+        if st.deletes and self._delete():
+            S, moved = self.S0, True  # no merge this lap: the pair entropies were S^0's
         if self.merges_on and len(S.pairs):
             S, accepted, _ = merge_round(ctx.obs, ctx.alloc, S, ctx.rng.merge, self.cfg.merge)
             for move in accepted:
                 self.store.log(move)
-                self.laps_since.pop(move.b, None)
-                self.failed.pop(move.b, None)
-                for birth in self.births:  # a target merged away: its data is now move.a's
-                    if birth.target == move.b:
-                        birth.target = move.a
+                self._forget(move)
             moved = moved or bool(accepted)
         self.S0 = S.without_pairs()
-        self._move_past([*undone, *accepted], planned)
-        if self.births_on or self.merges_on:
+        self._move_past([*verified, *accepted], planned)
+        if self.cfg.moves:
             self._reorder()
         after_moves = Mixture.from_summary(ctx.obs, ctx.alloc, self.S0)
         self.model = learn_prior(ctx, after_moves, self.S0)
@@ -458,31 +526,71 @@ class MemoEngine(Engine):
                                      cfg.attempts_at(self.S0.K))
                 birth.mass = self._mass(birth.target)
             if birth.S_new is None and birth.target in self.laps_since:
-                self.failed[birth.target] = self._mass(birth.target), st.lap
+                self._record_failure(birth.target, self._mass(birth.target), st.lap)
             birth.rows = []
         for u in self.laps_since:
             self.laps_since[u] += 1
         elbo = self.model.elbo(self.S0)
-        if self.births_on or self.merges_on or self.model is not after_moves:
-            self.trace.append(ctx.trace_row(st.lap + 1, -1, elbo, self.model.K))  # moved, learned
+        if self.cfg.moves or self.model is not after_moves:  # moved, learned
+            self.trace.append(ctx.trace_row(st.lap + 1, -1, elbo, self.model.K))
         self._check_convergence(st, elbo, moved)
         if self.best is None or elbo > self.best[0]:
             self.best = (elbo, st.lap + 1, replace(self.model.copy(), past=self.past))
         self.lap_state = None
         self.next_lap += 1
 
+    def _delete(self) -> bool:
+        """Judge the lap's deletions on the exact ELBO (delete.judge), each from the sum of the
+        batches' alternatives (in partition order); if one is accepted, its alternatives become
+        the stored summaries and their sum S^0. Refused ones wait for a change of their mass."""
+        sums = {}
+        for uid, store in self.alternatives.items():
+            total = Summary.zeros(self.S0.uids[self.S0.uids != uid], self.ctx.obs.stat_shapes(),
+                                  self.ctx.obs.shared_shapes())
+            for _, alt in store.items():
+                total.add_in_place(alt)
+            sums[uid] = total
+        accepted, refused = judge(self.ctx.obs, self.ctx.alloc, self.S0, sums)
+        for uid in refused:
+            self.kept[uid] = self._mass(uid)
+        if accepted is not None:
+            for key, alt in self.alternatives[accepted].items():
+                self.store.put(key, alt)
+            self.S0 = sums[accepted]
+            self._drop(accepted)
+        self._clear_alternatives()
+        return accepted is not None
+
+    def _drop(self, uid: int) -> None:
+        """Bookkeeping of a deleted component (births targeting it are dropped)."""
+        self.laps_since.pop(uid, None)
+        self.failed.pop(uid, None)
+        self.kept.pop(uid, None)
+        self.births = [b for b in self.births if b.target != uid]
+
+    def _forget(self, move: Merge) -> None:
+        """Bookkeeping of a merge: component b is gone into a."""
+        self.laps_since.pop(move.b, None)
+        self.failed.pop(move.b, None)
+        self.kept.pop(move.b, None)
+        for birth in self.births:  # a target merged away: its data is now move.a's
+            if birth.target == move.b:
+                birth.target = move.a
+
     def _mass(self, uid: int) -> float:
         """A component's N in S^0 (0 if it is not there)."""
         return float(self.S0.N[self.S0.index(uid)]) if uid in self.S0.uids else 0.0
 
     def _check_convergence(self, st: LapState, elbo: float, moved: bool) -> None:
-        """Converged: a complete lap that adopted, kept and merged nothing, has no birth
-        waiting and none left to try (every component's birth failed), and changed the ELBO by
-        less than tol per item. Settled (the next lap tries births on more targets): such a
-        lap that changed the ELBO by less than SETTLED per item, whatever the births left."""
+        """Converged: a complete lap that adopted, kept, merged and deleted nothing, has no
+        birth waiting and none left to try (every component's birth failed, retries included),
+        no deletion left to try, and changed the ELBO by less than tol per item. Settled (the
+        next lap tries births on more targets): such a lap that changed the ELBO by less than
+        SETTLED per item, whatever the births left."""
         still = (st.S_prime is None and not moved
                  and not any(b.S_new is not None for b in self.births))
-        quiet = still and not (self.births_on and self._open(self.S0.N, set(), st.lap + 1).any())
+        quiet = (still and not (self.births_on and self._open(self.S0.N, set(), st.lap + 1).any())
+                 and not len(self._delete_open()))
         previous, self.last_elbo = self.last_elbo, elbo
         complete = previous is not None and self._complete()
         change = abs(elbo - previous) / self.ctx.corpus.n_items if complete else np.inf
@@ -509,7 +617,7 @@ class MemoEngine(Engine):
         meta: dict[str, Any] = {
             "next_lap": self.next_lap,
             "hold_globals": self.hold_globals,
-            "failed": [[u, n, lap] for u, (n, lap) in self.failed.items()],
+            "failed": [[u, n, lap, count] for u, (n, lap, count) in self.failed.items()],
             "best": None if self.best is None else list(self.best[:2]),
             "last_elbo": self.last_elbo,
             "settled": self.settled,
@@ -520,11 +628,14 @@ class MemoEngine(Engine):
             "inflight": [w.batches for w in self.inflight],
             "laps_since": [[u, n] for u, n in self.laps_since.items()],
             "stored": self.store.keys(),
+            "alternatives": {str(u): store.keys() for u, store in self.alternatives.items()},
+            "kept": [[u, n] for u, n in self.kept.items()],
             "births": [{"target": b.target, "n": b.n, "seen": b.seen, "mass": b.mass,
                         "rows": bool(b.rows)} for b in self.births],
             "lap": None if st is None else {"lap": st.lap, "pos": st.pos,
                                              "targets": list(st.targets),
-                                             "pairs": st.pairs is not None},
+                                             "pairs": st.pairs is not None,
+                                             "deletes": list(st.deletes)},
         }
         return meta, self._state_arrays()
 
@@ -556,6 +667,9 @@ class MemoEngine(Engine):
                 yield f"inflight/{i}/post/{k}", v
         for key, S in self.store.items():  # streamed: one stored summary in memory at a time
             yield from summary_items(f"store/{key}", S)
+        for uid, store in self.alternatives.items():
+            for key, S in store.items():
+                yield from summary_items(f"alternatives/{uid}/{key}", S)
 
     def restore(self, meta: dict[str, Any], arrays: ArrayFile) -> None:
         self._setup(model_from(arrays, "model", self.ctx))
@@ -563,9 +677,11 @@ class MemoEngine(Engine):
         self.past = summary_from(arrays, "past")
         self.next_lap = meta["next_lap"]
         self.hold_globals = meta["hold_globals"]
-        # a checkpoint written before failures kept their lap: long enough ago (-2) that only
-        # the mass rule applies
-        self.failed = {int(f[0]): (float(f[1]), int(f[2]) if len(f) > 2 else -2)
+        # a checkpoint written before failures kept their lap (or their count): long enough ago
+        # (-2) that only the mass rule applies (retries spent)
+        retried = self.cfg.birth.retries + 1
+        self.failed = {int(f[0]): (float(f[1]), int(f[2]) if len(f) > 2 else -2,
+                                   int(f[3]) if len(f) > 3 else retried)
                        for f in meta["failed"]}
         if meta["best"] is not None:
             self.best = (float(meta["best"][0]), int(meta["best"][1]),
@@ -582,6 +698,12 @@ class MemoEngine(Engine):
             changed = S.changed_pattern()
             if changed is not None:
                 self.columns[int(key)] = np.unique(changed.indices).astype(np.int64)
+        for uid, keys in meta.get("alternatives", {}).items():
+            self.alternatives[int(uid)] = self._new_store()
+            for key in keys:
+                self.alternatives[int(uid)].put(int(key),
+                                                summary_from(arrays, f"alternatives/{uid}/{key}"))
+        self.kept = {int(u): float(n) for u, n in meta.get("kept", [])}
         for i, b in enumerate(meta["births"]):
             rows = [data_from_arrays(arrays.group(f"births/{i}/rows"))] if b["rows"] else []
             self.births.append(Birth(int(b["target"]), rows, int(b["n"]),
@@ -594,7 +716,8 @@ class MemoEngine(Engine):
                 lap["lap"], arrays["lap/order"], arrays["lap/pairs"] if lap["pairs"] else None,
                 arrays["lap/Hpair"], summary_from(arrays, "lap/S_prime"),
                 tuple(int(t) for t in lap["targets"]), lap["pos"], arrays["lap/groups"],
-                arrays["lap/Hgroup"], self._origin_N(arrays))
+                arrays["lap/Hgroup"], self._origin_N(arrays),
+                tuple(int(u) for u in lap.get("deletes", [])))
         for i, batches in enumerate(meta["inflight"]):  # submitted again with the same globals
             g = Globals(arrays[f"inflight/{i}/uids"], arrays.group(f"inflight/{i}/post"),
                         arrays[f"inflight/{i}/Elogw"])
