@@ -103,12 +103,9 @@ class DiagGauss(ObsModel):
         kappa0 = float(np.clip(len(N) * self.D / spread.sum(),
                                *widened(0.0, KAPPA_MAX, self.kappa0)))
         floor = np.minimum(FLOOR * base.b0 / base.a0, self.b0 / self.a0)
-        a0, b0 = np.empty(self.D), np.empty(self.D)
-        for d in range(self.D):
-            lo, hi = widened(1.0, 1.0 + 0.5 * n, self.a0[d])
-            s, nu = wishart_scale_dof(elog[:, d], e[:, d], 1, (2 * lo, 2 * hi), floor[d])
-            a0[d], b0[d] = 0.5 * nu, 0.5 * s
-        return DiagGauss(self.D, m0, kappa0, a0, b0)
+        lo, hi = np.minimum(1.0, self.a0), np.maximum(1.0 + 0.5 * n, self.a0)  # widened
+        s, nu = wishart_scale_dof(elog, e, 1, (2 * lo, 2 * hi), floor)
+        return DiagGauss(self.D, m0, kappa0, 0.5 * nu, 0.5 * s)
 
     def check_data(self, X: Data) -> None:
         check_dense(X, self.D)

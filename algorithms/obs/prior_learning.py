@@ -23,8 +23,7 @@ A Gamma(a0, b0) prior (rate b0) on one precision λ is the case D = 1, T = 1: ν
 from __future__ import annotations
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import digamma
+from scipy.special import digamma, polygamma
 
 from . import wishart as W
 from .base import Arrays
@@ -62,38 +61,59 @@ def widened(lo: float, hi: float, current: float) -> tuple[float, float]:
     return min(lo, current), max(hi, current)
 
 
-def shape_gap(x: float, D: int) -> float:
-    """g(x) = ψ_D(x) - D ln x = Σ_{i<D} ψ(x - i/2) - D ln x for x > (D - 1)/2: increasing, < 0."""
-    return float(digamma(x - 0.5 * np.arange(D)).sum() - D * np.log(x))
+def shape_gap(x: np.ndarray | float, D: int) -> np.ndarray:
+    """g(x) = ψ_D(x) - D ln x = Σ_{i<D} ψ(x - i/2) - D ln x for x > (D - 1)/2: increasing, < 0
+    (elementwise)."""
+    x = np.asarray(x, dtype=float)
+    return digamma(x[..., None] - 0.5 * np.arange(D)).sum(-1) - D * np.log(x)
 
 
-def solve_shape(c: float, D: int, lo: float, hi: float) -> float:
-    """The x in [lo, hi] maximising a concave profile whose derivative is ∝ c - g(x) (g =
-    ``shape_gap``, increasing): the root of g(x) = c by brentq when g(lo) < c < g(hi), else lo
-    (c ≤ g(lo)) or hi (c ≥ g(hi))."""
-    if not lo <= hi:
+def _shape_slope(x: np.ndarray, D: int) -> np.ndarray:
+    """g'(x) = Σ_{i<D} ψ'(x - i/2) - D / x (> 0)."""
+    return polygamma(1, x[..., None] - 0.5 * np.arange(D)).sum(-1) - D / x
+
+
+def solve_shape(c: np.ndarray | float, D: int, lo: np.ndarray | float,
+                hi: np.ndarray | float) -> np.ndarray:
+    """Elementwise, the x in [lo, hi] maximising a concave profile whose derivative is ∝ c - g(x)
+    (g = ``shape_gap``, increasing): the root of g(x) = c when g(lo) < c < g(hi), else lo
+    (c ≤ g(lo)) or hi (c ≥ g(hi)). Newton steps kept inside a shrinking bracket (bisection
+    when a step leaves it), to a relative step of 1e-14."""
+    c, lo, hi = np.broadcast_arrays(*(np.asarray(v, dtype=float) for v in (c, lo, hi)))
+    if np.any(~(lo <= hi)):
         raise ValueError(f"empty interval [{lo}, {hi}]")
-    if shape_gap(lo, D) >= c:
-        return lo
-    if shape_gap(hi, D) <= c:
-        return hi
-    return float(brentq(lambda x: shape_gap(x, D) - c, lo, hi, xtol=1e-12 * lo, rtol=1e-14))
+    below, above = shape_gap(lo, D) >= c, shape_gap(hi, D) <= c
+    a, b = lo.copy(), hi.copy()
+    # g(x) ≈ -D(D + 1)/(4x) for large x: the start
+    x = np.clip(np.where(c < 0, -D * (D + 1) / (4 * np.minimum(c, -1e-300)), hi), lo, hi)
+    for _ in range(200):
+        f = shape_gap(x, D) - c
+        a, b = np.where(f < 0, x, a), np.where(f > 0, x, b)
+        new = x - f / _shape_slope(x, D)
+        new = np.where((new <= a) | (new >= b), 0.5 * (a + b), new)
+        done = np.abs(new - x) <= 1e-14 * x
+        x = new
+        if done.all():
+            break
+    return np.where(below, lo, np.where(above, hi, x))
 
 
 def wishart_scale_dof(E_logdet_T: np.ndarray, trace_T: np.ndarray, D: int,
-                      nu_bounds: tuple[float, float], floor: float) -> tuple[float, float]:
+                      nu_bounds: tuple, floor: np.ndarray | float) -> tuple:
     """(s, ν0) maximising Σ_k E_q[ln Wishart(Λ_k | ν0, (s T)⁻¹)] over ν0 in ``nu_bounds`` and
     s ≥ floor · ν0, from E_logdet_T[k] = E ln|T^½ Λ_k T^½| and trace_T[k] = tr(T E[Λ_k]) (see
     the module): ν0/2 solves ψ_D(ν0/2) - D ln(ν0/2) = ℓ̄ - D ln(t̄ / D), s = ν0 D / t̄; or, when
-    D / t̄ < floor, ν0/2 solves it with right side ℓ̄ + D ln f + D - f t̄ and s = f ν0."""
-    ell, t = float(np.mean(E_logdet_T)), float(np.mean(trace_T))
-    ratio = D / t
-    if ratio >= floor:
-        c = ell + D * np.log(ratio)
-    else:
-        ratio = floor
-        c = ell + D * np.log(floor) + D - floor * t
-    nu0 = 2.0 * solve_shape(c, D, 0.5 * nu_bounds[0], 0.5 * nu_bounds[1])
+    D / t̄ < floor, ν0/2 solves it with right side ℓ̄ + D ln f + D - f t̄ and s = f ν0. Arrays
+    of shape (K, M) are M independent problems (bounds and floor of shape (M,)): (s, ν0) then
+    have shape (M,); of shape (K,), floats."""
+    ell, t = np.mean(E_logdet_T, axis=0), np.mean(trace_T, axis=0)
+    free = D / t
+    ratio = np.maximum(free, floor)
+    c = np.where(free >= floor, ell + D * np.log(free),
+                 ell + D * np.log(ratio) + D - ratio * t)
+    nu0 = 2.0 * solve_shape(c, D, 0.5 * np.asarray(nu_bounds[0]), 0.5 * np.asarray(nu_bounds[1]))
+    if np.ndim(nu0) == 0:
+        return float(ratio * nu0), float(nu0)
     return ratio * nu0, nu0
 
 
