@@ -23,9 +23,11 @@ from typing import Any
 from bnpmix.algorithms.alloc import ALLOCATIONS
 from bnpmix.storage import BnpmixError
 
+from .runtime.context import AUTO
 from .runtime.engine import ENGINES, engine_class, engine_names
 
 OBS_NAMES = ("gauss", "zm-gauss", "diag-gauss", "tied-gauss", "mult")
+OBS_CHOICES = (*OBS_NAMES, AUTO)  # --obs
 CURRENT_CLIENT = "distributed"  # the scheduler name of this process's current Client
 SCHEDULERS = ("threads, synchronous, a Dask scheduler's address (tcp://HOST:PORT), or "
               "distributed: the Python process's current distributed.Client (job.json records "
@@ -254,8 +256,11 @@ class RunConfig:
 class ModelConfig:
     """The observation model and its prior, and the allocation prior."""
 
-    obs: str | None = opt(None, "observation model (default: gauss for dense corpora, mult for "
-                          "bag-of-words)", parse=_str, choices=OBS_NAMES)
+    obs: str | None = opt(None, "observation model (default: mult for bag-of-words; for dense "
+                          "corpora auto, the Gaussian covariance structure (full, tied or "
+                          "diagonal) whose fit of the initialisation sample has the highest "
+                          "ELBO per item, for memo, vb, sovb, adf and ep; gauss for the others)",
+                          parse=_str, choices=OBS_CHOICES)
     prior: dict[str, Any] = field(default_factory=dict, metadata=meta(
         "observation prior parameters, keyed by the model's names (mult: lam0; gauss and "
         "tied-gauss: m0, kappa0, nu0, B0, scale; ...); a [prior] table in a job file, a JSON "
@@ -273,8 +278,8 @@ class ModelConfig:
                           within="[1, inf)")
 
     def __post_init__(self) -> None:
-        if self.obs is not None and self.obs not in OBS_NAMES:
-            raise ValueError(f"obs must be one of {OBS_NAMES}, not {self.obs!r}")
+        if self.obs is not None and self.obs not in OBS_CHOICES:
+            raise ValueError(f"obs must be one of {OBS_CHOICES}, not {self.obs!r}")
         if self.alloc not in ALLOCATIONS:
             raise ValueError(f"alloc must be one of {sorted(ALLOCATIONS)}, not {self.alloc!r}")
 

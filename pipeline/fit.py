@@ -12,6 +12,8 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import tempfile
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -20,18 +22,32 @@ from typing import Any
 import numpy as np
 
 from bnpmix.algorithms.obs import ObsModel
-from bnpmix.storage import BnpmixError, Corpus, RunDir
+from bnpmix.storage import BnpmixError, Corpus, RunDir, ingest_array
 from bnpmix.storage.atomic import write_json_atomic
 from bnpmix.storage.objectstore import is_url
 
 from .clusters import process_client
 from .config import JobConfig, resolve
 from .runtime import checkpoint
-from .runtime.context import FitContext, Streams, default_obs_name, make_context
+from .runtime.context import (
+    AUTO,
+    FitContext,
+    Streams,
+    check_obs,
+    default_obs_name,
+    make_context,
+    prior_keys,
+)
+from .runtime.data import BatchSource
 from .runtime.engine import Best, Engine, Fitted, Step, engine_class
 from .runtime.executors import DaskExecutor, open_executor
-from .runtime.models import write_model
+from .runtime.models import read_model, write_model
 from .settings import setting
+
+# --obs auto's candidates: the Gaussian covariance structures (mclust's choice among them, made
+# by the variational evidence bound); each is fitted to the initialisation sample by memo
+AUTO_CANDIDATES = ("gauss", "tied-gauss", "diag-gauss")
+AUTO_LAPS = 30  # laps of a candidate's fit at most
 
 ProgressHook = Callable[[Engine], None]
 StepHook = Callable[[Engine, Step], None]  # after every step and its checkpoint (tests)
@@ -63,7 +79,11 @@ def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *
     absolute = {f"run_{name}": str(Path(value).resolve()) for name in ("warm_start", "cluster")
                 if (value := getattr(job.run, name)) and not is_url(value)}
     job = job.replace(run_corpus=corpus.uri, run_out=str(run.path.resolve()),
-                      model_obs=job.model.obs or default_obs_name(corpus), **absolute)
+                      model_obs=job.model.obs or default_obs_name(corpus, mixes_obs(job)),
+                      **absolute)
+    if job.model.obs == AUTO and not mixes_obs(job):
+        raise BnpmixError(f"--obs auto: the {job.algorithm} engine takes an observation model "
+                          "named with --obs (gauss, zm-gauss, diag-gauss, tied-gauss)")
     created = run.claim()
     try:
         summary = _run(corpus, run, job, None, progress, on_step, client)
@@ -73,6 +93,46 @@ def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *
         raise  # a resumable run keeps its claim: only `bnpmix resume` continues it
     run.release()
     return summary
+
+
+def mixes_obs(job: JobConfig) -> bool:
+    return engine_class(job.algorithm).mixes_obs
+
+
+def choose_obs(corpus: Corpus, job: JobConfig) -> tuple[str, dict[str, float], ObsModel]:
+    """``--obs auto``: fit the initialisation sample (the items make_context scales the prior
+    to) with memo under each candidate covariance structure, with the run's moves, prior
+    options and seed, and keep the one whose ELBO per item is highest: the bound on the
+    sample's log evidence, ln p(X) ≥ L(q), compared across models (with a learned prior,
+    type-II maximised). Candidates are the models that take every parameter of the job's
+    [prior] table. Returns its name, every candidate's ELBO per item and the prior its
+    fit ended with, which the run starts from. Deterministic: the fits run synchronously."""
+    check_obs(corpus, AUTO)
+    m = job.model
+    names = [n for n in AUTO_CANDIDATES if set(m.prior) <= set(prior_keys(n))]
+    if not names:
+        raise BnpmixError(f"--obs auto: no candidate model takes the prior parameters "
+                          f"{sorted(m.prior)}; name the model with --obs")
+    sample = BatchSource(corpus, job.run.cache_bytes).sample(
+        m.init_sample, np.random.default_rng(job.run.seed))
+    scores, priors = {}, {}
+    with tempfile.TemporaryDirectory(prefix="bnpmix-auto-") as tmp:
+        ingest_array(np.asarray(sample), Path(tmp) / "sample", partition_rows=len(sample))
+        for name in names:
+            started = time.perf_counter()
+            options = {"algorithm": "memo", "obs": name, "seed": job.run.seed,
+                       "scheduler": "synchronous", "laps": AUTO_LAPS, "alpha0": m.alpha0,
+                       "alloc": m.alloc, "learn_prior": m.learn_prior,
+                       "prior": dict(m.prior)}
+            summary = fit(Path(tmp) / "sample", Path(tmp) / name, job_config(**options))
+            scores[name] = summary["elbo_per_item"]
+            priors[name] = read_model(str(Path(tmp) / name)).obs
+            print(f"bnpmix: --obs auto: {name} on {len(sample):,} sampled items: K = "
+                  f"{summary['K']}, ELBO {scores[name]:.4f} per item "
+                  f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+    best = max(names, key=scores.__getitem__)
+    print(f"bnpmix: --obs auto chose {best}", file=sys.stderr)
+    return best, scores, priors[best]
 
 
 def on_client(job: JobConfig, client: Any) -> tuple[JobConfig, Any]:
@@ -139,7 +199,15 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         where = executor.describe()
         if isinstance(executor, DaskExecutor):
             print(f"bnpmix: running on {where}", file=sys.stderr)
-        ctx = make_context(corpus, job.run, job.model, executor)
+        chosen = None
+        if job.model.obs == AUTO and job.run.warm_start:  # the saved model's own
+            job = job.replace(model_obs=read_model(job.run.warm_start).obs.name)
+        elif job.model.obs == AUTO:
+            chosen = choose_obs(corpus, job)
+        model = job.model if chosen is None else job.replace(model_obs=chosen[0]).model
+        ctx = make_context(corpus, job.run, model, executor)
+        if chosen is not None:  # the run starts from the prior the chosen model's fit ended at
+            ctx.obs, ctx.obs_candidates = chosen[2], chosen[1]
         job = job.replace(run_wave=ctx.wave)  # job.json records W as resolved (resume)
         obs = ctx.obs
         first, best = (0, None) if ckpt is None else checkpoint.restarts(ckpt, ctx)
@@ -231,6 +299,8 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
         "cache": cache,
         "config": job.to_dict(),
     })
+    if ctx.obs_candidates:
+        summary["obs_candidates"] = ctx.obs_candidates
     prior = prior_entry(ctx, model)
     if prior is not None:
         summary["prior"] = prior

@@ -211,7 +211,7 @@ def run_info(path: str | Path) -> dict[str, Any]:
         "wall_seconds": summary["wall_seconds"],
         "vocab_file": str(run.vocab_path) if run.vocab_path.is_file() else None,
     }
-    for key in ("stopped", "returned", "executor", "restart", "prior"):
+    for key in ("stopped", "returned", "executor", "restart", "prior", "obs_candidates"):
         if key in summary:
             info[key] = summary[key]
     return info
@@ -250,6 +250,10 @@ def format_run_info(info: dict[str, Any]) -> str:
         f"items         {info['n_items']}",
         f"wall seconds  {info['wall_seconds']:.1f}",
     ]
+    if "obs_candidates" in info:  # --obs auto: each model's bound on the initialisation sample
+        ranked = sorted(info["obs_candidates"].items(), key=lambda kv: -kv[1])
+        lines.append("obs auto      " + ", ".join(f"{name} {value:.4f}" for name, value in ranked)
+                     + " (ELBO per item, fits of the initialisation sample)")
     if "prior" in info:
         lines.append(f"prior         {prior_text(info['prior'])}")
     if info["vocab_file"]:

@@ -162,7 +162,8 @@ def test_plain_defaults_find_four_blobs_and_stop_on_convergence(tmp_path):
     from bnpmix.pipeline.config import JobConfig
 
     summary = fit(blobs(tmp_path), tmp_path / "run", JobConfig())
-    assert summary["K"] == 4 and summary["config"]["engine"]["moves"] == ("birth", "merge")
+    assert summary["K"] == 4
+    assert summary["config"]["engine"]["moves"] == ("birth", "merge", "delete")
     assert summary["laps"] < summary["config"]["engine"]["laps"]
     assert summary["stopped"].startswith(f"converged at lap {summary['laps']}")
     trace = pd.read_csv(tmp_path / "run" / "trace.csv")

@@ -159,6 +159,7 @@ class Wave:
 @register
 class MemoEngine(Engine):
     name = "memo"
+    mixes_obs = True
     Config = MemoConfig
     summary = "memoized online VB: births, merges, exact ELBO"
 

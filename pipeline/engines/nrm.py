@@ -118,6 +118,7 @@ class NRMEngine(Engine):
     """What ADF and EP share: the global sums, the ADF pass over partitions not yet absorbed,
     the driver's combination of a sweep, merges and the fitted model."""
 
+    mixes_obs = True
     keep_sites = False
     exact_k = False  # Û from the exact E[K'] (adf's expected_k = "exact")
     random = False  # items are absorbed in corpus order: the seed changes nothing

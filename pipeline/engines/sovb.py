@@ -42,6 +42,7 @@ class SOVBConfig(LapsConfig):
 @register
 class SOVBEngine(Engine):
     name = "sovb"
+    mixes_obs = True
     Config = SOVBConfig
     summary = "stochastic online VB (baseline)"
 

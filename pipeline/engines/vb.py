@@ -35,6 +35,7 @@ class VBConfig(LapsConfig):
 @register
 class VBEngine(Engine):
     name = "vb"
+    mixes_obs = True
     Config = VBConfig
     summary = "full-data coordinate-ascent VB"
 

@@ -67,6 +67,7 @@ class FitContext:
     restarts: int = 1
     learn_prior: bool = False  # the variational engines learn obs's prior between laps
     prior_base: ObsModel | None = None  # the run's initial prior (bounds of the learned one)
+    obs_candidates: dict[str, float] | None = None  # --obs auto: each model's ELBO per item
 
     def new_uids(self, n: int) -> np.ndarray:
         uids = np.arange(self.next_uid, self.next_uid + n, dtype=np.int64)
@@ -88,14 +89,25 @@ class FitContext:
         return np.random.default_rng(partition_seed(self.seed, partition, pass_))
 
 
-def default_obs_name(corpus: Corpus) -> str:
-    return "mult" if corpus.kind == "bow" else "gauss"
+AUTO = "auto"  # --obs auto: the covariance structure chosen by the evidence bound (pipeline.fit)
+
+
+def default_obs_name(corpus: Corpus, auto: bool = False) -> str:
+    """mult for bag-of-words; for dense data ``auto`` where the engine can use it (``auto``),
+    else the full Gaussian."""
+    if corpus.kind == "bow":
+        return "mult"
+    return AUTO if auto else "gauss"
 
 
 def check_obs(corpus: Corpus, obs_name: str | None) -> str:
-    """The observation model's name (None: the corpus's default); mult only for bag-of-words."""
+    """The observation model's name (None: the corpus's default); mult only for bag-of-words,
+    auto only for dense data."""
     obs_name = obs_name or default_obs_name(corpus)
-    if (obs_name == "mult") != (corpus.kind == "bow"):
+    if obs_name == AUTO and corpus.kind == "bow":
+        raise BnpmixError(f"{corpus.path}: --obs auto chooses among the Gaussians, for dense "
+                          "corpora; a bag-of-words corpus takes mult")
+    if obs_name != AUTO and (obs_name == "mult") != (corpus.kind == "bow"):
         raise BnpmixError(f"{corpus.path}: observation model {obs_name!r} does not fit a "
                           f"{corpus.kind} corpus")
     return obs_name

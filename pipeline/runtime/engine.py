@@ -76,6 +76,9 @@ class Engine(ABC):
     # runtime runs it once, rather than rerunning the whole engine ``restarts`` times
     restarts_within: ClassVar[bool] = False
     default_restarts: ClassVar[int] = 1  # --restarts when not given
+    # a mixture over any observation model's components: on dense data `--obs auto` (the
+    # default) chooses the model for it; the others default to the full Gaussian
+    mixes_obs: ClassVar[bool] = False
 
     def __init__(self, ctx: FitContext, cfg: Any) -> None:
         self.ctx = ctx

@@ -129,12 +129,13 @@ def test_job_json_records_the_resolved_configuration(tmp_path):
     config = load_job(job, {"laps": 3}).config
     summary = fit(config.run.corpus, config.run.out, config)
     saved = json.loads((tmp_path / "run" / "job.json").read_text())["config"]
-    want = config.replace(model_obs="gauss", run_wave=1).to_dict()  # W resolved: 1 locally
+    want = config.replace(model_obs="auto", run_wave=1).to_dict()  # W resolved: 1 locally
     assert saved == json.loads(json.dumps(want))
     assert json.loads(json.dumps(summary["config"])) == saved
     assert saved["engine"]["laps"] == 3 and saved["engine"]["merge"]["max_attempts"] == 7
     assert saved["model"]["prior"] == {"kappa0": 0.5, "scale": 0.3}
-    assert saved["model"]["obs"] == "gauss"  # the default, resolved from the corpus
+    assert saved["model"]["obs"] == "auto"  # the default, resolved from the corpus (dense)
+    assert summary["obs"] == max(summary["obs_candidates"], key=summary["obs_candidates"].get)
 
 
 def test_the_prior_table_reaches_the_model(tmp_path):
@@ -214,7 +215,9 @@ EDGES = {"alpha0": ("0", "1e-9"), "seed": ("-1", "0"), "cache_bytes": ("-1", "0"
          "birth_max_iter": ("0", "1"), "birth_prune_fraction": ("0", "0.5"),
          "birth_tol": ("-1", "0"), "birth_attempts": ("0", "1"),
          "birth_attempts_grown": ("0", "1"), "merge_max_pairs": ("-1", "0"),
-         "merge_partners": ("0", "1"), "merge_max_attempts": ("-1", "0")}
+         "merge_partners": ("0", "1"), "merge_max_attempts": ("-1", "0"),
+         "birth_retries": ("-1", "0"), "delete_max_share": ("0", "1e-9"),
+         "delete_per_lap": ("0", "1")}
 
 
 def test_every_numeric_option_has_an_interval_that_the_table_enforces():
