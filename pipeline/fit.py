@@ -48,6 +48,9 @@ from .settings import setting
 # by the variational evidence bound); each is fitted to the initialisation sample by memo
 AUTO_CANDIDATES = ("gauss", "tied-gauss", "diag-gauss")
 AUTO_LAPS = 30  # laps of a candidate's fit at most
+# items of the initialisation sample the candidates are fitted to: a full covariance's local step
+# costs O(n K D²), and at D = 128 the 10,000-item sample kept one fit busy for minutes
+AUTO_ITEMS = 2_000
 
 ProgressHook = Callable[[Engine], None]
 StepHook = Callable[[Engine, Step], None]  # after every step and its checkpoint (tests)
@@ -100,12 +103,12 @@ def mixes_obs(job: JobConfig) -> bool:
 
 
 def choose_obs(corpus: Corpus, job: JobConfig) -> tuple[str, dict[str, float], ObsModel]:
-    """``--obs auto``: fit the initialisation sample (the items make_context scales the prior
-    to) with memo under each candidate covariance structure, with the run's moves, prior
-    options and seed, and keep the one whose ELBO per item is highest: the bound on the
-    sample's log evidence, ln p(X) ≥ L(q), compared across models (with a learned prior,
-    type-II maximised). Candidates are the models that take every parameter of the job's
-    [prior] table. Returns its name, every candidate's ELBO per item and the prior its
+    """``--obs auto``: fit AUTO_ITEMS of the initialisation sample (the items make_context
+    scales the prior to) with memo (its default moves; the run's seed and prior options) under
+    each candidate covariance structure, and keep the one whose ELBO per item is highest: the
+    bound on the sample's log evidence, ln p(X) ≥ L(q), compared across models (with a learned
+    prior, type-II maximised). Candidates are the models that take every parameter of the
+    job's [prior] table. Returns its name, every candidate's ELBO per item and the prior its
     fit ended with, which the run starts from. Deterministic: the fits run synchronously."""
     check_obs(corpus, AUTO)
     m = job.model
@@ -113,8 +116,10 @@ def choose_obs(corpus: Corpus, job: JobConfig) -> tuple[str, dict[str, float], O
     if not names:
         raise BnpmixError(f"--obs auto: no candidate model takes the prior parameters "
                           f"{sorted(m.prior)}; name the model with --obs")
-    sample = BatchSource(corpus, job.run.cache_bytes).sample(
-        m.init_sample, np.random.default_rng(job.run.seed))
+    rng = np.random.default_rng(job.run.seed)
+    sample = BatchSource(corpus, job.run.cache_bytes).sample(m.init_sample, rng)
+    if sample.shape[0] > AUTO_ITEMS:  # uniformly among the sample's rows
+        sample = sample[np.sort(rng.choice(sample.shape[0], AUTO_ITEMS, replace=False))]
     scores, priors = {}, {}
     with tempfile.TemporaryDirectory(prefix="bnpmix-auto-") as tmp:
         ingest_array(np.asarray(sample), Path(tmp) / "sample", partition_rows=len(sample))
