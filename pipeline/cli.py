@@ -203,15 +203,32 @@ def fit_flags(args: argparse.Namespace) -> dict[str, Any]:
     return flags
 
 
+def typed_flag(args: argparse.Namespace, key: str) -> str:
+    """The flag the user typed for option ``key`` (``--prior ig`` for an NRM prior given by
+    --prior)."""
+    from bnpmix.pipeline.config import options
+
+    if key == "nrm_prior" and args.nrm_prior is None:
+        return " ".join(f"--prior {p}" for p in args.prior or [] if isinstance(p, str))
+    return next((o.flag for o in options() if o.name == key), key)
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
-    from bnpmix.pipeline.fit import fit
+    from bnpmix.pipeline.config import OptionError
     from bnpmix.pipeline.jobfile import load_job
-    from bnpmix.pipeline.runtime.progress import Progress
 
     flags = fit_flags(args)
-    job = load_job(args.config, flags)
+    try:  # the options are checked before Dask or an engine's run is imported
+        job = load_job(args.config, flags)
+    except OptionError as exc:
+        if exc.origin != "flags":
+            raise
+        raise UsageError(f"{typed_flag(args, exc.key)}: {exc.reason}") from None
     if job.corpus is None or job.out is None:
         raise UsageError("fit needs a corpus and --out (on the command line or in --config)")
+    from bnpmix.pipeline.fit import fit
+    from bnpmix.pipeline.runtime.progress import Progress
+
     progress = Progress()
     try:
         with job.storage_config():

@@ -33,12 +33,17 @@ from .runtime.models import read_model, write_model
 
 try:  # scikit-learn is optional: with it the estimator is a real sklearn estimator
     from sklearn.base import BaseEstimator, ClusterMixin, DensityMixin
-    from sklearn.exceptions import ConvergenceWarning
-except ImportError:  # pragma: no cover - exercised only without scikit-learn
-    BaseEstimator, ClusterMixin, DensityMixin = object, object, object
+    from sklearn.exceptions import ConvergenceWarning, NotFittedError
+
+    BASES: tuple[type, ...] = (DensityMixin, ClusterMixin, BaseEstimator)
+except ImportError:  # the plain install (tests/test_plain_install.py runs without it)
+    BASES = (object,)
 
     class ConvergenceWarning(UserWarning):  # type: ignore[no-redef]
         """An engine stopped at its iteration limit before its convergence test."""
+
+    class NotFittedError(ValueError, AttributeError):  # type: ignore[no-redef]
+        """A prediction asked of an estimator that has not been fitted."""
 
 
 # every job option by its job-file name (not the run directory's: the estimator's is temporary;
@@ -71,7 +76,7 @@ class _streaming_only:
         return self.fn.__get__(obj, owner)
 
 
-class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
+class BayesianMixture(*BASES):
     """A Bayesian nonparametric mixture fitted by one of bnpmix's engines.
 
     Parameters
@@ -205,8 +210,6 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
 
     def _fitted(self) -> FittedModel:
         if not hasattr(self, "model_"):
-            from sklearn.exceptions import NotFittedError
-
             raise NotFittedError("this BayesianMixture is not fitted yet: call fit first")
         return self.model_
 
