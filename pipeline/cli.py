@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import select
 import shutil
 import signal
 import sys
@@ -80,10 +81,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         manifest = ingest_source(args, src, out, fmt, args.overwrite)
         if remote:
             publish_corpus(out, args.corpus_dir)
-    n = len(manifest.partitions)
-    print(f"ingested {manifest.n_items} items into {n} partition{'s' * (n != 1)} at "
+    print(f"ingested {manifest.n_items} items into {partitions(len(manifest.partitions))} at "
           f"{args.corpus_dir if remote else out}")
     return 0
+
+
+def partitions(n: int) -> str:
+    """``1 partition``, ``3 partitions``."""
+    return f"{n} partition{'s' * (n != 1)}"
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
@@ -150,8 +155,8 @@ def ingest_append(args: argparse.Namespace, src: Path, corpus: Path, fmt: str) -
         added = append_corpus(corpus, staged / "new", source=src)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
-    print(f"appended {added} partitions to {corpus} "
-          f"(now {Corpus(corpus).n_partitions} partitions)")
+    print(f"appended {partitions(added)} to {corpus} "
+          f"(now {partitions(Corpus(corpus).n_partitions)})")
     return 0
 
 
@@ -676,12 +681,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bnpmix: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # a one-line report; the traceback with --debug
-        if args.debug:
-            traceback.print_exc()
-        print(f"bnpmix: error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
-              file=sys.stderr)
-        return 1
+    except BrokenPipeError as exc:
+        if stdout_gone():  # `bnpmix info RUN | head -1`: the reader has what it wanted
+            return 0
+        return report_error(exc, args.debug)
+    except Exception as exc:
+        return report_error(exc, args.debug)
+
+
+def report_error(exc: Exception, debug: bool) -> int:
+    """A one-line report of an unexpected error (the traceback with --debug): exit code 1."""
+    if debug:
+        traceback.print_exc()
+    print(f"bnpmix: error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+          file=sys.stderr)
+    return 1
+
+
+def stdout_gone() -> bool:
+    """Whether stdout's reader has closed the pipe (as in ``| head``); then stdout is pointed
+    at /dev/null so that nothing later writes to it or reports the closed pipe."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a file (captured output)
+        return False
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    if not any(events & select.POLLERR for _, events in poll.poll(0)):  # a pipe's reader left
+        try:
+            sys.stdout.flush()
+            return False
+        except BrokenPipeError:
+            pass
+        except (OSError, ValueError):  # closed some other way: nothing more can be said there
+            return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, fd)
+    os.close(null)
+    return True
 
 
 def entry() -> NoReturn:
@@ -692,11 +729,11 @@ def entry() -> NoReturn:
     closed and published before main() returns, so after flushing stdout and stderr there is
     nothing left for the teardown to do."""
     code = main()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more can be said there
-            code = code or 1
+    stdout_gone()  # a reader that left before the last lines (`| head`) is not an error
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe: nothing more can be said there
+        code = code or 1
     os._exit(code)
 
 

@@ -46,3 +46,40 @@ def test_an_option_of_another_engine_is_refused_before_dask_is_imported(tmp_path
                          timeout=120)
     assert out.stdout.split(None, 1) == ["2", "[]\n"], out.stdout + out.stderr
     assert "--passes: does not apply to --algorithm vb" in out.stderr
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory):
+    """A memo run of three blobs."""
+    from bnpmix.storage import ingest_array
+    from helpers import blobs
+
+    root = tmp_path_factory.mktemp("run")
+    X, _ = blobs(450, 0)
+    ingest_array(X, root / "corpus", partition_rows=150)
+    done = cli("fit", root / "corpus", "--out", root / "run", "--laps", "6", "--seed", "0")
+    assert done.returncode == 0, done.stderr
+    return root / "run"
+
+
+@pytest.mark.parametrize("command", [("info",), ("show", "--json"), ("info", "--json")])
+def test_a_reader_that_leaves_early_ends_the_command_quietly(run_dir, command):
+    """`bnpmix info RUN | head -1`: stdout's reader gone before anything is written (its end of
+    the pipe closed at once), the command ends as `ls | head` does: exit 0, nothing on stderr."""
+    p = subprocess.Popen([sys.executable, "-m", "bnpmix", command[0], str(run_dir), *command[1:]],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    p.stdout.close()
+    err = p.stderr.read()
+    p.stderr.close()
+    assert p.wait(timeout=120) == 0 and err == "", err
+
+
+def test_ingest_counts_partitions_in_good_english(tmp_path):
+    import numpy as np
+
+    np.save(tmp_path / "a.npy", np.ones((5, 2)))
+    done = cli("ingest", tmp_path / "a.npy", tmp_path / "c")
+    assert done.returncode == 0 and "into 1 partition at" in done.stdout, done.stdout
+    done = cli("ingest", tmp_path / "a.npy", tmp_path / "c", "--append")
+    assert done.returncode == 0, done.stderr
+    assert f"appended 1 partition to {tmp_path / 'c'} (now 2 partitions)" in done.stdout

@@ -138,3 +138,23 @@ def test_evaluate_refuses_a_heldout_corpus_the_model_was_not_fitted_to(tmp_path)
     res = run("evaluate", str(tmp_path / "run"), "--heldout", str(wider))
     assert res.returncode == 1
     assert f"{wider}: field 'dim' is 5, the model was fitted to dim 4" in res.stderr
+
+
+def test_heldout_text_of_another_vocabulary_is_told_how_to_ingest_it(tmp_path):
+    """The refusal gives the ingest command with the run's vocabulary; running it makes a corpus
+    the run scores (the words the run never saw dropped)."""
+    (tmp_path / "train.txt").write_text("apple bread cheese\nbread dates apple\n" * 20)
+    (tmp_path / "held.txt").write_text("apple eggs figs\ncheese bread grapes\n" * 5)
+    run_dir, held = tmp_path / "run", tmp_path / "held"
+    for src, out in (("train.txt", "train"), ("held.txt", "held")):
+        assert run("ingest", str(tmp_path / src), str(tmp_path / out)).returncode == 0
+    assert run("fit", str(tmp_path / "train"), "--out", str(run_dir), "--laps", "2",
+               "--obs", "mult").returncode == 0
+    res = run("evaluate", str(run_dir), "--heldout", str(held))
+    hint = (f"bnpmix ingest {(tmp_path / 'held.txt').resolve()} {held} --vocab "
+            f"{run_dir / 'vocab.txt'} --overwrite")
+    assert res.returncode == 1 and hint in res.stderr, res.stderr
+    assert run(*hint.split()[1:]).returncode == 0
+    ok = run("evaluate", str(run_dir), "--heldout", str(held))
+    assert ok.returncode == 0, ok.stderr
+    assert np.isfinite(json.loads(ok.stdout)["heldout_loglik_per_item"])
