@@ -340,21 +340,40 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from bnpmix.pipeline.fit import fit, job_config
     from bnpmix.storage import ingest_array
 
+    if args.out is not None and Path(args.out).exists() and any(Path(args.out).iterdir()):
+        raise UsageError(f"--out {args.out}: not empty; the demo writes its corpus and run "
+                         "into a new or empty directory")
     X, labels = toy_patches(n=args.n, seed=args.seed)
-    with tempfile.TemporaryDirectory(prefix="bnpmix-demo-") as tmp:
-        corpus, run = Path(tmp) / "toy-patches", Path(tmp) / "run"
+    keep = contextlib.nullcontext(args.out) if args.out is not None else \
+        tempfile.TemporaryDirectory(prefix="bnpmix-demo-")
+    with keep as where:
+        corpus, run = Path(where) / "toy-patches", Path(where) / "run"
         ingest_array(X, corpus, partition_rows=max(1, args.n // 20), columns={"label": labels})
         print(f"demo: {args.n} synthetic 5x5 patches from 8 zero-mean edge components, "
               f"20 partitions; memoized VB with births and merges from K = 1")
         laps = {} if args.laps is None else {"laps": args.laps}
         summary = fit(corpus, run, job_config(obs="zm-gauss", seed=args.seed, **laps))
-        print(format_fit(summary, "(temporary)"))
+        print(format_fit(summary, run if args.out is not None else "(temporary)"))
         scores = evaluate(run, corpus, "label")
         oracle = oracle_ari(X, labels, toy_patch_covariances())
         print(f"agreement with the true components: ARI {scores['ari']:.3f} "
               f"(the true parameters' own assignments: ARI {oracle:.3f}), "
               f"NMI {scores['nmi']:.3f}")
+    print(demo_next(corpus, run) if args.out is not None else
+          "to keep the corpus and the run and look at them: bnpmix demo --out DIR")
     return 0
+
+
+def demo_next(corpus: Path, run: Path) -> str:
+    """What to try next on the demo's corpus and run."""
+    return "\n".join([
+        "next:",
+        f"  bnpmix info {run}                     # the run: K, weights, sizes, ELBO",
+        f"  bnpmix show {run}                     # each cluster's weight, size and mean",
+        f"  bnpmix report {run}                   # an HTML report in {run / 'report'}",
+        f"  bnpmix evaluate {run} --heldout {corpus} --labels-column label",
+        f"  bnpmix fit {corpus} --out {run.parent / 'run-vb'} --algorithm vb --K 20"
+        "   # another engine"])
 
 
 def oracle_ari(X, labels, covariances) -> float:
@@ -589,6 +608,9 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--laps", type=_positive_int,
                    help="most laps (default: memo's, stopping on convergence)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", metavar="DIR", help="keep the corpus (DIR/toy-patches) and the run "
+                   "(DIR/run) in this new or empty directory, and print what to try on them "
+                   "(default: a temporary directory, removed at the end)")
     p.set_defaults(func=cmd_demo)
 
 

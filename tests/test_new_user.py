@@ -83,3 +83,21 @@ def test_ingest_counts_partitions_in_good_english(tmp_path):
     done = cli("ingest", tmp_path / "a.npy", tmp_path / "c", "--append")
     assert done.returncode == 0, done.stderr
     assert f"appended 1 partition to {tmp_path / 'c'} (now 2 partitions)" in done.stdout
+
+
+def test_the_demo_keeps_its_run_with_out_and_says_what_to_try_next(tmp_path):
+    """`bnpmix demo --out DIR`: the corpus and run stay, and every command it suggests runs on
+    them (report left out: it needs matplotlib, a test extra tested in tests/test_report.py)."""
+    out = tmp_path / "demo"
+    done = cli("demo", "--n", "800", "--laps", "4", "--out", out)
+    assert done.returncode == 0, done.stderr
+    suggested = [line.split("#")[0].split() for line in done.stdout.splitlines()
+                 if line.startswith("  bnpmix ")]
+    assert [words[1] for words in suggested] == ["info", "show", "report", "evaluate", "fit"]
+    for words in suggested:
+        if words[1] != "report":
+            ran = cli(*words[1:])
+            assert ran.returncode == 0, (words, ran.stderr)
+    assert f"run directory: {out / 'run'}" in done.stdout
+    again = cli("demo", "--n", "800", "--out", out)  # never into a directory with files
+    assert again.returncode == 2 and "not empty" in again.stderr
