@@ -628,6 +628,9 @@ def add_option(parser: argparse.ArgumentParser, row: Option) -> None:
 
     where = f"; {', '.join(row.engines)}" if row.engines else ""
     shown = "none" if row.default == () else row.default
+    if row.defaults:  # engines whose defaults differ: each engine's (sovb runs 20 laps)
+        shown = ", ".join(f"{value} ({', '.join(e for e, v in row.defaults if v == value)})"
+                          for value in dict.fromkeys(v for _, v in row.defaults))
     default = "" if row.default is None or row.default == {} else f" (default {shown}"
     if row.within:
         default = (f"{default}, " if default else " (") + f"in {row.within}"

@@ -307,6 +307,7 @@ class Option:
     within: str | None = None  # the interval a value must lie in
     engines: tuple[str, ...] = ()  # engine options: the engines that take it
     variants: tuple[tuple[str, Option], ...] = ()  # engines whose same-named options differ
+    defaults: tuple[tuple[str, Any], ...] = ()  # each engine's default, when they differ
 
     def for_engine(self, engine: str) -> Option:
         """The row as ``engine`` defines it (its own parser, choices and range)."""
@@ -349,7 +350,9 @@ def _shared(seen: Option, row: Option, engine: str) -> Option:
     engines = (*seen.engines, engine)
     alike = ("parse", "choices")  # ranges are checked per engine (check_ranges)
     if not seen.variants and all(getattr(seen, k) == getattr(row, k) for k in alike):
-        return dataclasses.replace(seen, engines=engines)
+        defaults = (*(seen.defaults or ((seen.engines[0], seen.default),)), (engine, row.default))
+        differ = len({repr(d) for _, d in defaults}) > 1
+        return dataclasses.replace(seen, engines=engines, defaults=defaults if differ else ())
     variants = (*(seen.variants or ((seen.engines[0], seen),)), (engine, row))
     return dataclasses.replace(
         seen, parse=lambda value: value, default=None, choices=None,

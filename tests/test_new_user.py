@@ -101,3 +101,29 @@ def test_the_demo_keeps_its_run_with_out_and_says_what_to_try_next(tmp_path):
     assert f"run directory: {out / 'run'}" in done.stdout
     again = cli("demo", "--n", "800", "--out", out)  # never into a directory with files
     assert again.returncode == 2 and "not empty" in again.stderr
+
+
+def test_fit_help_gives_each_engines_own_default():
+    """Every option several engines share shows, in `fit --help`, each engine's own default as
+    its Config has it (sovb runs 20 laps, memo and vb 100)."""
+    import dataclasses
+    import re
+
+    from bnpmix.pipeline.config import ENGINES, options
+
+    done = cli("fit", "--help")
+    text = " ".join(done.stdout.split())  # argparse's line breaks undone
+    checked = 0
+    for row in options():
+        if len(row.engines) < 2 or row.variants or None in (row.within, row.default):
+            continue
+        own = {e: next(f.default for f in dataclasses.fields(ENGINES[e].Config)
+                       if f.name == row.name) for e in row.engines}
+        entry = re.search(re.escape(row.flag) + r" [A-Z_]+ (.*?) --[a-z]", text).group(1)
+        shown = re.search(r"\(default (.*), in ", entry).group(1)
+        for engine, default in own.items():
+            assert (shown == str(default) if len(set(own.values())) == 1
+                    else f"{default} (" in shown and engine in shown), (row.name, shown, own)
+        checked += 1
+    assert checked >= 2
+    assert "(default 100 (memo, vb), 20 (sovb)" in text
