@@ -237,7 +237,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
     progress = Progress()
     try:
         with job.storage_config():
-            summary = fit(job.corpus, job.out, job.config, progress=progress)
+            summary = fit(job.corpus, job.out, job.config, progress=progress,
+                          on_step=progress.step)
     finally:
         progress.close()
     print(format_fit(summary, job.out))
@@ -250,7 +251,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     progress = Progress()
     try:
-        summary = resume(args.run_dir, progress=progress)
+        summary = resume(args.run_dir, progress=progress, on_step=progress.step)
     finally:
         progress.close()
     if summary is None:

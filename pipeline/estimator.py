@@ -154,12 +154,10 @@ class BayesianMixture(*BASES):
         self.n_features_in_ = corpus.manifest.dim
         covariances = model.model.obs.covariances(model.model.post)
         if covariances is not None:
-            self.covariances_ = covariances
+            self.covariances_ = covariances[model.order_]
         elif hasattr(self, "covariances_"):  # a refit with a model that has none
             del self.covariances_
-        index = {int(u): k for k, u in enumerate(model.component_ids_)}
-        order = assignments.sort_values("item")
-        self.labels_ = np.array([index.get(int(c), -1) for c in order["cluster"]])
+        self.labels_ = assignments.sort_values("item")["cluster"].to_numpy()  # labels already
         self.lower_bound_ = float(summary[summary["objective"]])
         self.n_iter_ = int(summary["laps"])
         self.converged_ = _converged(summary)
@@ -254,7 +252,9 @@ class BayesianMixture(*BASES):
             n_words = max(1, round(tokens / self._n_seen))
         rng = np.random.default_rng(None if self.random_state is None
                                     else _seed(self.random_state))
-        return model.sample(n_samples, rng, n_words)
+        X, rows = model.sample(n_samples, rng, n_words)
+        label = np.argsort(self.model_.order_)  # a model row's label
+        return X, np.where(rows < 0, -1, label[np.maximum(rows, 0)])
 
 
 BayesianMixture.__init__.__signature__ = inspect.signature(BayesianMixture.__init__).replace(

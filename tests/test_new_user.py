@@ -127,3 +127,138 @@ def test_fit_help_gives_each_engines_own_default():
         checked += 1
     assert checked >= 2
     assert "(default 100 (memo, vb), 20 (sovb)" in text
+
+
+def test_every_place_a_user_sees_a_cluster_gives_it_one_label(run_dir):
+    """assignments/, predict, the estimator's labels_, `info`, `show` and the report call a
+    cluster by one label: 0..K-1 by decreasing weight (the engine's ids stay internal)."""
+    import json
+
+    import numpy as np
+
+    import bnpmix
+    from bnpmix.pipeline.report.rundata import load_run
+    from bnpmix.storage import Corpus, RunDir
+    from helpers import blobs
+
+    X, _ = blobs(450, 0)
+    model = bnpmix.load(run_dir)
+    K = model.n_components_
+    assert np.all(np.diff(model.weights_) <= 0)
+    assert not np.array_equal(model.component_ids_, np.arange(K))  # ids other than labels
+    assigned = RunDir(run_dir).load_assignments().sort_values("item")["cluster"].to_numpy()
+    np.testing.assert_array_equal(assigned, model.predict(X))
+    sizes = np.bincount(assigned, minlength=K)
+    info = json.loads(cli("info", run_dir, "--json").stdout)
+    np.testing.assert_array_equal(info["sizes"], sizes)
+    np.testing.assert_allclose(info["weights"], model.weights_, rtol=1e-12)
+    shown = json.loads(cli("show", run_dir, "--json").stdout)["clusters"]
+    for row in shown:
+        label = row["cluster"]
+        assert row["size"] == sizes[label]
+        assert row["weight"] == pytest.approx(model.weights_[label], rel=1e-12)
+        np.testing.assert_allclose(row["mean"], model.means_[label], atol=1e-4)
+    assert [row["cluster"] for row in shown] == list(range(K))
+    data = load_run(run_dir)  # the report's figures and tables
+    np.testing.assert_allclose(data.weights, model.weights_[data.ids], rtol=1e-12)
+    np.testing.assert_allclose(data.means, model.means_[data.ids], rtol=1e-12)
+    summary = RunDir(run_dir).load_summary()
+    np.testing.assert_allclose(summary["weights"], model.weights_, rtol=1e-12)
+    assert summary["sizes"] == sizes.tolist()
+    est = bnpmix.BayesianMixture(laps=6, random_state=0).fit(Corpus(run_dir.parent / "corpus")
+                                                              .path)
+    np.testing.assert_array_equal(est.labels_, est.predict(X))
+
+
+def test_a_temporal_runs_figures_are_named_and_agree_with_the_report(tmp_path):
+    """tdpm: `info` and `show` name their weights (next-epoch chain probabilities) and give each
+    chain's fraction of the items, the figure the report plots, for the same labels."""
+    import json
+
+    import numpy as np
+
+    from bnpmix.pipeline.report.rundata import load_run
+    from bnpmix.storage import RunDir, ingest_array
+
+    rng = np.random.default_rng(0)  # chain A in all 6 epochs, B dies after epoch 2
+    E = np.repeat(np.arange(6), 30)
+    alive_b = (E < 3) & (np.arange(len(E)) % 2 == 1)
+    X = np.where(alive_b[:, None], [5.0, 0.0], [-5.0, 0.0]) + 0.3 * rng.standard_normal((180, 2))
+    ingest_array(X, tmp_path / "corpus", partition_rows=60, columns={"time": E})
+    done = cli("fit", tmp_path / "corpus", "--out", tmp_path / "run", "--algorithm", "tdpm",
+               "--sweeps", "20", "--burn-in", "10", "--thin", "5")
+    assert done.returncode == 0, done.stderr
+    run = tmp_path / "run"
+    info = json.loads(cli("info", run, "--json").stdout)
+    assert info["weights_are"].startswith("next-epoch chain probabilities")
+    assert "next-epoch chain probabilities" in cli("info", run).stdout
+    assigned = RunDir(run).load_assignments()["cluster"].to_numpy()
+    fractions = np.bincount(assigned, minlength=info["K"]) / len(assigned)
+    np.testing.assert_allclose(info["fractions"], fractions, rtol=1e-12)
+    assert min(w for w, f in zip(info["weights"], fractions, strict=True) if f > 0.1) < 0.01
+    shown = json.loads(cli("show", run, "--json").stdout)
+    assert shown["weights_are"] == info["weights_are"]
+    data = load_run(run)
+    assert data.weight_label == "fraction of the items"
+    report = dict(zip(data.ids.tolist(), data.weights, strict=True))
+    for row in shown["clusters"]:
+        assert row["fraction"] == pytest.approx(report[row["cluster"]], rel=1e-12)
+        assert row["fraction"] == pytest.approx(fractions[row["cluster"]], rel=1e-12)
+
+
+@pytest.mark.parametrize("role", ["--sequence-column", "--time-column"])
+def test_a_position_like_integer_feature_of_sequences_is_warned_about(tmp_path, role):
+    """With --sequence-column or --time-column, an integer feature named like a position (t,
+    pos, step, time) is kept as a feature with a warning naming it, as a label-like one is;
+    a real-valued one, or any without sequences or epochs, is not warned about."""
+    rows = [f"{s},{i},{0.5 * i + s:.3f},{i % 3}" for s in range(3) for i in range(4)]
+    src = tmp_path / "seq.csv"
+    src.write_text("seq,step,x,pos\n" + "\n".join(rows) + "\n")
+    done = cli("ingest", src, tmp_path / "c", role, "seq")
+    assert done.returncode == 0, done.stderr
+    for name in ("step", "pos"):
+        assert f"column {name!r} holds integers and is named like a position in time" \
+            in done.stderr
+    assert "'x'" not in done.stderr
+    plain = cli("ingest", src, tmp_path / "d")  # no sequences, no epochs: no warning
+    assert plain.returncode == 0 and "position" not in plain.stderr
+
+
+def test_csv_time_values_keep_every_digit(tmp_path):
+    """int64 epochs beyond 2^53 are read exactly (before, through float64, 2^53 + 1 became
+    2^53); a float form beyond 2^53 is refused naming the line, one below it accepted."""
+    from bnpmix.storage import Corpus
+
+    times = [2**53 + 1, 2**53 + 3, -(2**62) - 1]
+    src = tmp_path / "t.csv"
+    src.write_text("x,t\n" + "".join(f"{i}.5,{t}\n" for i, t in enumerate(times)))
+    done = cli("ingest", src, tmp_path / "c", "--time-column", "t")
+    assert done.returncode == 0, done.stderr
+    assert Corpus(tmp_path / "c").read_all().columns["time"].tolist() == times
+    src.write_text("x,t\n1.5,3.0e2\n2.5,1.2345678901234567e17\n")
+    done = cli("ingest", src, tmp_path / "d", "--time-column", "t")
+    assert done.returncode == 1 and "line 3" in done.stderr and "beyond 2^53" in done.stderr
+    src.write_text("x,t\n1.5,3.0e2\n")
+    assert cli("ingest", src, tmp_path / "e", "--time-column", "t").returncode == 0
+    assert Corpus(tmp_path / "e").read_all().columns["time"].tolist() == [300]
+
+
+@pytest.mark.parametrize("algorithm", ["memo", "vb", "adf"])
+def test_a_warm_start_from_another_vocabulary_of_the_same_size_is_refused(tmp_path, algorithm):
+    """Its components' word probabilities would silently pass to other words: refused before
+    anything is written, naming the field; the same vocabulary warm-starts."""
+    for name, words in (("a", "apple bread cheese dates"), ("b", "eggs figs grapes honey")):
+        w = words.split()
+        (tmp_path / f"{name}.txt").write_text(
+            f"{w[0]} {w[1]} {w[2]}\n{w[1]} {w[3]} {w[0]}\n" * 20)
+        assert cli("ingest", tmp_path / f"{name}.txt", tmp_path / name).returncode == 0
+    laps = () if algorithm == "adf" else ("--laps", "2")
+    assert cli("fit", tmp_path / "a", "--out", tmp_path / "ra", "--algorithm", algorithm,
+               "--obs", "mult", *laps).returncode == 0
+    done = cli("fit", tmp_path / "b", "--out", tmp_path / "rb", "--algorithm", algorithm,
+               "--obs", "mult", "--warm-start", tmp_path / "ra", *laps)
+    assert done.returncode == 1 and "field 'vocab' differs" in done.stderr, done.stderr
+    assert not (tmp_path / "rb").exists()
+    again = cli("fit", tmp_path / "a", "--out", tmp_path / "ra2", "--algorithm", algorithm,
+                "--obs", "mult", "--warm-start", tmp_path / "ra", *laps)
+    assert again.returncode == 0, again.stderr

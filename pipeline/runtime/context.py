@@ -12,7 +12,8 @@ import numpy as np
 
 from bnpmix.algorithms.alloc import VariationalAllocation, alloc_from_params
 from bnpmix.algorithms.obs import ObsModel, obs_class
-from bnpmix.storage import BnpmixError, Corpus
+from bnpmix.storage import BnpmixError, Corpus, RunDir
+from bnpmix.storage.objectstore import is_url
 
 from .data import BatchSource
 from .executors import Executor, LocalExecutor
@@ -106,6 +107,8 @@ def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> Fi
     the observation prior is also the base that bounds a learned one, rebuilt alike on resume);
     ``run`` and ``model`` are the resolved RunConfig and ModelConfig."""
     obs_name = check_obs(corpus, model.obs)
+    if run.warm_start:
+        check_warm_start(corpus, run.warm_start)
     source = BatchSource(corpus, run.cache_bytes)
     sample = source.sample(model.init_sample, np.random.default_rng(run.seed))
     try:
@@ -120,6 +123,24 @@ def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> Fi
                       model.init_sample, run.wave or default_wave(executor),
                       run.summary_bytes, run.warm_start,
                       restarts=run.restarts, learn_prior=model.learn_prior, prior_base=obs)
+
+
+def check_warm_start(corpus: Corpus, warm_start: str) -> None:
+    """A warm start's run must have been fitted to data of the corpus's kind, dimension and
+    vocabulary (a vocabulary of the same size but other words would silently give its
+    components' word probabilities to other words); a model without its run's summary.json (the
+    estimator's partial_fit) is checked by the engines alone."""
+    from ..evaluate import check_heldout
+
+    run = RunDir(warm_start)
+    if is_url(warm_start) or not run.summary_path.is_file():
+        return
+    facts = run.load_summary().get("data")
+    if isinstance(facts, dict):
+        try:
+            check_heldout(corpus, facts, warm_start)
+        except BnpmixError as exc:
+            raise BnpmixError(f"--warm-start {warm_start}: {exc}") from None
 
 
 def default_wave(executor: Executor) -> int:
