@@ -229,7 +229,7 @@ def _parse_int(text: str, path: Path, line: int, name: str) -> int:
         number = _parse_float(text, path, line, name)
         if number != int(number):
             raise DataError(path, f"not an integer: {text!r}", line=line, field=name) from None
-        if abs(number) > FLOAT_EXACT:
+        if FLOAT_EXACT < abs(number) <= INT64_MAX:
             raise DataError(path, f"integer {text!r} is written as a float beyond 2^53, where "
                             "digits are lost: write its digits", line=line, field=name) from None
         value = int(number)

@@ -262,3 +262,80 @@ def test_a_warm_start_from_another_vocabulary_of_the_same_size_is_refused(tmp_pa
     again = cli("fit", tmp_path / "a", "--out", tmp_path / "ra2", "--algorithm", algorithm,
                 "--obs", "mult", "--warm-start", tmp_path / "ra", *laps)
     assert again.returncode == 0, again.stderr
+
+
+def test_of_two_ingests_into_one_new_path_the_later_is_refused(tmp_path):
+    """Two plain ingests racing into one new corpus path both pass the emptiness check; the one
+    that publishes second must not replace the first's corpus (without --overwrite)."""
+    import numpy as np
+
+    from bnpmix.storage import BnpmixError, Corpus, ingest_array
+    from bnpmix.storage.atomic import staged_directory
+
+    out = tmp_path / "c"
+    with (pytest.raises(BnpmixError, match="another writer filled it"),
+          staged_directory(out) as tmp):  # the slower writer, past its check
+        ingest_array(np.zeros((5, 2)), out, partition_rows=5)  # the faster one publishes
+        (tmp / "mine.txt").write_text("the slower writer's output")
+    assert Corpus(out).n_items == 5 and not (out / "mine.txt").exists()
+    assert [p.name for p in tmp_path.iterdir()] == ["c"]  # its staging directory removed
+    with staged_directory(out, overwrite=True) as tmp:  # --overwrite replaces, as before
+        (tmp / "mine.txt").write_text("replaced")
+    assert [p.name for p in out.iterdir()] == ["mine.txt"]
+
+
+def test_overwrite_waits_for_an_append_under_way(tmp_path):
+    """`ingest --overwrite` of a corpus another process is appending to replaces it only when
+    the append has finished (it holds the corpus lock), never in the middle of it."""
+    import threading
+
+    import numpy as np
+
+    from bnpmix.storage import Corpus, ingest_array
+    from bnpmix.storage.append import corpus_lock
+
+    out = tmp_path / "c"
+    ingest_array(np.zeros((5, 2)), out, partition_rows=5)
+    appending, done = threading.Event(), threading.Event()
+
+    def append_under_way():
+        with corpus_lock(out):
+            appending.set()
+            done.wait(30)
+
+    holder = threading.Thread(target=append_under_way)
+    holder.start()
+    appending.wait(30)
+    writer = threading.Thread(target=ingest_array, args=(np.ones((7, 2)), out),
+                              kwargs={"partition_rows": 7, "overwrite": True})
+    writer.start()
+    writer.join(2.0)
+    assert writer.is_alive() and Corpus(out).n_items == 5  # still waiting for the lock
+    done.set()
+    holder.join(30)
+    writer.join(60)
+    assert Corpus(out).n_items == 7
+
+
+def test_a_constant_column_is_fitted_or_named(tmp_path):
+    """A constant column is fitted where float64 resolves it (the prior's floor keeps every
+    E[Σ_k] positive definite, the column's means at its value); one too far from 0 for sums of
+    squares over the items (adf with full covariances failed with "LinAlgError: Matrix is not
+    positive definite") is refused before fitting, naming the column."""
+    import numpy as np
+
+    from bnpmix import BayesianMixture
+    from bnpmix.storage import ingest_array
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(2000, 8)) + 4.0 * rng.integers(0, 4, 2000)[:, None]
+    est = BayesianMixture(algorithm="adf", obs="gauss", random_state=0).fit(
+        np.c_[X, np.full(2000, 7.0)])
+    assert np.all(np.linalg.eigvalsh(est.covariances_) > 0)
+    np.testing.assert_allclose(est.means_[:, 8], 7.0, rtol=1e-9)
+    ingest_array(np.c_[X, np.full(2000, 3e5)], tmp_path / "far", partition_rows=500)
+    done = cli("fit", tmp_path / "far", "--out", tmp_path / "run", "--algorithm", "adf",
+               "--obs", "gauss")
+    assert done.returncode == 1, done.stderr
+    assert "column 8 (0-based, of 9) is about 300000 (constant)" in done.stderr, done.stderr
+    assert "LinAlgError" not in done.stderr

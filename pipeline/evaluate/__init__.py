@@ -205,7 +205,7 @@ def check_heldout(corpus: Corpus, fitted: dict[str, Any], run_dir: str | Path) -
                           f"fitted to kind {fitted.get('kind')!r}")
     ingest = corpus.manifest.ingest or {}
     hint = (f": ingest the text with the run's vocabulary, bnpmix ingest "
-            f"{ingest.get('source', 'SRC')} {corpus.path} --vocab {Path(run_dir) / 'vocab.txt'} "
+            f"{ingest.get('source', 'SRC')} {corpus.path} --vocab {RunDir(run_dir).vocab_path} "
             "--overwrite" if ingest.get("format") == "text" else "")
     if facts["dim"] != fitted.get("dim"):
         raise BnpmixError(f"{corpus.path}: field 'dim' is {facts['dim']!r}, the model was "
