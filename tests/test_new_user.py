@@ -339,3 +339,17 @@ def test_a_constant_column_is_fitted_or_named(tmp_path):
     assert done.returncode == 1, done.stderr
     assert "column 8 (0-based, of 9) is about 300000 (constant)" in done.stderr, done.stderr
     assert "LinAlgError" not in done.stderr
+
+
+def test_a_docword_nnz_beyond_int32_is_a_count_checked_against_the_triples(tmp_path):
+    """NNZ is a count, not an id: a header NNZ beyond int32 is not refused for its size (a
+    corpus may hold more triples than int32 counts) but compared with the triples the file has;
+    D and W, which number ids, stay within int32."""
+    src = tmp_path / "docword.t.txt"
+    src.write_text(f"2\n3\n{2**31}\n1 1 2\n1 3 1\n2 2 4\n")
+    done = cli("ingest", src, tmp_path / "c")
+    assert done.returncode == 1 and f"header says NNZ={2**31} but the file has 3" \
+        in done.stderr, done.stderr
+    src.write_text(f"2\n{2**31}\n3\n1 1 2\n1 3 1\n2 2 4\n")
+    done = cli("ingest", src, tmp_path / "d")
+    assert done.returncode == 1 and "beyond the int32 range" in done.stderr, done.stderr
