@@ -11,6 +11,7 @@ import contextlib
 import json
 import math
 import os
+import select
 import shutil
 import signal
 import sys
@@ -80,10 +81,14 @@ def cmd_ingest(args: argparse.Namespace) -> int:
         manifest = ingest_source(args, src, out, fmt, args.overwrite)
         if remote:
             publish_corpus(out, args.corpus_dir)
-    n = len(manifest.partitions)
-    print(f"ingested {manifest.n_items} items into {n} partition{'s' * (n != 1)} at "
+    print(f"ingested {manifest.n_items} items into {partitions(len(manifest.partitions))} at "
           f"{args.corpus_dir if remote else out}")
     return 0
+
+
+def partitions(n: int) -> str:
+    """``1 partition``, ``3 partitions``."""
+    return f"{n} partition{'s' * (n != 1)}"
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
@@ -150,8 +155,8 @@ def ingest_append(args: argparse.Namespace, src: Path, corpus: Path, fmt: str) -
         added = append_corpus(corpus, staged / "new", source=src)
     finally:
         shutil.rmtree(staged, ignore_errors=True)
-    print(f"appended {added} partitions to {corpus} "
-          f"(now {Corpus(corpus).n_partitions} partitions)")
+    print(f"appended {partitions(added)} to {corpus} "
+          f"(now {partitions(Corpus(corpus).n_partitions)})")
     return 0
 
 
@@ -203,19 +208,37 @@ def fit_flags(args: argparse.Namespace) -> dict[str, Any]:
     return flags
 
 
+def typed_flag(args: argparse.Namespace, key: str) -> str:
+    """The flag the user typed for option ``key`` (``--prior ig`` for an NRM prior given by
+    --prior)."""
+    from bnpmix.pipeline.config import options
+
+    if key == "nrm_prior" and args.nrm_prior is None:
+        return " ".join(f"--prior {p}" for p in args.prior or [] if isinstance(p, str))
+    return next((o.flag for o in options() if o.name == key), key)
+
+
 def cmd_fit(args: argparse.Namespace) -> int:
-    from bnpmix.pipeline.fit import fit
+    from bnpmix.pipeline.config import OptionError
     from bnpmix.pipeline.jobfile import load_job
-    from bnpmix.pipeline.runtime.progress import Progress
 
     flags = fit_flags(args)
-    job = load_job(args.config, flags)
+    try:  # the options are checked before Dask or an engine's run is imported
+        job = load_job(args.config, flags)
+    except OptionError as exc:
+        if exc.origin != "flags":
+            raise
+        raise UsageError(f"{typed_flag(args, exc.key)}: {exc.reason}") from None
     if job.corpus is None or job.out is None:
         raise UsageError("fit needs a corpus and --out (on the command line or in --config)")
+    from bnpmix.pipeline.fit import fit
+    from bnpmix.pipeline.runtime.progress import Progress
+
     progress = Progress()
     try:
         with job.storage_config():
-            summary = fit(job.corpus, job.out, job.config, progress=progress)
+            summary = fit(job.corpus, job.out, job.config, progress=progress,
+                          on_step=progress.step)
     finally:
         progress.close()
     print(format_fit(summary, job.out))
@@ -228,7 +251,7 @@ def cmd_resume(args: argparse.Namespace) -> int:
 
     progress = Progress()
     try:
-        summary = resume(args.run_dir, progress=progress)
+        summary = resume(args.run_dir, progress=progress, on_step=progress.step)
     finally:
         progress.close()
     if summary is None:
@@ -318,21 +341,40 @@ def cmd_demo(args: argparse.Namespace) -> int:
     from bnpmix.pipeline.fit import fit, job_config
     from bnpmix.storage import ingest_array
 
+    if args.out is not None and Path(args.out).exists() and any(Path(args.out).iterdir()):
+        raise UsageError(f"--out {args.out}: not empty; the demo writes its corpus and run "
+                         "into a new or empty directory")
     X, labels = toy_patches(n=args.n, seed=args.seed)
-    with tempfile.TemporaryDirectory(prefix="bnpmix-demo-") as tmp:
-        corpus, run = Path(tmp) / "toy-patches", Path(tmp) / "run"
+    keep = contextlib.nullcontext(args.out) if args.out is not None else \
+        tempfile.TemporaryDirectory(prefix="bnpmix-demo-")
+    with keep as where:
+        corpus, run = Path(where) / "toy-patches", Path(where) / "run"
         ingest_array(X, corpus, partition_rows=max(1, args.n // 20), columns={"label": labels})
         print(f"demo: {args.n} synthetic 5x5 patches from 8 zero-mean edge components, "
               f"20 partitions; memoized VB with births and merges from K = 1")
         laps = {} if args.laps is None else {"laps": args.laps}
         summary = fit(corpus, run, job_config(obs="zm-gauss", seed=args.seed, **laps))
-        print(format_fit(summary, "(temporary)"))
+        print(format_fit(summary, run if args.out is not None else "(temporary)"))
         scores = evaluate(run, corpus, "label")
         oracle = oracle_ari(X, labels, toy_patch_covariances())
         print(f"agreement with the true components: ARI {scores['ari']:.3f} "
               f"(the true parameters' own assignments: ARI {oracle:.3f}), "
               f"NMI {scores['nmi']:.3f}")
+    print(demo_next(corpus, run) if args.out is not None else
+          "to keep the corpus and the run and look at them: bnpmix demo --out DIR")
     return 0
+
+
+def demo_next(corpus: Path, run: Path) -> str:
+    """What to try next on the demo's corpus and run."""
+    return "\n".join([
+        "next:",
+        f"  bnpmix info {run}                     # the run: K, weights, sizes, ELBO",
+        f"  bnpmix show {run}                     # each cluster's weight, size and mean",
+        f"  bnpmix report {run}                   # an HTML report in {run / 'report'}",
+        f"  bnpmix evaluate {run} --heldout {corpus} --labels-column label",
+        f"  bnpmix fit {corpus} --out {run.parent / 'run-vb'} --algorithm vb --K 20"
+        "   # another engine"])
 
 
 def oracle_ari(X, labels, covariances) -> float:
@@ -567,6 +609,9 @@ def _demo_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--laps", type=_positive_int,
                    help="most laps (default: memo's, stopping on convergence)")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--out", metavar="DIR", help="keep the corpus (DIR/toy-patches) and the run "
+                   "(DIR/run) in this new or empty directory, and print what to try on them "
+                   "(default: a temporary directory, removed at the end)")
     p.set_defaults(func=cmd_demo)
 
 
@@ -584,6 +629,9 @@ def add_option(parser: argparse.ArgumentParser, row: Option) -> None:
 
     where = f"; {', '.join(row.engines)}" if row.engines else ""
     shown = "none" if row.default == () else row.default
+    if row.defaults:  # engines whose defaults differ: each engine's (sovb runs 20 laps)
+        shown = ", ".join(f"{value} ({', '.join(e for e, v in row.defaults if v == value)})"
+                          for value in dict.fromkeys(v for _, v in row.defaults))
     default = "" if row.default is None or row.default == {} else f" (default {shown}"
     if row.within:
         default = (f"{default}, " if default else " (") + f"in {row.within}"
@@ -659,12 +707,44 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("bnpmix: interrupted", file=sys.stderr)
         return 130
-    except Exception as exc:  # a one-line report; the traceback with --debug
-        if args.debug:
-            traceback.print_exc()
-        print(f"bnpmix: error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
-              file=sys.stderr)
-        return 1
+    except BrokenPipeError as exc:
+        if stdout_gone():  # `bnpmix info RUN | head -1`: the reader has what it wanted
+            return 0
+        return report_error(exc, args.debug)
+    except Exception as exc:
+        return report_error(exc, args.debug)
+
+
+def report_error(exc: Exception, debug: bool) -> int:
+    """A one-line report of an unexpected error (the traceback with --debug): exit code 1."""
+    if debug:
+        traceback.print_exc()
+    print(f"bnpmix: error: {type(exc).__name__}: {exc} (rerun with --debug for the traceback)",
+          file=sys.stderr)
+    return 1
+
+
+def stdout_gone() -> bool:
+    """Whether stdout's reader has closed the pipe (as in ``| head``); then stdout is pointed
+    at /dev/null so that nothing later writes to it or reports the closed pipe."""
+    try:
+        fd = sys.stdout.fileno()
+    except (OSError, ValueError):  # not a file (captured output)
+        return False
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    if not any(events & select.POLLERR for _, events in poll.poll(0)):  # a pipe's reader left
+        try:
+            sys.stdout.flush()
+            return False
+        except BrokenPipeError:
+            pass
+        except (OSError, ValueError):  # closed some other way: nothing more can be said there
+            return False
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, fd)
+    os.close(null)
+    return True
 
 
 def entry() -> NoReturn:
@@ -675,11 +755,11 @@ def entry() -> NoReturn:
     closed and published before main() returns, so after flushing stdout and stderr there is
     nothing left for the teardown to do."""
     code = main()
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            stream.flush()
-        except (OSError, ValueError):  # a closed pipe: nothing more can be said there
-            code = code or 1
+    stdout_gone()  # a reader that left before the last lines (`| head`) is not an error
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe: nothing more can be said there
+        code = code or 1
     os._exit(code)
 
 

@@ -188,11 +188,22 @@ def in_range(value: float, interval: str) -> bool:
 
 
 class RangeError(ValueError):
-    """An option's value outside its interval; ``key`` is the option's name in the table."""
+    """An option's value outside its interval; ``key`` is the option's name in the table,
+    ``reason`` what is wrong with the value."""
 
-    def __init__(self, key: str, message: str) -> None:
-        super().__init__(message)
-        self.key = key
+    def __init__(self, key: str, reason: str) -> None:
+        super().__init__(f"{key}: {reason}")
+        self.key, self.reason = key, reason
+
+
+class OptionError(BnpmixError):
+    """An option the engine does not take or a bad value of one: ``origin`` is where it was
+    given ("flags": the command line, so the CLI reports a usage error naming the flag), ``key``
+    its name in the table, ``reason`` what is wrong."""
+
+    def __init__(self, origin: str, key: str, reason: str) -> None:
+        super().__init__(f"{origin}: {key}: {reason}")
+        self.origin, self.key, self.reason = origin, key, reason
 
 
 def check_ranges(cfg: Any, prefix: tuple[str, ...] = ()) -> None:
@@ -206,7 +217,7 @@ def check_ranges(cfg: Any, prefix: tuple[str, ...] = ()) -> None:
         interval = f.metadata.get("range")
         if interval is not None and value is not None and not in_range(value, interval):
             key = "_".join((*prefix, f.name))
-            raise RangeError(key, f"{key}: {value!r} is not in {interval}")
+            raise RangeError(key, f"{value!r} is not in {interval}")
 
 
 @dataclass(frozen=True)
@@ -301,6 +312,7 @@ class Option:
     within: str | None = None  # the interval a value must lie in
     engines: tuple[str, ...] = ()  # engine options: the engines that take it
     variants: tuple[tuple[str, Option], ...] = ()  # engines whose same-named options differ
+    defaults: tuple[tuple[str, Any], ...] = ()  # each engine's default, when they differ
 
     def for_engine(self, engine: str) -> Option:
         """The row as ``engine`` defines it (its own parser, choices and range)."""
@@ -343,7 +355,9 @@ def _shared(seen: Option, row: Option, engine: str) -> Option:
     engines = (*seen.engines, engine)
     alike = ("parse", "choices")  # ranges are checked per engine (check_ranges)
     if not seen.variants and all(getattr(seen, k) == getattr(row, k) for k in alike):
-        return dataclasses.replace(seen, engines=engines)
+        defaults = (*(seen.defaults or ((seen.engines[0], seen.default),)), (engine, row.default))
+        differ = len({repr(d) for _, d in defaults}) > 1
+        return dataclasses.replace(seen, engines=engines, defaults=defaults if differ else ())
     variants = (*(seen.variants or ((seen.engines[0], seen),)), (engine, row))
     return dataclasses.replace(
         seen, parse=lambda value: value, default=None, choices=None,
@@ -397,7 +411,7 @@ class JobConfig:
             object.__setattr__(self, "run", dataclasses.replace(
                 self.run, restarts=engine_class(self.algorithm).default_restarts))
         if self.run.restarts > 1 and not engine_class(self.algorithm).random:
-            raise RangeError("restarts", f"restarts: {self.algorithm} does not depend on the "
+            raise RangeError("restarts", f"{self.algorithm} does not depend on the "
                              "seed, so every restart would be the same run")
 
     def to_dict(self) -> dict[str, Any]:
@@ -466,15 +480,15 @@ def resolve(values: dict[str, Any], source: str,
             raise BnpmixError(f"{where}: unknown option {key!r}")
         row = table_[key]
         if row.section == "engine" and algorithm not in row.engines:
-            raise BnpmixError(f"{where}: option {key!r} does not apply to --algorithm "
-                              f"{algorithm} (it is an option of {', '.join(row.engines)})")
+            raise OptionError(where, key, f"does not apply to --algorithm {algorithm} (it is "
+                              f"an option of {', '.join(row.engines)})")
         row = row.for_engine(algorithm)
         try:
             parsed = row.parse(value)
         except (TypeError, ValueError) as exc:
-            raise BnpmixError(f"{where}: {key}: {exc}") from None
+            raise OptionError(where, key, str(exc)) from None
         if row.choices is not None and parsed not in row.choices:
-            raise BnpmixError(f"{where}: {key}: {parsed!r} is not one of {list(row.choices)}")
+            raise OptionError(where, key, f"{parsed!r} is not one of {list(row.choices)}")
         target = nested[row.section]
         for part in row.path[:-1]:
             target = target.setdefault(part, {})
@@ -483,6 +497,6 @@ def resolve(values: dict[str, Any], source: str,
         return JobConfig(algorithm, RunConfig(**nested["run"]), ModelConfig(**nested["model"]),
                          _build(engine_class(algorithm).Config, nested["engine"]))
     except RangeError as exc:
-        raise BnpmixError(f"{origins.get(exc.key, source)}: {exc}") from None
+        raise OptionError(origins.get(exc.key, source), exc.key, exc.reason) from None
     except (TypeError, ValueError) as exc:
         raise BnpmixError(f"{source}: {exc}") from None

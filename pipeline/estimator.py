@@ -33,12 +33,17 @@ from .runtime.models import read_model, write_model
 
 try:  # scikit-learn is optional: with it the estimator is a real sklearn estimator
     from sklearn.base import BaseEstimator, ClusterMixin, DensityMixin
-    from sklearn.exceptions import ConvergenceWarning
-except ImportError:  # pragma: no cover - exercised only without scikit-learn
-    BaseEstimator, ClusterMixin, DensityMixin = object, object, object
+    from sklearn.exceptions import ConvergenceWarning, NotFittedError
+
+    BASES: tuple[type, ...] = (DensityMixin, ClusterMixin, BaseEstimator)
+except ImportError:  # the plain install (tests/test_plain_install.py runs without it)
+    BASES = (object,)
 
     class ConvergenceWarning(UserWarning):  # type: ignore[no-redef]
         """An engine stopped at its iteration limit before its convergence test."""
+
+    class NotFittedError(ValueError, AttributeError):  # type: ignore[no-redef]
+        """A prediction asked of an estimator that has not been fitted."""
 
 
 # every job option by its job-file name (not the run directory's: the estimator's is temporary;
@@ -71,7 +76,7 @@ class _streaming_only:
         return self.fn.__get__(obj, owner)
 
 
-class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
+class BayesianMixture(*BASES):
     """A Bayesian nonparametric mixture fitted by one of bnpmix's engines.
 
     Parameters
@@ -149,12 +154,10 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
         self.n_features_in_ = corpus.manifest.dim
         covariances = model.model.obs.covariances(model.model.post)
         if covariances is not None:
-            self.covariances_ = covariances
+            self.covariances_ = covariances[model.order_]
         elif hasattr(self, "covariances_"):  # a refit with a model that has none
             del self.covariances_
-        index = {int(u): k for k, u in enumerate(model.component_ids_)}
-        order = assignments.sort_values("item")
-        self.labels_ = np.array([index.get(int(c), -1) for c in order["cluster"]])
+        self.labels_ = assignments.sort_values("item")["cluster"].to_numpy()  # labels already
         self.lower_bound_ = float(summary[summary["objective"]])
         self.n_iter_ = int(summary["laps"])
         self.converged_ = _converged(summary)
@@ -205,8 +208,6 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
 
     def _fitted(self) -> FittedModel:
         if not hasattr(self, "model_"):
-            from sklearn.exceptions import NotFittedError
-
             raise NotFittedError("this BayesianMixture is not fitted yet: call fit first")
         return self.model_
 
@@ -251,7 +252,9 @@ class BayesianMixture(DensityMixin, ClusterMixin, BaseEstimator):
             n_words = max(1, round(tokens / self._n_seen))
         rng = np.random.default_rng(None if self.random_state is None
                                     else _seed(self.random_state))
-        return model.sample(n_samples, rng, n_words)
+        X, rows = model.sample(n_samples, rng, n_words)
+        label = np.argsort(self.model_.order_)  # a model row's label
+        return X, np.where(rows < 0, -1, label[np.maximum(rows, 0)])
 
 
 BayesianMixture.__init__.__signature__ = inspect.signature(BayesianMixture.__init__).replace(

@@ -28,6 +28,7 @@ from bnpmix.storage.objectstore import is_url
 
 from .clusters import process_client
 from .config import JobConfig, resolve
+from .labels import label_order, labels_of
 from .runtime import checkpoint
 from .runtime.context import (
     AUTO,
@@ -283,6 +284,7 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
         run.write_table(name, table)
     run.write_trace(trace)
     weights, weight_new = model.weights()
+    order = label_order(weights, model.uids)  # summary.json lists the clusters by label
     summary = {"algorithm": job.algorithm, "K": model.K,
                "K_effective": int(np.sum(weights > 0.01))}
     summary["objective"] = next(iter(fitted.objective))
@@ -296,10 +298,10 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
         "wall_seconds": ctx.elapsed(),
         "obs": ctx.obs.name,
         "data": ctx.corpus.manifest.facts(),
-        "weights": weights.tolist(),
+        "weights": weights[order].tolist(),
         "weight_new": float(weight_new),
-        "component_ids": [int(u) for u in model.uids],
-        "sizes": [sizes.get(int(u), 0) for u in model.uids],
+        "component_ids": [int(u) for u in model.uids[order]],
+        "sizes": [sizes.get(label, 0) for label in range(model.K)],
         "executor": where,
         "cache": cache,
         "config": job.to_dict(),
@@ -338,13 +340,16 @@ def write_assignments(run: RunDir, ctx: FitContext, fitted: Fitted,
                       wave: int | None = None) -> Counter[int]:
     """Hard assignments per partition, computed by the executor ``wave`` partitions at a time
     (None: Dask config ``bnpmix.assign-wave``) and written by the driver as they arrive (driver
-    memory stays at a few partitions' worth). Returns the items assigned to each component id."""
+    memory stays at a few partitions' worth). Each item's cluster is its component's label
+    (pipeline/labels.py), not the engine's id. Returns the items assigned to each label."""
     sizes: Counter[int] = Counter()
     n, wave = ctx.corpus.n_partitions, setting("assign-wave", wave)
+    weights, uids = fitted.model.weights()[0], fitted.model.uids
     for start in range(0, n, wave):
         indices = list(range(start, min(n, start + wave)))
         results = ctx.executor.map(assign, indices, fitted.model)
-        for i, (items, cluster, prob) in zip(indices, results, strict=True):
+        for i, (items, ids, prob) in zip(indices, results, strict=True):
+            cluster = labels_of(weights, uids, ids)
             run.write_assignments(i, items, cluster, prob)
             ids, counts = np.unique(cluster, return_counts=True)
             sizes.update(dict(zip(ids.tolist(), counts.tolist(), strict=True)))

@@ -27,6 +27,9 @@ import numpy as np
 
 from bnpmix.storage import BnpmixError, Corpus
 from bnpmix.storage.corpus import MANIFEST, vocab_sha256
+from bnpmix.storage.rundir import run_path
+
+from .labels import label_order
 
 if TYPE_CHECKING:
     from bnpmix.storage.rundir import RunDir
@@ -36,6 +39,11 @@ SHOWN_WEIGHTS = 12  # weights listed by `info`'s text output
 SHOWN_DIMS = 8  # mean coordinates listed per cluster by `show`'s text output (JSON: all)
 OBJECTIVES = {"elbo": "ELBO", "loglik": "training predictive log-likelihood",
               "log_joint": "log joint"}
+# what summary.json's "weights" are (as `info` and `show` give them), by engine; the report
+# plots each cluster's fraction of the items where these differ from E[w_k] (tdpm)
+WEIGHTS_ARE = {"tdpm": "next-epoch chain probabilities (0 for a chain dead by then)",
+               "ddcrp": "fractions of all training items"}
+EXPECTED = "expected weights E[w_k]"
 # what a fit records in summary.json beside "weights": the components' ids and sizes (items
 # assigned) in the order of the weights, and the mass left for new components
 RECORDED = ("component_ids", "sizes", "weight_new")
@@ -48,7 +56,7 @@ RECORDED = ("component_ids", "sizes", "weight_new")
 def kind_of(path: str | Path) -> str:
     """``"run"`` (a finished run directory) or ``"corpus"``; otherwise an error saying what the
     path is instead."""
-    path = Path(path)
+    path = run_path(path)  # a scheduled run's models/latest: the version it names
     if not path.exists():
         raise BnpmixError(f"{path}: not a corpus directory nor a run directory (no such "
                           "directory)")
@@ -154,14 +162,13 @@ def cluster_sizes(run: RunDir) -> dict[int, int] | None:
 
 def _clusters(weights: np.ndarray, uids: np.ndarray,
               sizes: dict[int, int] | None) -> list[dict[str, Any]]:
-    """id, weight and size of every component, heaviest first (ties: the larger first);
-    ``index`` is the component's row in the model."""
+    """Label (pipeline/labels.py: 0..K-1 by decreasing weight), weight and size of every
+    component, in label order; ``sizes`` by internal id."""
     weights = np.asarray(weights, float)
     ids = [int(i) for i in np.asarray(uids)]
-    size = [None if sizes is None else sizes.get(i, 0) for i in ids]
-    order = sorted(range(len(ids)), key=lambda k: (-weights[k], -(size[k] or 0), ids[k]))
-    return [{"id": ids[k], "weight": float(weights[k]), "size": size[k], "index": k}
-            for k in order]
+    return [{"cluster": label, "weight": float(weights[k]),
+             "size": None if sizes is None else sizes.get(ids[k], 0)}
+            for label, k in enumerate(label_order(weights, ids))]
 
 
 def _components(run: RunDir, summary: dict[str, Any]
@@ -176,8 +183,8 @@ def _components(run: RunDir, summary: dict[str, Any]
     from .runtime.models import read_model
 
     model = read_model(str(run.path))  # weights only: the means are not computed
-    weights, weight_new = model.weights()
-    return (weights, weight_new, model.uids, cluster_sizes(run),
+    weights, weight_new = model.weights()  # a run from before summary.json recorded them: its
+    return (weights, weight_new, model.uids, cluster_sizes(run),  # assignments hold the ids
             summary.get("obs", model.obs.name))
 
 
@@ -200,9 +207,11 @@ def run_info(path: str | Path) -> dict[str, Any]:
         "K_effective": int(np.sum(weights > EFFECTIVE)),
         "K_nonempty": None if sizes is None else sum(1 for c in clusters if c["size"]),
         "weights": weights.tolist(),
+        "weights_are": WEIGHTS_ARE.get(summary["algorithm"], EXPECTED),
         "weight_new": float(weight_new),
         "sizes": None if sizes is None else [c["size"] for c in clusters],
-        "cluster_ids": [c["id"] for c in clusters],
+        "fractions": None if sizes is None else [c["size"] / summary["n_items"]
+                                                 for c in clusters],
         "objective": objective,
         "objective_value": summary.get(objective),
         "objective_per_item": summary.get(f"{objective}_per_item"),
@@ -235,12 +244,17 @@ def format_run_info(info: dict[str, Any]) -> str:
         f"{EFFECTIVE:.0%} of the weight{nonempty}",
         "weights       " + ", ".join(f"{w:.3f}" for w in weights[:SHOWN_WEIGHTS])
         + (f" ... ({K - SHOWN_WEIGHTS} more)" if K > SHOWN_WEIGHTS else "")
-        + f"; new component {info['weight_new']:.3g}",
+        + f"; new component {info['weight_new']:.3g} ({info['weights_are']})",
     ]
     if info["sizes"] is not None:
         sizes = info["sizes"]
         lines.append("sizes         " + ", ".join(str(s) for s in sizes[:SHOWN_WEIGHTS])
                      + (" ..." if K > SHOWN_WEIGHTS else "") + " (items, in weight order)")
+        if info["weights_are"] == WEIGHTS_ARE["tdpm"]:  # the report's figure for chains
+            lines.append("fractions     " + ", ".join(f"{f:.3f}" for f in
+                                                      info["fractions"][:SHOWN_WEIGHTS])
+                         + (" ..." if K > SHOWN_WEIGHTS else "")
+                         + " (each chain's fraction of the items, as the report plots)")
     else:
         lines.append("sizes         - (the run has no assignments)")
     lines += [
@@ -318,8 +332,9 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
 
     run = finished_run(path)
     summary = run.load_summary()
-    model = load(run.path)
-    clusters = _clusters(model.weights_, model.component_ids_, cluster_sizes(run))
+    model = load(run.path)  # its means_ in label order, as the clusters
+    weights, _, uids, sizes, _ = _components(run, summary)
+    clusters = _clusters(weights, uids, sizes)
     means = np.asarray(model.means_, float)
     data = summary.get("data") or {}
     text = data.get("kind") == "bow" if data.get("kind") else summary.get("obs") == "mult"
@@ -331,6 +346,7 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
         "n_items": summary["n_items"],
         "kind": "text" if text else "dense",
         "shown": min(top, len(clusters)),
+        "weights_are": WEIGHTS_ARE.get(summary["algorithm"], EXPECTED),
     }
     vocab: list[str] | None = None
     if text:
@@ -341,14 +357,16 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
     elif out["obs"] == "zm-gauss":
         out["note"] = "zero-mean components: every mean is 0 by construction"
     obs = model.model.obs
-    if not text and obs.shared_shapes():  # one covariance for every cluster (tied-gauss)
+    if not text and getattr(obs, "shared_shapes", lambda: ())():  # one covariance for every
+        # cluster (tied-gauss); a chain model (tdpm) has none
         cov = obs.covariances(model.model.post)
         if cov is not None and len(cov):
             out["shared_covariance"] = [[round(float(v), 6) for v in row] for row in cov[0]]
     rows = []
-    for rank, c in enumerate(clusters[:top], start=1):
-        row = {"rank": rank, "id": c["id"], "weight": c["weight"], "size": c["size"]}
-        m = means[c["index"]] if means.ndim == 2 and len(means) > c["index"] else None
+    for c in clusters[:top]:  # the label is the rank from 0 (pipeline/labels.py)
+        row = {"cluster": c["cluster"], "weight": c["weight"], "size": c["size"],
+               "fraction": None if c["size"] is None else c["size"] / summary["n_items"]}
+        m = means[c["cluster"]] if means.ndim == 2 and len(means) > c["cluster"] else None
         if m is None:
             pass
         elif text:
@@ -381,7 +399,7 @@ def format_show(shown: dict[str, Any]) -> str:
                      + (f", ... ({len(sd)} dimensions; --json for the matrix)]"
                         if len(sd) > SHOWN_DIMS else "] (--json for the matrix)"))
     what = "top words" if shown["kind"] == "text" else "mean"
-    lines.append(f"{'rank':>4} {'cluster':>7} {'weight':>7} {'size':>8}  {what}")
+    lines.append(f"{'cluster':>7} {'weight':>7} {'size':>8} {'fraction':>8}  {what}")
     for row in shown["clusters"]:
         size = "-" if row["size"] is None else str(row["size"])
         if "top_words" in row:
@@ -392,7 +410,11 @@ def format_show(shown: dict[str, Any]) -> str:
                 f", ... ({len(m)} dimensions; --json for all)]" if len(m) > SHOWN_DIMS else "]")
         else:
             detail = "-"
-        lines.append(f"{row['rank']:>4} {row['id']:>7} {row['weight']:>7.4f} {size:>8}  {detail}")
+        fraction = "-" if row["fraction"] is None else f"{row['fraction']:.4f}"
+        lines.append(f"{row['cluster']:>7} {row['weight']:>7.4f} {size:>8} {fraction:>8}  "
+                     f"{detail}")
+    lines.append(f"(cluster: its label everywhere; weight: {shown['weights_are']}; fraction: "
+                 "its share of all items)")
     return "\n".join(lines)
 
 

@@ -18,8 +18,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import dask.config
-
 from bnpmix.storage import BnpmixError
 from bnpmix.storage.objectstore import is_url
 
@@ -39,6 +37,8 @@ class Job:
         """The ``[storage]`` table as Dask config ``bnpmix.storage-options`` for this call."""
         if not self.storage:
             return contextlib.nullcontext()
+        import dask.config  # here: a job is checked before Dask is imported
+
         return dask.config.set({"bnpmix.storage-options": self.storage})
 
     @property

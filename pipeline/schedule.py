@@ -27,20 +27,19 @@ from __future__ import annotations
 import fcntl
 import json
 import os
-import re
 import shutil
 from pathlib import Path
 
 from bnpmix.storage import BnpmixError, Corpus, RunDir
 from bnpmix.storage.atomic import fsync_dir, write_json_atomic, write_text_atomic
 from bnpmix.storage.objectstore import is_url
+from bnpmix.storage.rundir import VERSION
 
 from .fit import fit, partitions_of, resume
 from .jobfile import Job, load_job
 from .runtime import checkpoint
 
 SEEN = "partitions.json"
-VERSION = re.compile(r"v[0-9]{4}")
 
 
 def latest_version(runs: Path) -> str | None:

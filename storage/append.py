@@ -21,6 +21,7 @@ import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -96,21 +97,33 @@ def corpus_lock(corpus: str | Path, timeout: float = 600.0) -> Iterator[None]:
     """Hold the corpus's exclusive append lock, waiting for another holder at most ``timeout``
     seconds."""
     path = Path(corpus) / LOCK
-    with open(path, "a") as fh:
-        deadline = time.monotonic() + timeout
-        while True:
+    deadline = time.monotonic() + timeout
+    while True:
+        with open(path, "a") as fh:
+            while True:
+                try:
+                    fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() > deadline:
+                        raise BnpmixError(f"{path}: another writer has held the corpus lock "
+                                          f"for more than {timeout:g} s") from None
+                    time.sleep(0.05)
+            if not _same_file(fh, path):  # the corpus was replaced (--overwrite) meanwhile:
+                continue  # lock the new one's
             try:
-                fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                if time.monotonic() > deadline:
-                    raise BnpmixError(f"{path}: another append has held the corpus lock for "
-                                      f"more than {timeout:g} s") from None
-                time.sleep(0.05)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+                yield
+            finally:
+                fcntl.flock(fh, fcntl.LOCK_UN)
+            return
+
+
+def _same_file(fh: Any, path: Path) -> bool:
+    """Whether the open file ``fh`` is still the file at ``path``."""
+    try:
+        return os.fstat(fh.fileno()).st_ino == os.stat(path).st_ino
+    except FileNotFoundError:
+        return False
 
 
 def append_corpus(target: str | Path, staged: str | Path, source: str | Path | None = None) -> int:

@@ -85,12 +85,14 @@ def _is_nonempty_dir(path: Path) -> bool:
 
 
 @contextlib.contextmanager
-def staged_directory(final: str | Path, *, overwrite: bool = False) -> Iterator[Path]:
+def staged_directory(final: str | Path, *, overwrite: bool = False,
+                     guard: Callable[[], Any] | None = None) -> Iterator[Path]:
     """Yield a temporary sibling directory; on success rename it to ``final``.
 
     On any exception the temporary directory is removed and ``final`` is left as it was.
     An existing non-empty ``final`` is refused unless ``overwrite``; with ``overwrite`` the old
-    directory is replaced only after the new one is complete.
+    directory is replaced only after the new one is complete, inside ``guard()`` (a context
+    manager: a corpus's append lock) when given.
     """
     final = Path(final)
     if final.exists() and not final.is_dir():
@@ -111,19 +113,32 @@ def staged_directory(final: str | Path, *, overwrite: bool = False) -> Iterator[
                 with open(child, "rb") as fh:
                     os.fsync(fh.fileno())
         fsync_dir(tmp)
-        if final.exists():
-            trash = Path(
-                tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old", dir=final.parent)
-            )
-            os.replace(final, trash / "old")
-            os.replace(tmp, final)
+        if overwrite and final.exists():
+            with guard() if guard is not None else contextlib.nullcontext():
+                trash = Path(
+                    tempfile.mkdtemp(prefix=f".{final.name}.", suffix=".old", dir=final.parent)
+                )
+                os.replace(final, trash / "old")
+                os.replace(tmp, final)
             shutil.rmtree(trash, ignore_errors=True)
-        else:
-            os.replace(tmp, final)
+        else:  # never over a directory another writer filled meanwhile (rename refuses it)
+            _rename_into(tmp, final)
         fsync_dir(final.parent)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+
+
+def _rename_into(tmp: Path, final: Path) -> None:
+    """Rename the staged ``tmp`` to ``final`` if that is absent or an empty directory; else an
+    error (another writer published there after this one checked: its output is kept)."""
+    try:
+        os.rename(tmp, final)
+    except OSError as exc:
+        if _is_nonempty_dir(final) or not final.is_dir():
+            raise BnpmixError(f"{final}: another writer filled it while this one wrote; its "
+                              "output was kept (use --overwrite to replace it)") from None
+        raise BnpmixError(f"{final}: cannot publish ({exc})") from None
 
 
 def remove_stale_staging(final: Path) -> list[Path]:

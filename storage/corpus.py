@@ -204,6 +204,19 @@ class Batch:
         return int(self.X.shape[0])
 
 
+def _check_lists(column: Any, name: str) -> None:
+    """A list column of a partition: no missing row and no missing value (ValueError)."""
+    if column.null_count or column.flatten().null_count:
+        raise ValueError(f"column {name!r} has missing values")
+
+
+def _lengths(column: Any) -> np.ndarray:
+    """The lengths of a list column's rows (fixed-size or variable lists)."""
+    if hasattr(column.type, "list_size"):
+        return np.full(len(column), column.type.list_size)
+    return column.value_lengths().to_numpy(zero_copy_only=False)
+
+
 def sha256_bytes(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -379,12 +392,18 @@ class Corpus:
 
         n = table.num_rows
         if self.kind == "dense":
-            flat = table.column("x").combine_chunks().flatten()
-            return flat.to_numpy(zero_copy_only=False).reshape(n, self.dim)
+            rows = table.column("x").combine_chunks()
+            _check_lists(rows, "x")
+            if np.any(_lengths(rows) != self.dim):
+                raise ValueError(f"column 'x' has a row that is not {self.dim} values long")
+            return rows.flatten().to_numpy(zero_copy_only=False).reshape(n, self.dim)
         words = table.column("word_ids").combine_chunks()
         counts = table.column("counts").combine_chunks()
-        indptr = words.offsets.to_numpy()
-        indptr = indptr - indptr[0]
+        _check_lists(words, "word_ids")
+        _check_lists(counts, "counts")
+        indptr = np.concatenate([[0], np.cumsum(_lengths(words))])
+        if not np.array_equal(_lengths(words), _lengths(counts)):
+            raise ValueError("a document's word_ids and counts have different lengths")
         indices = words.flatten().to_numpy(zero_copy_only=False)
         values = counts.flatten().to_numpy(zero_copy_only=False).astype(np.float64)
         if len(indices) and (indices.min() < 0 or indices.max() >= self.dim):

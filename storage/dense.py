@@ -221,12 +221,24 @@ def _parse_float(text: str, path: Path, line: int, name: str) -> float:
 
 
 def _parse_int(text: str, path: Path, line: int, name: str) -> int:
-    value = _parse_float(text, path, line, name)
-    if value != int(value):
-        raise DataError(path, f"not an integer: {text!r}", line=line, field=name)
+    """An integer field, exactly: digits parse as an integer (never through float64, which
+    keeps 53 bits); a float form (``3.0``, ``1e3``) must be an integer within ±2^53."""
+    try:
+        value = int(text.strip())
+    except ValueError:
+        number = _parse_float(text, path, line, name)
+        if number != int(number):
+            raise DataError(path, f"not an integer: {text!r}", line=line, field=name) from None
+        if FLOAT_EXACT < abs(number) <= INT64_MAX:
+            raise DataError(path, f"integer {text!r} is written as a float beyond 2^53, where "
+                            "digits are lost: write its digits", line=line, field=name) from None
+        value = int(number)
     if not INT64_MIN <= value <= INT64_MAX:
         raise DataError(path, f"integer {text!r} out of the int64 range", line=line, field=name)
-    return int(value)
+    return value
+
+
+FLOAT_EXACT = 2**53  # float64 holds every integer up to this magnitude exactly
 
 
 INT_ROLES = ("time", "sequence")  # csv columns parsed as int64
@@ -276,9 +288,8 @@ def ingest_csv(
             raise DataError(path, "no numeric feature columns", line=1)
         names = [header[i] for i in feature_idx]
         partition_rows = rows_per_partition(partition_rows, len(names))
-        # position among the features -> still all integers (only without --label-column)
-        label_like = {} if label_column is not None else {
-            j: True for j, name in enumerate(names) if name.strip().lower() in LABEL_LIKE}
+        suspects = _suspect_columns(names, label_column, time_column, sequence_column)
+        label_like = dict.fromkeys(suspects, True)  # position among the features -> integers
 
         def chunks() -> Iterator[Chunk]:
             rows: list[list[float]] = []
@@ -316,12 +327,37 @@ def ingest_csv(
         )
     for j, integer in label_like.items():
         if integer:
-            warnings.warn(f"{path}: column {names[j]!r} holds integers and is named like a label, "
-                          "but it was kept as a feature (one of the data's dimensions); to make "
-                          "it the items' labels instead, ingest again with --label-column "
-                          f"{names[j]} --overwrite (label_column={names[j]!r} in Python)",
+            warnings.warn(f"{path}: column {names[j]!r} holds integers and is named like "
+                          f"{SUSPECT_ADVICE[suspects[j]].format(name=names[j])}",
                           DataWarning, stacklevel=2)
     return manifest
+
+
+POSITION_LIKE = ("t", "pos", "position", "step", "time", "timestep", "index", "idx", "epoch")
+SUSPECT_ADVICE = {
+    "label": "a label, but it was kept as a feature (one of the data's dimensions); to make it "
+             "the items' labels instead, ingest again with --label-column {name} --overwrite "
+             "(label_column={name!r} in Python)",
+    "position": "a position in time, but it was kept as a feature (one of the data's "
+                "dimensions), so clusters would split by it; a sequence's order is its rows' "
+                "order in the file and an item's epoch the --time-column: drop the column from "
+                "the file (or give it as --time-column {name}) and ingest again with --overwrite",
+}
+
+
+def _suspect_columns(names: list[str], label_column: str | None, time_column: str | None,
+                     sequence_column: str | None) -> dict[int, str]:
+    """Feature columns named like a label (without --label-column) or, for sequences or epochs
+    (--sequence-column, --time-column), like a position in time: by position among the
+    features, what each looks like; warned about if they hold only integers."""
+    out = {}
+    for j, name in enumerate(names):
+        key = name.strip().lower()
+        if label_column is None and key in LABEL_LIKE:
+            out[j] = "label"
+        elif (sequence_column or time_column) is not None and key in POSITION_LIKE:
+            out[j] = "position"
+    return out
 
 
 class _SequenceOrder:

@@ -23,6 +23,7 @@ import io
 import json
 import numbers
 import os
+import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -37,6 +38,25 @@ if TYPE_CHECKING:
 from .atomic import atomic_write, write_bytes_atomic, write_json_atomic, write_text_atomic
 from .corpus import partition_name
 from .errors import BnpmixError, local_path
+
+VERSION = re.compile(r"v[0-9]{4}")  # a scheduled run's published versions (pipeline/schedule.py)
+LATEST = "latest"  # the file in a scheduled run's folder naming its newest version
+
+
+def run_path(path: str | Path) -> Path:
+    """The run directory at ``path``; a scheduled run's ``latest`` pointer (a file holding the
+    name of a sibling version, vNNNN) stands for the version it names, so that
+    ``bnpmix info models/latest`` and ``bnpmix.load("models/latest")`` read that version."""
+    local = local_path(path)
+    if local.name != LATEST or not local.is_file():
+        return local
+    try:
+        name = local.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError):
+        return local
+    return local.parent / name if VERSION.fullmatch(name) and (local.parent / name).is_dir() \
+        else local
+
 
 SUMMARY_FIELDS: dict[str, type | tuple[type, ...]] = {
     "algorithm": str,
@@ -132,7 +152,7 @@ class RunDir:
     """Paths and atomic writers of one run directory."""
 
     def __init__(self, path: str | Path) -> None:
-        self.path = local_path(path)
+        self.path = run_path(path)
 
     @property
     def summary_path(self) -> Path:
@@ -265,7 +285,8 @@ class RunDir:
     def write_assignments(
         self, partition: int, item: np.ndarray, cluster: np.ndarray, prob: np.ndarray
     ) -> Path:
-        """Hard assignments of one corpus partition: item, cluster (stable id), probability."""
+        """Hard assignments of one corpus partition: item, cluster (its label: 0..K-1 by
+        decreasing weight, pipeline/labels.py), probability."""
         import pyarrow as pa
         import pyarrow.parquet as pq
 

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 
+from .append import corpus_lock
 from .atomic import staged_directory, write_json_atomic, write_text_atomic
 from .corpus import (
     MANIFEST,
@@ -99,7 +101,9 @@ def new_corpus(out: str | Path, manifest: Manifest, *, overwrite: bool = False) 
     local_path(out)
     if overwrite:
         check_replaceable(Path(out))
-    with staged_directory(out, overwrite=overwrite) as tmp:
+    # replacing a corpus waits for an append under way, never moving it away in the middle
+    guard = functools.partial(corpus_lock, out) if (Path(out) / MANIFEST).is_file() else None
+    with staged_directory(out, overwrite=overwrite, guard=guard) as tmp:
         writer = CorpusWriter(tmp, manifest, shown=Path(out))
         yield writer
         writer.write_manifest()

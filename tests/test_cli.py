@@ -119,7 +119,7 @@ def test_fit_rejects_a_model_that_does_not_fit_the_corpus(tmp_path):
     assert res.returncode == 1 and "does not fit" in res.stderr
     res = run("fit", str(tmp_path / "c"), "--out", str(tmp_path / "run"), "--algorithm", "vb",
               "--moves", "merge")
-    assert res.returncode == 1 and "memo" in res.stderr
+    assert res.returncode == 2 and "--moves: does not apply" in res.stderr
 
 
 def test_the_console_script_flushes_its_output_before_its_fast_exit(tmp_path):

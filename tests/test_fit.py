@@ -140,8 +140,8 @@ def test_load_scores_like_evaluate_for_every_engine(tmp_path, algorithm):
     np.testing.assert_array_equal(model.predict(X), P.argmax(1))
     # the mixture's own density at the saved parameters, by hand (with the new components' mass)
     m = model.model
-    by_hand = np.log(sum(w * np.exp(m.obs.predictive_logpdf(X, m.post)[:, k])
-                         for k, w in enumerate(model.weights_))
+    by_hand = np.log(sum(w * np.exp(m.obs.predictive_logpdf(X, m.post)[:, k])  # k: model row
+                         for k, w in zip(model.order_, model.weights_, strict=True))
                      + model.weight_new_ * np.exp(
                          m.obs.predictive_logpdf(X, m.obs.prior_post(1))[:, 0]))
     np.testing.assert_allclose(logp, by_hand, rtol=1e-10)

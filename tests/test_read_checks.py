@@ -138,3 +138,66 @@ def test_evaluate_refuses_a_heldout_corpus_the_model_was_not_fitted_to(tmp_path)
     res = run("evaluate", str(tmp_path / "run"), "--heldout", str(wider))
     assert res.returncode == 1
     assert f"{wider}: field 'dim' is 5, the model was fitted to dim 4" in res.stderr
+
+
+def test_heldout_text_of_another_vocabulary_is_told_how_to_ingest_it(tmp_path):
+    """The refusal gives the ingest command with the run's vocabulary; running it makes a corpus
+    the run scores (the words the run never saw dropped)."""
+    (tmp_path / "train.txt").write_text("apple bread cheese\nbread dates apple\n" * 20)
+    (tmp_path / "held.txt").write_text("apple eggs figs\ncheese bread grapes\n" * 5)
+    run_dir, held = tmp_path / "run", tmp_path / "held"
+    for src, out in (("train.txt", "train"), ("held.txt", "held")):
+        assert run("ingest", str(tmp_path / src), str(tmp_path / out)).returncode == 0
+    assert run("fit", str(tmp_path / "train"), "--out", str(run_dir), "--laps", "2",
+               "--obs", "mult").returncode == 0
+    res = run("evaluate", str(run_dir), "--heldout", str(held))
+    hint = (f"bnpmix ingest {(tmp_path / 'held.txt').resolve()} {held} --vocab "
+            f"{run_dir / 'vocab.txt'} --overwrite")
+    assert res.returncode == 1 and hint in res.stderr, res.stderr
+    assert run(*hint.split()[1:]).returncode == 0
+    ok = run("evaluate", str(run_dir), "--heldout", str(held))
+    assert ok.returncode == 0, ok.stderr
+    assert np.isfinite(json.loads(ok.stdout)["heldout_loglik_per_item"])
+
+
+def bow_corpus(tmp_path: Path) -> Path:
+    from helpers import write_docword
+
+    src = tmp_path / "docword.t.txt"
+    write_docword(src, np.array([[1, 2, 0], [0, 1, 3], [2, 0, 1]]))
+    assert run("ingest", str(src), str(tmp_path / "c")).returncode == 0
+    return tmp_path / "c"
+
+
+@pytest.mark.parametrize("words, counts, message", [
+    ([[0, None], [1, 2], [0, 2]], [[1, 2], [1, 3], [2, 1]], "column 'word_ids' has missing"),
+    ([[0, 1], None, [0, 2]], [[1, 2], [1, 3], [2, 1]], "column 'word_ids' has missing"),
+    ([[0, 1], [1, 2], [0, 2]], [[1, 2], [1, None], [2, 1]], "column 'counts' has missing"),
+    ([[0, 1], [1, 2], [0]], [[1, 2], [1], [2, 1, 3]],
+     "a document's word_ids and counts have different lengths"),
+])
+def test_a_bag_of_words_partition_with_missing_or_misaligned_entries_is_refused(
+        tmp_path, words, counts, message):
+    """A partition whose checksum matches (written by another tool) but whose lists are not
+    a document each: refused naming the file, not fitted."""
+    corpus = bow_corpus(tmp_path)
+    table = pa.table({"word_ids": pa.array(words, pa.list_(pa.int32())),
+                      "counts": pa.array(counts, pa.list_(pa.int32()))})
+    path = replace_partition(corpus, 0, table)
+    res = run("fit", str(corpus), "--out", str(tmp_path / "run"), "--laps", "1")
+    assert res.returncode == 1 and str(path) in res.stderr and message in res.stderr, res.stderr
+    assert not (tmp_path / "run" / "summary.json").exists()
+
+
+@pytest.mark.parametrize("rows, message", [
+    ([[0.0, 1.0], [2.0, 3.0, 4.0, 5.0]] + [[0.0, 1.0, 2.0]] * 18,
+     "column 'x' has a row that is not 3 values long"),
+    ([[0.0, 1.0, None]] + [[0.0, 1.0, 2.0]] * 19, "column 'x' has missing values"),
+    ([None] + [[0.0, 1.0, 2.0]] * 19, "column 'x' has missing values"),
+])
+def test_a_dense_partition_whose_rows_are_not_d_values_is_refused(tmp_path, rows, message):
+    corpus = dense_corpus(tmp_path)
+    path = replace_partition(corpus, 1, pa.table({"x": pa.array(rows, pa.list_(pa.float64()))}))
+    res = run("fit", str(corpus), "--out", str(tmp_path / "run"), "--laps", "1")
+    assert res.returncode == 1 and str(path) in res.stderr and message in res.stderr, res.stderr
+    assert not (tmp_path / "run" / "summary.json").exists()

@@ -202,3 +202,27 @@ def test_append_replaces_debris_of_a_killed_append(tmp_path):
     assert res.returncode == 0, res.stderr
     corpus = Corpus(tmp_path / "c")
     assert corpus.n_partitions == 3 and len(corpus.read(2)) == 100
+
+
+def test_models_latest_is_usable_as_the_newest_versions_path(tmp_path, job):
+    """`bnpmix info models/latest`, `show` and `bnpmix.load("models/latest")` read the version
+    the pointer names (and follow it when it moves)."""
+    import json
+
+    from bnpmix import load
+
+    models = tmp_path / "models"
+    assert bnpmix("schedule", "run", str(job)).returncode == 0
+    res = bnpmix("ingest", str(write_npy(tmp_path / "b.npy", 300, 1)), str(tmp_path / "corpus"),
+                 "--append")
+    assert res.returncode == 0, res.stderr
+    assert bnpmix("schedule", "run", str(job)).returncode == 0
+    info = bnpmix("info", str(models / "latest"), "--json")
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout)["run_dir"] == str(models / "v0002")
+    assert json.loads(info.stdout)["n_items"] == 1300
+    shown = bnpmix("show", str(models / "latest"))
+    assert shown.returncode == 0, shown.stderr
+    latest, v2 = load(models / "latest"), load(models / "v0002")
+    np.testing.assert_array_equal(latest.weights_, v2.weights_)
+    np.testing.assert_array_equal(latest.means_, v2.means_)

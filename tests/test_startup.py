@@ -12,6 +12,8 @@ import subprocess
 import sys
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import bnpmix
@@ -117,6 +119,11 @@ def test_info_of_a_run_that_recorded_no_sizes_counts_them(run, tmp_path):
     for key in RECORDED:
         del summary[key]
     (old / "summary.json").write_text(json.dumps(summary))
+    ids = np.asarray(json.loads((run / "summary.json").read_text())["component_ids"])
+    for part in (old / "assignments").glob("part-*.parquet"):  # such a run's hold the ids
+        table = pq.read_table(part)
+        ids_of = pa.array(ids[table.column("cluster").to_numpy()])
+        pq.write_table(table.set_column(1, "cluster", ids_of), part)
     assert {**run_info(old), "run_dir": str(run)} == run_info(run)
 
 

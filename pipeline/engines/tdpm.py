@@ -44,6 +44,7 @@ from bnpmix.storage import BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 
 from ..config import _float, _str, opt
+from ..labels import labels_of
 from ..runtime.engine import Engine, Fitted, State, Step, register
 from ..runtime.models import read_model
 
@@ -314,9 +315,10 @@ class TDPMEngine(Engine):
             samples["stay"] = np.concatenate(stays)
             tables["persistence"] = self._persistence_table(np.mean(stays, axis=0))
         rows = {"chain": [], "epoch": [], "time": [], "n": []}
+        label = labels_of(model.weights()[0], model.uids, model.uids)  # as assignments/ has
         for j in range(model.K):
             span = np.arange(model.first[j], model.last[j] + 1)
-            rows["chain"].append(np.full(len(span), j))
+            rows["chain"].append(np.full(len(span), label[j]))
             rows["epoch"].append(span)
             rows["time"].append(model.times[span])
             rows["n"].append(model.counts[span, j])

@@ -194,18 +194,26 @@ def fitted_facts(run_dir: str | Path, model: Any) -> dict[str, Any]:
             "dim": int(getattr(obs, "V", getattr(obs, "D", 0))), "vocab_sha256": None}
 
 
-def check_heldout(corpus: Corpus, model: Any, fitted: dict[str, Any]) -> None:
-    """The held-out corpus must be data of the kind, dimension and vocabulary the model was
-    fitted to; else an error naming the corpus and the field."""
+def check_heldout(corpus: Corpus, fitted: dict[str, Any], run_dir: str | Path) -> None:
+    """The corpus (held out, or fitted from the run's model as a warm start) must be data of
+    the kind, dimension and vocabulary the run was fitted to (``fitted``: fitted_facts); else an
+    error naming the corpus and the field (for text, how to ingest it with the run's
+    vocabulary)."""
     facts = corpus.manifest.facts()
-    for key in ("kind", "dim"):
-        if facts[key] != fitted.get(key):
-            raise BnpmixError(f"{corpus.path}: field {key!r} is {facts[key]!r}, the model was "
-                              f"fitted to {key} {fitted.get(key)!r}")
+    if facts["kind"] != fitted.get("kind"):
+        raise BnpmixError(f"{corpus.path}: field 'kind' is {facts['kind']!r}, the model was "
+                          f"fitted to kind {fitted.get('kind')!r}")
+    ingest = corpus.manifest.ingest or {}
+    hint = (f": ingest the text with the run's vocabulary, bnpmix ingest "
+            f"{ingest.get('source', 'SRC')} {corpus.path} --vocab {RunDir(run_dir).vocab_path} "
+            "--overwrite" if ingest.get("format") == "text" else "")
+    if facts["dim"] != fitted.get("dim"):
+        raise BnpmixError(f"{corpus.path}: field 'dim' is {facts['dim']!r}, the model was "
+                          f"fitted to dim {fitted.get('dim')!r}{hint}")
     theirs, ours = fitted.get("vocab_sha256"), facts["vocab_sha256"]
     if theirs and ours and theirs != ours:
         raise BnpmixError(f"{corpus.path}: field 'vocab' differs from the vocabulary the model "
-                          "was fitted to (same size, other words or order)")
+                          f"was fitted to (same size, other words or order){hint}")
 
 
 def evaluate(run_dir: str | Path, heldout: str | Path, labels_column: str | None = None,
@@ -217,7 +225,7 @@ def evaluate(run_dir: str | Path, heldout: str | Path, labels_column: str | None
     majority-label accuracy of each item's most probable component against the labels."""
     model = read_model(str(run_dir))
     corpus = Corpus(heldout)
-    check_heldout(corpus, model, fitted_facts(run_dir, model))
+    check_heldout(corpus, fitted_facts(run_dir, model), run_dir)
     if labels_column is not None and labels_column not in corpus.manifest.columns:
         raise BnpmixError(f"{heldout}: no column {labels_column!r} "
                           f"(has {list(corpus.manifest.columns)})")

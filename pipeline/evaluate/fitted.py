@@ -12,29 +12,38 @@ import scipy.sparse as sp
 from bnpmix.algorithms.mixture import PredictiveMixture
 from bnpmix.algorithms.obs.base import Data
 
+from ..labels import label_order, labels_of
 from ..runtime.models import read_model
 
 
 class FittedModel:
-    """A fitted mixture read from a run directory.
+    """A fitted mixture read from a run directory, its components labelled 0..K-1 by decreasing
+    weight (pipeline/labels.py): every array below is in label order.
 
     Attributes
     ----------
-    weights_ : (K,) expected weights E[w_k] of the active components.
+    weights_ : (K,) expected weights E[w_k] of the active components, decreasing.
     weight_new_ : expected mass left for components not yet seen.
     means_ : (K, D) posterior-mean component parameters (mean vectors for Gaussians, expected
         word distributions for multinomials).
-    component_ids_ : (K,) the stable component ids used in the run's assignments.
+    component_ids_ : (K,) the engine's internal component ids (never shown to users).
+    order_ : (K,) the model's rows in label order (``model.uids[order_] == component_ids_``).
     n_components_ : number of active components.
     """
 
     def __init__(self, model: PredictiveMixture, run_dir: str | Path | None = None) -> None:
         self.model = model
         self.run_dir = None if run_dir is None else Path(run_dir)
-        self.weights_, self.weight_new_ = model.weights()
-        self.means_ = model.obs.means(model.post)
-        self.component_ids_ = model.uids
+        weights, self.weight_new_ = model.weights()
+        self.order_ = label_order(weights, model.uids)
+        self.weights_ = np.asarray(weights)[self.order_]
+        self.means_ = model.obs.means(model.post)[self.order_]
+        self.component_ids_ = np.asarray(model.uids)[self.order_]
         self.n_components_ = model.K
+
+    def labels_of(self, ids: Any) -> np.ndarray:
+        """The labels of the components with internal ids ``ids`` (an engine's assignments)."""
+        return labels_of(self.model.weights()[0], self.model.uids, ids)
 
     def _data(self, X: Any) -> Data:
         X = sp.csr_matrix(X, dtype=np.float64) if sp.issparse(X) else np.asarray(X, np.float64)
@@ -68,13 +77,13 @@ class FittedModel:
         return float(np.mean(self.score_samples(X, sequence, positions)))
 
     def predict_proba(self, X: Any) -> np.ndarray:
-        """(n, K) probabilities over the active components (columns in ``component_ids_``
-        order) under the posterior predictive."""
-        return self.model.predict_proba(self._data(X))
+        """(n, K) probabilities over the active components (columns in label order, as
+        ``weights_``) under the posterior predictive."""
+        return self.model.predict_proba(self._data(X))[:, self.order_]
 
     def predict(self, X: Any) -> np.ndarray:
-        """Index (0..K-1, as in ``weights_``) of each item's most probable active component."""
-        return self.model.log_joint_predictive(self._data(X))[:, :-1].argmax(axis=1)
+        """Label (0..K-1, as in ``weights_``) of each item's most probable active component."""
+        return self.model.log_joint_predictive(self._data(X))[:, self.order_].argmax(axis=1)
 
     def __repr__(self) -> str:
         return (f"FittedModel({self.model.obs.name}, K={self.n_components_}"

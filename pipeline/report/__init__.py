@@ -21,7 +21,9 @@ from .page import GENERATOR, Image, render
 
 INDEX = "index.html"
 GENERATOR_MARK = f'<meta name="generator" content="{GENERATOR}">'
-PLOT_EXTRA = "pip install 'bnpmix[plot]'"
+# what installs matplotlib whichever way bnpmix was installed (it is not on PyPI, so
+# `pip install 'bnpmix[plot]'` finds nothing); from a clone, its `plot` extra
+PLOT_INSTALL = "pip install matplotlib (from a clone of bnpmix: pip install '.[plot]')"
 
 
 def require_matplotlib() -> None:
@@ -29,8 +31,8 @@ def require_matplotlib() -> None:
     try:
         import matplotlib  # noqa: F401
     except ImportError:
-        raise BnpmixError(f"reports need matplotlib, which is not installed: {PLOT_EXTRA} "
-                          "(or pip install matplotlib)") from None
+        raise BnpmixError(f"reports need matplotlib, which is not installed: "
+                          f"{PLOT_INSTALL}") from None
 
 
 def is_report_dir(path: Path) -> bool:

@@ -115,8 +115,12 @@ def weights_section(data: RunData) -> Section:
         "Weights against rank on log–log axes: the tail of small clusters (a straight line "
         "is a power law)."))
     rows = [(int(data.ids[k]), float(data.weights[k])) for k in range(min(TOP, len(data.ids)))]
-    section.html.append(paragraph(f"The {len(rows)} heaviest of {len(data.ids)} components:"))
-    section.html.append(table(rows, ("component id", data.weight_label), "weights-table"))
+    chains = (" bnpmix info and show give this fraction too, and as weight each chain's "
+              "next-epoch probability." if data.summary["algorithm"] == "tdpm" else "")
+    section.html.append(paragraph(f"The {len(rows)} heaviest of {len(data.ids)} components "
+                                  "(cluster: the label bnpmix show, predict and assignments/ "
+                                  f"give it).{chains}"))
+    section.html.append(table(rows, ("cluster", data.weight_label), "weights-table"))
     return section
 
 

@@ -50,7 +50,7 @@ class TopWords:
 class Chains:
     """A temporal run's chains: spans, members per epoch, chains alive per epoch."""
 
-    ids: np.ndarray  # (K,) chain ids
+    ids: np.ndarray  # (K,) chain labels (pipeline/labels.py)
     first: np.ndarray  # (K,) first epoch index with members
     last: np.ndarray  # (K,) last epoch index with members
     counts: np.ndarray  # (T, K) members per epoch
@@ -66,7 +66,7 @@ class RunData:
     path: Path
     summary: dict[str, Any]
     trace: Trace | None
-    ids: np.ndarray  # (K,) component ids, heaviest first
+    ids: np.ndarray  # (K,) cluster labels (pipeline/labels.py), heaviest first
     weights: np.ndarray  # (K,) decreasing
     weight_label: str  # what the weights are (expected weights, shares of items, ...)
     weight_new: float
@@ -162,9 +162,10 @@ def top_words(means: np.ndarray, ids: np.ndarray, weights: np.ndarray, vocab: li
     return out
 
 
-def read_chains(run: RunDir, model: Any) -> Chains:
-    """A temporal model's chains, with epochs.parquet's chains alive when the run has it."""
-    chains = Chains(np.asarray(model.uids), np.asarray(model.first), np.asarray(model.last),
+def read_chains(run: RunDir, model: Any, labels: np.ndarray) -> Chains:
+    """A temporal model's chains (``labels``: each one's label, in the model's order), with
+    epochs.parquet's chains alive when the run has it."""
+    chains = Chains(np.asarray(labels), np.asarray(model.first), np.asarray(model.last),
                     np.asarray(model.counts, float), np.asarray(model.times))
     epochs_path = run.path / "epochs.parquet"
     if epochs_path.is_file():
@@ -187,20 +188,22 @@ def load_run(run_dir: str | Path, heldout: str | Path | None = None,
     summary = run.load_summary()
     fitted = load(run.path)
     model = fitted.model
-    weights = np.asarray(fitted.weights_, float)
+    weights = np.asarray(fitted.weights_, float)  # fitted's arrays: in label order
     label = "expected weight E[w_k]"
     if hasattr(model, "counts") and hasattr(model, "first"):  # chains: next-epoch weights are
-        total = np.asarray(model.counts, float).sum(0)  # 0 for dead chains; show their sizes
-        weights, label = total / max(total.sum(), 1.0), "fraction of the items"
+        total = np.asarray(model.counts, float).sum(0)[fitted.order_]  # 0 for dead chains;
+        weights, label = total / max(total.sum(), 1.0), "fraction of the items"  # their sizes
     elif summary["algorithm"] == "ddcrp":
         label = "fraction of the items"
-    order = np.argsort(-weights, kind="stable")
-    data = RunData(run.path, summary, read_trace(run, summary), np.asarray(fitted.component_ids_)
-                   [order], weights[order], label, float(fitted.weight_new_), model.obs.name)
+    order = np.argsort(-weights, kind="stable")  # the labels, heaviest shown first
+    data = RunData(run.path, summary, read_trace(run, summary), order, weights[order], label,
+                   float(fitted.weight_new_), model.obs.name)
     means = np.asarray(fitted.means_, float)
     if means.ndim == 2 and means.shape[0] == len(weights):
         data.means = means[order]
     covariances = model.obs.covariances(model.post)  # full (K, D, D) or diagonal (K, D)
+    if covariances is not None:
+        covariances = covariances[fitted.order_]
     if covariances is not None and covariances.ndim == 3:
         data.covariances = covariances[order]
     elif covariances is not None:
@@ -213,7 +216,7 @@ def load_run(run_dir: str | Path, heldout: str | Path | None = None,
         if data.vocab is not None and data.means is not None:
             data.top_words = top_words(data.means, data.ids, data.weights, data.vocab)
     if hasattr(model, "counts") and hasattr(model, "first"):
-        data.chains = read_chains(run, model)
+        data.chains = read_chains(run, model, fitted.labels_of(model.uids))
     sequences = run.path / "sequences.parquet"
     if sequences.is_file():
         try:

@@ -12,7 +12,9 @@ import numpy as np
 
 from bnpmix.algorithms.alloc import VariationalAllocation, alloc_from_params
 from bnpmix.algorithms.obs import ObsModel, obs_class
-from bnpmix.storage import BnpmixError, Corpus
+from bnpmix.algorithms.obs.base import SHRINKAGE
+from bnpmix.storage import BnpmixError, Corpus, RunDir
+from bnpmix.storage.objectstore import is_url
 
 from .data import BatchSource
 from .executors import Executor, LocalExecutor
@@ -118,8 +120,12 @@ def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> Fi
     the observation prior is also the base that bounds a learned one, rebuilt alike on resume);
     ``run`` and ``model`` are the resolved RunConfig and ModelConfig."""
     obs_name = check_obs(corpus, model.obs)
+    if run.warm_start:
+        check_warm_start(corpus, run.warm_start)
     source = BatchSource(corpus, run.cache_bytes)
     sample = source.sample(model.init_sample, np.random.default_rng(run.seed))
+    if corpus.manifest.kind == "dense":
+        check_offsets(np.asarray(sample), corpus)
     try:
         obs = obs_class(obs_name).default(sample, **model.prior)
     except TypeError as exc:
@@ -132,6 +138,52 @@ def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> Fi
                       model.init_sample, run.wave or default_wave(executor),
                       run.summary_bytes, run.warm_start,
                       restarts=run.restarts, learn_prior=model.learn_prior, prior_base=obs)
+
+
+# a column's (mean / spread)² · items · float64's epsilon beyond which its sums of squares
+# cannot be resolved: adf with full covariances on 2,000 items of blobs plus a constant column
+# failed ("not positive definite") at 2e-2 (the column at 3e5) and fitted at 2.4e-3 (1e5)
+OFFSET_LIMIT = 5e-3
+
+
+def check_offsets(sample: np.ndarray, corpus: Corpus) -> None:
+    """The Gaussian models sum x xᵀ over the items, so a column about m with spread s (its
+    standard deviation in the sample, at least the default prior's floor √(λ/D · Σ_j var_j),
+    data_scale_matrix) carries a rounding error near ε · N · m² in its scatter, which the data
+    and prior no longer outweigh when ε N (m/s)² passes OFFSET_LIMIT: the components'
+    covariances stop being positive definite. An error naming the column instead."""
+    if len(sample) < 2:
+        return
+    mean, var = sample.mean(0), sample.var(0)
+    ratio = np.abs(mean) / np.sqrt(np.maximum(var, SHRINKAGE * var.mean()) + 1e-300)
+    loss = np.finfo(float).eps * corpus.n_items * ratio**2
+    bad = np.flatnonzero(loss > OFFSET_LIMIT)
+    if len(bad):
+        j = int(bad[0])
+        what = "constant" if var[j] == 0 else f"spread {np.sqrt(var[j]):.3g}"
+        raise BnpmixError(f"{corpus.path}: column {j} (0-based, of {len(mean)}) is about "
+                          f"{mean[j]:.6g} ({what}): {ratio[j]:.3g} times its spread, too far "
+                          f"from 0 for float64 sums of squares over {corpus.n_items} items; "
+                          "subtract a constant from it (e.g. its mean) or drop it, and ingest "
+                          f"again ({len(bad)} column{'s' * (len(bad) != 1)} like it)")
+
+
+def check_warm_start(corpus: Corpus, warm_start: str) -> None:
+    """A warm start's run must have been fitted to data of the corpus's dimension and
+    vocabulary (a vocabulary of the same size but other words would silently give its
+    components' word probabilities to other words); a model without its run's summary.json (the
+    estimator's partial_fit) is checked by the engines alone."""
+    from ..evaluate import check_heldout
+
+    run = RunDir(warm_start)
+    if is_url(warm_start) or not run.summary_path.is_file():
+        return
+    facts = run.load_summary().get("data")
+    if isinstance(facts, dict) and facts.get("kind") == corpus.manifest.kind:  # else the
+        try:  # engines refuse it, naming the observation models
+            check_heldout(corpus, facts, warm_start)
+        except BnpmixError as exc:
+            raise BnpmixError(f"{warm_start}: cannot warm-start this fit: {exc}") from None
 
 
 def default_wave(executor: Executor) -> int:

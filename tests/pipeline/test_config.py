@@ -180,7 +180,7 @@ def test_unknown_and_misplaced_keys_are_errors_naming_file_and_key(tmp_path):
     with pytest.raises(BnpmixError, match=r"job\.toml: unknown key 'lapz'"):
         read_job(job)
     job.write_text('algorithm = "vb"\nmoves = "merge"\n')
-    with pytest.raises(BnpmixError, match=r"job\.toml: option 'moves' does not apply to "
+    with pytest.raises(BnpmixError, match=r"job\.toml: moves: does not apply to "
                                           r"--algorithm vb"):
         load_job(job, {})
     job.write_text('laps = "many"\n')
