@@ -129,7 +129,15 @@ import numpy as np
 from scipy.special import gammaln, logsumexp
 
 from bnpmix.algorithms.alloc.stick import StickBreaking
-from bnpmix.algorithms.ddcrp.fit import ascend, fit_sequence, sampled_links
+from bnpmix.algorithms.ddcrp.fit import (
+    ROUNDS,
+    STARTS,
+    ascend,
+    climb,
+    fit_sequence,
+    sampled_links,
+    start_links,
+)
 from bnpmix.algorithms.ddcrp.gibbs import LinkSampler, ThetaSampler, tables_of
 from bnpmix.algorithms.ddcrp.heldout import heldout_links, heldout_logpdf
 from bnpmix.algorithms.ddcrp.links import decay, dense, log_link_band
@@ -229,13 +237,16 @@ def _seq_summary(fit, X_test: np.ndarray, obs: Gauss, N: int) -> dict:
 
 
 def seq_restart(X: np.ndarray, X_test: np.ndarray, obs: Gauss, alpha: float, kind: str,
-                a: float, seed: np.random.SeedSequence, max_iter: int, tol: float) -> dict:
-    """One restart of ``fit_restarts``: fit_sequence from the drawn start of this stream."""
+                a: float, seed: np.random.SeedSequence, max_iter: int, tol: float,
+                start: str = "drawn", rounds: int = ROUNDS) -> dict:
+    """One restart of ``fit_restarts``: fit_sequence from the ``start`` of this stream, then
+    ``rounds`` rounds of table moves (``fit.climb``)."""
     N = len(X)
-    start = time.perf_counter()
+    clock = time.perf_counter()
     fit = fit_sequence(X, np.arange(N, dtype=float), obs, alpha, decay(kind, a),
-                       np.random.default_rng(seed), max_iter, tol, None, PRUNE)
-    return {**_seq_summary(fit, X_test, obs, N), "seconds": time.perf_counter() - start}
+                       np.random.default_rng(seed), max_iter, tol, None, PRUNE, start, rounds)
+    return {**_seq_summary(fit, X_test, obs, N), "seconds": time.perf_counter() - clock,
+            "start": start, "moves": len(fit.moves)}
 
 
 def seq_from_labels(X: np.ndarray, X_test: np.ndarray, labels: np.ndarray, obs: Gauss,
@@ -368,8 +379,13 @@ def sec521(args) -> dict:
         kpp = np.random.SeedSequence([args.seed, R, 1]).spawn(args.restarts)
         common = (args.max_iter, args.tol)
         for r in range(args.restarts):
-            tasks.append((seq_restart, (X, Xt, obs, alpha, "none", 1.0, streams[r], *common)))
+            tasks.append((seq_restart, (X, Xt, obs, alpha, "none", 1.0, streams[r], *common,
+                                        STARTS[r % len(STARTS)])))
             keys.append((R, "seqcrp"))
+            if args.plain:
+                tasks.append((seq_restart, (X, Xt, obs, alpha, "none", 1.0, streams[r], *common,
+                                            "drawn", 0)))
+                keys.append((R, "seqcrp_plain"))
             tasks.append((dp_restart, (X, Xt, obs, alpha, K, "kmeans++", kpp[r], *common)))
             keys.append((R, "dp"))
             tasks.append((dp_restart, (X, Xt, obs, alpha, K, "drawn", streams[r], *common)))
@@ -389,7 +405,8 @@ def sec521(args) -> dict:
         grouped.setdefault(key, []).append(res)
     rows = []
     for R in args.radii:
-        row = {"R": R, **{m: best_of(grouped[R, m]) for m in ("seqcrp", "dp", "dp_drawn")},
+        methods = ("seqcrp", "dp", "dp_drawn") + (("seqcrp_plain",) if args.plain else ())
+        row = {"R": R, **{m: best_of(grouped[R, m]) for m in methods},
                "seqcrp_truth": grouped[R, "seqcrp_truth"][0],
                "dp_truth": grouped[R, "dp_truth"][0]}
         row["diff"] = row["seqcrp"]["best"]["elbo"] - row["dp"]["best"]["elbo"]
@@ -411,6 +428,19 @@ def sec521(args) -> dict:
               f"{w['diff_drawn']:>8.2f} |{w['seqcrp_truth']['elbo']:>11.2f}"
               f"{w['dp_truth']['elbo']:>11.2f}{w['diff_truth']:>8.2f}"
               f"{w['log_joint_truth']:>12.2f}")
+    print("\nseqCRP restarts by start (best bound, restarts that made table moves, moves):")
+    for w in rows:
+        runs = grouped[w["R"], "seqcrp"]
+        cells = []
+        for kind in STARTS:
+            mine = [x for x in runs if x["start"] == kind]
+            cells.append(f"{kind} {max(x['elbo'] for x in mine):.2f} "
+                         f"({sum(x['moves'] > 0 for x in mine)}/{len(mine)}, "
+                         f"{sum(x['moves'] for x in mine)})")
+        plain = w.get("seqcrp_plain", {}).get("best", {}).get("elbo", np.nan)
+        plain = (f"; without moves, drawn starts only: {plain:.2f} (diff to DP VB "
+                 f"{plain - w['dp']['best']['elbo']:.2f})" if args.plain else "")
+        print(f"{w['R']:>3}  " + "  ".join(cells) + plain)
     print("\niterations (mean over restarts; converged / restarts), tables (best restart: "
           "E[#tables] | >= 0.5 items; DP: components >= 0.5 items), seconds (all restarts)")
     print(f"{'R':>3}{'seq it':>8}{'conv':>6}{'DP it':>8}{'conv':>6}{'drawn it':>9}{'conv':>6}"
@@ -455,7 +485,7 @@ def sec522(args) -> dict:
             streams = np.random.SeedSequence([args.seed, R, code]).spawn(args.restarts)
             for r in range(args.restarts):
                 tasks.append((seq_restart, (X, Xt, obs, alpha, kind, a, streams[r],
-                                            args.max_iter, args.tol)))
+                                            args.max_iter, args.tol, STARTS[r % len(STARTS)])))
                 keys.append((R, name))
     start = time.perf_counter()
     results = run_all(tasks, args.jobs)
@@ -511,13 +541,14 @@ def warm_up(data: dict, obs: Gauss, alpha: float, a: float) -> None:
 
 
 def vi_run(data: dict, obs: Gauss, alpha: float, a: float, window: int | None,
-           seed: np.random.SeedSequence, max_iter: int, tol: float) -> dict:
+           seed: np.random.SeedSequence, max_iter: int, tol: float, start: str = "drawn",
+           rounds: int = ROUNDS) -> dict:
     warm_up(data, obs, alpha, a)
     X, score = data["x_train"], _scorer(data, a)
     rng = np.random.default_rng(seed)
     clock = time.perf_counter()
     logp = log_link_band(data["t_train"], alpha, decay("exponential", a), window)
-    links = sampled_links(X, logp, obs, rng, PRUNE)
+    links = start_links(X, logp, obs, alpha, start, rng, PRUNE)
     fit = ascend(X, links, obs, rng, 0, tol)  # the start's q(θ) and bound, no iteration
     seconds = time.perf_counter() - clock
     trace, elbo, converged = [], fit.elbo, False
@@ -534,8 +565,18 @@ def vi_run(data: dict, obs: Gauss, alpha: float, a: float, window: int | None,
             converged = True
             break
         elbo = fit.elbo
+    moves = 0
+    if rounds:
+        clock = time.perf_counter()
+        fit = climb(X, fit, obs, rng, max_iter, tol, rounds)
+        seconds += time.perf_counter() - clock
+        moves = len(fit.moves)
+        near, flat = score(fit.links.responsibilities, fit.post, obs)
+        trace.append({"iteration": trace[-1]["iteration"] + 1, "seconds": seconds,
+                      "heldout": float(near.mean()), "heldout_crp": float(flat.mean()),
+                      "elbo": fit.elbo, "tables": fit.n_tables, "climb": True})
     return {"trace": trace, "converged": converged, "iterations": trace[-1]["iteration"],
-            "seconds": seconds, "elbo": trace[-1]["elbo"]}
+            "seconds": seconds, "elbo": trace[-1]["elbo"], "start": start, "moves": moves}
 
 
 def gibbs_run(data: dict, obs: Gauss, alpha: float, a: float, window: int | None,
@@ -618,7 +659,8 @@ def sec53(args) -> dict:
           f"oracle held-out {data['oracle']:.4f} per test item")
     streams = np.random.SeedSequence([args.seed, 53]).spawn(args.chains)
     model = (data, obs, alpha, args.a53, args.window53)
-    tasks = [(vi_run, (*model, s, args.max_iter, args.tol)) for s in streams]
+    tasks = [(vi_run, (*model, s, args.max_iter, args.tol, STARTS[c % len(STARTS)],
+                       args.rounds)) for c, s in enumerate(streams)]
     for kind in SAMPLERS:
         tasks += [(gibbs_run, (*model, s, args.sweeps, kind)) for s in streams]
     start = time.perf_counter()
@@ -802,6 +844,10 @@ def main() -> None:
     p.add_argument("--data-seed", type=int, default=0)
     p.add_argument("--alpha", type=float, default=0.1)
     p.add_argument("--truncation", type=int, default=50, help="DP VB's K")
+    p.add_argument("--rounds", type=int, default=ROUNDS,
+                   help="sec53: VI's rounds of table moves after its ascent (0: none)")
+    p.add_argument("--plain", action="store_true",
+                   help="sec521: also the seqCRP without table moves, drawn starts only")
     p.add_argument("--max-iter", type=int, default=1000)
     p.add_argument("--tol", type=float, default=1e-8, help="relative ELBO change to stop at")
     p.add_argument("--radii", type=float, nargs="+", default=[1, 2, 3, 4, 5])

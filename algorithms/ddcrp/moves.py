@@ -1,0 +1,283 @@
+"""Hard partitions of one sequence under the sequential ddCRP, and moves over whole tables
+(issue 34): the high ground of the VI bound that coordinate steps on single links cannot reach.
+
+A partition P puts each customer at a table T (labelled by its root, its first member). Its
+links state q_P is q(c_i = j) ∝ p_ij over the earlier members j of i's table within the band
+(every such link puts i at T, so this is the best q(c_i) among those that keep i at T; the
+root links to itself), with q(θ_T) the exact posterior. Then Z is hard and the VI bound is
+
+    L(P) = Σ_T [ Σ_{i ∈ T} log S_i(T) + log M(T) ],   S_i(T) = Σ_{j ∈ T, j < i} p_ij
+
+(S_i = p_ii at the root), since the links' term is Σ_i log S_i and the tables' term at the optimal q(θ) is log M(T).
+Π_i S_i(T) sums p(c) over every link graph that induces P, so L(P) = log p(P, x): the joint of
+the partition (with f ≡ 1, log CRP(P) + Σ_T log M(T)). A table whose non-root member has no
+earlier member within reach (a window, or f = 0) has S_i = 0: such a P is not a ddCRP state.
+
+The bound is a sum of table scores, so a merge (the later root relinked into the other table)
+or a split (a table cut in two) changes only its own tables' terms. ``Tables.improve`` takes the
+best exact gain among merges and splits until none is positive: the bound never decreases.
+Candidates are screened by the tables' term alone (one ``log_marginal`` call over all pairs, or
+over all cuts of a table), and the exact gain computed for the best few. Split candidates: the
+cuts of a table's nearest-earlier-neighbour tree (in ``obs.features``; cutting the link above
+customer c separates c and the customers whose tree paths pass through c) and the two 2-way
+partitions of the vb births (``vb.init.proposal_splits``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from ..obs.base import Arrays, Data, ObsModel
+from ..vb.init import proposal_splits, sq_distances
+from .gibbs import item_stats
+from .vi import Links
+
+SCREEN = 4  # exact gains computed per round: merges, and cuts per table
+MIN_GAIN = 1e-9  # a move must raise the bound by more than this (relative to |L|)
+
+
+def table_weights(members: np.ndarray, logp: np.ndarray) -> np.ndarray:
+    """log p_ij over each member's earlier members j within the band (rows: members, in order;
+    −inf elsewhere), the root's row its self-link p_ii alone."""
+    N, width = logp.shape
+    inside = np.zeros(N, bool)
+    inside[members] = True
+    earlier = members[:, None] - np.arange(width)[None, :]
+    same = (earlier >= 0) & inside[np.maximum(earlier, 0)]
+    same[:, 0] = False
+    same[0, 0] = True
+    return np.where(same, logp[members], -np.inf)
+
+
+def log_rows(w: np.ndarray) -> np.ndarray:
+    """log Σ_d exp(w_d) per row, −inf for a row with no finite entry."""
+    top = w.max(1)
+    ok = np.isfinite(top)
+    out = np.full(len(w), -np.inf)
+    out[ok] = top[ok] + np.log(np.exp(w[ok] - top[ok, None]).sum(1))
+    return out
+
+
+def roots_of(labels: np.ndarray, logp: np.ndarray) -> np.ndarray:
+    """Each customer's table as its root: the first customer of its label, or itself when the
+    most recent earlier customer of its label is out of reach (beyond the band, or p = 0), so
+    that every table is a ddCRP state (a label may become several tables)."""
+    width = logp.shape[1]
+    out = np.empty(len(labels), np.intp)
+    last: dict[int, int] = {}
+    for i, k in enumerate(np.asarray(labels).tolist()):
+        j = last.get(k)
+        out[i] = i if j is None or i - j >= width or not np.isfinite(logp[i, i - j]) \
+            else out[j]
+        last[k] = i
+    return out
+
+
+def _dense(F: Data) -> np.ndarray:
+    return F.toarray() if sp.issparse(F) else np.asarray(F)
+
+
+@dataclass
+class Move:
+    """An accepted move: ``kind`` merge or split, the tables it took and made (roots), its
+    exact gain and the bound after it."""
+
+    kind: str
+    before: tuple[int, ...]
+    after: tuple[int, ...]
+    gain: float
+    bound: float
+
+
+@dataclass
+class Tables:
+    """A hard partition of X's customers (``labels``: each customer's root) with each table's
+    members, count, statistics and score Σ log S_i + log M (the module docstring)."""
+
+    X: Data
+    logp: np.ndarray
+    obs: ObsModel
+    labels: np.ndarray
+    members: dict[int, np.ndarray] = field(default_factory=dict)
+    n: dict[int, float] = field(default_factory=dict)
+    stats: dict[int, Arrays] = field(default_factory=dict)
+    score: dict[int, float] = field(default_factory=dict)
+    moves: list[Move] = field(default_factory=list)
+    _splits: dict[int, tuple[float, np.ndarray | None]] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, X: Data, labels: np.ndarray, logp: np.ndarray, obs: ObsModel) -> Tables:
+        """The tables of any labelling (``roots_of``)."""
+        logp = np.asarray(logp, float)
+        if len(labels) != logp.shape[0] or X.shape[0] != logp.shape[0]:
+            raise ValueError(f"{len(labels)} labels, {X.shape[0]} rows and {logp.shape[0]} "
+                             "customers must agree")
+        roots = roots_of(labels, logp)
+        tables = cls(X, logp, obs, roots)
+        for r in np.unique(roots).tolist():
+            tables._add(np.flatnonzero(roots == r))
+        return tables
+
+    def _add(self, members: np.ndarray, stats: Arrays | None = None) -> int:
+        r = int(members[0])
+        self.labels[members] = r
+        self.members[r] = members
+        self.n[r] = float(len(members))
+        self.stats[r] = (self.obs.stats(self.X[members], np.ones((len(members), 1)))
+                         if stats is None else stats)
+        self.score[r] = self.table_score(members, self.stats[r])
+        return r
+
+    def _drop(self, r: int) -> None:
+        for d in (self.members, self.n, self.stats, self.score):
+            del d[r]
+        self._splits.pop(r, None)
+
+    def table_score(self, members: np.ndarray, stats: Arrays) -> float:
+        """Σ_{i ∈ T} log S_i(T) + log M(T) (−inf if T is not a ddCRP table)."""
+        links = float(log_rows(table_weights(members, self.logp)).sum())
+        return links + float(self.obs.log_marginal(np.array([float(len(members))]), stats)[0])
+
+    def bound(self) -> float:
+        """L(P) = Σ_T score(T) = log p(P, x)."""
+        return float(sum(self.score.values()))
+
+    def links(self, prune: float = 0.0) -> Links:
+        """q_P: each q(c_i) ∝ p_ij over the earlier members of i's table, the roots' self-links."""
+        q = np.zeros_like(self.logp)
+        for members in self.members.values():
+            w = table_weights(members, self.logp)
+            q[members] = np.exp(w - log_rows(w)[:, None])
+        return Links(self.logp, q, prune)
+
+    # ------------------------------------------------------------ merges
+
+    def merge_gain(self, a: int, b: int) -> float:
+        """The exact change of L when tables a and b become one (the later root relinked)."""
+        members = np.union1d(self.members[a], self.members[b])
+        stats = {k: v + self.stats[b][k] for k, v in self.stats[a].items()}
+        return self.table_score(members, stats) - self.score[a] - self.score[b]
+
+    def merge(self, a: int, b: int) -> int:
+        """Tables a and b as one; returns its root."""
+        members = np.union1d(self.members[a], self.members[b])
+        stats = {k: v + self.stats[b][k] for k, v in self.stats[a].items()}
+        self._drop(a)
+        self._drop(b)
+        return self._add(members, stats)
+
+    def merge_candidates(self) -> list[tuple[float, int, int]]:
+        """The SCREEN pairs whose merge gains most in the tables' term, with exact gains."""
+        roots = np.array(sorted(self.members))
+        if len(roots) < 2:
+            return []
+        a, b = np.triu_indices(len(roots), 1)
+        N = np.array([self.n[r] for r in roots])
+        stats = {k: np.concatenate([self.stats[r][k] for r in roots]) for k in self.stats[roots[0]]}
+        screen = self.obs.merge_gains(N, stats, a, b)
+        best = np.argsort(-screen, kind="stable")[:SCREEN]
+        return [(self.merge_gain(int(roots[a[p]]), int(roots[b[p]])), int(roots[a[p]]),
+                 int(roots[b[p]])) for p in best.tolist()]
+
+    # ------------------------------------------------------------ splits
+
+    def split_gain(self, r: int, side: np.ndarray) -> float:
+        """The exact change of L when table r's members with ``side`` True leave it."""
+        members = self.members[r]
+        parts = [members[~side], members[side]]
+        if not (len(parts[0]) and len(parts[1])):
+            return -np.inf
+        scores = [self.table_score(p, self.obs.stats(self.X[p], np.ones((len(p), 1))))
+                  for p in parts]
+        return scores[0] + scores[1] - self.score[r]
+
+    def split(self, r: int, side: np.ndarray) -> tuple[int, int]:
+        """Table r cut in two; returns the parts' roots."""
+        members = self.members[r]
+        self._drop(r)
+        return self._add(members[~side]), self._add(members[side])
+
+    def tree(self, members: np.ndarray) -> np.ndarray:
+        """Each member's nearest earlier member in ``obs.features`` among those within reach
+        (positions in ``members``; −1 for the root)."""
+        F = _dense(self.obs.features(self.X[members]))
+        gap = members[:, None] - members[None, :]
+        reach = (gap > 0) & (gap < self.logp.shape[1])
+        rows = np.broadcast_to(members[:, None], gap.shape)
+        reach[reach] = np.isfinite(self.logp[rows[reach], gap[reach]])
+        D = np.where(reach, sq_distances(F, F), np.inf)
+        parent = D.argmin(1)
+        parent[~reach.any(1)] = -1
+        return parent
+
+    def cuts(self, r: int) -> list[np.ndarray]:
+        """The SCREEN cuts of table r's tree that gain most in the tables' term, as sides."""
+        members = self.members[r]
+        parent = self.tree(members)
+        sub = item_stats(self.X[members], self.obs)
+        count = np.ones(len(members))
+        for c in range(len(members) - 1, 0, -1):  # parents come first: sum subtrees upwards
+            p = parent[c]
+            if p >= 0:
+                count[p] += count[c]
+                for k in sub:
+                    sub[k][p] += sub[k][c]
+        cut = np.flatnonzero(parent >= 0)
+        if not len(cut):
+            return []
+        total = self.stats[r]
+        both = np.concatenate([count[cut], self.n[r] - count[cut]])
+        lm = self.obs.log_marginal(both, {k: np.concatenate([v[cut], total[k] - v[cut]])
+                                          for k, v in sub.items()})
+        screen = lm[:len(cut)] + lm[len(cut):]
+        sides = []
+        for c in cut[np.argsort(-screen, kind="stable")[:SCREEN]].tolist():
+            side = np.zeros(len(members), bool)
+            side[c] = True
+            for k in range(c + 1, len(members)):
+                side[k] = parent[k] >= 0 and side[parent[k]]
+            sides.append(side)
+        return sides
+
+    def best_split(self, r: int, rng: np.random.Generator) -> tuple[float, np.ndarray | None]:
+        """Table r's best split among its screened cuts and the 2-way proposals, with its
+        exact gain (cached until the table changes)."""
+        if r not in self._splits:
+            members = self.members[r]
+            best: tuple[float, np.ndarray | None] = (-np.inf, None)
+            if len(members) > 1:
+                F = self.obs.features(self.X[members])
+                sides = self.cuts(r) + [s.astype(bool) for s in proposal_splits(F, rng)]
+                for side in sides:
+                    gain = self.split_gain(r, side)
+                    if gain > best[0]:
+                        best = (gain, side)
+            self._splits[r] = best
+        return self._splits[r]
+
+    # ------------------------------------------------------------ the climb
+
+    def improve(self, rng: np.random.Generator, max_moves: int = 1000) -> list[Move]:
+        """Apply the best of the screened merges and every table's best split while it raises
+        L by more than MIN_GAIN |L|; returns the moves made (also kept in ``moves``)."""
+        made = []
+        for _ in range(max_moves):
+            bound = self.bound()
+            floor = MIN_GAIN * max(abs(bound), 1.0)
+            best = max(self.merge_candidates(), default=(-np.inf, -1, -1))
+            split = max(((*self.best_split(r, rng), r) for r in sorted(self.members)),
+                        key=lambda t: t[0], default=(-np.inf, None, -1))
+            if max(best[0], split[0]) <= floor:
+                break
+            if best[0] >= split[0]:
+                _, a, b = best
+                made.append(Move("merge", (a, b), (self.merge(a, b),), best[0], 0.0))
+            else:
+                gain, side, r = split
+                made.append(Move("split", (r,), self.split(r, side), gain, 0.0))
+            made[-1].bound = self.bound()
+        self.moves += made
+        return made
