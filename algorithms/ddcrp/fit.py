@@ -26,12 +26,13 @@ from ..vb.birth import fresh_vb
 from ..vb.init import nearest_seed
 from ..vb.local import responsibilities
 from .links import log_link_band
-from .moves import Move, Tables
+from .moves import Move, Tables, roots_of
 from .vi import Links
 
 STARTS = ("vb", "drawn")  # restart r starts from STARTS[r % 2] by default
 VB_K = 50  # the DP VB start's truncation (at most N)
 VB_ITER = 200  # its local + global steps at most (relative ELBO change 1e-8)
+VB_CUT = np.log(1e-3)  # its components cut where log p(link) < log p(self-link) + VB_CUT
 ROUNDS = 10  # climb's rounds of table moves + ascent at most
 
 
@@ -107,12 +108,20 @@ def vb_labels(X: Data, obs: ObsModel, alpha: float, rng: np.random.Generator,
 
 def start_links(X: Data, logp: np.ndarray, obs: ObsModel, alpha: float, start: str,
                 rng: np.random.Generator, prune: float) -> Links:
-    """A start: ``drawn`` in one pass (``sampled_links``) or the tables of ``vb_labels``, each
-    customer linked to the earlier members of its table ∝ p(c_i) (``moves.Tables.links``)."""
+    """A start: ``drawn`` in one pass (``sampled_links``) or the components of ``vb_labels``,
+    cut where the link to the nearest earlier member is 1,000 times less probable than the
+    self-link
+    (``moves.roots_of``), improved by table moves (``moves.Tables.improve``), each customer
+    linked to the earlier members of its table ∝ p(c_i) (``moves.Tables.links``)."""
     if start == "drawn":
         return sampled_links(X, logp, obs, rng, prune)
     if start == "vb":
-        return Tables.of(X, vb_labels(X, obs, alpha, rng), logp, obs).links(prune)
+        # DP VB ignores the order: its components are cut where a customer's link to its
+        # nearest earlier one is far less likely than its self-link; the moves then mend
+        labels = roots_of(vb_labels(X, obs, alpha, rng), logp, logp[:, 0] + VB_CUT)
+        tables = Tables.of(X, labels, logp, obs)
+        tables.improve(rng)
+        return tables.links(prune)
     raise ValueError(f"start must be one of {STARTS}, not {start!r}")
 
 

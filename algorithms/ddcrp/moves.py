@@ -8,7 +8,8 @@ root links to itself), with q(θ_T) the exact posterior. Then Z is hard and the 
 
     L(P) = Σ_T [ Σ_{i ∈ T} log S_i(T) + log M(T) ],   S_i(T) = Σ_{j ∈ T, j < i} p_ij
 
-(S_i = p_ii at the root), since the links' term is Σ_i log S_i and the tables' term at the optimal q(θ) is log M(T).
+(S_i = p_ii at the root), since the links' term is Σ_i log S_i and the tables' term at the
+optimal q(θ) is log M(T).
 Π_i S_i(T) sums p(c) over every link graph that induces P, so L(P) = log p(P, x): the joint of
 the partition (with f ≡ 1, log CRP(P) + Σ_T log M(T)). A table whose non-root member has no
 earlier member within reach (a window, or f = 0) has S_i = 0: such a P is not a ddCRP state.
@@ -16,11 +17,13 @@ earlier member within reach (a window, or f = 0) has S_i = 0: such a P is not a 
 The bound is a sum of table scores, so a merge (the later root relinked into the other table)
 or a split (a table cut in two) changes only its own tables' terms. ``Tables.improve`` takes the
 best exact gain among merges and splits until none is positive: the bound never decreases.
-Candidates are screened by the tables' term alone (one ``log_marginal`` call over all pairs, or
-over all cuts of a table), and the exact gain computed for the best few. Split candidates: the
-cuts of a table's nearest-earlier-neighbour tree (in ``obs.features``; cutting the link above
-customer c separates c and the customers whose tree paths pass through c) and the two 2-way
-partitions of the vb births (``vb.init.proposal_splits``).
+Every pair's merge gain is exact (``Tables.merge_gains``); split candidates are screened by the
+tables' term alone (one ``log_marginal`` call over all cuts of a table) and the exact gain
+computed for the best few: the cuts of a tree over the table, each member linked to its
+nearest earlier member in ``obs.features`` (cutting the link above customer c separates c and
+the customers whose tree paths pass through c), runs of consecutive members (two cuts in the
+chain of each member to the one before it: a stretch of the sequence leaves the table), and the
+two 2-way partitions of the vb births (``vb.init.proposal_splits``).
 """
 
 from __future__ import annotations
@@ -36,6 +39,8 @@ from .gibbs import item_stats
 from .vi import Links
 
 SCREEN = 4  # exact gains computed per round: merges, and cuts per table
+INTERVAL_GRID = 200  # run ends per table at most
+INTERVAL_ENTRIES = 1 << 22  # statistics' entries of a table's screened runs at most
 MIN_GAIN = 1e-9  # a move must raise the bound by more than this (relative to |L|)
 
 
@@ -61,17 +66,35 @@ def log_rows(w: np.ndarray) -> np.ndarray:
     return out
 
 
-def roots_of(labels: np.ndarray, logp: np.ndarray) -> np.ndarray:
+def reach_mass(which: np.ndarray, K: int, logp: np.ndarray, chunk: int = 1 << 22
+               ) -> np.ndarray:
+    """C (N × K): C_ik = Σ_{d ≥ 1} p_{i, i−d} 1[customer i − d sits at table k] (``which``:
+    each customer's table, 0..K − 1), summed over the band in blocks of rows."""
+    N, width = logp.shape
+    C = np.zeros(N * K)
+    rows = max(1, chunk // max(width, 1))
+    d = np.arange(1, width)[None, :]
+    for a in range(0, N, rows):
+        i = np.arange(a, min(a + rows, N))[:, None]
+        j = i - d
+        w = np.where(j >= 0, np.exp(logp[i, d]), 0.0)
+        C += np.bincount((i * K + which[np.maximum(j, 0)]).ravel(), w.ravel(), N * K)
+    return C.reshape(N, K)
+
+
+def roots_of(labels: np.ndarray, logp: np.ndarray, floor: np.ndarray | None = None
+             ) -> np.ndarray:
     """Each customer's table as its root: the first customer of its label, or itself when the
-    most recent earlier customer of its label is out of reach (beyond the band, or p = 0), so
-    that every table is a ddCRP state (a label may become several tables)."""
+    most recent earlier customer of its label is out of reach (beyond the band, or log p at
+    most ``floor_i``, default −inf: p = 0), so that every table is a ddCRP state (a label may
+    become several tables)."""
     width = logp.shape[1]
+    floor = np.full(len(labels), -np.inf) if floor is None else floor
     out = np.empty(len(labels), np.intp)
     last: dict[int, int] = {}
     for i, k in enumerate(np.asarray(labels).tolist()):
         j = last.get(k)
-        out[i] = i if j is None or i - j >= width or not np.isfinite(logp[i, i - j]) \
-            else out[j]
+        out[i] = i if j is None or i - j >= width or not logp[i, i - j] > floor[i] else out[j]
         last[k] = i
     return out
 
@@ -169,18 +192,43 @@ class Tables:
         self._drop(b)
         return self._add(members, stats)
 
-    def merge_candidates(self) -> list[tuple[float, int, int]]:
-        """The SCREEN pairs whose merge gains most in the tables' term, with exact gains."""
+    def merge_gains(self) -> tuple[np.ndarray, np.ndarray]:
+        """The exact change of L for merging every pair of tables: the roots (sorted) and a
+        K × K matrix (upper triangle; −inf below and where the merged table would not be a
+        ddCRP table). With C_ik = Σ_{j ∈ k, j < i} p_ij (``reach_mass``), a non-root i of
+        table a has S_i = C_ia, and C_ia + C_ib once a and b merge; the later root r_b links
+        into a with S = C_{r_b a} instead of p_{r_b r_b}. The tables' term is Eq. 12's
+        log M(a ∪ b) − log M(a) − log M(b) (``obs.merge_gains``)."""
         roots = np.array(sorted(self.members))
-        if len(roots) < 2:
-            return []
-        a, b = np.triu_indices(len(roots), 1)
-        N = np.array([self.n[r] for r in roots])
+        K = len(roots)
+        gains = np.full((K, K), -np.inf)
+        if K < 2:
+            return roots, gains
+        which = np.searchsorted(roots, self.labels)
+        C = reach_mass(which, K, self.logp)
+        N = len(which)
+        is_root = self.labels == np.arange(N)
+        inner = np.flatnonzero(~is_root)
+        with np.errstate(divide="ignore"):
+            rise = np.log1p(C[inner] / C[inner, which[inner]][:, None])
+            G = np.zeros((K, K))
+            np.add.at(G, which[inner], rise)
+            later = roots[:, None] > roots[None, :]  # a's root after b's: it relinks into b
+            G += np.where(later, np.log(C[roots]) - self.logp[roots, 0][:, None], 0.0)
+        a, b = np.triu_indices(K, 1)
+        n = np.array([self.n[r] for r in roots])
         stats = {k: np.concatenate([self.stats[r][k] for r in roots]) for k in self.stats[roots[0]]}
-        screen = self.obs.merge_gains(N, stats, a, b)
-        best = np.argsort(-screen, kind="stable")[:SCREEN]
-        return [(self.merge_gain(int(roots[a[p]]), int(roots[b[p]])), int(roots[a[p]]),
-                 int(roots[b[p]])) for p in best.tolist()]
+        gains[a, b] = G[a, b] + G[b, a] + self.obs.merge_gains(n, stats, a, b)
+        gains[~np.isfinite(gains)] = -np.inf
+        return roots, gains
+
+    def best_merge(self) -> tuple[float, int, int]:
+        """The merge of largest exact gain: (gain, root a, root b)."""
+        roots, gains = self.merge_gains()
+        if len(roots) < 2:
+            return -np.inf, -1, -1
+        a, b = np.unravel_index(int(np.argmax(gains)), gains.shape)
+        return float(gains[a, b]), int(roots[a]), int(roots[b])
 
     # ------------------------------------------------------------ splits
 
@@ -214,9 +262,44 @@ class Tables:
         return parent
 
     def cuts(self, r: int) -> list[np.ndarray]:
-        """The SCREEN cuts of table r's tree that gain most in the tables' term, as sides."""
+        """Sides of the SCREEN cuts of table r's ``tree`` (nearest in features) and of its
+        SCREEN ``intervals`` that gain most in the tables' term."""
+        return self.tree_cuts(r, self.tree(self.members[r])) + self.intervals(r)
+
+    def intervals(self, r: int) -> list[np.ndarray]:
+        """The SCREEN runs of consecutive members of table r (in sequence order) whose removal
+        gains most in log M(run) + log M(rest): two links cut in the chain of each member to
+        the one before it (one, for a run that ends the table). Run ends on a grid of at most
+        INTERVAL_GRID points (fewer for large statistics), statistics by prefix sums."""
         members = self.members[r]
-        parent = self.tree(members)
+        m = len(members)
+        size = sum(int(np.prod(v.shape[1:])) for v in self.stats[r].values())
+        points = max(2, min(m, INTERVAL_GRID, int(np.sqrt(2 * INTERVAL_ENTRIES / size))))
+        grid = np.unique(np.linspace(0, m, points + 1).round().astype(int))
+        lo, hi = np.triu_indices(len(grid), 1)
+        lo, hi = grid[lo], grid[hi]
+        keep = hi - lo < m
+        lo, hi = lo[keep], hi[keep]
+        if not len(lo):
+            return []
+        prefix = {k: np.concatenate([np.zeros((1, *v.shape[1:])), np.cumsum(v, 0)])
+                  for k, v in item_stats(self.X[members], self.obs).items()}
+        part = {k: v[hi] - v[lo] for k, v in prefix.items()}
+        n = (hi - lo).astype(float)
+        lm = self.obs.log_marginal(np.concatenate([n, m - n]), {
+            k: np.concatenate([v, self.stats[r][k] - v]) for k, v in part.items()})
+        screen = lm[:len(n)] + lm[len(n):]
+        sides = []
+        for c in np.argsort(-screen, kind="stable")[:SCREEN].tolist():
+            side = np.zeros(m, bool)
+            side[lo[c]:hi[c]] = True
+            sides.append(side)
+        return sides
+
+    def tree_cuts(self, r: int, parent: np.ndarray) -> list[np.ndarray]:
+        """The SCREEN cuts of the tree ``parent`` over table r (parents before children) that
+        gain most in log M(part) + log M(rest), as sides (the part below the cut link)."""
+        members = self.members[r]
         sub = item_stats(self.X[members], self.obs)
         count = np.ones(len(members))
         for c in range(len(members) - 1, 0, -1):  # parents come first: sum subtrees upwards
@@ -267,7 +350,7 @@ class Tables:
         for _ in range(max_moves):
             bound = self.bound()
             floor = MIN_GAIN * max(abs(bound), 1.0)
-            best = max(self.merge_candidates(), default=(-np.inf, -1, -1))
+            best = self.best_merge()
             split = max(((*self.best_split(r, rng), r) for r in sorted(self.members)),
                         key=lambda t: t[0], default=(-np.inf, None, -1))
             if max(best[0], split[0]) <= floor:

@@ -14,6 +14,7 @@ from bnpmix.algorithms.ddcrp.fit import (
     ascend,
     climb,
     fit_sequence,
+    hardened,
     start_links,
     vb_labels,
 )
@@ -96,15 +97,20 @@ def test_every_move_gain_equals_the_bound_recomputed_from_scratch(kind, a, windo
     fresh = vi_bound(X, tables.links(), obs)
     assert tables.bound() == pytest.approx(fresh, abs=1e-9)
     roots = sorted(tables.members)
+    listed, gains = tables.merge_gains()
+    assert list(listed) == roots
     checked = 0
-    for r, s in itertools.combinations(roots, 2):
+    for (a, r), (b, s) in itertools.combinations(enumerate(roots), 2):
         labels = tables.labels.copy()
         labels[labels == s] = r
         after = Tables.of(X, labels, logp, obs)
         if len(after.members) == len(roots) - 1:  # the merged table is one ddCRP table
             scratch = vi_bound(X, after.links(), obs)
             assert tables.merge_gain(r, s) == pytest.approx(scratch - fresh, abs=1e-8)
+            assert gains[a, b] == pytest.approx(scratch - fresh, abs=1e-8)
             checked += 1
+        else:
+            assert gains[a, b] == -np.inf
     for r in roots:
         side = rng.random(len(tables.members[r])) < 0.5
         labels = tables.labels.copy()
@@ -160,33 +166,35 @@ def test_the_climb_reaches_the_best_partition_of_every_one(kind, a):
         start = ascend(X, Tables.of(X, labels, logp, obs).links(1e-6), obs, rng)
         fit = climb(X, start, obs, rng)
         assert best - 1e-9 <= fit.elbo <= evidence + 1e-9
-        assert ari(np.array([0, 1] * 3 + [0]), hardened_labels(fit)) == 1.0
+        assert ari(np.array([0, 1] * 3 + [0]), hardened(fit.links)) == 1.0
     plain = ascend(X, Tables.of(X, np.zeros(7, int), logp, obs).links(1e-6), obs, rng)
     assert plain.elbo < best - 1.0
 
 
-def hardened_labels(fit) -> np.ndarray:
-    return fit.links.cols[fit.links.responsibilities.argmax(1)]
-
-
 def test_the_vb_start_links_each_customer_into_its_table():
+    """The DP VB start: a hard partition (each customer linked only to earlier members of its
+    table, ∝ p; a table's first member to itself) at least as good as DP VB's own tables."""
     rng = np.random.default_rng(4)
     X, z = data(80, rng, ((0, 0), (6, 6), (6, -6)))
     obs = Gauss.default(X)
-    logp = log_link_band(np.arange(80.0), 0.1, decay("none"))
+    logp = log_link_band(np.arange(80.0), 0.1, decay("exponential", 5.0))
     labels = vb_labels(X, obs, 0.1, np.random.default_rng(5))
     assert ari(z, labels) > 0.8  # DP VB itself may stop at a local optimum
     links = start_links(X, logp, obs, 0.1, "vb", np.random.default_rng(5), 1e-6)
-    assert ari(labels, links.cols[links.responsibilities.argmax(1)]) == 1.0
+    roots = hardened(links)
+    np.testing.assert_allclose(links.responsibilities.max(1), 1.0, atol=1e-12)
     q = links.dense_q()
-    roots = roots_of(labels, logp)
     for i in range(80):
         j = np.flatnonzero(q[i])
         if roots[i] == i:
             assert list(j) == [i]
         else:
-            assert np.all(j < i) and np.all(labels[j] == labels[i])
-    np.testing.assert_allclose(links.responsibilities.sum(1), 1.0, atol=1e-12)
+            assert np.all(j < i) and np.all(roots[j] == roots[i])
+            np.testing.assert_allclose(q[i, j], np.exp(logp[i, i - j] - np.logaddexp.reduce(
+                logp[i, i - j])), atol=1e-12)
+    start = Tables.of(X, roots, logp, obs).bound()
+    assert start == pytest.approx(vi_bound(X, links, obs), abs=1e-8)
+    assert start >= Tables.of(X, labels, logp, obs).bound()
 
 
 def test_moves_and_starts_reach_the_truth_where_plain_ascent_does_not():
