@@ -428,7 +428,8 @@ def sec521(args) -> dict:
               f"{w['diff_drawn']:>8.2f} |{w['seqcrp_truth']['elbo']:>11.2f}"
               f"{w['dp_truth']['elbo']:>11.2f}{w['diff_truth']:>8.2f}"
               f"{w['log_joint_truth']:>12.2f}")
-    print("\nseqCRP restarts by start (best bound, restarts that made table moves, moves):")
+    print("\nseqCRP restarts by start (best bound, restarts whose climb made table moves, "
+          "their moves; the vb start's own moves, before its first ascent, not counted):")
     for w in rows:
         runs = grouped[w["R"], "seqcrp"]
         cells = []
