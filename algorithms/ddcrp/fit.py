@@ -31,7 +31,8 @@ from .vi import Links
 
 STARTS = ("vb", "drawn")  # restart r starts from STARTS[r % 2] by default
 VB_K = 50  # the DP VB start's truncation (at most N)
-VB_ITER = 200  # its local + global steps at most (relative ELBO change 1e-8)
+VB_ITER = 50  # its local + global steps at most (or a relative ELBO change of VB_TOL)
+VB_TOL = 1e-6
 VB_CUT = np.log(1e-3)  # its components cut where log p(link) < log p(self-link) + VB_CUT
 ROUNDS = 10  # climb's rounds of table moves + ascent at most
 
@@ -95,7 +96,7 @@ def table_stats(X: Data, links: Links, obs: ObsModel) -> tuple[np.ndarray, Array
 
 
 def vb_labels(X: Data, obs: ObsModel, alpha: float, rng: np.random.Generator,
-              K: int = VB_K, max_iter: int = VB_ITER, tol: float = 1e-8) -> np.ndarray:
+              K: int = VB_K, max_iter: int = VB_ITER, tol: float = VB_TOL) -> np.ndarray:
     """The tables of a start: truncated stick-breaking DP VB with concentration α (the vb
     engine's algorithm, from the items hard-assigned to the nearest of K k-means++ seeds) run
     to convergence, each item at its most probable component."""

@@ -39,22 +39,20 @@ from .gibbs import item_stats
 from .vi import Links
 
 SCREEN = 4  # exact gains computed per round: merges, and cuts per table
-INTERVAL_GRID = 200  # run ends per table at most
+INTERVAL_GRID = 100  # run ends per table at most
 INTERVAL_ENTRIES = 1 << 22  # statistics' entries of a table's screened runs at most
 MIN_GAIN = 1e-9  # a move must raise the bound by more than this (relative to |L|)
 
 
 def table_weights(members: np.ndarray, logp: np.ndarray) -> np.ndarray:
-    """log p_ij over each member's earlier members j within the band (rows: members, in order;
-    −inf elsewhere), the root's row its self-link p_ii alone."""
-    N, width = logp.shape
-    inside = np.zeros(N, bool)
-    inside[members] = True
-    earlier = members[:, None] - np.arange(width)[None, :]
-    same = (earlier >= 0) & inside[np.maximum(earlier, 0)]
-    same[:, 0] = False
-    same[0, 0] = True
-    return np.where(same, logp[members], -np.inf)
+    """(|T|, |T|): log p_ij from each member i to each earlier member j within the band (row i,
+    column j, members in order), the root's self-link log p_rr at [0, 0], −inf elsewhere."""
+    gap = members[:, None] - members[None, :]
+    ok = (gap > 0) & (gap < logp.shape[1])
+    w = np.full(gap.shape, -np.inf)
+    w[ok] = logp[np.broadcast_to(members[:, None], gap.shape)[ok], gap[ok]]
+    w[0, 0] = logp[members[0], 0]
+    return w
 
 
 def log_rows(w: np.ndarray) -> np.ndarray:
@@ -173,7 +171,8 @@ class Tables:
         q = np.zeros_like(self.logp)
         for members in self.members.values():
             w = table_weights(members, self.logp)
-            q[members] = np.exp(w - log_rows(w)[:, None])
+            i, j = np.nonzero(np.isfinite(w))
+            q[members[i], members[i] - members[j]] = np.exp(w[i, j] - log_rows(w)[i])
         return Links(self.logp, q, prune)
 
     # ------------------------------------------------------------ merges
@@ -252,10 +251,8 @@ class Tables:
         """Each member's nearest earlier member in ``obs.features`` among those within reach
         (positions in ``members``; −1 for the root)."""
         F = _dense(self.obs.features(self.X[members]))
-        gap = members[:, None] - members[None, :]
-        reach = (gap > 0) & (gap < self.logp.shape[1])
-        rows = np.broadcast_to(members[:, None], gap.shape)
-        reach[reach] = np.isfinite(self.logp[rows[reach], gap[reach]])
+        reach = np.isfinite(table_weights(members, self.logp))
+        reach[0, 0] = False
         D = np.where(reach, sq_distances(F, F), np.inf)
         parent = D.argmin(1)
         parent[~reach.any(1)] = -1
