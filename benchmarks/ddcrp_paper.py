@@ -14,9 +14,12 @@ the seqCRP's self-link weight and the DP's concentration: with f ≡ 1 the two a
 over partitions, so both bounds are lower bounds on the same log p(x).
 
 sec521 (Sec. 5.2.1): on each data set, --restarts (default 50; the paper: 300) restarts of
-  - seqCRP VI: ``ddcrp.fit.fit_sequence`` (decay "none", no window, prune 1e-6, the default) from
-    its drawn one-pass start; restart r uses the r-th stream spawned from SeedSequence([--seed, R,
-    0]), i.e. exactly ``fit_restarts(..., seed=that SeedSequence, restarts=--restarts)``;
+  - seqCRP VI: ``ddcrp.fit.fit_sequence`` (decay "none", no window, prune 1e-6, the default)
+    from the start ``fit.STARTS[r % 2]`` (the tables of a DP VB fit, or drawn in one pass), then
+    table moves (``fit.climb``, issue 34); restart r uses the r-th stream spawned from
+    SeedSequence([--seed, R, 0]), i.e. exactly ``fit_restarts(..., seed=that SeedSequence,
+    restarts=--restarts)``; with --plain also the ascent alone from the drawn start of the same
+    stream (the method before issue 34);
   - DP VB: bnpmix's plain truncated stick-breaking VB (no births, no merges), the algorithm of the
     ``vb`` engine called in-process: ``vb.local.batch_step`` (local step, Eq. 9) then
     ``Mixture.from_summary`` (global step, Eq. 10), its exact ELBO ``Mixture.elbo`` as the bound,
@@ -60,9 +63,10 @@ sec53 (Sec. 5.3): a 1-D switching-state sequence (data seed [--data-seed, 53]): 
   (``heldout_links``: links point backwards), and also to all of them with f ≡ 1 (the paper's
   5.2.2 setting). --chains (4) independent runs of each method, run c with the c-th
   generator spawned from SeedSequence([--seed, 53]):
-  - VI: ``fit.sampled_links`` (a drawn start) then one ``fit.ascend`` iteration at a time until
-    the relative ELBO change is below --tol (cap --max-iter), scored after the start and after
-    each iteration;
+  - VI: run c from ``fit.start_links`` of ``fit.STARTS[c % 2]`` (DP VB tables, or drawn) then
+    one ``fit.ascend`` iteration at a time until the relative ELBO change is below --tol (cap
+    --max-iter), scored after the start and after each iteration, then ``fit.climb`` (--rounds
+    10 rounds of table moves at most; 0: none), scored once after it;
   - Gibbs, two samplers: ``gibbs.LinkSampler`` (collapsed: θ integrated out) and
     ``gibbs.ThetaSampler`` (uncollapsed, the paper's kind: θ drawn per table, links by Neal's
     Algorithm 8 with one auxiliary table drawn from G_0), each from the same drawn start as VI
@@ -87,22 +91,23 @@ experiment prints tables and writes benchmarks/results/ddcrp_<name><--suffix>.js
 ddcrp_sec53.png. --quick: a smoke run (3 restarts, R = 1, 3, 5, 150 training items in sec53, 2
 runs of 20 sweeps). --plot PATH redraws the PNG of a saved JSON.
 
-Measured (default run, 2 cores shared with other work, ~9 min): sec521: seqCRP − DP VB best
-bounds 0.00 / 4.82 / −5.73 / 13.62 / 4.79 at R = 1..5 (log 5! = 4.79); from the true labels
-−27.1 / −36.9 / −3.82 / 4.52 / 4.79: the log K! advantage is there once the clusters separate
-(R >= 4), while at R = 3 DP VB's soft assignments bound higher; the DP VB from the seqCRP's own
-drawn starts beats the seqCRP at R = 2, 3, 4. Mean iterations: seqCRP 6-20, DP VB 142-269 (from
-its drawn starts 11-54). sec522: held-out gain of the decay +0.123 / +0.164 / +0.018 at R = 2,
-3, 4, −0.004 at R = 1, 0 at R = 5, mostly the seqCRP's restarts missing the 5-table optimum
-(from the true labels the seqCRP is within 0.003 of the decay at R >= 3). sec53 (82 s):
-VI converges (relative ELBO change 1e-8) in 16 iterations, 0.86 ± 0.16 s, and is within 0.01
-of its final held-out after 0.09 ± 0.02 s; the collapsed Gibbs chains settle (within 0.01 of
-their last-half mean) after 0.39 ± 0.12 s, the uncollapsed (the paper's kind) after 2.6 ± 1.3 s:
-VI converges faster in time, as the paper says, but to a worse held-out (−2.293 ± 0.018 per
-test item against −2.21 and −2.20; oracle −1.861), a level both samplers pass within 0.12-0.21
-s; VI from the collapsed chains' last states bounds 22-107 nats higher than from its own
-starts, so VI stops at worse local optima (the paper: Gibbs "may achieve better test
-likelihood in time depending on the initialization").
+Measured after issue 34 (``sec521 sec522 --restarts 10 --plain``, ``sec53``; 2 cores under a load of
+10-15, so seconds are several times the idle ones): see README's benchmarks section. Before issue 34
+(no table moves, drawn starts only; default run, 2 cores shared, ~9 min): sec521: seqCRP − DP VB
+best bounds 0.00 / 4.82 / −5.73 / 13.62 / 4.79 at R = 1..5 (log 5! = 4.79); from the true labels
+−27.1 / −36.9 / −3.82 / 4.52 / 4.79: the log K! advantage is there once the clusters separate (R >=
+4), while at R = 3 DP VB's soft assignments bound higher; the DP VB from the seqCRP's own drawn
+starts beats the seqCRP at R = 2, 3, 4. Mean iterations: seqCRP 6-20, DP VB 142-269 (from its drawn
+starts 11-54). sec522: held-out gain of the decay +0.123 / +0.164 / +0.018 at R = 2, 3, 4, −0.004 at
+R = 1, 0 at R = 5, mostly the seqCRP's restarts missing the 5-table optimum (from the true labels
+the seqCRP is within 0.003 of the decay at R >= 3). sec53 (82 s): VI converges (relative ELBO change
+1e-8) in 16 iterations, 0.86 ± 0.16 s, and is within 0.01 of its final held-out after 0.09 ± 0.02 s;
+the collapsed Gibbs chains settle (within 0.01 of their last-half mean) after 0.39 ± 0.12 s, the
+uncollapsed (the paper's kind) after 2.6 ± 1.3 s: VI converges faster in time, as the paper says,
+but to a worse held-out (−2.293 ± 0.018 per test item against −2.21 and −2.20; oracle −1.861), a
+level both samplers pass within 0.12-0.21 s; VI from the collapsed chains' last states bounds 22-107
+nats higher than from its own starts, so VI stops at worse local optima (the paper: Gibbs "may
+achieve better test likelihood in time depending on the initialization").
 
 Z is clipped at 0 before every held-out score: ``vi.Links.responsibilities`` held entries of
 about −1e−23 (the rank-one updates' rounding) and ``heldout_logpdf`` then returned NaN; it clips
@@ -711,7 +716,7 @@ def sec53(args) -> dict:
     print("VI started at each collapsed Gibbs chain's last state (links one-hot), run to "
           "convergence:")
     for c, (v, w) in enumerate(zip(vi, polish, strict=True)):
-        print(f"run {c}: {w['iterations']:>3} it  bound {w['elbo']:>9.2f} (VI from its drawn "
+        print(f"run {c}: {w['iterations']:>3} it  bound {w['elbo']:>9.2f} (VI from its own "
               f"start: {v['elbo']:.2f})  tables {w['tables']:>6.2f}  held-out {w['heldout']:.4f}"
               f" | {w['heldout_crp']:.4f}")
     summary = {
