@@ -38,7 +38,7 @@ from ..vb.init import proposal_splits, sq_distances
 from .gibbs import item_stats
 from .vi import Links
 
-SCREEN = 4  # exact gains computed per round: merges, and cuts per table
+SCREEN = 4  # split candidates per table and kind (tree cuts, runs) whose exact gain is computed
 INTERVAL_GRID = 100  # run ends per table at most
 INTERVAL_ENTRIES = 1 << 22  # statistics' entries of a table's screened runs at most
 MIN_GAIN = 1e-9  # a move must raise the bound by more than this (relative to |L|)
@@ -126,7 +126,6 @@ class Tables:
     n: dict[int, float] = field(default_factory=dict)
     stats: dict[int, Arrays] = field(default_factory=dict)
     score: dict[int, float] = field(default_factory=dict)
-    moves: list[Move] = field(default_factory=list)
     _splits: dict[int, tuple[float, np.ndarray | None]] = field(default_factory=dict)
 
     @classmethod
@@ -176,12 +175,6 @@ class Tables:
         return Links(self.logp, q, prune)
 
     # ------------------------------------------------------------ merges
-
-    def merge_gain(self, a: int, b: int) -> float:
-        """The exact change of L when tables a and b become one (the later root relinked)."""
-        members = np.union1d(self.members[a], self.members[b])
-        stats = {k: v + self.stats[b][k] for k, v in self.stats[a].items()}
-        return self.table_score(members, stats) - self.score[a] - self.score[b]
 
     def merge(self, a: int, b: int) -> int:
         """Tables a and b as one; returns its root."""
@@ -342,7 +335,7 @@ class Tables:
 
     def improve(self, rng: np.random.Generator, max_moves: int = 1000) -> list[Move]:
         """Apply the best of the screened merges and every table's best split while it raises
-        L by more than MIN_GAIN |L|; returns the moves made (also kept in ``moves``)."""
+        L by more than MIN_GAIN |L|; returns the moves made."""
         made = []
         for _ in range(max_moves):
             bound = self.bound()
@@ -359,5 +352,4 @@ class Tables:
                 gain, side, r = split
                 made.append(Move("split", (r,), self.split(r, side), gain, 0.0))
             made[-1].bound = self.bound()
-        self.moves += made
         return made
