@@ -14,9 +14,12 @@ the seqCRP's self-link weight and the DP's concentration: with f ≡ 1 the two a
 over partitions, so both bounds are lower bounds on the same log p(x).
 
 sec521 (Sec. 5.2.1): on each data set, --restarts (default 50; the paper: 300) restarts of
-  - seqCRP VI: ``ddcrp.fit.fit_sequence`` (decay "none", no window, prune 1e-6, the default) from
-    its drawn one-pass start; restart r uses the r-th stream spawned from SeedSequence([--seed, R,
-    0]), i.e. exactly ``fit_restarts(..., seed=that SeedSequence, restarts=--restarts)``;
+  - seqCRP VI: ``ddcrp.fit.fit_sequence`` (decay "none", no window, prune 1e-6, the default)
+    from the start ``fit.STARTS[r % 2]`` (the tables of a DP VB fit, or drawn in one pass), then
+    table moves (``fit.climb``, issue 34); restart r uses the r-th stream spawned from
+    SeedSequence([--seed, R, 0]), i.e. exactly ``fit_restarts(..., seed=that SeedSequence,
+    restarts=--restarts)``; with --plain also the ascent alone from the drawn start of the same
+    stream (the method before issue 34);
   - DP VB: bnpmix's plain truncated stick-breaking VB (no births, no merges), the algorithm of the
     ``vb`` engine called in-process: ``vb.local.batch_step`` (local step, Eq. 9) then
     ``Mixture.from_summary`` (global step, Eq. 10), its exact ELBO ``Mixture.elbo`` as the bound,
@@ -60,9 +63,10 @@ sec53 (Sec. 5.3): a 1-D switching-state sequence (data seed [--data-seed, 53]): 
   (``heldout_links``: links point backwards), and also to all of them with f ≡ 1 (the paper's
   5.2.2 setting). --chains (4) independent runs of each method, run c with the c-th
   generator spawned from SeedSequence([--seed, 53]):
-  - VI: ``fit.sampled_links`` (a drawn start) then one ``fit.ascend`` iteration at a time until
-    the relative ELBO change is below --tol (cap --max-iter), scored after the start and after
-    each iteration;
+  - VI: run c from ``fit.start_links`` of ``fit.STARTS[c % 2]`` (DP VB tables, or drawn) then
+    one ``fit.ascend`` iteration at a time until the relative ELBO change is below --tol (cap
+    --max-iter), scored after the start and after each iteration, then ``fit.climb`` (--rounds
+    10 rounds of table moves at most; 0: none), scored once after it;
   - Gibbs, two samplers: ``gibbs.LinkSampler`` (collapsed: θ integrated out) and
     ``gibbs.ThetaSampler`` (uncollapsed, the paper's kind: θ drawn per table, links by Neal's
     Algorithm 8 with one auxiliary table drawn from G_0), each from the same drawn start as VI
@@ -87,22 +91,23 @@ experiment prints tables and writes benchmarks/results/ddcrp_<name><--suffix>.js
 ddcrp_sec53.png. --quick: a smoke run (3 restarts, R = 1, 3, 5, 150 training items in sec53, 2
 runs of 20 sweeps). --plot PATH redraws the PNG of a saved JSON.
 
-Measured (default run, 2 cores shared with other work, ~9 min): sec521: seqCRP − DP VB best
-bounds 0.00 / 4.82 / −5.73 / 13.62 / 4.79 at R = 1..5 (log 5! = 4.79); from the true labels
-−27.1 / −36.9 / −3.82 / 4.52 / 4.79: the log K! advantage is there once the clusters separate
-(R >= 4), while at R = 3 DP VB's soft assignments bound higher; the DP VB from the seqCRP's own
-drawn starts beats the seqCRP at R = 2, 3, 4. Mean iterations: seqCRP 6-20, DP VB 142-269 (from
-its drawn starts 11-54). sec522: held-out gain of the decay +0.123 / +0.164 / +0.018 at R = 2,
-3, 4, −0.004 at R = 1, 0 at R = 5, mostly the seqCRP's restarts missing the 5-table optimum
-(from the true labels the seqCRP is within 0.003 of the decay at R >= 3). sec53 (82 s):
-VI converges (relative ELBO change 1e-8) in 16 iterations, 0.86 ± 0.16 s, and is within 0.01
-of its final held-out after 0.09 ± 0.02 s; the collapsed Gibbs chains settle (within 0.01 of
-their last-half mean) after 0.39 ± 0.12 s, the uncollapsed (the paper's kind) after 2.6 ± 1.3 s:
-VI converges faster in time, as the paper says, but to a worse held-out (−2.293 ± 0.018 per
-test item against −2.21 and −2.20; oracle −1.861), a level both samplers pass within 0.12-0.21
-s; VI from the collapsed chains' last states bounds 22-107 nats higher than from its own
-starts, so VI stops at worse local optima (the paper: Gibbs "may achieve better test
-likelihood in time depending on the initialization").
+Measured after issue 34 (``sec521 sec522 --restarts 10 --plain``, ``sec53``; 2 cores under a load of
+10-15, so seconds are several times the idle ones): see README's benchmarks section. Before issue 34
+(no table moves, drawn starts only; default run, 2 cores shared, ~9 min): sec521: seqCRP − DP VB
+best bounds 0.00 / 4.82 / −5.73 / 13.62 / 4.79 at R = 1..5 (log 5! = 4.79); from the true labels
+−27.1 / −36.9 / −3.82 / 4.52 / 4.79: the log K! advantage is there once the clusters separate (R >=
+4), while at R = 3 DP VB's soft assignments bound higher; the DP VB from the seqCRP's own drawn
+starts beats the seqCRP at R = 2, 3, 4. Mean iterations: seqCRP 6-20, DP VB 142-269 (from its drawn
+starts 11-54). sec522: held-out gain of the decay +0.123 / +0.164 / +0.018 at R = 2, 3, 4, −0.004 at
+R = 1, 0 at R = 5, mostly the seqCRP's restarts missing the 5-table optimum (from the true labels
+the seqCRP is within 0.003 of the decay at R >= 3). sec53 (82 s): VI converges (relative ELBO change
+1e-8) in 16 iterations, 0.86 ± 0.16 s, and is within 0.01 of its final held-out after 0.09 ± 0.02 s;
+the collapsed Gibbs chains settle (within 0.01 of their last-half mean) after 0.39 ± 0.12 s, the
+uncollapsed (the paper's kind) after 2.6 ± 1.3 s: VI converges faster in time, as the paper says,
+but to a worse held-out (−2.293 ± 0.018 per test item against −2.21 and −2.20; oracle −1.861), a
+level both samplers pass within 0.12-0.21 s; VI from the collapsed chains' last states bounds 22-107
+nats higher than from its own starts, so VI stops at worse local optima (the paper: Gibbs "may
+achieve better test likelihood in time depending on the initialization").
 
 Z is clipped at 0 before every held-out score: ``vi.Links.responsibilities`` held entries of
 about −1e−23 (the rank-one updates' rounding) and ``heldout_logpdf`` then returned NaN; it clips
@@ -129,7 +134,15 @@ import numpy as np
 from scipy.special import gammaln, logsumexp
 
 from bnpmix.algorithms.alloc.stick import StickBreaking
-from bnpmix.algorithms.ddcrp.fit import ascend, fit_sequence, sampled_links
+from bnpmix.algorithms.ddcrp.fit import (
+    ROUNDS,
+    STARTS,
+    ascend,
+    climb,
+    fit_sequence,
+    sampled_links,
+    start_links,
+)
 from bnpmix.algorithms.ddcrp.gibbs import LinkSampler, ThetaSampler, tables_of
 from bnpmix.algorithms.ddcrp.heldout import heldout_links, heldout_logpdf
 from bnpmix.algorithms.ddcrp.links import decay, dense, log_link_band
@@ -229,13 +242,16 @@ def _seq_summary(fit, X_test: np.ndarray, obs: Gauss, N: int) -> dict:
 
 
 def seq_restart(X: np.ndarray, X_test: np.ndarray, obs: Gauss, alpha: float, kind: str,
-                a: float, seed: np.random.SeedSequence, max_iter: int, tol: float) -> dict:
-    """One restart of ``fit_restarts``: fit_sequence from the drawn start of this stream."""
+                a: float, seed: np.random.SeedSequence, max_iter: int, tol: float,
+                start: str = "drawn", rounds: int = ROUNDS) -> dict:
+    """One restart of ``fit_restarts``: fit_sequence from the ``start`` of this stream, then
+    ``rounds`` rounds of table moves (``fit.climb``)."""
     N = len(X)
-    start = time.perf_counter()
+    clock = time.perf_counter()
     fit = fit_sequence(X, np.arange(N, dtype=float), obs, alpha, decay(kind, a),
-                       np.random.default_rng(seed), max_iter, tol, None, PRUNE)
-    return {**_seq_summary(fit, X_test, obs, N), "seconds": time.perf_counter() - start}
+                       np.random.default_rng(seed), max_iter, tol, None, PRUNE, start, rounds)
+    return {**_seq_summary(fit, X_test, obs, N), "seconds": time.perf_counter() - clock,
+            "start": start, "moves": len(fit.moves)}
 
 
 def seq_from_labels(X: np.ndarray, X_test: np.ndarray, labels: np.ndarray, obs: Gauss,
@@ -368,8 +384,13 @@ def sec521(args) -> dict:
         kpp = np.random.SeedSequence([args.seed, R, 1]).spawn(args.restarts)
         common = (args.max_iter, args.tol)
         for r in range(args.restarts):
-            tasks.append((seq_restart, (X, Xt, obs, alpha, "none", 1.0, streams[r], *common)))
+            tasks.append((seq_restart, (X, Xt, obs, alpha, "none", 1.0, streams[r], *common,
+                                        STARTS[r % len(STARTS)])))
             keys.append((R, "seqcrp"))
+            if args.plain:
+                tasks.append((seq_restart, (X, Xt, obs, alpha, "none", 1.0, streams[r], *common,
+                                            "drawn", 0)))
+                keys.append((R, "seqcrp_plain"))
             tasks.append((dp_restart, (X, Xt, obs, alpha, K, "kmeans++", kpp[r], *common)))
             keys.append((R, "dp"))
             tasks.append((dp_restart, (X, Xt, obs, alpha, K, "drawn", streams[r], *common)))
@@ -389,7 +410,8 @@ def sec521(args) -> dict:
         grouped.setdefault(key, []).append(res)
     rows = []
     for R in args.radii:
-        row = {"R": R, **{m: best_of(grouped[R, m]) for m in ("seqcrp", "dp", "dp_drawn")},
+        methods = ("seqcrp", "dp", "dp_drawn") + (("seqcrp_plain",) if args.plain else ())
+        row = {"R": R, **{m: best_of(grouped[R, m]) for m in methods},
                "seqcrp_truth": grouped[R, "seqcrp_truth"][0],
                "dp_truth": grouped[R, "dp_truth"][0]}
         row["diff"] = row["seqcrp"]["best"]["elbo"] - row["dp"]["best"]["elbo"]
@@ -411,6 +433,20 @@ def sec521(args) -> dict:
               f"{w['diff_drawn']:>8.2f} |{w['seqcrp_truth']['elbo']:>11.2f}"
               f"{w['dp_truth']['elbo']:>11.2f}{w['diff_truth']:>8.2f}"
               f"{w['log_joint_truth']:>12.2f}")
+    print("\nseqCRP restarts by start (best bound, restarts whose climb made table moves, "
+          "their moves; the vb start's own moves, before its first ascent, not counted):")
+    for w in rows:
+        runs = grouped[w["R"], "seqcrp"]
+        cells = []
+        for kind in STARTS:
+            mine = [x for x in runs if x["start"] == kind]
+            cells.append(f"{kind} {max(x['elbo'] for x in mine):.2f} "
+                         f"({sum(x['moves'] > 0 for x in mine)}/{len(mine)}, "
+                         f"{sum(x['moves'] for x in mine)})")
+        plain = w.get("seqcrp_plain", {}).get("best", {}).get("elbo", np.nan)
+        plain = (f"; without moves, drawn starts only: {plain:.2f} (diff to DP VB "
+                 f"{plain - w['dp']['best']['elbo']:.2f})" if args.plain else "")
+        print(f"{w['R']:>3}  " + "  ".join(cells) + plain)
     print("\niterations (mean over restarts; converged / restarts), tables (best restart: "
           "E[#tables] | >= 0.5 items; DP: components >= 0.5 items), seconds (all restarts)")
     print(f"{'R':>3}{'seq it':>8}{'conv':>6}{'DP it':>8}{'conv':>6}{'drawn it':>9}{'conv':>6}"
@@ -455,7 +491,7 @@ def sec522(args) -> dict:
             streams = np.random.SeedSequence([args.seed, R, code]).spawn(args.restarts)
             for r in range(args.restarts):
                 tasks.append((seq_restart, (X, Xt, obs, alpha, kind, a, streams[r],
-                                            args.max_iter, args.tol)))
+                                            args.max_iter, args.tol, STARTS[r % len(STARTS)])))
                 keys.append((R, name))
     start = time.perf_counter()
     results = run_all(tasks, args.jobs)
@@ -511,13 +547,14 @@ def warm_up(data: dict, obs: Gauss, alpha: float, a: float) -> None:
 
 
 def vi_run(data: dict, obs: Gauss, alpha: float, a: float, window: int | None,
-           seed: np.random.SeedSequence, max_iter: int, tol: float) -> dict:
+           seed: np.random.SeedSequence, max_iter: int, tol: float, start: str = "drawn",
+           rounds: int = ROUNDS) -> dict:
     warm_up(data, obs, alpha, a)
     X, score = data["x_train"], _scorer(data, a)
     rng = np.random.default_rng(seed)
     clock = time.perf_counter()
     logp = log_link_band(data["t_train"], alpha, decay("exponential", a), window)
-    links = sampled_links(X, logp, obs, rng, PRUNE)
+    links = start_links(X, logp, obs, alpha, start, rng, PRUNE)
     fit = ascend(X, links, obs, rng, 0, tol)  # the start's q(θ) and bound, no iteration
     seconds = time.perf_counter() - clock
     trace, elbo, converged = [], fit.elbo, False
@@ -534,8 +571,18 @@ def vi_run(data: dict, obs: Gauss, alpha: float, a: float, window: int | None,
             converged = True
             break
         elbo = fit.elbo
+    moves = 0
+    if rounds:
+        clock = time.perf_counter()
+        fit = climb(X, fit, obs, rng, max_iter, tol, rounds)
+        seconds += time.perf_counter() - clock
+        moves = len(fit.moves)
+        near, flat = score(fit.links.responsibilities, fit.post, obs)
+        trace.append({"iteration": trace[-1]["iteration"] + 1, "seconds": seconds,
+                      "heldout": float(near.mean()), "heldout_crp": float(flat.mean()),
+                      "elbo": fit.elbo, "tables": fit.n_tables, "climb": True})
     return {"trace": trace, "converged": converged, "iterations": trace[-1]["iteration"],
-            "seconds": seconds, "elbo": trace[-1]["elbo"]}
+            "seconds": seconds, "elbo": trace[-1]["elbo"], "start": start, "moves": moves}
 
 
 def gibbs_run(data: dict, obs: Gauss, alpha: float, a: float, window: int | None,
@@ -618,7 +665,8 @@ def sec53(args) -> dict:
           f"oracle held-out {data['oracle']:.4f} per test item")
     streams = np.random.SeedSequence([args.seed, 53]).spawn(args.chains)
     model = (data, obs, alpha, args.a53, args.window53)
-    tasks = [(vi_run, (*model, s, args.max_iter, args.tol)) for s in streams]
+    tasks = [(vi_run, (*model, s, args.max_iter, args.tol, STARTS[c % len(STARTS)],
+                       args.rounds)) for c, s in enumerate(streams)]
     for kind in SAMPLERS:
         tasks += [(gibbs_run, (*model, s, args.sweeps, kind)) for s in streams]
     start = time.perf_counter()
@@ -668,7 +716,7 @@ def sec53(args) -> dict:
     print("VI started at each collapsed Gibbs chain's last state (links one-hot), run to "
           "convergence:")
     for c, (v, w) in enumerate(zip(vi, polish, strict=True)):
-        print(f"run {c}: {w['iterations']:>3} it  bound {w['elbo']:>9.2f} (VI from its drawn "
+        print(f"run {c}: {w['iterations']:>3} it  bound {w['elbo']:>9.2f} (VI from its own "
               f"start: {v['elbo']:.2f})  tables {w['tables']:>6.2f}  held-out {w['heldout']:.4f}"
               f" | {w['heldout_crp']:.4f}")
     summary = {
@@ -802,6 +850,10 @@ def main() -> None:
     p.add_argument("--data-seed", type=int, default=0)
     p.add_argument("--alpha", type=float, default=0.1)
     p.add_argument("--truncation", type=int, default=50, help="DP VB's K")
+    p.add_argument("--rounds", type=int, default=ROUNDS,
+                   help="sec53: VI's rounds of table moves after its ascent (0: none)")
+    p.add_argument("--plain", action="store_true",
+                   help="sec521: also the seqCRP without table moves, drawn starts only")
     p.add_argument("--max-iter", type=int, default=1000)
     p.add_argument("--tol", type=float, default=1e-8, help="relative ELBO change to stop at")
     p.add_argument("--radii", type=float, nargs="+", default=[1, 2, 3, 4, 5])

@@ -4,7 +4,12 @@ ascent alternating the tables' q(θ_j), λ_j = λ_0 + Σ_s Z_sj t(x_s) (any obse
 and a sweep over the links' q(c_i) in random order (``vi.Links``). The ELBO is the links' term
 plus the observation model's Σ_j [Σ_s Z_sj E log p(x_s | θ_j) + E log G_0(θ_j) − E log q(θ_j)];
 each half-step is an exact coordinate maximisation, so without pruning it never decreases.
-The bound has many local optima: ``fit_restarts`` keeps the best of several starts.
+The bound has many local optima (issue 34). A start is either drawn in one pass
+(``sampled_links``) or the tables of a truncated DP VB fit of the sequence (``vb_labels``), each
+customer linked to the earlier members of its table; after the ascent, ``climb`` alternates
+moves over whole tables on the fit's hard partition (``moves.Tables``: merges and splits, each
+accepted only if the exact bound rises) with a new ascent, kept only if its bound beats the
+fit's. ``fit_restarts`` keeps the best of several such starts.
 """
 
 from __future__ import annotations
@@ -14,9 +19,22 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..alloc.stick import StickBreaking
+from ..mixture import Mixture
 from ..obs.base import Arrays, Data, ObsModel
+from ..vb.birth import fresh_vb
+from ..vb.init import nearest_seed
+from ..vb.local import responsibilities
 from .links import log_link_band
+from .moves import Move, Tables, roots_of
 from .vi import Links
+
+STARTS = ("vb", "drawn")  # restart r starts from STARTS[r % 2] by default
+VB_K = 50  # the DP VB start's truncation (at most N)
+VB_ITER = 50  # its local + global steps at most (or a relative ELBO change of VB_TOL)
+VB_TOL = 1e-6
+VB_CUT = np.log(1e-3)  # its components cut where log p(link) < log p(self-link) + VB_CUT
+ROUNDS = 10  # climb's rounds of table moves + ascent at most
 
 
 @dataclass
@@ -31,6 +49,7 @@ class SequenceFit:
     trace: list[tuple[float, float]] = field(default_factory=list)
     iterations: int = 0
     converged: bool = False
+    moves: list[Move] = field(default_factory=list)
 
     @property
     def n_tables(self) -> float:
@@ -76,30 +95,92 @@ def table_stats(X: Data, links: Links, obs: ObsModel) -> tuple[np.ndarray, Array
     return Z.sum(0), obs.stats(X, Z)
 
 
+def vb_labels(X: Data, obs: ObsModel, alpha: float, rng: np.random.Generator,
+              K: int = VB_K, max_iter: int = VB_ITER, tol: float = VB_TOL) -> np.ndarray:
+    """The tables of a start: truncated stick-breaking DP VB with concentration α (the vb
+    engine's algorithm, from the items hard-assigned to the nearest of K k-means++ seeds) run
+    to convergence, each item at its most probable component."""
+    K = min(K, X.shape[0])
+    alloc = StickBreaking(alpha)
+    S = fresh_vb(X, obs, alloc, nearest_seed(obs.features(X), K, rng), K, max_iter, tol)
+    R, _ = responsibilities(X, obs, Mixture.from_summary(obs, alloc, S).globals())
+    return R.argmax(1)
+
+
+def start_links(X: Data, logp: np.ndarray, obs: ObsModel, alpha: float, start: str,
+                rng: np.random.Generator, prune: float) -> Links:
+    """A start: ``drawn`` in one pass (``sampled_links``) or the components of ``vb_labels``,
+    cut where the link to the nearest earlier member is 1,000 times less probable than the
+    self-link
+    (``moves.roots_of``), improved by table moves (``moves.Tables.improve``), each customer
+    linked to the earlier members of its table ∝ p(c_i) (``moves.Tables.links``)."""
+    if start == "drawn":
+        return sampled_links(X, logp, obs, rng, prune)
+    if start == "vb":
+        # DP VB ignores the order: its components are cut where a customer's link to its
+        # nearest earlier one is far less likely than its self-link; the moves then mend
+        labels = roots_of(vb_labels(X, obs, alpha, rng), logp, logp[:, 0] + VB_CUT)
+        tables = Tables.of(X, labels, logp, obs)
+        tables.improve(rng)
+        return tables.links(prune)
+    raise ValueError(f"start must be one of {STARTS}, not {start!r}")
+
+
+def hardened(links: Links) -> np.ndarray:
+    """Each customer's most probable table (a root)."""
+    return links.cols[links.responsibilities.argmax(1)]
+
+
+def climb(X: Data, fit: SequenceFit, obs: ObsModel, rng: np.random.Generator,
+          max_iter: int = 200, tol: float = 1e-8, rounds: int = ROUNDS) -> SequenceFit:
+    """Up to ``rounds`` times: moves over whole tables from the fit's hard partition
+    (``Tables.improve``, each raising the partition's exact bound), then coordinate ascent from
+    the moved partition; the new fit replaces the old only if its bound is higher, else the
+    climb stops. The bound of the fit returned is never below the one given; its trace is the
+    accepted ascents' traces in turn (each starts at its moved partition's bound, which may lie
+    below the soft fit it came from)."""
+    for _ in range(rounds):
+        tables = Tables.of(X, hardened(fit.links), fit.links.logp, obs)
+        made = tables.improve(rng)
+        if not made:
+            break
+        new = ascend(X, tables.links(fit.links.prune), obs, rng, max_iter, tol)
+        if new.elbo <= fit.elbo + tol * abs(fit.elbo):
+            break
+        new.moves, new.trace = fit.moves + made, fit.trace + new.trace
+        new.iterations += fit.iterations
+        fit = new
+    return fit
+
+
 def fit_sequence(X: Data, positions: np.ndarray, obs: ObsModel, alpha: float,
                  f: Callable[[np.ndarray], np.ndarray], rng: np.random.Generator,
                  max_iter: int = 200, tol: float = 1e-8, window: int | None = None,
-                 prune: float = 1e-6) -> SequenceFit:
-    """Coordinate ascent from a drawn start until the ELBO's relative change is below ``tol``;
-    links to the ``window`` most recent customers only, self-links below ``prune`` closed."""
+                 prune: float = 1e-6, start: str = "drawn", rounds: int = ROUNDS
+                 ) -> SequenceFit:
+    """Coordinate ascent from a ``start`` (``start_links``) until the ELBO's relative change
+    is below ``tol``, then ``climb`` (``rounds`` = 0: none); links to the ``window`` most recent
+    customers only, self-links below ``prune`` closed."""
     logp = log_link_band(positions, alpha, f, window)
-    return ascend(X, sampled_links(X, logp, obs, rng, prune), obs, rng, max_iter, tol)
+    fit = ascend(X, start_links(X, logp, obs, alpha, start, rng, prune), obs, rng, max_iter, tol)
+    return climb(X, fit, obs, rng, max_iter, tol, rounds)
 
 
 def fit_restarts(X: Data, positions: np.ndarray, obs: ObsModel, alpha: float,
                  f: Callable[[np.ndarray], np.ndarray], seed: int | np.random.SeedSequence,
                  restarts: int = 10, max_iter: int = 200, tol: float = 1e-8,
-                 window: int | None = None, prune: float = 1e-6
+                 window: int | None = None, prune: float = 1e-6,
+                 starts: tuple[str, ...] = STARTS, rounds: int = ROUNDS
                  ) -> tuple[SequenceFit, list[float]]:
-    """The best of ``restarts`` fits from independent drawn starts (restart r uses the r-th
-    stream spawned from ``seed``), and every restart's final ELBO."""
+    """The best of ``restarts`` fits (restart r from ``starts[r % len(starts)]``, with the
+    r-th stream spawned from ``seed``), and every restart's final ELBO."""
     if restarts < 1:
         raise ValueError(f"restarts must be at least 1, not {restarts}")
     seq = seed if isinstance(seed, np.random.SeedSequence) else np.random.SeedSequence(seed)
     best, elbos = None, []
-    for s in seq.spawn(restarts):  # only the best fit so far is kept
+    for r, s in enumerate(seq.spawn(restarts)):  # only the best fit so far is kept
         fit = fit_sequence(X, positions, obs, alpha, f, np.random.default_rng(s), max_iter, tol,
-                           window, prune)
+                           window, prune, starts[r % len(starts)], rounds)
         elbos.append(fit.elbo)
         if best is None or fit.elbo > best.elbo:
             best = fit

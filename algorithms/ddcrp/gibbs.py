@@ -65,6 +65,15 @@ def log_joint(links: np.ndarray, X: Data, logp: np.ndarray, obs: ObsModel) -> fl
     return prior + float(obs.log_marginal(R.sum(0), obs.stats(X, R)).sum())
 
 
+def item_stats(X: Data, obs: ObsModel) -> Arrays:
+    """Each row's own statistics t(x_s): arrays with a leading N axis (in chunks of rows)."""
+    N = X.shape[0]
+    parts = [obs.stats(X[a:a + _CHUNK], np.eye(min(_CHUNK, N - a))) for a in range(0, N, _CHUNK)]
+    if not parts:
+        return {k: np.zeros((0, *s)) for k, s in obs.stat_shapes().items()}
+    return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
+
+
 def _check_links(links: np.ndarray) -> np.ndarray:
     c = np.asarray(links)
     if c.ndim != 1 or (c.size and not np.issubdtype(c.dtype, np.integer)):
@@ -163,16 +172,8 @@ class LinkSampler(_Chain):
     def __init__(self, X: Data, logp: np.ndarray, obs: ObsModel,
                  links: np.ndarray | None = None) -> None:
         super().__init__(X, logp, obs, links)
-        self._items = self._item_stats()
+        self._items = item_stats(X, obs)
         self._refresh(None)
-
-    def _item_stats(self) -> Arrays:
-        """Each customer's own statistics t(x_s): arrays with a leading N axis."""
-        parts = [self.obs.stats(self.X[a:a + _CHUNK], np.eye(min(_CHUNK, self.N - a)))
-                 for a in range(0, self.N, _CHUNK)]
-        if not parts:
-            return {k: np.zeros((0, *s)) for k, s in self.obs.stat_shapes().items()}
-        return {k: np.concatenate([p[k] for p in parts]) for k in parts[0]}
 
     def _refresh(self, rng: np.random.Generator | None) -> None:
         """Labels, counts, statistics and log marginals of every table from scratch, stored at

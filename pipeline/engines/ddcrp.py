@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from bnpmix.algorithms.ddcrp.fit import fit_restarts
+from bnpmix.algorithms.ddcrp.fit import ROUNDS, STARTS, fit_restarts
 from bnpmix.algorithms.ddcrp.links import DECAYS, decay
 from bnpmix.algorithms.ddcrp.model import SequenceMixture
 from bnpmix.algorithms.obs.base import Data, ObsModel
@@ -37,6 +37,7 @@ from ..runtime.data import stack_rows
 from ..runtime.engine import Engine, Fitted, State, Step, register
 
 WAVE = 32  # sequences per step
+STARTS_BY_NAME = {"mixed": STARTS, "vb": ("vb",), "drawn": ("drawn",)}
 SCALARS = ("sequence", "elbo", "iterations", "converged", "n_tables", "seconds")
 
 
@@ -69,6 +70,12 @@ class DDCRPConfig:
                           within="[1, inf)")
     rel_tol: float = opt(1e-7, "stop a start when the ELBO changes by less than this fraction "
                      "(0: run every iteration)", within="[0, inf)")
+    starts: str = opt("mixed", "ddcrp's starts: the tables of a DP VB fit of the sequence (vb), "
+                      "drawn in one pass (drawn), or the two in turn (mixed)",
+                      choices=tuple(STARTS_BY_NAME))
+    table_rounds: int = opt(ROUNDS, "rounds of moves over whole tables (merges, splits: each "
+                            "kept only if the exact bound rises) after each start's ascent "
+                            "(0: none)", within="[0, inf)")
 
 
 def sequence_layout(batch: Batch, column: str, position_column: str | None
@@ -126,7 +133,8 @@ def fit_one(X: Data, positions: np.ndarray, obs: ObsModel, params: dict[str, Any
     f = decay(params["decay"], params["decay_a"])
     best, elbos = fit_restarts(X, positions, obs, params["alpha"], f, seed, params["restarts"],
                                params["iterations"], params["tol"], params["window"],
-                               params["prune"])
+                               params["prune"], STARTS_BY_NAME[params["starts"]],
+                               params["table_rounds"])
     q = best.links.q
     d = q.argmax(1)
     return {"Z": best.links.responsibilities, "post": best.post, "positions": positions,
@@ -205,7 +213,8 @@ class DDCRPEngine(Engine):
         return {"column": self.column, "position_column": cfg.position_column,
                 "decay": cfg.decay, "decay_a": cfg.decay_a, "alpha": cfg.alpha,
                 "window": cfg.window, "prune": cfg.prune, "iterations": cfg.iterations,
-                "tol": cfg.rel_tol, "restarts": self.ctx.restarts, "seed": self.ctx.seed}
+                "tol": cfg.rel_tol, "restarts": self.ctx.restarts, "seed": self.ctx.seed,
+                "starts": cfg.starts, "table_rounds": cfg.table_rounds}
 
     def start(self) -> None:
         if self.ctx.obs.shared_shapes():

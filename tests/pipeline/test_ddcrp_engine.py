@@ -259,9 +259,23 @@ def test_tdpm_still_takes_a_numeric_decay_on_the_command_line(tmp_path):
     assert RunDir(tmp_path / "run").load_summary()["config"]["engine"]["decay"] == 0.8
 
 
+def test_start_and_table_move_flags_reach_the_engine(data, default_run, tmp_path):
+    """--starts drawn --table-rounds 0 is the ascent alone from drawn starts; the default run's
+    restart 1 (a drawn start from the same stream, then table moves) never ends lower."""
+    run = tmp_path / "plain"
+    ok(cli("fit", data.corpus, "--out", run, *FIT, "--starts", "drawn", "--table-rounds", 0))
+    engine = json.loads((run / "job.json").read_text())["config"]["engine"]
+    assert engine["starts"] == "drawn" and engine["table_rounds"] == 0
+    plain, moved = sequences_of(run), sequences_of(default_run)
+    assert plain["sequence"].tolist() == moved["sequence"].tolist()
+    for a, b in zip(plain["restart_elbos"], moved["restart_elbos"], strict=True):
+        assert b[1] >= a[1] - 1e-9 * abs(a[1])
+
+
 def test_fit_help_lists_the_ddcrp_flags():
     text = ok(cli("fit", "--help")).stdout
-    for flag in ("--decay-a", "--sequence-column", "--position-column", "--decay", "--window"):
+    for flag in ("--decay-a", "--sequence-column", "--position-column", "--decay", "--window",
+                 "--starts", "--table-rounds"):
         assert flag in text, flag
     assert "exponential" in text  # the ddcrp meaning of --decay is documented
 
