@@ -149,6 +149,14 @@ def at(data: Any, path: str) -> Any:
     return data
 
 
+def maybe(row: dict[str, Any], path: str) -> Any:
+    """``row`` at ``path``, or None where the row has no such entry (a blank cell)."""
+    try:
+        return at(row, path)
+    except (KeyError, IndexError):
+        return None
+
+
 def cell(value: Any) -> str:
     if isinstance(value, bool) or value is None:
         return str(value).lower() if value is not None else "—"
@@ -162,14 +170,18 @@ def cell(value: Any) -> str:
 
 
 def rows_of(data: Any, path: str) -> list[dict[str, Any]]:
-    """The rows at ``path``: a list of objects, or an object of objects (its keys as ``key``);
-    ``a.*.b`` takes ``b`` of every entry of ``a``, keyed by the entry's name."""
-    if ".*." in path:
-        head, tail = path.split(".*.", 1)
-        out = []
+    """The rows at ``path``: a list of objects, or an object of objects (its keys as ``key``).
+    ``a.*`` or ``a.*.b`` walks every entry of the object ``a`` (``b`` of each), keyed by the
+    entry's name: a list gives a row per element, an object one row."""
+    parts = path.split(".")
+    if "*" in parts:
+        star = parts.index("*")
+        head, tail = ".".join(parts[:star]), ".".join(parts[star + 1:])
+        out: list[dict[str, Any]] = []
         for key, value in at(data, head).items():
-            for row in rows_of(value, tail):
-                out.append({"key": key, **row})
+            found = at(value, tail)
+            out += ([{"key": key, **r} for r in found] if isinstance(found, list)
+                    else [{"key": key, **found}])
         return out
     found = at(data, path)
     if isinstance(found, dict):
@@ -206,7 +218,7 @@ class BenchmarkDirective(SphinxDirective):
             if "rows" in self.options:
                 columns = [c.strip() for c in self.options["columns"].split(",")]
                 rows = rows_of(data, self.options["rows"])
-                out.append(table(columns, [[cell(at(r, c)) for c in columns] for r in rows]))
+                out.append(table(columns, [[cell(maybe(r, c)) for c in columns] for r in rows]))
             if "values" in self.options:
                 keys = [c.strip() for c in self.options["values"].split(",")]
                 out.append(table(["figure", "value"], [[k, cell(at(data, k))] for k in keys],
@@ -216,8 +228,27 @@ class BenchmarkDirective(SphinxDirective):
         return out
 
 
+class ScriptsDirective(SphinxDirective):
+    """Every runnable script in benchmarks/: its command and its docstring's first sentence."""
+
+    def run(self) -> list[nodes.Node]:
+        items = nodes.bullet_list()
+        for script in sorted((ROOT / "benchmarks").glob("*.py")):
+            text = script.read_text()
+            if script.name.startswith("_") or "__main__" not in text:
+                continue  # helpers and data generators
+            self.env.note_dependency(str(script))
+            doc = (ast.get_docstring(ast.parse(text)) or "").split("\n\n")[0]
+            entry = nodes.list_item()
+            entry += nodes.literal_block(text=command(script), language="bash")
+            entry += nodes.paragraph(text=" ".join(doc.split()))
+            items += entry
+        return [items]
+
+
 def setup(app: Any) -> dict[str, Any]:
     app.add_directive("bnpmix-options", OptionsDirective)
     app.add_directive("bnpmix-benchmark", BenchmarkDirective)
     app.add_directive("bnpmix-dask-settings", SettingsDirective)
+    app.add_directive("bnpmix-benchmark-scripts", ScriptsDirective)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
