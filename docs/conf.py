@@ -1,4 +1,6 @@
-"""Sphinx configuration of bnpmix's documentation (``sphinx-build -W -b html docs docs/_build/html``)."""
+"""Sphinx configuration of bnpmix's documentation.
+
+Built by ``sphinx-build -W -b html docs docs/_build/html`` (.ci/run)."""
 
 import re
 import sys
@@ -10,13 +12,14 @@ sys.path.insert(0, str(Path(__file__).parent / "_ext"))
 
 project = "bnpmix"
 author = "the bnpmix authors"
-copyright = "the bnpmix authors"  # noqa: A001  (Sphinx's name)
+copyright = "the bnpmix authors"
 version = release = bnpmix.__version__
 
 extensions = [
     "sphinx.ext.autodoc",
     "sphinx.ext.autosummary",
     "sphinx.ext.mathjax",
+    "sphinx-mathjax-offline",  # MathJax served from _static: the pages work without a network
     "numpydoc",
     "sphinx_gallery.gen_gallery",
     "bnpmix_docs",  # docs/_ext: the option table and the benchmark figures, rendered at build
@@ -27,6 +30,7 @@ exclude_patterns = ["_build", "examples", "auto_examples/*.ipynb", "auto_example
                     "sg_execution_times.rst"]
 templates_path = ["_templates"]
 default_role = "literal"
+smartquotes = False  # --flags and '' stay as typed
 
 autosummary_generate = True
 autodoc_default_options = {"members": True, "show-inheritance": False}

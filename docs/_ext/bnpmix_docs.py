@@ -12,7 +12,7 @@ import ast
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from docutils import nodes
 from docutils.parsers.rst import directives
@@ -60,10 +60,27 @@ def allowed(row: Any) -> str:
     return row.within or ""
 
 
+def option_entry(row: Any, one: Any) -> nodes.definition_list_item:
+    """One option as a definition: flag and job key; default, values, engines; its help."""
+    term = nodes.term()
+    term += [nodes.literal(text=row.flag), nodes.Text("  ·  job key "),
+             nodes.literal(text=row.name)]
+    facts = nodes.paragraph()
+    facts += [nodes.Text("default "), nodes.literal(text=shown(one.default))]
+    if allowed(one):
+        facts += [nodes.Text(" · values "), nodes.literal(text=allowed(one))]
+    facts += nodes.Text(" · engines: " + (", ".join(row.engines) or "all"))
+    body = nodes.definition()
+    body += [facts, nodes.paragraph(text=one.help)]
+    item = nodes.definition_list_item()
+    item += [term, body]
+    return item
+
+
 class OptionsDirective(SphinxDirective):
     """Rows of the option table: ``:sections: run model`` and/or ``:engines: memo vb``."""
 
-    option_spec = {"sections": directives.unchanged, "engines": directives.unchanged,
+    option_spec: ClassVar = {"sections": directives.unchanged, "engines": directives.unchanged,
                    "names": directives.unchanged}
 
     def run(self) -> list[nodes.Node]:
@@ -72,17 +89,15 @@ class OptionsDirective(SphinxDirective):
         sections = set(self.options.get("sections", "").split())
         engines = self.options.get("engines", "").split()
         names = set(self.options.get("names", "").split())
-        rows = []
+        out = nodes.definition_list(classes=["bnpmix-options"])
         for row in options():
             taken = [e for e in row.engines if e in engines]
             if row.name in names or row.section in sections or taken:
                 one = row.for_engine(taken[0]) if len(engines) == 1 and taken else row
-                rows.append([f"{row.name}  ({row.flag})", shown(one.default), allowed(one),
-                             ", ".join(row.engines) or "all", one.help])
-        if not rows:
+                out += option_entry(row, one)
+        if not out.children:
             raise self.error(f"no option matches {self.options}")
-        return [table(["job key (flag)", "default", "values", "engines", "what it sets"],
-                      rows, [18, 10, 12, 10, 50])]
+        return [out]
 
 
 # -- Dask settings --------------------------------------------------------------------------
@@ -195,7 +210,7 @@ class BenchmarkDirective(SphinxDirective):
     a table of ``:columns:`` over the rows at ``:rows:`` and/or the values at ``:values:``."""
 
     required_arguments = 1  # the script's name, without .py
-    option_spec = {"json": directives.unchanged, "rows": directives.unchanged,
+    option_spec: ClassVar = {"json": directives.unchanged, "rows": directives.unchanged,
                    "columns": directives.unchanged, "values": directives.unchanged,
                    "caption": directives.unchanged, "no-command": directives.flag}
 

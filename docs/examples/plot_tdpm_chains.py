@@ -31,15 +31,18 @@ print(f"true chains: {truth.max() + 1}, chains in the final sample: {chains['cha
 print(epochs_table.head())
 
 # %%
-# Each chain's posterior mean state (``state_0``) (first coordinate) over the epochs it is alive, over the
-# data; and the number of chains alive per epoch.
+# Each chain's posterior mean state, first coordinate (``state_0``), over the epochs it is
+# alive, over the data; and the number of chains with items per epoch (``epochs.parquet``)
+# against the truth.
 fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
 left.scatter(epochs, X[:, 0], s=3, c="0.6")
 for _, chain in chains.groupby("chain"):
     left.plot(chain["epoch"], chain["state_0"], lw=2)
 left.set(xlabel="epoch", ylabel="x[0]", title="chains' states")
-alive = [c for c in epochs_table.columns if "alive" in c][0]
-right.step(epochs_table.index, epochs_table[alive], where="mid")
-right.set(xlabel="epoch", ylabel=alive, title="chains alive")
+occupied = [len(set(truth[epochs == t])) for t in range(epochs.max() + 1)]
+right.step(epochs_table["epoch"], epochs_table["occupied"], where="mid", label="final sample")
+right.step(epochs_table["epoch"], occupied, where="mid", ls="--", label="truth")
+right.set(xlabel="epoch", ylabel="chains with items", title="chains per epoch")
+right.legend()
 fig.tight_layout()
 plt.show()
