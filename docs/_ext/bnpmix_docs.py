@@ -1,0 +1,269 @@
+"""Sphinx directives that render bnpmix's own tables at build time, so the docs never retype them.
+
+``.. bnpmix-options::`` renders rows of the option table (``bnpmix.pipeline.config.options()``,
+the table ``bnpmix fit --help`` and job files are built from); ``.. bnpmix-benchmark::`` renders
+figures from a ``benchmarks/results/*.json`` file with the command that produced it (taken from
+the script's docstring) and the date the file was committed.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import subprocess
+from pathlib import Path
+from typing import Any, ClassVar
+
+from docutils import nodes
+from docutils.parsers.rst import directives
+from sphinx.util.docutils import SphinxDirective
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def table(header: list[str], rows: list[list[str]], widths: list[int] | None = None) -> nodes.table:
+    """A docutils table of plain-text cells (no markup is interpreted in them)."""
+    widths = widths or [1] * len(header)
+    group = nodes.tgroup(cols=len(header))
+    group += [nodes.colspec(colwidth=w) for w in widths]
+    head, body = nodes.thead(), nodes.tbody()
+    for cells, part in (([header], head), (rows, body)):
+        for cells_row in cells:
+            row = nodes.row()
+            for text in cells_row:
+                row += nodes.entry("", nodes.paragraph(text=str(text)))
+            part += row
+    group += [head, body]
+    out = nodes.table(classes=["bnpmix-table"])
+    out += group
+    return out
+
+
+# -- the option table ------------------------------------------------------------------------
+
+def shown(value: Any) -> str:
+    """An option's default as a job file would write it."""
+    if value is None:
+        return "(unset)"
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, tuple | list):
+        return ",".join(map(str, value)) or "''"
+    if isinstance(value, dict):
+        return json.dumps(value) if value else "{}"
+    return str(value)
+
+
+def allowed(row: Any) -> str:
+    if row.choices:
+        return " | ".join(row.choices)
+    return row.within or ""
+
+
+def option_entry(row: Any, one: Any) -> nodes.definition_list_item:
+    """One option as a definition: flag and job key; default, values, engines; its help."""
+    term = nodes.term()
+    term += [nodes.literal(text=row.flag), nodes.Text("  ·  job key "),
+             nodes.literal(text=row.name)]
+    facts = nodes.paragraph()
+    facts += [nodes.Text("default "), nodes.literal(text=shown(one.default))]
+    if allowed(one):
+        facts += [nodes.Text(" · values "), nodes.literal(text=allowed(one))]
+    facts += nodes.Text(" · engines: " + (", ".join(row.engines) or "all"))
+    body = nodes.definition()
+    body += [facts, nodes.paragraph(text=one.help)]
+    item = nodes.definition_list_item()
+    item += [term, body]
+    return item
+
+
+class OptionsDirective(SphinxDirective):
+    """Rows of the option table: ``:sections: run model`` and/or ``:engines: memo vb``."""
+
+    option_spec: ClassVar = {"sections": directives.unchanged, "engines": directives.unchanged,
+                   "names": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        from bnpmix.pipeline.config import options
+
+        sections = set(self.options.get("sections", "").split())
+        engines = self.options.get("engines", "").split()
+        names = set(self.options.get("names", "").split())
+        out = nodes.definition_list(classes=["bnpmix-options"])
+        for row in options():
+            taken = [e for e in row.engines if e in engines]
+            if row.name in names or row.section in sections or taken:
+                one = row.for_engine(taken[0]) if len(engines) == 1 and taken else row
+                out += option_entry(row, one)
+        if not out.children:
+            raise self.error(f"no option matches {self.options}")
+        return [out]
+
+
+# -- Dask settings --------------------------------------------------------------------------
+
+def settings_rows(text: str) -> list[list[str]]:
+    """(key, default, the comment above it) for each key of the shipped bnpmix.yaml."""
+    rows, comment = [], []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if not line.startswith("  "):
+            comment = []
+        elif stripped.startswith("#"):
+            comment.append(stripped.lstrip("#").strip())
+        elif ":" in stripped:
+            key, value = (p.strip() for p in stripped.split(":", 1))
+            rows.append([f"bnpmix.{key}", value, " ".join(comment)])
+            comment = []
+    return rows
+
+
+class SettingsDirective(SphinxDirective):
+    """bnpmix's keys in Dask's configuration, from the package's bnpmix.yaml."""
+
+    def run(self) -> list[nodes.Node]:
+        import importlib.resources
+
+        text = (importlib.resources.files("bnpmix.pipeline") / "bnpmix.yaml").read_text()
+        return [table(["key", "default", "what it sets"], settings_rows(text), [16, 8, 60])]
+
+
+# -- benchmark results -------------------------------------------------------------------------
+
+def command(script: Path) -> str:
+    """The usage lines of a benchmark script's docstring (``python benchmarks/...`` and its
+    indented continuation lines), or the plain invocation when it has none."""
+    doc = ast.get_docstring(ast.parse(script.read_text())) or ""
+    lines = doc.splitlines()
+    for i, line in enumerate(lines):
+        if line.strip().startswith(f"python benchmarks/{script.name}"):
+            indent = len(line) - len(line.lstrip())
+            block = [line.strip()]
+            for more in lines[i + 1:]:
+                if not more.strip() or len(more) - len(more.lstrip()) <= indent:
+                    break
+                block.append("    " + more.strip())
+            return "\n".join(block)
+    return f"python benchmarks/{script.name}"
+
+
+def committed(path: Path) -> str:
+    """The date the file was last committed (git), or why there is none."""
+    try:
+        out = subprocess.run(["git", "log", "-1", "--format=%cs", "--", str(path)], cwd=ROOT,
+                             capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        out = ""
+    return out or "not committed"
+
+
+def at(data: Any, path: str) -> Any:
+    """``data`` at a dotted path (``tdpm.gvi``; list indices as numbers)."""
+    for key in filter(None, path.split(".")):
+        data = data[int(key)] if isinstance(data, list) else data[key]
+    return data
+
+
+def maybe(row: dict[str, Any], path: str) -> Any:
+    """``row`` at ``path``, or None where the row has no such entry (a blank cell)."""
+    try:
+        return at(row, path)
+    except (KeyError, IndexError):
+        return None
+
+
+def cell(value: Any) -> str:
+    if isinstance(value, bool) or value is None:
+        return str(value).lower() if value is not None else "—"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    if isinstance(value, list):
+        return ", ".join(cell(v) for v in value[:12]) + (" ..." if len(value) > 12 else "")
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {cell(v)}" for k, v in value.items())
+    return str(value)
+
+
+def rows_of(data: Any, path: str) -> list[dict[str, Any]]:
+    """The rows at ``path``: a list of objects, or an object of objects (its keys as ``key``).
+    ``a.*`` or ``a.*.b`` walks every entry of the object ``a`` (``b`` of each), keyed by the
+    entry's name: a list gives a row per element, an object one row."""
+    parts = path.split(".")
+    if "*" in parts:
+        star = parts.index("*")
+        head, tail = ".".join(parts[:star]), ".".join(parts[star + 1:])
+        out: list[dict[str, Any]] = []
+        for key, value in at(data, head).items():
+            found = at(value, tail)
+            out += ([{"key": key, **r} for r in found] if isinstance(found, list)
+                    else [{"key": key, **found}])
+        return out
+    found = at(data, path)
+    if isinstance(found, dict):
+        return [{"key": k, **(v if isinstance(v, dict) else {"value": v})}
+                for k, v in found.items()]
+    return list(found)
+
+
+class BenchmarkDirective(SphinxDirective):
+    """Figures of ``benchmarks/results/<json>``: the command that wrote them, the date, and
+    a table of ``:columns:`` over the rows at ``:rows:`` and/or the values at ``:values:``."""
+
+    required_arguments = 1  # the script's name, without .py
+    option_spec: ClassVar = {"json": directives.unchanged, "rows": directives.unchanged,
+                   "columns": directives.unchanged, "values": directives.unchanged,
+                   "caption": directives.unchanged, "no-command": directives.flag}
+
+    def run(self) -> list[nodes.Node]:
+        script = ROOT / "benchmarks" / f"{self.arguments[0]}.py"
+        result = ROOT / "benchmarks" / "results" / self.options.get("json",
+                                                                    f"{self.arguments[0]}.json")
+        for path in (script, result):
+            if not path.exists():
+                raise self.error(f"{path.relative_to(ROOT)} does not exist")
+            self.env.note_dependency(str(path))
+        data = json.loads(result.read_text())
+        out: list[nodes.Node] = []
+        if "no-command" not in self.options:
+            out.append(nodes.literal_block(text=command(script), language="bash"))
+        caption = self.options.get("caption", "")
+        source = f"benchmarks/results/{result.name}, committed {committed(result)}"
+        out.append(nodes.paragraph(text=f"{caption}{' — ' if caption else ''}from {source}:"))
+        try:
+            if "rows" in self.options:
+                columns = [c.strip() for c in self.options["columns"].split(",")]
+                rows = rows_of(data, self.options["rows"])
+                out.append(table(columns, [[cell(maybe(r, c)) for c in columns] for r in rows]))
+            if "values" in self.options:
+                keys = [c.strip() for c in self.options["values"].split(",")]
+                out.append(table(["figure", "value"], [[k, cell(at(data, k))] for k in keys],
+                                 [1, 2]))
+        except (KeyError, IndexError, TypeError) as exc:
+            raise self.error(f"{result.name}: no {exc} in the JSON") from None
+        return out
+
+
+class ScriptsDirective(SphinxDirective):
+    """Every runnable script in benchmarks/: its command and its docstring's first sentence."""
+
+    def run(self) -> list[nodes.Node]:
+        items = nodes.bullet_list()
+        for script in sorted((ROOT / "benchmarks").glob("*.py")):
+            text = script.read_text()
+            if script.name.startswith("_") or "__main__" not in text:
+                continue  # helpers and data generators
+            self.env.note_dependency(str(script))
+            doc = (ast.get_docstring(ast.parse(text)) or "").split("\n\n")[0]
+            entry = nodes.list_item()
+            entry += nodes.literal_block(text=command(script), language="bash")
+            entry += nodes.paragraph(text=" ".join(doc.split()))
+            items += entry
+        return [items]
+
+
+def setup(app: Any) -> dict[str, Any]:
+    app.add_directive("bnpmix-options", OptionsDirective)
+    app.add_directive("bnpmix-benchmark", BenchmarkDirective)
+    app.add_directive("bnpmix-dask-settings", SettingsDirective)
+    app.add_directive("bnpmix-benchmark-scripts", ScriptsDirective)
+    return {"parallel_read_safe": True, "parallel_write_safe": True}
