@@ -81,21 +81,41 @@ class BayesianMixture(*BASES):
 
     Parameters
     ----------
-    algorithm : the engine: "memo" (memoized online VB with births and merges, the default),
-        "vb", "sovb", "adf", "ep", "ddcrp", "tdpm" (see ``bnpmix fit --help``).
-    obs : the observation model ("gauss", "diag-gauss", "zm-gauss", "tied-gauss": one
-        covariance shared by all components, "mult"); default: "mult" for sparse counts,
-        "gauss" otherwise.
-    random_state : int seed (None: a fresh one for each fit).
-    **options : engine options by their job-file names, e.g. ``K=1, laps=100, alpha0=1.0``.
+    algorithm : str, default "memo"
+        The engine: "memo" (memoized online VB with births, merges and deletes), "vb", "sovb",
+        "adf", "ep", "ddcrp", "tdpm" (see ``bnpmix fit --help``).
+    obs : str or None, default None
+        The observation model: "auto", "gauss", "diag-gauss", "zm-gauss", "tied-gauss" (one
+        covariance shared by all components) or "mult". None: "mult" for sparse counts; for
+        dense data "auto" with memo, vb, sovb, adf and ep (the covariance structure whose fit
+        of a sample has the highest ELBO per item), "gauss" with tdpm and ddcrp.
+    random_state : int or None, default None
+        The seed (None: a fresh one for each fit).
+    **options
+        Engine options by their job-file names, e.g. ``K=1, laps=100, alpha0=1.0``.
 
-    Fitted attributes: ``weights_`` (E[w_k] of the active components), ``weight_new_`` (the
-    mass left for new ones), ``means_``, ``covariances_`` (Gaussian models: E[Σ_k], (K, D, D),
-    or its diagonals (K, D) for "diag-gauss"; for "tied-gauss" the shared E[Σ] in every row),
-    ``n_components_`` (active components), ``labels_`` (training items' most probable
-    component: an index into ``weights_``; a component may own no item), ``lower_bound_``
-    (the engine's objective: ELBO, or ADF/EP log-likelihood),
-    ``converged_``, ``n_iter_`` (laps), ``n_features_in_``, ``model_`` (the FittedModel).
+    Attributes
+    ----------
+    weights_ : ndarray of shape (K,)
+        E[w_k] of the active components, in decreasing order (the labels 0..K-1).
+    weight_new_ : float
+        The mass left for new components.
+    means_ : ndarray of shape (K, D)
+    covariances_ : ndarray
+        Gaussian models: E[Σ_k], (K, D, D); its diagonals (K, D) for "diag-gauss"; for
+        "tied-gauss" the shared E[Σ] in every row.
+    n_components_ : int
+        Active components.
+    labels_ : ndarray of shape (n,)
+        The training items' most probable component, an index into ``weights_`` (a component
+        may own no item).
+    lower_bound_ : float
+        The engine's objective: the ELBO, or ADF/EP's log-likelihood.
+    converged_ : bool
+    n_iter_ : int
+        Laps.
+    n_features_in_ : int
+    model_ : FittedModel
     """
 
     def __init__(self, algorithm: str = "memo", obs: str | None = None,
