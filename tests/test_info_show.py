@@ -44,7 +44,9 @@ def dense_run(tmp_path_factory) -> Path:
     X = np.concatenate([rng.normal(c, 0.4, size=(150, 2)) for c in CENTRES])
     np.save(root / "x.npy", X)
     ok("ingest", root / "x.npy", root / "corpus", "--partition-rows", "150")
-    ok("fit", root / "corpus", "--out", root / "run", "--laps", "6", "--seed", "0")
+    # the full Gaussian (these blobs share one covariance: --obs auto would choose tied-gauss)
+    ok("fit", root / "corpus", "--out", root / "run", "--laps", "6", "--seed", "0",
+       "--obs", "gauss")
     return root / "run"
 
 
