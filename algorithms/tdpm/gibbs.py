@@ -57,6 +57,7 @@ from ..alloc.rcrp import chain_log_factors, decay_weights, log_prior, pseudo_cou
 from .dynamics import RandomWalk, gauss_logpdf, gauss_product
 from .emission import Emission
 from .persistence import Persistence
+from .splitmerge import SplitMerge
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,8 @@ class ChainSampler:
 
     def __init__(self, epochs: np.ndarray, n_epochs: int, emission: Emission,
                  walk: RandomWalk, prior: RCRPPrior | FixedKPrior,
-                 persistence: Persistence | None = None, relink: bool = True):
+                 persistence: Persistence | None = None, relink: bool = True,
+                 split_merge: bool = True):
         self.epochs = np.asarray(epochs, dtype=np.int64)
         self.T = int(n_epochs)
         if self.epochs.size and (self.epochs.min() < 0 or self.epochs.max() >= self.T):
@@ -152,10 +154,12 @@ class ChainSampler:
         self.persist = persistence
         self.relinking = relink and persistence is None
         self.relinked = 0  # relinking moves accepted so far
+        self.decay_w = np.ones(1) if self.fixed else decay_weights(prior.window, prior.decay)
+        self.splitmerge = (SplitMerge(self) if split_merge and emission.exact
+                           and not self.fixed and persistence is None else None)
         if persistence is not None:
             if self.fixed:
                 raise ValueError("membership stability needs the recurrent CRP, not fixed K")
-            self._w = decay_weights(prior.window, prior.decay)
             self.y = np.zeros(len(self.epochs), dtype=bool)
             self.stay = np.zeros_like(self.counts)
             self.coin = np.full(len(self.epochs), -1, dtype=np.int8)
@@ -324,7 +328,7 @@ class ChainSampler:
     def _pseudo(self, chains: np.ndarray, epochs: np.ndarray) -> np.ndarray:
         """m_{c,s} for pairs (chain c ≥ 0, epoch s)."""
         m = np.zeros(len(chains))
-        for h, w in enumerate(self._w, start=1):
+        for h, w in enumerate(self.decay_w, start=1):
             ok = epochs >= h
             m[ok] += w * self.counts[epochs[ok] - h, chains[ok]]
         return m
@@ -601,15 +605,20 @@ class ChainSampler:
 
     # ---- sweeps ----------------------------------------------------------------------------
 
-    def members(self) -> dict[int, list[np.ndarray]]:
-        """Each active chain's items by epoch of its span (one sort of the seated items)."""
-        seated = np.flatnonzero(self.z >= 0)
+    def members(self, labels=None) -> dict[int, list[np.ndarray]]:
+        """Each active chain's (or each of ``labels``') items by epoch of its span (one sort of
+        the seated items)."""
+        if labels is None:
+            labels = np.flatnonzero(self.active)
+            seated = np.flatnonzero(self.z >= 0)
+        else:
+            seated = np.flatnonzero(np.isin(self.z, labels))
         order = seated[np.lexsort((self.epochs[seated], self.z[seated]))]
         keys = self.z[order] * self.T + self.epochs[order]
         cuts = np.flatnonzero(np.diff(keys)) + 1
         groups = np.split(order, cuts)
         out = {int(k): [np.zeros(0, np.int64)] * int(self.last[k] - self.first[k] + 1)
-               for k in np.flatnonzero(self.active)}
+               for k in labels}
         for g in groups:
             if g.size:
                 k = int(self.z[g[0]])
@@ -629,9 +638,8 @@ class ChainSampler:
 
     def resample_states(self, rng: np.random.Generator, labels=None) -> None:
         """Forward filtering, backward sampling of every chain's states over its span."""
-        members = self.members()
-        labels = np.flatnonzero(self.active) if labels is None else labels
-        for k in labels:
+        members = self.members(labels)
+        for k in members:
             self.phi[int(k)] = self.walk.ffbs(*self._pseudo_obs(int(k), members[int(k)]), rng)
 
     def smoothed_states(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -643,7 +651,8 @@ class ChainSampler:
         """One Gibbs sweep: every item of epochs >= ``start_epoch`` once (epochs in order, items
         shuffled within each; items not yet seated are seated sequentially, redrawing the states
         of the chains alive after each epoch), the relinking moves at every boundary after
-        ``start_epoch``, then every chain's states."""
+        ``start_epoch``, the split-merge moves (``splitmerge.py``), then every chain's
+        states."""
         for t in range(start_epoch, self.T):
             seating = bool(np.any(self.z[self.by_epoch[t]] < 0))
             for i in rng.permutation(self.by_epoch[t]):
@@ -652,6 +661,8 @@ class ChainSampler:
                 self.resample_states(rng, np.flatnonzero(self.active & (self.last == t)))
         if self.relinking:
             self.relink(rng, start_epoch)
+        if self.splitmerge is not None:
+            self.splitmerge.sweep(rng, start_epoch)
         self.resample_states(rng)
 
     def resample_variances(self, rng: np.random.Generator, noise: tuple[float, float] | None,
