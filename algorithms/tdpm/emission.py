@@ -65,7 +65,7 @@ class GaussianEmission:
 
     def pseudo_obs(self, items: np.ndarray, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The epoch's mean x̄ with variance Σ/n: N(x̄; φ, Σ/n) ∝ Π_i N(x_i; φ, Σ) in φ."""
-        return self.X[items].mean(0), np.full(self.dim, self.noise_var / len(items))
+        return self.X[items].sum(0) / len(items), np.full(self.dim, self.noise_var / len(items))
 
     def total_loglik(self, items: np.ndarray, phi: np.ndarray) -> float:
         return float(np.sum(gauss_logpdf(self.X[items], phi, self.noise_var)))

@@ -53,7 +53,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
-from ..alloc.rcrp import chain_log_factors, decay_weights, log_prior, pseudo_counts
+from ..alloc.rcrp import chain_log_factors, decay_weights, log_prior, own_factors, pseudo_counts
 from .dynamics import RandomWalk, gauss_logpdf, gauss_product
 from .emission import Emission
 from .persistence import Persistence
@@ -273,18 +273,19 @@ class ChainSampler:
             ss = self.stay[lo:hi]
             stay = np.hstack([ss[:, single], ss[:, single],
                               ss[:, pairs[:, 0]] + ss[:, pairs[:, 1]], 0 * e])
-        f = chain_log_factors(np.hstack([sub[:, single], sub[:, single] + e, joined + e, e]),
-                              rel, W, prior.decay, prior.alpha, stay)
+        f = own_factors(np.hstack([sub[:, single], sub[:, single] + e, joined + e, e]), rel,
+                        min(rel + W, hi - lo - 1) + 1, self.decay_w, prior.alpha, stay)
         n1, n2 = len(single), len(pairs)
-        before = dict(zip(single.tolist(), f[:n1], strict=True))
-        gain = np.concatenate([
-            f[n1:2 * n1] - f[:n1],
-            f[2 * n1:2 * n1 + n2] - [before[a] + before[b] for a, b in pairs.tolist()],
-            f[-1:]])
+        if n2:
+            before = dict(zip(single.tolist(), f[:n1], strict=True))
+            bridged = f[2 * n1:2 * n1 + n2] - [before[a] + before[b] for a, b in pairs.tolist()]
+        else:
+            bridged = f[:0]
+        gain = np.concatenate([f[n1:2 * n1] - f[:n1], bridged, f[-1:]])
         # likelihood: at the state where the chain has one at t, otherwise integrated over the
         # new state's conditional given its neighbours (extension, prepend, bridge, new)
-        lik_inside = (self.emission.loglik(i, np.stack([self.phi[k][t - self.first[k]]
-                                                        for k in inside]))
+        lik_inside = (self.emission.loglik(i, np.array([self.phi[k][t - self.first[k]]
+                                                        for k in inside.tolist()]))
                       if inside.size else np.zeros(0))
         D = self.emission.dim
         means, variances, moved = [], [], []
@@ -528,6 +529,10 @@ class ChainSampler:
                                 self.walk.drift_var * np.maximum(gap, 1)[..., None])
             L[:nH, :nT] = np.where(gap <= W, link, -np.inf)
             L[-1, :nT] = gauss_logpdf(phi_b, 0.0, self.walk.birth_var)
+        # J[h, τ]: the prior factors of head h joined to tail τ plus the walk across; a move
+        # changes the log joint by J over the links it makes minus J over those it breaks
+        pieces = (Hc[:, :, None] + Tc[:, None, :]).reshape(hi - lo, -1)
+        J = self.prior.link_factors(pieces, rel).reshape(nH + 1, nT + 1) + L
         where = {int(k): j for j, k in enumerate(tails)}
         tail_of = np.array([where.get(int(k), -1) for k in heads], dtype=np.int64)
 
@@ -544,14 +549,9 @@ class ChainSampler:
                 free = np.flatnonzero(~held[:nT])
                 g = np.concatenate([g, np.full(len(free) + 1, -1)])
                 gt = np.concatenate([gt, free, [-1]])
-            g, gt = g[gt != th], gt[gt != th]
-            n = len(g)
-            f = self.prior.link_factors(np.hstack([Hc[:, [h]] + Tc[:, gt], Hc[:, g] + Tc[:, [th]],
-                                                   Hc[:, g] + Tc[:, gt],
-                                                   Hc[:, [h]] + Tc[:, [th]]]), rel)
-            delta = (f[:n] + f[n:2 * n] - f[2 * n:3 * n] - f[-1]
-                     + L[h, gt] + L[g, th] - L[g, gt] - L[h, th])
-            return g, gt, delta
+            keep = gt != th
+            g, gt = g[keep], gt[keep]
+            return g, gt, J[h, gt] + J[g, th] - J[g, gt] - J[h, th]
 
         accepted = 0
         for h in rng.permutation(nH).tolist():
@@ -582,10 +582,10 @@ class ChainSampler:
         head_phi = [self.phi[k][:e - first[k] + 1] for k, e in zip(heads, a, strict=True)]
         tail_phi = [self.phi[k][e - first[k]:] for k, e in zip(tails, b, strict=True)]
         tail_counts = self.counts[t:, tails].copy()
-        later = np.flatnonzero(np.isin(self.z, tails) & (self.epochs >= t))
+        later = np.flatnonzero(self._mask(tails)[self.z] & (self.z >= 0) & (self.epochs >= t))
         tail_items = [later[self.z[later] == k] for k in tails]
-        for k in np.setdiff1d(tails, heads):
-            self._free(int(k))
+        for k in tails[~self._mask(heads)[tails]].tolist():
+            self._free(k)
         for h, k in enumerate(heads.tolist()):
             j = int(tail_of[h])
             self.counts[t:, k] = 0 if j < 0 else tail_counts[:, j]
@@ -596,7 +596,9 @@ class ChainSampler:
                           tail_phi[j]]
                 self.z[tail_items[j]] = k
             self.phi[k] = np.vstack(parts)
-        for j in np.setdiff1d(np.arange(len(tails)), tail_of).tolist():
+        matched = np.zeros(len(tails) + 1, dtype=bool)
+        matched[tail_of] = True  # (−1, no tail, lands on the spare slot)
+        for j in np.flatnonzero(~matched[:-1]).tolist():
             k = self._new_label()
             self.counts[t:, k] = tail_counts[:, j]
             self.first[k], self.last[k] = b[j], last[tails[j]]
@@ -605,6 +607,12 @@ class ChainSampler:
 
     # ---- sweeps ----------------------------------------------------------------------------
 
+    def _mask(self, labels: np.ndarray) -> np.ndarray:
+        """A boolean per label slot: True at ``labels``."""
+        mask = np.zeros(len(self.active), dtype=bool)
+        mask[labels] = True
+        return mask
+
     def members(self, labels=None) -> dict[int, list[np.ndarray]]:
         """Each active chain's (or each of ``labels``') items by epoch of its span (one sort of
         the seated items)."""
@@ -612,7 +620,7 @@ class ChainSampler:
             labels = np.flatnonzero(self.active)
             seated = np.flatnonzero(self.z >= 0)
         else:
-            seated = np.flatnonzero(np.isin(self.z, labels))
+            seated = np.flatnonzero(self._mask(labels)[self.z] & (self.z >= 0))
         order = seated[np.lexsort((self.epochs[seated], self.z[seated]))]
         keys = self.z[order] * self.T + self.epochs[order]
         cuts = np.flatnonzero(np.diff(keys)) + 1

@@ -95,40 +95,49 @@ class SplitMerge:
         """Sequential allocation of ``items`` (sorted by (epoch, item)) into pieces A ∋ i and
         B ∋ j: drawn with ``rng``, or the given ``into_a`` evaluated. Returns (into_a, log q)."""
         s = self.s
-        walk = s.walk
-        ep = s.epochs[items] - s.epochs[items[0]]
+        sigma, rho, alpha = s.walk.birth_var, s.walk.drift_var, s.prior.alpha
+        ep = (s.epochs[items] - s.epochs[items[0]]).tolist()
         y, r, _ = s.emission.exact_pseudo_obs(items, np.arange(len(items)))
-        w = s.decay_w[::-1]  # w_W .. w_1
-        W = len(w)
-        counts = np.zeros((2, int(ep[-1]) + 1 + W))  # column W + t: epoch t of the span
-        mean = np.zeros((2, y.shape[1]))
-        var = np.full((2, y.shape[1]), walk.birth_var)
-        last, empty = np.zeros(2), np.ones(2, dtype=bool)
+        y, r = y.tolist(), r.tolist()  # one item at a time: Python floats beat numpy here
+        w = s.decay_w.tolist()
+        counts = [[0] * (ep[-1] + 1), [0] * (ep[-1] + 1)]
+        D = len(y[0])
+        mean, var = [[0.0] * D, [0.0] * D], [[sigma] * D, [sigma] * D]
+        last, empty = [0, 0], [True, True]
         out = np.zeros(len(items), dtype=bool)
         logq = 0.0
-        for u in range(len(items)):
-            t = int(ep[u])
-            if items[u] == i or items[u] == j:
-                side = 0 if items[u] == i else 1
+        for u, item in enumerate(items.tolist()):
+            t, yu, ru = ep[u], y[u], r[u]
+            if item == i or item == j:
+                side = 0 if item == i else 1
             else:  # weight (α if empty, m + n: 0 if dead) times the predictive (2π cancels)
-                pv = var + (walk.drift_var * np.where(empty, 0.0, t - last))[:, None] + r[u]
-                d = y[u] - mean
-                weight = np.where(empty, s.prior.alpha, counts[:, W + t] + counts[:, t:t + W] @ w)
-                with np.errstate(divide="ignore"):
-                    logp = np.log(weight) - 0.5 * (np.log(pv).sum(1) + (d * d / pv).sum(1))
-                total = np.logaddexp(logp[0], logp[1])
+                logp = [-math.inf, -math.inf]
+                for k in (0, 1):
+                    c = counts[k]
+                    weight = alpha if empty[k] else c[t] + sum(
+                        w[h - 1] * c[t - h] for h in range(1, min(len(w), t) + 1))
+                    if weight > 0:
+                        gap = 0.0 if empty[k] else rho * (t - last[k])
+                        lp = math.log(weight)
+                        for d in range(D):
+                            v = var[k][d] + gap + ru[d]
+                            lp -= 0.5 * (math.log(v) + (yu[d] - mean[k][d]) ** 2 / v)
+                        logp[k] = lp
+                total = max(logp) + math.log1p(math.exp(min(logp) - max(logp)))
                 if into_a is None:
                     side = 0 if rng.random() < math.exp(logp[0] - total) else 1
                 else:
                     side = 0 if into_a[u] else 1
-                logq += float(logp[side] - total)
+                logq += logp[side] - total
             out[u] = side == 0
-            if not empty[side]:
-                var[side] += walk.drift_var * (t - last[side])
-            v = 1.0 / (1.0 / var[side] + 1.0 / r[u])
-            mean[side], var[side] = v * (mean[side] / var[side] + y[u] / r[u]), v
+            gap = 0.0 if empty[side] else rho * (t - last[side])
+            m, v = mean[side], var[side]
+            for d in range(D):
+                prior_v = v[d] + gap
+                v[d] = 1.0 / (1.0 / prior_v + 1.0 / ru[d])
+                m[d] = v[d] * (m[d] / prior_v + yu[d] / ru[d])
             last[side], empty[side] = t, False
-            counts[side, W + t] += 1
+            counts[side][t] += 1
         return out, logq
 
     def _partner(self, i: int, rng: np.random.Generator, start_epoch: int) -> int:
