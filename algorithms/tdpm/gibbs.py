@@ -19,8 +19,9 @@ configuration that differs only in the item:
 Each weight is the product of the prior factors that change (``rcrp.chain_log_factors``, over
 epochs t..t+W) and the likelihood with the new states integrated against the walk's conditional
 given their neighbours; the chosen states are then drawn (and bridged to the neighbours). After
-a sweep over items, the chains are relinked across each epoch boundary, then every chain's
-states are redrawn by forward filtering, backward sampling.
+a sweep over items, the chains are relinked across each epoch boundary, whole chains are
+merged or split (``splitmerge.py``: Gaussian emissions, not with fixed K or membership
+stability), then every chain's states are redrawn by forward filtering, backward sampling.
 
 Relinking (not in the paper; one item at a time, a chain cut in two, or two chains that cross,
 takes many unlikely steps to mend). At boundary t every chain with members in [t − W, t − 1] is

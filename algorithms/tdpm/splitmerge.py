@@ -108,7 +108,7 @@ class SplitMerge:
         logq = 0.0
         for u, item in enumerate(items.tolist()):
             t, yu, ru = ep[u], y[u], r[u]
-            if item == i or item == j:
+            if item in (i, j):
                 side = 0 if item == i else 1
             else:  # weight (α if empty, m + n: 0 if dead) times the predictive (2π cancels)
                 logp = [-math.inf, -math.inf]
