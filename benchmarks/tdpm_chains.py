@@ -7,17 +7,20 @@ sampler given the true hyperparameters, as ``benchmarks/tdpm_sec7.py``). --runs 
 seeds 0..) of --sweeps sweeps each from the empty start; a run *ends with a cluster held by two
 parallel chains* if its last sample has two chains a ≠ b and a true chain k such that at two
 or more epochs both a and b hold items of k and k is the majority of each one's items there.
-Printed (and in the JSON): the share of such runs, the number of such pairs per run, GVI and
-LVI of the last samples, with the split-merge moves (``algorithms/tdpm/splitmerge.py``) and
-without (--moves off: ``split_merge=False``, the sampler before the moves existed).
+--data engine-test: the tdpm engine test's corpus instead (8 epochs x 40 points, three
+clusters; the engine's default hyperparameters, Σ and ρ learnt), where the issue-11 note saw
+the mode in about half of 12-sweep runs. Printed (and in the JSON): the share of such runs, the
+number of such pairs per run, GVI and LVI of the last samples, with the split-merge moves
+(``algorithms/tdpm/splitmerge.py``) and without (--moves off: ``split_merge=False``, the
+sampler before the moves existed).
 
 Speed. 21,000 sweeps of the enumeration tests' corpus (``tests/algorithms/test_tdpm_gibbs.py``:
 6 items over 2 epochs, 1-D, σ = 4, ρ = 0.3, Σ = 0.5, α = 1, W = 1, λ = 0.8) as 3 chains of 7,000
 sweeps in --jobs processes: the wall time, and the CPU seconds (the processes' own time, which a
 shared machine inflates less than the wall's).
 
-    python benchmarks/tdpm_chains.py [--runs 40] [--sweeps 12] [--moves both] [--jobs 2]
-        [--skip-parallel] [--skip-speed] [--json PATH]
+    python benchmarks/tdpm_chains.py [--data sec7] [--runs 40] [--sweeps 12] [--moves both]
+        [--jobs 2] [--skip-parallel] [--skip-speed] [--json PATH]
 """
 
 from __future__ import annotations
@@ -36,6 +39,7 @@ from bnpmix.algorithms.tdpm.dynamics import RandomWalk
 from bnpmix.algorithms.tdpm.emission import GaussianEmission
 from bnpmix.algorithms.tdpm.gibbs import ChainSampler, RCRPPrior
 from bnpmix.datasets import tdpm_gaussian
+from bnpmix.pipeline.engines.tdpm import TDPMConfig, hyperparameters
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SEC7 = {"alpha": 2.5, "window": 1, "decay": 0.8, "birth_var": 10.0, "drift_var": 0.1,
@@ -62,17 +66,44 @@ def parallel_pairs(z: np.ndarray, truth: np.ndarray, epochs: np.ndarray) -> int:
     return sum(n >= 2 for n in shared.values())
 
 
-def sec7_run(seed: int, sweeps: int, split_merge: bool, data_seed: int) -> dict:
-    X, epochs, truth, _ = tdpm_gaussian(n_epochs=30, per_epoch=100, **SEC7, dim=2,
-                                        seed=data_seed)
-    s = ChainSampler(epochs, 30, GaussianEmission(X, SEC7["noise_var"]),
-                     RandomWalk(SEC7["birth_var"], SEC7["drift_var"]),
-                     RCRPPrior(SEC7["alpha"], SEC7["window"], SEC7["decay"]),
-                     split_merge=split_merge)
+def engine_test_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The tdpm engine test's corpus (``tests/pipeline/test_tdpm_engine.py``): 8 epochs x 40
+    points in 2-D, cluster 0 throughout, 1 at epochs 0-3, 2 from epoch 4, noise sd 0.3."""
     rng = np.random.default_rng(seed)
+    X, E, Z = [], [], []
+    for t in range(8):
+        alive = [0, 1] if t < 4 else [0, 2]
+        centre = {0: (-5.0 + 0.3 * t, 0.0), 1: (5.0, 0.0 - 0.2 * t), 2: (0.0, 6.0 + 0.2 * t)}
+        for i in range(40):
+            k = alive[i % 2]
+            X.append(np.array(centre[k]) + 0.3 * rng.standard_normal(2))
+            E.append(t)
+            Z.append(k)
+    return np.array(X), np.array(E, np.int64), np.array(Z)
+
+
+def chain_run(seed: int, sweeps: int, split_merge: bool, data: str, data_seed: int) -> dict:
+    """One run from the empty start. Sec. 7: the true hyperparameters; the engine test's data:
+    the engine's defaults (σ the data's variance, Σ and ρ drawn each sweep from their
+    inverse-gamma conditionals, ``pipeline.engines.tdpm.hyperparameters``)."""
+    rng = np.random.default_rng(seed)
+    learn: dict = {}
+    if data == "sec7":
+        X, epochs, truth, _ = tdpm_gaussian(n_epochs=30, per_epoch=100, **SEC7, dim=2,
+                                            seed=data_seed)
+        h = SEC7
+    else:
+        X, epochs, truth = engine_test_data(data_seed)
+        h = hyperparameters(TDPMConfig(), X, False)
+        learn = h["learn"]
+    s = ChainSampler(epochs, int(epochs.max()) + 1, GaussianEmission(X, h["noise_var"]),
+                     RandomWalk(h["birth_var"], h["drift_var"]),
+                     RCRPPrior(h["alpha"], h["window"], h["decay"]), split_merge=split_merge)
     start = time.perf_counter()
     for _ in range(sweeps):
         s.sweep(rng)
+        if learn:
+            s.resample_variances(rng, learn.get("noise_var"), learn.get("drift_var"))
     seconds = time.perf_counter() - start
     z = s.canonical()
     gvi, lvi = global_and_local_vi(truth, z, epochs)
@@ -120,6 +151,7 @@ def main() -> None:
     p.add_argument("--runs", type=int, default=40)
     p.add_argument("--sweeps", type=int, default=12)
     p.add_argument("--data-seed", type=int, default=0)
+    p.add_argument("--data", choices=("sec7", "engine-test"), default="sec7")
     p.add_argument("--moves", choices=("on", "off", "both"), default="both",
                    help="with the split-merge moves, without them (the sampler before), both")
     p.add_argument("--jobs", type=int, default=2)
@@ -133,13 +165,13 @@ def main() -> None:
     if not args.skip_parallel:
         out["parallel"] = {}
         for on in {"on": [True], "off": [False], "both": [True, False]}[args.moves]:
-            runs = run_all([(sec7_run, (seed, args.sweeps, on, args.data_seed))
+            runs = run_all([(chain_run, (seed, args.sweeps, on, args.data, args.data_seed))
                             for seed in range(args.runs)], args.jobs)
             for r in runs:
                 r["sweeps"] = args.sweeps
             key = "split_merge" if on else "no_split_merge"
-            out["parallel"][key] = summary = summarise(runs)
-            print(f"Sec. 7 data, {args.runs} runs of {args.sweeps} sweeps, {key}: "
+            out["parallel"][f"{args.data}_{key}"] = summary = summarise(runs)
+            print(f"{args.data} data, {args.runs} runs of {args.sweeps} sweeps, {key}: "
                   f"{summary['share_with_parallel_chains']:.0%} end with a cluster held by two "
                   f"parallel chains ({summary['pairs_per_run']:.2f} such pairs a run); GVI "
                   f"{summary['gvi']:.3f}, LVI {summary['lvi']:.3f}; "
