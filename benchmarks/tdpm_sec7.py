@@ -7,8 +7,9 @@ D = 2 (--dim).
 
 TDPM: ``ChainSampler`` with the RCRP prior and the true hyperparameters, its item moves and the
 relinking moves across epoch boundaries (both samplers have them; --no-relink: item moves only,
-the sampler of the results committed before relinking existed). The paper runs 1000
-Gibbs sweeps, then keeps 10 samples 100 sweeps apart (2000 sweeps, ~35 min here at ~1 s a
+the sampler of the results committed before relinking existed), and the split-merge moves
+over whole chains (--no-split-merge: without; the fixed-K chains never die or split). The paper
+runs 1000 Gibbs sweeps, then keeps 10 samples 100 sweeps apart (2000 sweeps, ~35 min here at ~1 s a
 sweep); our default is --burn-in 300 sweeps, then --samples 10 every --thin 20 sweeps (500
 sweeps); --paper uses the paper's 1000 + 10 x 100. The first sweep seats the items sequentially.
 GVI and LVI (Sec. 7: the variation of information of the chain labels over all items, and its
@@ -53,7 +54,8 @@ the TDPM and the fixed-K runs in N processes (each run's figures do not depend o
     python benchmarks/tdpm_sec7.py [--quick | --paper] [--burn-in 300] [--samples 10]
         [--thin 20] [--inits 10] [--fixed-sweeps 200] [--ks 5 10 ...] [--sensitivity]
         [--from-truth]
-        [--baselines eq45 independent] [--no-relink] [--jobs 1] [--data-seed 0] [--seed 1]
+        [--baselines eq45 independent] [--no-relink] [--no-split-merge] [--jobs 1]
+        [--data-seed 0] [--seed 1]
         [--json PATH]
     python benchmarks/tdpm_sec7.py --plot benchmarks/results/tdpm_sec7.json
 """
@@ -121,7 +123,8 @@ def run_tdpm(data: dict, hyper: dict, args, seed: int, label: str,
     W = hyper["window"]
     s = ChainSampler(epochs, T, GaussianEmission(X, hyper["noise_var"]),
                      RandomWalk(hyper["birth_var"], hyper["drift_var"]),
-                     RCRPPrior(hyper["alpha"], W, hyper["decay"]), relink=not args.no_relink)
+                     RCRPPrior(hyper["alpha"], W, hyper["decay"]), relink=not args.no_relink,
+                     split_merge=not args.no_split_merge)
     if from_truth:
         set_state(s, labels, data["states"])
     rng = np.random.default_rng(seed)
@@ -252,6 +255,9 @@ def main() -> None:
                    default=["eq45", "independent"])
     p.add_argument("--no-relink", action="store_true",
                    help="item moves only (both samplers): the sampler before relinking")
+    p.add_argument("--no-split-merge", action="store_true",
+                   help="the TDPM without the split-merge moves over whole chains (the sampler "
+                   "before issue 34)")
     p.add_argument("--jobs", type=int, default=1, help="processes for the runs")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--plot", type=Path, default=None, help="only redraw the plot of this JSON")
@@ -355,6 +361,7 @@ def main() -> None:
                            "thin": args.thin, "inits": args.inits,
                            "fixed_sweeps": args.fixed_sweeps, "ks": args.ks,
                            "baselines": args.baselines, "relink": not args.no_relink,
+                           "split_merge": not args.no_split_merge,
                            "quick": args.quick, "paper": args.paper},
               "machine": {"python": platform.python_version(), "numpy": np.__version__,
                           "processor": platform.processor() or platform.machine()},

@@ -86,19 +86,32 @@ def chain_log_factors(cols: np.ndarray, t: int, window: int, decay: float,
     part of the item's conditional with the exact W-epoch look-ahead. ``stay``: the columns'
     stayers (same shape), log Γ(m + s) in place of log Γ(m)."""
     cols = np.asarray(cols, float)
-    T = cols.shape[0]
-    w = decay_weights(window, decay)
-    total = np.zeros(cols.shape[1])
-    for s in range(t, min(t + window, T - 1) + 1):
-        m = np.zeros(cols.shape[1])
-        for h, weight in enumerate(w, start=1):
-            if s - h >= 0:
-                m += weight * cols[s - h]
-        n = cols[s]
-        inherited = m > 0
-        born = ~inherited & (n > 0)
-        seated = m if stay is None else m + stay[s]
-        total += np.where(inherited, gammaln(np.where(inherited, m + n, 1.0))
-                          - gammaln(np.where(inherited, seated, 1.0)), 0.0)
-        total += np.where(born, math.log(alpha) + gammaln(np.where(born, n, 1.0)), 0.0)
-    return total
+    return own_factors(cols, t, min(t + window, cols.shape[0] - 1) + 1,
+                       decay_weights(window, decay), alpha, stay)
+
+
+def chain_log_prior(cols: np.ndarray, window: int, decay: float, alpha: float) -> np.ndarray:
+    """Each chain's own factors of log P(c_1, ..., c_T) (``chain_log_factors`` over every epoch)
+    for count columns ``cols``: log P of the columns is their sum plus the Γ(M_t + α) /
+    Γ(M_t + N_t + α) terms, which depend on the columns' sum only."""
+    cols = np.asarray(cols, float)
+    return own_factors(cols, 0, cols.shape[0], decay_weights(window, decay), alpha)
+
+
+def own_factors(cols: np.ndarray, start: int, stop: int, w: np.ndarray, alpha: float,
+                stay: np.ndarray | None = None) -> np.ndarray:
+    """Σ_{s=start}^{stop−1} of each column's own factor of log P(c_s | past), with decay weights
+    w (``chain_log_factors``), vectorised over epochs and columns."""
+    m = np.zeros((stop - start, cols.shape[1]))
+    for h, weight in enumerate(w, start=1):
+        lo = max(start, h)  # epochs s with s − h >= 0
+        if lo < stop:
+            m[lo - start:] += weight * cols[lo - h:stop - h]
+    n = cols[start:stop]
+    inherited = m > 0
+    born = ~inherited & (n > 0)
+    seated = m if stay is None else m + np.asarray(stay, float)[start:stop]
+    value = np.where(inherited, gammaln(np.where(inherited, m + n, 1.0))
+                     - gammaln(np.where(inherited, seated, 1.0)), 0.0)
+    value += np.where(born, math.log(alpha) + gammaln(np.where(born, n, 1.0)), 0.0)
+    return value.sum(0)

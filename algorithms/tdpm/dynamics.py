@@ -22,8 +22,11 @@ def gauss_logpdf(x: np.ndarray, mean: np.ndarray, var) -> np.ndarray:
     """log N(x; mean, diag(var)) summed over the last axis (broadcasting over leading ones)."""
     d = np.asarray(x, float) - mean
     var = np.asarray(var, float)
-    logdet = np.sum(np.log(np.broadcast_to(var, d.shape)), axis=-1)
-    return -0.5 * (d.shape[-1] * LOG_2PI + logdet + np.sum(d * d / var, axis=-1))
+    D = d.shape[-1]
+    # var's last axis is 1 or D (or var a scalar): log det = (D / its length) Σ log var
+    logdet = (D * np.log(var) if var.ndim == 0
+              else np.log(var).sum(-1) * (D // var.shape[-1]))
+    return -0.5 * (D * LOG_2PI + logdet + np.sum(d * d / var, axis=-1))
 
 
 def gauss_product(m1: np.ndarray, v1, m2: np.ndarray, v2) -> tuple[np.ndarray, np.ndarray]:
@@ -101,6 +104,19 @@ class RandomWalk:
             sm[t] = means[t] + gain * (sm[t + 1] - means[t])
             sv[t] = variances[t] + gain ** 2 * (sv[t + 1] - pv)
         return sm, sv
+
+    def log_evidence(self, y: np.ndarray, r: np.ndarray, epochs: np.ndarray) -> float:
+        """log p(y_1..y_G) of pseudo-observations y_g ~ N(φ_{t_g}, r_g) (G, D) at increasing
+        epochs t_g of one chain born at t_1, its states integrated out: the Kalman filter's
+        predictives N(y_g; m_g, v_g + r_g) summed."""
+        pm, pv = np.zeros(y.shape[1]), np.full(y.shape[1], self.birth_var)
+        total = 0.0
+        for g in range(len(y)):
+            if g:
+                pv = pv + self.drift_var * float(epochs[g] - epochs[g - 1])
+            total += float(gauss_logpdf(y[g], pm, pv + r[g]))
+            pm, pv = gauss_product(pm, pv, y[g], r[g])
+        return total
 
     def log_density(self, phi: np.ndarray) -> float:
         """log p(φ_{first..last}) of one chain's states over its span (birth, then steps)."""

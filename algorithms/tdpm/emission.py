@@ -9,7 +9,11 @@ One interface (``Emission``), bound to the items it scores:
   prior draws (Neal's Algorithm 8), which leave the posterior invariant too;
 - ``pseudo_obs(items, phi)``: Gaussian pseudo-observations (y, r) of one (chain, epoch) for
   forward filtering / backward sampling (exact for Gaussians; Eqs. 8.12-8.13 for text);
-- ``total_loglik(items, phi)``: Σ log F over items at one state (the log joint of a sample).
+- ``total_loglik(items, phi)``: Σ log F over items at one state (the log joint of a sample);
+- ``exact``: whether Π_i F(x_i | φ) of a group of items is a Gaussian in φ times a constant; if
+  so, ``exact_pseudo_obs(items, starts)`` gives each group's (y, r, log c) with
+  Π_i F(x_i | φ) = c N(y; φ, r) for every φ, and a chain's marginal likelihood is exact by the
+  Kalman filter (what the split-merge moves need).
 """
 
 from __future__ import annotations
@@ -33,9 +37,13 @@ class Emission(Protocol):
 
     def total_loglik(self, items: np.ndarray, phi: np.ndarray) -> float: ...
 
+    exact: bool
+
 
 class GaussianEmission:
     """x ~ N(φ_t, Σ I) (Sec. 7) over dense rows X (N, D)."""
+
+    exact = True
 
     def __init__(self, X: np.ndarray, noise_var: float):
         self.X = np.asarray(X, float)
@@ -57,7 +65,7 @@ class GaussianEmission:
 
     def pseudo_obs(self, items: np.ndarray, phi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The epoch's mean x̄ with variance Σ/n: N(x̄; φ, Σ/n) ∝ Π_i N(x_i; φ, Σ) in φ."""
-        return self.X[items].mean(0), np.full(self.dim, self.noise_var / len(items))
+        return self.X[items].sum(0) / len(items), np.full(self.dim, self.noise_var / len(items))
 
     def total_loglik(self, items: np.ndarray, phi: np.ndarray) -> float:
         return float(np.sum(gauss_logpdf(self.X[items], phi, self.noise_var)))
@@ -65,3 +73,19 @@ class GaussianEmission:
     def sq_residuals(self, items: np.ndarray, phi: np.ndarray) -> float:
         """Σ ||x_i − φ||² of items at one state: what Σ's conditional needs."""
         return float(np.sum((self.X[items] - phi) ** 2))
+
+    def exact_pseudo_obs(self, items: np.ndarray,
+                         starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For the groups of ``items`` beginning at ``starts``: the mean x̄ with variance Σ/n and
+        log c, Π_i N(x_i; φ, Σ) = c N(x̄; φ, Σ/n) for every φ:
+        log c = −(n − 1)(D/2) log 2πΣ − (D/2) log n − S/(2Σ), S = Σ_i |x_i − x̄|²."""
+        x = self.X[items]
+        if len(starts) == len(items):  # one item a group
+            return x, np.full(x.shape, self.noise_var), np.zeros(len(items))
+        n = np.diff(starts, append=len(items))
+        mean = np.add.reduceat(x, starts, axis=0) / n[:, None]
+        S = np.add.reduceat(np.sum((x - np.repeat(mean, n, axis=0)) ** 2, axis=1), starts)
+        D = self.dim
+        log_c = (-(n - 1) * D / 2 * np.log(2 * np.pi * self.noise_var) - D / 2 * np.log(n)
+                 - S / (2 * self.noise_var))
+        return mean, np.repeat(self.noise_var / n[:, None], D, axis=1), log_c

@@ -19,8 +19,9 @@ configuration that differs only in the item:
 Each weight is the product of the prior factors that change (``rcrp.chain_log_factors``, over
 epochs t..t+W) and the likelihood with the new states integrated against the walk's conditional
 given their neighbours; the chosen states are then drawn (and bridged to the neighbours). After
-a sweep over items, the chains are relinked across each epoch boundary, then every chain's
-states are redrawn by forward filtering, backward sampling.
+a sweep over items, the chains are relinked across each epoch boundary, whole chains are
+merged or split (``splitmerge.py``: Gaussian emissions, not with fixed K or membership
+stability), then every chain's states are redrawn by forward filtering, backward sampling.
 
 Relinking (not in the paper; one item at a time, a chain cut in two, or two chains that cross,
 takes many unlikely steps to mend). At boundary t every chain with members in [t − W, t − 1] is
@@ -53,10 +54,11 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
-from ..alloc.rcrp import chain_log_factors, decay_weights, log_prior, pseudo_counts
+from ..alloc.rcrp import chain_log_factors, decay_weights, log_prior, own_factors, pseudo_counts
 from .dynamics import RandomWalk, gauss_logpdf, gauss_product
 from .emission import Emission
 from .persistence import Persistence
+from .splitmerge import SplitMerge
 
 
 @dataclass(frozen=True)
@@ -134,7 +136,8 @@ class ChainSampler:
 
     def __init__(self, epochs: np.ndarray, n_epochs: int, emission: Emission,
                  walk: RandomWalk, prior: RCRPPrior | FixedKPrior,
-                 persistence: Persistence | None = None, relink: bool = True):
+                 persistence: Persistence | None = None, relink: bool = True,
+                 split_merge: bool = True):
         self.epochs = np.asarray(epochs, dtype=np.int64)
         self.T = int(n_epochs)
         if self.epochs.size and (self.epochs.min() < 0 or self.epochs.max() >= self.T):
@@ -152,10 +155,12 @@ class ChainSampler:
         self.persist = persistence
         self.relinking = relink and persistence is None
         self.relinked = 0  # relinking moves accepted so far
+        self.decay_w = np.ones(1) if self.fixed else decay_weights(prior.window, prior.decay)
+        self.splitmerge = (SplitMerge(self) if split_merge and emission.exact
+                           and not self.fixed and persistence is None else None)
         if persistence is not None:
             if self.fixed:
                 raise ValueError("membership stability needs the recurrent CRP, not fixed K")
-            self._w = decay_weights(prior.window, prior.decay)
             self.y = np.zeros(len(self.epochs), dtype=bool)
             self.stay = np.zeros_like(self.counts)
             self.coin = np.full(len(self.epochs), -1, dtype=np.int8)
@@ -269,18 +274,19 @@ class ChainSampler:
             ss = self.stay[lo:hi]
             stay = np.hstack([ss[:, single], ss[:, single],
                               ss[:, pairs[:, 0]] + ss[:, pairs[:, 1]], 0 * e])
-        f = chain_log_factors(np.hstack([sub[:, single], sub[:, single] + e, joined + e, e]),
-                              rel, W, prior.decay, prior.alpha, stay)
+        f = own_factors(np.hstack([sub[:, single], sub[:, single] + e, joined + e, e]), rel,
+                        min(rel + W, hi - lo - 1) + 1, self.decay_w, prior.alpha, stay)
         n1, n2 = len(single), len(pairs)
-        before = dict(zip(single.tolist(), f[:n1], strict=True))
-        gain = np.concatenate([
-            f[n1:2 * n1] - f[:n1],
-            f[2 * n1:2 * n1 + n2] - [before[a] + before[b] for a, b in pairs.tolist()],
-            f[-1:]])
+        if n2:
+            before = dict(zip(single.tolist(), f[:n1], strict=True))
+            bridged = f[2 * n1:2 * n1 + n2] - [before[a] + before[b] for a, b in pairs.tolist()]
+        else:
+            bridged = f[:0]
+        gain = np.concatenate([f[n1:2 * n1] - f[:n1], bridged, f[-1:]])
         # likelihood: at the state where the chain has one at t, otherwise integrated over the
         # new state's conditional given its neighbours (extension, prepend, bridge, new)
-        lik_inside = (self.emission.loglik(i, np.stack([self.phi[k][t - self.first[k]]
-                                                        for k in inside]))
+        lik_inside = (self.emission.loglik(i, np.array([self.phi[k][t - self.first[k]]
+                                                        for k in inside.tolist()]))
                       if inside.size else np.zeros(0))
         D = self.emission.dim
         means, variances, moved = [], [], []
@@ -324,7 +330,7 @@ class ChainSampler:
     def _pseudo(self, chains: np.ndarray, epochs: np.ndarray) -> np.ndarray:
         """m_{c,s} for pairs (chain c ≥ 0, epoch s)."""
         m = np.zeros(len(chains))
-        for h, w in enumerate(self._w, start=1):
+        for h, w in enumerate(self.decay_w, start=1):
             ok = epochs >= h
             m[ok] += w * self.counts[epochs[ok] - h, chains[ok]]
         return m
@@ -524,6 +530,10 @@ class ChainSampler:
                                 self.walk.drift_var * np.maximum(gap, 1)[..., None])
             L[:nH, :nT] = np.where(gap <= W, link, -np.inf)
             L[-1, :nT] = gauss_logpdf(phi_b, 0.0, self.walk.birth_var)
+        # J[h, τ]: the prior factors of head h joined to tail τ plus the walk across; a move
+        # changes the log joint by J over the links it makes minus J over those it breaks
+        pieces = (Hc[:, :, None] + Tc[:, None, :]).reshape(hi - lo, -1)
+        J = self.prior.link_factors(pieces, rel).reshape(nH + 1, nT + 1) + L
         where = {int(k): j for j, k in enumerate(tails)}
         tail_of = np.array([where.get(int(k), -1) for k in heads], dtype=np.int64)
 
@@ -540,14 +550,9 @@ class ChainSampler:
                 free = np.flatnonzero(~held[:nT])
                 g = np.concatenate([g, np.full(len(free) + 1, -1)])
                 gt = np.concatenate([gt, free, [-1]])
-            g, gt = g[gt != th], gt[gt != th]
-            n = len(g)
-            f = self.prior.link_factors(np.hstack([Hc[:, [h]] + Tc[:, gt], Hc[:, g] + Tc[:, [th]],
-                                                   Hc[:, g] + Tc[:, gt],
-                                                   Hc[:, [h]] + Tc[:, [th]]]), rel)
-            delta = (f[:n] + f[n:2 * n] - f[2 * n:3 * n] - f[-1]
-                     + L[h, gt] + L[g, th] - L[g, gt] - L[h, th])
-            return g, gt, delta
+            keep = gt != th
+            g, gt = g[keep], gt[keep]
+            return g, gt, J[h, gt] + J[g, th] - J[g, gt] - J[h, th]
 
         accepted = 0
         for h in rng.permutation(nH).tolist():
@@ -578,10 +583,10 @@ class ChainSampler:
         head_phi = [self.phi[k][:e - first[k] + 1] for k, e in zip(heads, a, strict=True)]
         tail_phi = [self.phi[k][e - first[k]:] for k, e in zip(tails, b, strict=True)]
         tail_counts = self.counts[t:, tails].copy()
-        later = np.flatnonzero(np.isin(self.z, tails) & (self.epochs >= t))
+        later = np.flatnonzero(self._mask(tails)[self.z] & (self.z >= 0) & (self.epochs >= t))
         tail_items = [later[self.z[later] == k] for k in tails]
-        for k in np.setdiff1d(tails, heads):
-            self._free(int(k))
+        for k in tails[~self._mask(heads)[tails]].tolist():
+            self._free(k)
         for h, k in enumerate(heads.tolist()):
             j = int(tail_of[h])
             self.counts[t:, k] = 0 if j < 0 else tail_counts[:, j]
@@ -592,7 +597,9 @@ class ChainSampler:
                           tail_phi[j]]
                 self.z[tail_items[j]] = k
             self.phi[k] = np.vstack(parts)
-        for j in np.setdiff1d(np.arange(len(tails)), tail_of).tolist():
+        matched = np.zeros(len(tails) + 1, dtype=bool)
+        matched[tail_of] = True  # (−1, no tail, lands on the spare slot)
+        for j in np.flatnonzero(~matched[:-1]).tolist():
             k = self._new_label()
             self.counts[t:, k] = tail_counts[:, j]
             self.first[k], self.last[k] = b[j], last[tails[j]]
@@ -601,15 +608,26 @@ class ChainSampler:
 
     # ---- sweeps ----------------------------------------------------------------------------
 
-    def members(self) -> dict[int, list[np.ndarray]]:
-        """Each active chain's items by epoch of its span (one sort of the seated items)."""
-        seated = np.flatnonzero(self.z >= 0)
+    def _mask(self, labels: np.ndarray) -> np.ndarray:
+        """A boolean per label slot: True at ``labels``."""
+        mask = np.zeros(len(self.active), dtype=bool)
+        mask[labels] = True
+        return mask
+
+    def members(self, labels=None) -> dict[int, list[np.ndarray]]:
+        """Each active chain's (or each of ``labels``') items by epoch of its span (one sort of
+        the seated items)."""
+        if labels is None:
+            labels = np.flatnonzero(self.active)
+            seated = np.flatnonzero(self.z >= 0)
+        else:
+            seated = np.flatnonzero(self._mask(labels)[self.z] & (self.z >= 0))
         order = seated[np.lexsort((self.epochs[seated], self.z[seated]))]
         keys = self.z[order] * self.T + self.epochs[order]
         cuts = np.flatnonzero(np.diff(keys)) + 1
         groups = np.split(order, cuts)
         out = {int(k): [np.zeros(0, np.int64)] * int(self.last[k] - self.first[k] + 1)
-               for k in np.flatnonzero(self.active)}
+               for k in labels}
         for g in groups:
             if g.size:
                 k = int(self.z[g[0]])
@@ -629,9 +647,8 @@ class ChainSampler:
 
     def resample_states(self, rng: np.random.Generator, labels=None) -> None:
         """Forward filtering, backward sampling of every chain's states over its span."""
-        members = self.members()
-        labels = np.flatnonzero(self.active) if labels is None else labels
-        for k in labels:
+        members = self.members(labels)
+        for k in members:
             self.phi[int(k)] = self.walk.ffbs(*self._pseudo_obs(int(k), members[int(k)]), rng)
 
     def smoothed_states(self) -> dict[int, tuple[np.ndarray, np.ndarray]]:
@@ -643,7 +660,8 @@ class ChainSampler:
         """One Gibbs sweep: every item of epochs >= ``start_epoch`` once (epochs in order, items
         shuffled within each; items not yet seated are seated sequentially, redrawing the states
         of the chains alive after each epoch), the relinking moves at every boundary after
-        ``start_epoch``, then every chain's states."""
+        ``start_epoch``, the split-merge moves (``splitmerge.py``), then every chain's
+        states."""
         for t in range(start_epoch, self.T):
             seating = bool(np.any(self.z[self.by_epoch[t]] < 0))
             for i in rng.permutation(self.by_epoch[t]):
@@ -652,6 +670,8 @@ class ChainSampler:
                 self.resample_states(rng, np.flatnonzero(self.active & (self.last == t)))
         if self.relinking:
             self.relink(rng, start_epoch)
+        if self.splitmerge is not None:
+            self.splitmerge.sweep(rng, start_epoch)
         self.resample_states(rng)
 
     def resample_variances(self, rng: np.random.Generator, noise: tuple[float, float] | None,

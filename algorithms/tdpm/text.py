@@ -96,6 +96,8 @@ class TextEmission:
     """Multinomial documents with natural-parameter chain states (Sec. 8) over the CSR count
     matrix X (N documents x V words); see the module docstring for the approximations."""
 
+    exact = False  # F(x | φ) is not Gaussian in φ: no exact chain evidence, no split-merge
+
     def __init__(self, X, smoothing: float = 0.5, newton_tol: float = 1e-8,
                  max_newton: int = 50):
         X = sp.csr_matrix(X, dtype=np.float64)

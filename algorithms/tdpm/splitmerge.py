@@ -1,0 +1,235 @@
+"""Split-merge moves over whole chains of the temporal DP mixture (not in the paper; issue 34).
+
+One cluster held as two parallel chains is a mode that item moves leave only through many
+unlikely steps (each item that changes chain costs the prior and walk of a half-empty chain),
+and relinking cannot leave it (the two chains cross no boundary differently). A merge joins
+the two chains in one step; its reverse, a split, cuts a chain in two.
+
+Target. The move is Metropolis-Hastings on the labels with the chains' states integrated out,
+p(z | x) ∝ P(z) Π_k p(x_k) (the label-free prior of Eq. 4.4; p(x_k) a chain's marginal
+likelihood by the Kalman filter, exact for emissions with exact Gaussian pseudo-observations),
+followed by a draw of the changed chains' states from p(φ_k | x_k) (forward filtering, backward
+sampling). Since p(z, φ, x) = P(z) Π_k p(x_k) p(φ_k | x_k), proposing (z', φ') with φ' from that
+exact conditional makes the joint acceptance ratio the collapsed one,
+[P(z') Π p(x'_k) q(z | z')] / [P(z) Π p(x_k) q(z' | z)]. The prior ratio needs the factors of
+the chains involved only: M_t and N_t are sums over all chains (linear in their counts), so
+Γ(M_t + α)/Γ(M_t + N_t + α) is the same before and after (``rcrp.chain_log_prior``).
+
+Proposal (the anchors of Jain & Neal 2004, with Dahl's sequential allocation). Pick an item i
+uniformly among the items of epochs >= ``start_epoch``, then j ≠ i among those within W epochs
+of i with probability ½ / n_i + ½ κ(x_i, x_j) / Σ κ (κ = exp(−|y_i − y_j|² / 2h), y an item's
+pseudo-observation and h its variance at construction: x and Σ for Gaussians). The pair's
+probability does not depend on the labels, so it cancels: each pair is an MH kernel of its own.
+If i and j share a chain c, split it: i seeds piece A, j piece B, and the other members, in
+order of (epoch, item), join A or B with probability ∝ weight × predictive: the weight of
+Eq. 4.4 for the piece so far (m_{P,t} + n_{P,t}; α for a piece still empty; 0 for a piece dead
+by t) and the piece's Kalman predictive N(y; mean, var + r) of
+the item's pseudo-observation. Otherwise merge z_i's and z_j's chains: the reverse split's
+probability is that allocation evaluated at the two chains as they are. A proposal that leaves
+a chain with occupied epochs more than W apart has target 0 and is rejected; under online
+continuation (``start_epoch`` > 0) chains with items before it are left alone.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from ..alloc.rcrp import chain_log_prior
+
+if TYPE_CHECKING:
+    from .gibbs import ChainSampler
+
+
+class SplitMerge:
+    """Split-merge moves of one ``ChainSampler`` (module docstring): ``attempts`` proposals a
+    sweep, or ``rate`` proposals per item (of the epochs swept) when ``attempts`` is None."""
+
+    def __init__(self, sampler: ChainSampler, rate: float = 0.05, attempts: int | None = None):
+        self.s = sampler
+        self.rate, self.attempts = rate, attempts
+        n = len(sampler.epochs)
+        self.y, r, _ = sampler.emission.exact_pseudo_obs(np.arange(n), np.arange(n))
+        self.bandwidth = float(np.mean(r)) if n else 1.0
+        self.accepted = 0
+
+    # ---- the target ------------------------------------------------------------------------
+
+    def _evidence(self, items: np.ndarray) -> float:
+        """log p(x_items) of one chain, states integrated out (items sorted by epoch)."""
+        s = self.s
+        ep = s.epochs[items]
+        starts = np.flatnonzero(np.diff(ep, prepend=-1))
+        y, r, norm = s.emission.exact_pseudo_obs(items, starts)
+        occupied = ep[starts]
+        return s.walk.log_evidence(y, r, occupied) + float(norm.sum())
+
+    def _columns(self, groups: list[np.ndarray], lo: int, hi: int) -> np.ndarray:
+        """Counts per epoch lo..hi−1 of each group of items."""
+        cols = np.zeros((hi - lo, len(groups)))
+        for g, items in enumerate(groups):
+            np.add.at(cols[:, g], self.s.epochs[items] - lo, 1)
+        return cols
+
+    def _log_ratio(self, merged: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+        """log p(z_merged, x) − log p(z_split, x): the chains' prior factors and evidences."""
+        s = self.s
+        ep = s.epochs[merged]
+        lo, hi = int(ep.min()), min(s.T, int(ep.max()) + s.prior.window + 1)
+        p = s.prior
+        f = chain_log_prior(self._columns([merged, a, b], lo, hi), p.window, p.decay, p.alpha)
+        return (float(f[0] - f[1] - f[2]) + self._evidence(merged) - self._evidence(a)
+                - self._evidence(b))
+
+    def _valid(self, items: np.ndarray) -> bool:
+        """A chain: occupied epochs at most W apart (items sorted by epoch)."""
+        ep = self.s.epochs[items]
+        return bool(np.all(np.diff(ep) <= self.s.prior.window))
+
+    # ---- the proposal ----------------------------------------------------------------------
+
+    def allocate(self, items: np.ndarray, i: int, j: int, rng: np.random.Generator | None,
+                 into_a: np.ndarray | None = None) -> tuple[np.ndarray, float]:
+        """Sequential allocation of ``items`` (sorted by (epoch, item)) into pieces A ∋ i and
+        B ∋ j: drawn with ``rng``, or the given ``into_a`` evaluated. Returns (into_a, log q)."""
+        s = self.s
+        sigma, rho, alpha = s.walk.birth_var, s.walk.drift_var, s.prior.alpha
+        ep = (s.epochs[items] - s.epochs[items[0]]).tolist()
+        y, r, _ = s.emission.exact_pseudo_obs(items, np.arange(len(items)))
+        y, r = y.tolist(), r.tolist()  # one item at a time: Python floats beat numpy here
+        w = s.decay_w.tolist()
+        counts = [[0] * (ep[-1] + 1), [0] * (ep[-1] + 1)]
+        D = len(y[0])
+        mean, var = [[0.0] * D, [0.0] * D], [[sigma] * D, [sigma] * D]
+        last, empty = [0, 0], [True, True]
+        out = np.zeros(len(items), dtype=bool)
+        logq = 0.0
+        for u, item in enumerate(items.tolist()):
+            t, yu, ru = ep[u], y[u], r[u]
+            if item in (i, j):
+                side = 0 if item == i else 1
+            else:  # weight (α if empty, m + n: 0 if dead) times the predictive (2π cancels)
+                logp = [-math.inf, -math.inf]
+                for k in (0, 1):
+                    c = counts[k]
+                    weight = alpha if empty[k] else c[t] + sum(
+                        w[h - 1] * c[t - h] for h in range(1, min(len(w), t) + 1))
+                    if weight > 0:
+                        gap = 0.0 if empty[k] else rho * (t - last[k])
+                        lp = math.log(weight)
+                        for d in range(D):
+                            v = var[k][d] + gap + ru[d]
+                            lp -= 0.5 * (math.log(v) + (yu[d] - mean[k][d]) ** 2 / v)
+                        logp[k] = lp
+                total = max(logp) + math.log1p(math.exp(min(logp) - max(logp)))
+                if into_a is None:
+                    side = 0 if rng.random() < math.exp(logp[0] - total) else 1
+                else:
+                    side = 0 if into_a[u] else 1
+                logq += logp[side] - total
+            out[u] = side == 0
+            gap = 0.0 if empty[side] else rho * (t - last[side])
+            m, v = mean[side], var[side]
+            for d in range(D):
+                prior_v = v[d] + gap
+                v[d] = 1.0 / (1.0 / prior_v + 1.0 / ru[d])
+                m[d] = v[d] * (m[d] / prior_v + yu[d] / ru[d])
+            last[side], empty[side] = t, False
+            counts[side][t] += 1
+        return out, logq
+
+    def _partner(self, i: int, rng: np.random.Generator, start_epoch: int) -> int:
+        """j given i: within W epochs of i (and from ``start_epoch`` on), ½ uniform and ½ by
+        the kernel κ; −1 if i has no such item."""
+        s = self.s
+        t = int(s.epochs[i])
+        lo, hi = max(start_epoch, t - s.prior.window), min(s.T, t + s.prior.window + 1)
+        cand = np.concatenate(s.by_epoch[lo:hi])
+        cand = cand[cand != i]
+        if cand.size == 0:
+            return -1
+        if rng.random() < 0.5:
+            return int(cand[rng.integers(len(cand))])
+        d = np.sum((self.y[cand] - self.y[i]) ** 2, axis=1)
+        p = np.exp(-(d - d.min()) / (2 * self.bandwidth))
+        c = np.cumsum(p)
+        return int(cand[min(int(np.searchsorted(c, rng.random() * c[-1], side="right")),
+                            len(c) - 1)])
+
+    # ---- the move --------------------------------------------------------------------------
+
+    def sweep(self, rng: np.random.Generator, start_epoch: int = 0) -> int:
+        """The sweep's proposals; returns how many were accepted."""
+        s = self.s
+        pool = np.concatenate(s.by_epoch[start_epoch:])
+        if pool.size < 2:
+            return 0
+        # rate · items proposals, rounded up or down at random (not by the state)
+        n = (self.attempts if self.attempts is not None
+             else int(self.rate * pool.size + rng.random()))
+        done = 0
+        for _ in range(n):
+            i = int(pool[rng.integers(pool.size)])
+            j = self._partner(i, rng, start_epoch)
+            if j >= 0:
+                done += self.propose(i, j, rng, start_epoch)
+        self.accepted += done
+        return done
+
+    def _members(self, k: int) -> np.ndarray:
+        """Chain k's items sorted by (epoch, item)."""
+        s = self.s
+        items = np.flatnonzero(s.z == k)
+        return items[np.argsort(s.epochs[items], kind="stable")]
+
+    def propose(self, i: int, j: int, rng: np.random.Generator, start_epoch: int = 0) -> bool:
+        """One proposal with anchors i and j (module docstring); True if accepted."""
+        s = self.s
+        a, b = int(s.z[i]), int(s.z[j])
+        if a < 0 or b < 0 or min(s.first[a], s.first[b]) < start_epoch:
+            return False
+        if a == b:
+            items = self._members(a)
+            into_a, logq = self.allocate(items, i, j, rng)
+            A, B = items[into_a], items[~into_a]
+            if not (self._valid(A) and self._valid(B)):
+                return False
+            if math.log(rng.random()) < -self._log_ratio(items, A, B) - logq:
+                self._split(a, B, rng)
+                return True
+            return False
+        A, B = self._members(a), self._members(b)
+        items = np.concatenate([A, B])
+        items = items[np.lexsort((items, s.epochs[items]))]
+        if not self._valid(items):
+            return False
+        _, logq = self.allocate(items, i, j, None, np.isin(items, A))
+        if math.log(rng.random()) < self._log_ratio(items, A, B) + logq:
+            self._merge(a, b, rng)
+            return True
+        return False
+
+    # ---- the state -------------------------------------------------------------------------
+
+    def _merge(self, a: int, b: int, rng: np.random.Generator) -> None:
+        s = self.s
+        s.z[s.z == b] = a
+        s.counts[:, a] += s.counts[:, b]
+        s.first[a], s.last[a] = min(s.first[a], s.first[b]), max(s.last[a], s.last[b])
+        s._free(b)
+        s.phi[a] = np.zeros((int(s.last[a] - s.first[a] + 1), s.emission.dim))
+        s.resample_states(rng, [a])
+
+    def _split(self, a: int, B: np.ndarray, rng: np.random.Generator) -> None:
+        s = self.s
+        b = s._new_label()
+        s.z[B] = b
+        for k in (a, b):
+            items = np.flatnonzero(s.z == k)
+            s.counts[:, k] = np.bincount(s.epochs[items], minlength=s.T)
+            s.first[k], s.last[k] = s.epochs[items].min(), s.epochs[items].max()
+            s.phi[k] = np.zeros((int(s.last[k] - s.first[k] + 1), s.emission.dim))
+        s.resample_states(rng, [a, b])
+

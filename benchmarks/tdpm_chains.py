@@ -1,0 +1,195 @@
+"""The temporal DP mixture's chain moves (issue 34): how often a short run ends with one cluster
+held as two parallel chains, and what a sweep costs on a tiny corpus.
+
+Parallel chains. Data of Ahmed & Xing (2008) Sec. 7 (``bnpmix.datasets.tdpm_gaussian``: 30
+epochs x 100 points, α = 2.5, W = 1, λ = 0.8, σ = 10, ρ = Σ = 0.1, D = 2, data seed 0; the
+sampler given the true hyperparameters, as ``benchmarks/tdpm_sec7.py``). --runs runs (sampler
+seeds 0..) of --sweeps sweeps each from the empty start; a run *ends with a cluster held by two
+parallel chains* if its last sample has two chains a ≠ b and a true chain k such that at two
+or more epochs both a and b hold items of k and k is the majority of each one's items there.
+--data engine-test: the tdpm engine test's corpus instead (8 epochs x 40 points, three
+clusters; the engine's default hyperparameters, Σ and ρ learnt), where the issue-11 note saw
+the mode in about half of 12-sweep runs. Printed (and in the JSON): the share of such runs, the
+number of such pairs per run, GVI and LVI of the last samples, with the split-merge moves
+(``algorithms/tdpm/splitmerge.py``) and without (--moves off: ``split_merge=False``, the
+sampler before the moves existed).
+
+Speed. 21,000 sweeps of the enumeration tests' corpus (``tests/algorithms/test_tdpm_gibbs.py``:
+6 items over 2 epochs, 1-D, σ = 4, ρ = 0.3, Σ = 0.5, α = 1, W = 1, λ = 0.8) as 3 chains of 7,000
+sweeps in --jobs processes: the wall time, and the CPU seconds (the processes' own time, which a
+shared machine inflates less than the wall's).
+
+    python benchmarks/tdpm_chains.py [--data sec7] [--runs 40] [--sweeps 12] [--moves both]
+        [--jobs 2] [--skip-parallel] [--skip-speed] [--json PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+
+from bnpmix.algorithms.metrics import global_and_local_vi
+from bnpmix.algorithms.tdpm.dynamics import RandomWalk
+from bnpmix.algorithms.tdpm.emission import GaussianEmission
+from bnpmix.algorithms.tdpm.gibbs import ChainSampler, RCRPPrior
+from bnpmix.datasets import tdpm_gaussian
+from bnpmix.pipeline.engines.tdpm import TDPMConfig, hyperparameters
+
+RESULTS = Path(__file__).resolve().parent / "results"
+SEC7 = {"alpha": 2.5, "window": 1, "decay": 0.8, "birth_var": 10.0, "drift_var": 0.1,
+        "noise_var": 0.1}
+
+
+def parallel_pairs(z: np.ndarray, truth: np.ndarray, epochs: np.ndarray) -> int:
+    """How many (true chain k, chains a < b) have two or more epochs where both a and b hold
+    items of k and k is the majority of each one's items at that epoch."""
+    shared: dict[tuple[int, int, int], int] = {}
+    for t in np.unique(epochs):
+        at = epochs == t
+        chains, zi = np.unique(z[at], return_inverse=True)
+        ks, ki = np.unique(truth[at], return_inverse=True)
+        C = np.zeros((len(chains), len(ks)), int)
+        np.add.at(C, (zi, ki), 1)
+        major = C.sum(1, keepdims=True) <= 2 * C
+        for k in range(len(ks)):
+            held = np.flatnonzero((C[:, k] > 0) & major[:, k])
+            for u, a in enumerate(held):
+                for b in held[u + 1:]:
+                    key = (int(ks[k]), int(chains[a]), int(chains[b]))
+                    shared[key] = shared.get(key, 0) + 1
+    return sum(n >= 2 for n in shared.values())
+
+
+def engine_test_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The tdpm engine test's corpus (``tests/pipeline/test_tdpm_engine.py``): 8 epochs x 40
+    points in 2-D, cluster 0 throughout, 1 at epochs 0-3, 2 from epoch 4, noise sd 0.3."""
+    rng = np.random.default_rng(seed)
+    X, E, Z = [], [], []
+    for t in range(8):
+        alive = [0, 1] if t < 4 else [0, 2]
+        centre = {0: (-5.0 + 0.3 * t, 0.0), 1: (5.0, 0.0 - 0.2 * t), 2: (0.0, 6.0 + 0.2 * t)}
+        for i in range(40):
+            k = alive[i % 2]
+            X.append(np.array(centre[k]) + 0.3 * rng.standard_normal(2))
+            E.append(t)
+            Z.append(k)
+    return np.array(X), np.array(E, np.int64), np.array(Z)
+
+
+def chain_run(seed: int, sweeps: int, split_merge: bool, data: str, data_seed: int) -> dict:
+    """One run from the empty start. Sec. 7: the true hyperparameters; the engine test's data:
+    the engine's defaults (σ the data's variance, Σ and ρ drawn each sweep from their
+    inverse-gamma conditionals, ``pipeline.engines.tdpm.hyperparameters``)."""
+    rng = np.random.default_rng(seed)
+    learn: dict = {}
+    if data == "sec7":
+        X, epochs, truth, _ = tdpm_gaussian(n_epochs=30, per_epoch=100, **SEC7, dim=2,
+                                            seed=data_seed)
+        h = SEC7
+    else:
+        X, epochs, truth = engine_test_data(data_seed)
+        h = hyperparameters(TDPMConfig(), X, False)
+        learn = h["learn"]
+    s = ChainSampler(epochs, int(epochs.max()) + 1, GaussianEmission(X, h["noise_var"]),
+                     RandomWalk(h["birth_var"], h["drift_var"]),
+                     RCRPPrior(h["alpha"], h["window"], h["decay"]), split_merge=split_merge)
+    start = time.perf_counter()
+    for _ in range(sweeps):
+        s.sweep(rng)
+        if learn:
+            s.resample_variances(rng, learn.get("noise_var"), learn.get("drift_var"))
+    seconds = time.perf_counter() - start
+    z = s.canonical()
+    gvi, lvi = global_and_local_vi(truth, z, epochs)
+    return {"seed": seed, "pairs": parallel_pairs(z, truth, epochs), "gvi": gvi, "lvi": lvi,
+            "chains": int(z.max() + 1), "seconds": seconds,
+            "merged_or_split": 0 if s.splitmerge is None else s.splitmerge.accepted}
+
+
+X6 = np.array([-1.0, -0.6, 1.2, -0.8, 1.0, 1.5])
+E6 = np.array([0, 0, 0, 1, 1, 1])
+
+
+def tiny_run(seed: int, sweeps: int) -> float:
+    """CPU seconds of ``sweeps`` sweeps of the enumeration tests' 6-item corpus (the machine
+    may be shared: the process's own time, not the wall's)."""
+    s = ChainSampler(E6, 2, GaussianEmission(X6[:, None], 0.5), RandomWalk(4.0, 0.3),
+                     RCRPPrior(1.0, 1, 0.8))
+    rng = np.random.default_rng(seed)
+    start = time.process_time()
+    for _ in range(sweeps):
+        s.sweep(rng)
+    return time.process_time() - start
+
+
+def run_all(tasks: list, jobs: int) -> list:
+    """Each (function, arguments) task's result, in order, over ``jobs`` processes."""
+    if jobs <= 1:
+        return [f(*a) for f, a in tasks]
+    with ProcessPoolExecutor(jobs) as pool:
+        return [f.result() for f in [pool.submit(f, *a) for f, a in tasks]]
+
+
+def summarise(runs: list[dict]) -> dict:
+    share = float(np.mean([r["pairs"] > 0 for r in runs]))
+    return {"share_with_parallel_chains": share,
+            "pairs_per_run": float(np.mean([r["pairs"] for r in runs])),
+            "gvi": float(np.mean([r["gvi"] for r in runs])),
+            "lvi": float(np.mean([r["lvi"] for r in runs])),
+            "seconds_per_sweep": float(np.mean([r["seconds"] for r in runs]))
+            / runs[0]["sweeps"], "runs": runs}
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--runs", type=int, default=40)
+    p.add_argument("--sweeps", type=int, default=12)
+    p.add_argument("--data-seed", type=int, default=0)
+    p.add_argument("--data", choices=("sec7", "engine-test"), default="sec7")
+    p.add_argument("--moves", choices=("on", "off", "both"), default="both",
+                   help="with the split-merge moves, without them (the sampler before), both")
+    p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--skip-parallel", action="store_true")
+    p.add_argument("--skip-speed", action="store_true")
+    p.add_argument("--json", type=Path, default=RESULTS / "tdpm_chains.json")
+    args = p.parse_args()
+    out: dict = {"machine": {"python": platform.python_version(), "numpy": np.__version__,
+                             "processor": platform.processor() or platform.machine()},
+                 "settings": vars(args) | {"json": str(args.json)}}
+    if not args.skip_parallel:
+        out["parallel"] = {}
+        for on in {"on": [True], "off": [False], "both": [True, False]}[args.moves]:
+            runs = run_all([(chain_run, (seed, args.sweeps, on, args.data, args.data_seed))
+                            for seed in range(args.runs)], args.jobs)
+            for r in runs:
+                r["sweeps"] = args.sweeps
+            key = "split_merge" if on else "no_split_merge"
+            out["parallel"][f"{args.data}_{key}"] = summary = summarise(runs)
+            print(f"{args.data} data, {args.runs} runs of {args.sweeps} sweeps, {key}: "
+                  f"{summary['share_with_parallel_chains']:.0%} end with a cluster held by two "
+                  f"parallel chains ({summary['pairs_per_run']:.2f} such pairs a run); GVI "
+                  f"{summary['gvi']:.3f}, LVI {summary['lvi']:.3f}; "
+                  f"{summary['seconds_per_sweep']:.2f} s a sweep", flush=True)
+    if not args.skip_speed:
+        start = time.perf_counter()
+        seconds = run_all([(tiny_run, (seed, 7000)) for seed in range(3)], args.jobs)
+        wall = time.perf_counter() - start
+        out["speed"] = {"sweeps": 21000, "wall_seconds": wall, "jobs": args.jobs,
+                        "cpu_seconds": float(np.sum(seconds)),
+                        "ms_per_sweep": 1000 * float(np.sum(seconds)) / 21000}
+        print(f"6 items, 2 epochs: 21,000 sweeps (3 x 7,000) in {wall:.1f} s wall on "
+              f"{args.jobs} processes, {np.sum(seconds):.1f} CPU seconds "
+              f"({out['speed']['ms_per_sweep']:.2f} ms a sweep)", flush=True)
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(out, indent=1))
+    print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,168 @@
+"""Split-merge moves over whole chains of the temporal DP mixture (issue 34) against exact
+enumeration: the moves alone visit every configuration of the labels in proportion to its
+posterior p(z | x) (the chain states integrated out by a dense Gaussian, independent of the
+sampler's Kalman code); their pieces (a chain's evidence, the proposal's probability) against
+direct computation; the moves find the merge of a cluster held as two parallel chains."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from scipy.special import logsumexp
+
+from bnpmix.algorithms.alloc.rcrp import log_prior
+from bnpmix.algorithms.tdpm.dynamics import RandomWalk
+from bnpmix.algorithms.tdpm.emission import GaussianEmission
+from bnpmix.algorithms.tdpm.gibbs import ChainSampler, RCRPPrior, relabel
+
+from .test_rcrp import set_partitions
+from .test_tdpm_gibbs import E6, NOISE, RHO, SIGMA, X6, chain_log_marginal
+
+X3 = np.array([0.0, 0.3, 0.1, 0.2, 2.0, -0.2])
+E3 = np.array([0, 0, 1, 2, 2, 2])
+
+
+def exact_partitions(x, epochs, prior) -> dict[tuple, float]:
+    """p(z | x) of every labelling whose chains have occupied epochs at most W apart, keyed by
+    the canonical labels: P(z) (the RCRP's label-free prior) times each chain's dense Gaussian
+    marginal likelihood, normalised."""
+    T = int(epochs.max()) + 1
+    keys, logw = [], []
+    for part in set_partitions(list(range(len(x)))):
+        if not all(np.all(np.diff(sorted(set(epochs[b]))) <= prior.window) for b in part):
+            continue
+        counts = np.zeros((T, len(part)))
+        z = np.empty(len(x), int)
+        for k, b in enumerate(part):
+            np.add.at(counts[:, k], epochs[b], 1)
+            z[b] = k
+        logw.append(log_prior(counts, prior.window, prior.decay, prior.alpha)
+                    + sum(chain_log_marginal(x[b], epochs[b], epochs[b].min()) for b in part))
+        keys.append(tuple(relabel(z, epochs).tolist()))
+    p = np.exp(np.array(logw) - logsumexp(logw))
+    return dict(zip(keys, p.tolist(), strict=True))
+
+
+def sampler(x, epochs, prior, **kw) -> ChainSampler:
+    return ChainSampler(epochs, int(epochs.max()) + 1, GaussianEmission(x[:, None], NOISE),
+                        RandomWalk(SIGMA, RHO), prior, **kw)
+
+
+def start_apart(s: ChainSampler, rng) -> None:
+    """Every item a chain of its own."""
+    n = len(s.epochs)
+    s.restore({"z": np.arange(n), "labels": np.arange(n), "first": s.epochs,
+               "last": s.epochs, "phi": rng.normal(size=(n, 1))})
+
+
+CASES = {
+    "6-items-2-epochs-W1": (X6, E6, RCRPPrior(alpha=1.0, window=1, decay=0.8)),
+    # a chain over epochs 0..2 split at its middle item leaves two chains (W = 1): the moves
+    # must reject a split or merge whose chain skips an epoch
+    "3-epochs-W1": (X3, E3, RCRPPrior(alpha=0.7, window=1, decay=2.0)),
+    # W = 2: a chain may skip epoch 1
+    "3-epochs-W2": (X3, E3, RCRPPrior(alpha=0.7, window=2, decay=2.0)),
+}
+# 20,000 moves a case: the default run keeps the first, the slow run the others
+SLOW = {"3-epochs-W1", "3-epochs-W2"}
+MOVES = 20000
+
+
+def co_clustering(dist: dict[tuple, float]) -> tuple[np.ndarray, float]:
+    """E[co-clustering matrix] and E[number of chains] under a distribution over labellings."""
+    co, k = 0.0, 0.0
+    for key, p in dist.items():
+        z = np.array(key)
+        co = co + p * (z[:, None] == z[None, :])
+        k += p * (z.max() + 1)
+    return co, k
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=k, marks=[pytest.mark.slow] * (k in SLOW))
+                                  for k, c in CASES.items()])
+def test_split_merge_alone_visits_the_labellings_in_proportion_to_the_posterior(case):
+    """Split-merge proposals only (no item moves, no relinking), from every item apart: the
+    visit frequency of each labelling within 4 binomial standard errors (inflated 4x for the
+    moves' autocorrelation) of its exact posterior probability, the co-clustering
+    probabilities within 0.03 and the expected number of chains within 0.05."""
+    x, epochs, prior = case
+    exact = exact_partitions(x, epochs, prior)
+    p = np.array(list(exact.values()))
+    assert p.max() < 0.5 and np.sum(p > 0.01) >= 8  # the test discriminates
+    rng = np.random.default_rng(11)
+    s = sampler(x, epochs, prior)
+    start_apart(s, rng)
+    sm = s.splitmerge
+    sm.attempts = 1
+    seen = dict.fromkeys(exact, 0)
+    for _ in range(MOVES):
+        sm.sweep(rng)
+        key = tuple(s.canonical().tolist())
+        seen[key] += 1  # a KeyError: a labelling the prior forbids
+    freq = np.array([seen[k] for k in exact]) / MOVES
+    se = np.sqrt(p * (1 - p) / MOVES)
+    assert np.all(np.abs(freq - p) < 4 * 4 * se + 0.002), np.max(np.abs(freq - p) / se)
+    got_co, got_k = co_clustering(dict(zip(exact, freq, strict=True)))
+    exact_co, exact_k = co_clustering(exact)
+    assert np.max(np.abs(got_co - exact_co)) < 0.03, np.max(np.abs(got_co - exact_co))
+    assert abs(got_k - exact_k) < 0.05, (got_k, exact_k)
+    assert 0.05 < sm.accepted / MOVES < 0.95
+
+
+def test_chain_evidence_is_the_dense_gaussian_marginal():
+    """log p(x_chain) by the Kalman filter over grouped items (with each group's constant)
+    equals the dense marginal of Cov(x_i, x_j) = σ + ρ (min(t_i, t_j) − born) + Σ δ_ij."""
+    x = np.array([0.4, -0.3, 0.9, 1.4, 1.1, 0.2, 2.0])
+    epochs = np.array([1, 1, 2, 4, 4, 4, 5])
+    s = sampler(x, epochs, RCRPPrior(1.0, 2, 1.0))
+    got = s.splitmerge._evidence(np.arange(7))
+    assert got == pytest.approx(chain_log_marginal(x, epochs, 1), abs=1e-10)
+
+
+def test_proposal_probability_is_that_of_the_draws():
+    """The sequential allocation's log q of a split equals the frequency of that split among
+    its draws (the proposal ratio the merges use is the probability the splits are drawn with),
+    and the probabilities of all splits with i in A and j in B sum to 1."""
+    x, epochs, prior = CASES["6-items-2-epochs-W1"]
+    s = sampler(x, epochs, prior)
+    sm = s.splitmerge
+    items, i, j = np.arange(6), 0, 4
+    rng = np.random.default_rng(3)
+    draws = 20000
+    counts: dict[tuple, int] = {}
+    for _ in range(draws):
+        into_a, _ = sm.allocate(items, i, j, rng)
+        counts[tuple(into_a.tolist())] = counts.get(tuple(into_a.tolist()), 0) + 1
+    total = 0.0
+    for bits in range(2 ** 4):
+        rest = [(bits >> u) & 1 == 1 for u in range(4)]
+        into_a = np.array([True, rest[0], rest[1], rest[2], False, rest[3]])
+        q = np.exp(sm.allocate(items, i, j, None, into_a)[1])
+        total += q
+        f = counts.get(tuple(into_a.tolist()), 0) / draws
+        assert abs(f - q) < 4 * np.sqrt(q * (1 - q) / draws) + 1e-3, (into_a, f, q)
+    assert total == pytest.approx(1.0, abs=1e-12)
+
+
+def test_a_cluster_held_as_two_parallel_chains_is_merged():
+    """One cluster over 6 epochs whose items alternate between two chains: the merge of the
+    two has an MH ratio above 1 (the joint gain outweighs the split's proposal probability),
+    so a proposal anchored in both chains merges them, and the log joint rises."""
+    rng = np.random.default_rng(0)
+    T, per = 6, 4
+    epochs = np.repeat(np.arange(T), per)
+    x = 3.0 + 0.2 * np.cumsum(rng.normal(size=T)).repeat(per) + rng.normal(size=T * per) * 0.3
+    s = sampler(x, epochs, RCRPPrior(1.0, 1, 0.8))
+    z = np.tile([0, 1], T * per // 2)
+    phi = np.repeat(x.reshape(T, per).mean(1)[None], 2, axis=0).reshape(-1, 1)
+    s.restore({"z": z, "labels": np.arange(2), "first": np.zeros(2, int),
+               "last": np.full(2, T - 1), "phi": phi})
+    sm = s.splitmerge
+    A, B = sm._members(0), sm._members(1)
+    items = np.arange(T * per)
+    _, logq = sm.allocate(items, 0, 1, None, z == 0)
+    assert sm._log_ratio(items, A, B) + logq > 1.0
+    before = s.log_joint()
+    assert sm.propose(0, 1, rng)
+    assert np.all(s.z == s.z[0])
+    assert s.log_joint() > before
