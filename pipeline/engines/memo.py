@@ -195,6 +195,7 @@ class MemoEngine(Engine):
         self.best: tuple[float, int, Mixture] | None = None  # (ELBO, lap, model) at lap ends
         self.last_elbo: float | None = None  # the previous lap end's
         self.settled = False  # the last lap moved nothing and changed the ELBO < SETTLED
+        self.births_kept = 0  # birth families the last verification kept
         self.stopped = ""
         self.W = self.ctx.wave
         local = isinstance(self.ctx.executor, LocalExecutor)
@@ -336,7 +337,8 @@ class MemoEngine(Engine):
         open_ = self._open(N, adopting, lap)
         if not open_.any():
             return ()
-        n = max(self.cfg.birth.per_lap, self.cfg.birth.settled_per_lap if self.settled else 0)
+        n = max(self.cfg.birth.per_lap, self.cfg.birth.settled_per_lap if self.settled else 0,
+                min(self.cfg.birth.settled_per_lap, 2 * self.births_kept))
         targets = choose_targets(self.S0.uids[open_], N[open_], laps[open_], n,
                                  self.ctx.rng.birth)
         self.births = [Birth(t) for t in targets]
@@ -503,6 +505,9 @@ class MemoEngine(Engine):
                 elif isinstance(move, Delete):  # a kept family's empty origin
                     self._drop(move.uid)
             moved = len(undone) < len(st.groups)  # a birth kept
+        # while births are kept, twice as many targets next lap (up to settled_per_lap): K far
+        # below what the data support grows geometrically, not by one component a lap
+        self.births_kept = len(st.groups) - len(undone) if len(st.groups) else 0
         if st.deletes and self._delete():
             S, moved = self.S0, True  # no merge this lap: the pair entropies were S^0's
         if self.merges_on and len(S.pairs):
@@ -622,6 +627,7 @@ class MemoEngine(Engine):
             "best": None if self.best is None else list(self.best[:2]),
             "last_elbo": self.last_elbo,
             "settled": self.settled,
+            "births_kept": self.births_kept,
             "stopped": self.stopped,
             "W": self.W,
             "ahead": self.ahead,
@@ -689,6 +695,7 @@ class MemoEngine(Engine):
                          model_from(arrays, "best", self.ctx))
         self.last_elbo = meta["last_elbo"]
         self.settled = bool(meta.get("settled", False))
+        self.births_kept = int(meta.get("births_kept", 0))
         self.stopped = meta["stopped"]
         self.W, self.ahead = int(meta["W"]), int(meta["ahead"])
         self.model_is_S0 = bool(meta["model_is_S0"])
