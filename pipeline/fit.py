@@ -63,16 +63,41 @@ def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *
     absolute = {f"run_{name}": str(Path(value).resolve()) for name in ("warm_start", "cluster")
                 if (value := getattr(job.run, name)) and not is_url(value)}
     job = job.replace(run_corpus=corpus.uri, run_out=str(run.path.resolve()),
-                      model_obs=job.model.obs or default_obs_name(corpus), **absolute)
-    created = run.claim()
+                      model_obs=job.model.obs or default_obs_name(corpus),
+                      run_wave=job.run.wave or engine_class(job.algorithm).default_wave,
+                      **absolute)
+    claimed = run.claim()
+    if claimed.replaced:
+        print(f"bnpmix: {run.path}: taking it over from {claimed.replaced}, which is gone (it "
+              "stopped before its first checkpoint)", file=sys.stderr)
+    begun: list[bool] = []  # set once the engine has started: a failure then leaves a run
     try:
-        summary = _run(corpus, run, job, None, progress, on_step, client)
-    except BaseException:
-        if not (run.path / "job.json").exists():  # nothing resumable was written: leave no trace
-            run.release(created)
-        raise  # a resumable run keeps its claim: only `bnpmix resume` continues it
+        write_job(run, corpus, job)  # with the claim, before any work: always resumable
+        summary = _run(corpus, run, job, None, progress, on_step, client, begun)
+    except BaseException as exc:
+        stopped(run, claimed.created, exc, bool(begun))
+        raise
     run.release()
     return summary
+
+
+def write_job(run: RunDir, corpus: Corpus, job: JobConfig) -> None:
+    """job.json: the corpus, its partitions and the configuration, what `resume` reads."""
+    write_json_atomic(run.path / "job.json", {"corpus": corpus.uri,
+                                              "partitions": partitions_of(corpus),
+                                              "config": job.to_dict()})
+
+
+def stopped(run: RunDir, created: bool, exc: BaseException, begun: bool) -> None:
+    """A fit that ends early. An error before its engine started (a refused option, prior or
+    warm start) leaves no trace; anything else (an interruption, a failure later) leaves the
+    run resumable, its claim naming a process that is gone, and the exception says how to
+    continue it."""
+    if isinstance(exc, Exception) and not begun and not checkpoint.exists(run):
+        (run.path / "job.json").unlink(missing_ok=True)
+        run.release(created)
+    else:
+        exc.add_note(f"continue the run with `bnpmix resume {run.path}`")
 
 
 def on_client(job: JobConfig, client: Any) -> tuple[JobConfig, Any]:
@@ -114,6 +139,7 @@ def resume(run_dir: str | Path, progress: ProgressHook | None = None,
     if run.summary_path.exists():
         return None
     job = read_job(run)
+    run.reclaim()
     config, client = on_client(JobConfig.from_dict(job["config"]), client)
     corpus = Corpus(job["corpus"])
     if partitions_of(corpus) != job["partitions"]:
@@ -121,18 +147,27 @@ def resume(run_dir: str | Path, progress: ProgressHook | None = None,
                           f"({len(job['partitions'])} partitions then, {corpus.n_partitions} "
                           "now); start a new fit")
     ckpt = checkpoint.open_checkpoint(run, config.algorithm)
+    if ckpt is None:
+        print(f"bnpmix: {run.path}: no checkpoint (the run stopped before its first one); "
+              "starting it from the beginning", file=sys.stderr)
     try:
-        return _run(corpus, run, config, ckpt, progress, on_step, client)
+        summary = _run(corpus, run, config, ckpt, progress, on_step, client)
+    except BaseException as exc:
+        exc.add_note(f"continue the run with `bnpmix resume {run.path}`")
+        raise
     finally:
         if ckpt is not None:
             ckpt.close()
+    run.release()
+    return summary
 
 
 def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
          progress: ProgressHook | None, on_step: StepHook | None,
-         client: Any) -> dict[str, Any]:
+         client: Any, begun: list[bool] | None = None) -> dict[str, Any]:
     """Restart r runs with the streams of seed + r over the same context and prior; each is
-    driven to its end with checkpoints (which carry the best finished restart so far)."""
+    driven to its end with checkpoints (which carry the best finished restart so far).
+    ``begun`` is told (appended to) once the first engine has started."""
     r = job.run
     with open_executor(corpus, r.scheduler, r.cluster, r.threads, r.cache_bytes,
                        r.worker_wait, client) as executor:
@@ -140,7 +175,6 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         if isinstance(executor, DaskExecutor):
             print(f"bnpmix: running on {where}", file=sys.stderr)
         ctx = make_context(corpus, job.run, job.model, executor)
-        job = job.replace(run_wave=ctx.wave)  # job.json records W as resolved (resume)
         obs = ctx.obs
         first, best = (0, None) if ckpt is None else checkpoint.restarts(ckpt, ctx)
         runs = 1 if engine_class(job.algorithm).restarts_within else r.restarts
@@ -154,11 +188,8 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
                     laps_done = checkpoint.restore(engine, ckpt)
                 else:
                     engine.start()
-                run.create()
-                if not (run.path / "job.json").exists():
-                    write_json_atomic(run.path / "job.json", {
-                        "corpus": corpus.uri,
-                        "partitions": partitions_of(corpus), "config": job.to_dict()})
+                if begun is not None:
+                    begun.append(True)
                 laps_done = drive(engine, run, laps_done, r.checkpoint_every, progress, on_step,
                                   functools.partial(checkpoint.save, run, restart=restart,
                                                     best=best))

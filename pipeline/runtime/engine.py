@@ -76,6 +76,9 @@ class Engine(ABC):
     # runtime runs it once, rather than rerunning the whole engine ``restarts`` times
     restarts_within: ClassVar[bool] = False
     default_restarts: ClassVar[int] = 1  # --restarts when not given
+    # --wave when not given: a constant, never the executor's size, so that a run's result is a
+    # function of the corpus, the options and the seed only
+    default_wave: ClassVar[int] = 1
 
     def __init__(self, ctx: FitContext, cfg: Any) -> None:
         self.ctx = ctx
