@@ -116,6 +116,9 @@ def partitions_of(corpus: Corpus) -> list[list[str]]:
 
 
 def read_job(run: RunDir) -> dict[str, Any]:
+    if run.claim_path.exists() and not (run.path / "job.json").exists():
+        raise BnpmixError(f"{run.path}: a fit claimed it and stopped before it wrote job.json: "
+                          f"nothing to resume (`bnpmix fit ... --out {run.path}` starts again)")
     try:
         job = json.loads((run.path / "job.json").read_text(encoding="utf-8"))
         JobConfig.from_dict(job["config"])

@@ -124,6 +124,7 @@ def kill_after_first_checkpoint(proc: subprocess.Popen, run: Path) -> None:
     assert not (run / "summary.json").exists(), "the run finished before it could be killed"
 
 
+@pytest.mark.slow  # five fits and a cluster of its own: about 3 min on a loaded machine
 def test_default_options_give_one_model_on_every_executor(tmp_path, cluster):
     """Issue 33: with the default options (births, merges and deletes on) the same job gives the
     same model on local threads, synchronously, on one real Dask worker, on two, and killed

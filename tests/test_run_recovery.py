@@ -97,6 +97,14 @@ def test_a_claim_whose_process_is_gone_is_taken_over_by_fit(tmp_path, corpus):
     assert f"taking it over from process {proc.pid}" in again.stderr, again.stderr
     assert (run / "summary.json").exists() and not (run / ".claim").exists()
 
+    bare = tmp_path / "bare"  # killed between its claim and job.json: nothing to resume
+    bare.mkdir()
+    (bare / ".claim").write_text(json.dumps({"host": socket.gethostname(), "pid": proc.pid}))
+    res = cli("resume", bare)
+    assert res.returncode == 1 and f"--out {bare}` starts again" in res.stderr, res.stderr
+    res = cli("fit", corpus, "--out", bare, *JOB)
+    assert res.returncode == 0 and "taking it over" in res.stderr, res.stderr
+
     foreign = tmp_path / "foreign"
     foreign.mkdir()
     (foreign / ".claim").write_text(json.dumps({"host": "elsewhere.invalid", "pid": proc.pid}))
