@@ -5,10 +5,10 @@ Each lap visits every batch once in a fresh random order. A visit is Eq. 11: the
 summary leaves S^0, its new one (from the local step under the current globals) enters, and the
 globals are updated from S^0 (Eq. 10). To keep several workers busy, a wave of W batches is
 computed in parallel against the same globals and then applied one by one in visiting order
-(W = 4 by default, with one wave computed ahead, whatever the executor); W = 1 with none ahead
-is exactly the paper's algorithm. Births collect targeted data during one lap, are
-created at its end and adopted during the next, with their summaries S' kept beside S^0 until
-that lap's last global update; their origins take no item during that lap. A lap may also
+(W = 4 by default, whatever the executor); W = 1 is exactly the paper's algorithm. Births
+collect targeted data during one lap, are created at its end and adopted during the next,
+with their summaries S' kept beside S^0 until that lap's last global update; their origins
+take no item during that lap. A lap may also
 try deleting a few small components: each visit summarises its batch also without each, and at
 the lap's end the deletion whose alternatives' sum has the highest exact ELBO is kept, if that
 is higher than S^0's. Merges and reordering happen after a lap's last batch and are accepted
@@ -76,9 +76,9 @@ class MemoConfig(LapsConfig):
                                  "none)", parse=names)
     tol: float = opt(1e-6, "converged when a lap accepts no move, keeps K and changes the ELBO "
                      "by less than this per item (0: run every lap)", within="[0, inf)")
-    ahead: int = opt(1, "waves computed ahead: the next waves start on the globals the driver "
+    ahead: int = opt(0, "waves computed ahead: the next waves start on the globals the driver "
                      "has while it applies the previous one, so wave j is computed on the "
-                     "globals after wave j - 1 - ahead (--wave 1 --ahead 0: the paper's schedule)",
+                     "globals after wave j - 1 - ahead (with --wave 1, 0 is the paper's schedule)",
                      within="[0, inf)")
     birth: BirthConfig = field(default_factory=BirthConfig)
     merge: MergeConfig = field(default_factory=MergeConfig)
@@ -161,8 +161,9 @@ class MemoEngine(Engine):
     name = "memo"
     Config = MemoConfig
     summary = "memoized online VB: births, merges, exact ELBO"
-    # four batches a wave, one wave ahead: workers stay busy without the result depending on
-    # how many there are (benchmarks/scaling.py and wave_cost.py measure the trade)
+    # four batches a wave, none ahead: up to four workers busy, each visit missing at most
+    # three updates, and the result independent of how many workers there are
+    # (benchmarks/scaling.py and wave_cost.py measure the trade)
     default_wave = 4
 
     on_visit: VisitHook | None = None
