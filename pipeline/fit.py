@@ -1,10 +1,10 @@
 """Fitting and resuming from the Python API: what `bnpmix fit` and `bnpmix resume` call.
 
-The runtime drives any registered engine the same way: build the context (validating the
-configuration against the corpus before anything is written), start the engine or restore it
-from its checkpoint, write ``job.json``, step it to the end with progress and checkpoints, then
-write the assignments, the model, the trace and, last, ``summary.json``: a run directory with a
-summary is finished; one with only a checkpoint is resumable.
+The runtime drives any registered engine the same way: claim the run directory and write
+``job.json`` with the claim, build the context, start the engine or restore it from its
+checkpoint, step it to the end with progress and checkpoints, then write the assignments, the
+model, the trace and, last, ``summary.json``: a run directory with a summary is finished; one
+with job.json and no summary is resumable (from its checkpoint, else from the beginning).
 """
 
 from __future__ import annotations
