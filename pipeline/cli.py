@@ -677,6 +677,11 @@ def _terminate(signum: int, frame: Any) -> None:
     raise Terminated
 
 
+def _notes(exc: BaseException) -> str:
+    """What the code that was stopped added to its exception (how to continue a run)."""
+    return "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the console script; returns the exit code."""
     argv = sys.argv[1:] if argv is None else list(argv)
@@ -694,8 +699,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _terminate)
     try:
         return args.func(args)
-    except Terminated:
-        print("bnpmix: terminated; nothing half-written was left", file=sys.stderr)
+    except Terminated as exc:
+        print(f"bnpmix: terminated; nothing half-written was left{_notes(exc)}",
+              file=sys.stderr)
         return 143
     except UsageError as exc:
         parser.error(str(exc))
@@ -704,8 +710,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             traceback.print_exc()
         print(f"bnpmix: error: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("bnpmix: interrupted", file=sys.stderr)
+    except KeyboardInterrupt as exc:
+        print(f"bnpmix: interrupted{_notes(exc)}", file=sys.stderr)
         return 130
     except BrokenPipeError as exc:
         if stdout_gone():  # `bnpmix info RUN | head -1`: the reader has what it wanted

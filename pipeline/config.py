@@ -236,9 +236,8 @@ class RunConfig:
                                     "failing (default: Dask config bnpmix.worker-wait, 60 s)",
                                     parse=_optional(_float), within="(0, inf)")
     wave: int | None = opt(None, "batches computed in parallel against the same globals "
-                           "(default: 1 with local threads, the Dask workers' threads on a "
-                           "cluster, counted when the run starts)", parse=_optional(_int),
-                           within="[1, inf)")
+                           "(default: the engine's own, whatever the executor: memo 4, ep 1)",
+                           parse=_optional(_int), within="[1, inf)")
     cache_bytes: int | None = opt(None, "bytes of partitions kept in memory per worker (or "
                                   "locally) across laps (default: Dask config "
                                   "bnpmix.cache-bytes, 2 GiB)", parse=_optional(_int),

@@ -1,10 +1,10 @@
 """Fitting and resuming from the Python API: what `bnpmix fit` and `bnpmix resume` call.
 
-The runtime drives any registered engine the same way: build the context (validating the
-configuration against the corpus before anything is written), start the engine or restore it
-from its checkpoint, write ``job.json``, step it to the end with progress and checkpoints, then
-write the assignments, the model, the trace and, last, ``summary.json``: a run directory with a
-summary is finished; one with only a checkpoint is resumable.
+The runtime drives any registered engine the same way: claim the run directory and write
+``job.json`` with the claim, build the context, start the engine or restore it from its
+checkpoint, step it to the end with progress and checkpoints, then write the assignments, the
+model, the trace and, last, ``summary.json``: a run directory with a summary is finished; one
+with job.json and no summary is resumable (from its checkpoint, else from the beginning).
 """
 
 from __future__ import annotations
@@ -84,17 +84,22 @@ def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *
                 if (value := getattr(job.run, name)) and not is_url(value)}
     job = job.replace(run_corpus=corpus.uri, run_out=str(run.path.resolve()),
                       model_obs=job.model.obs or default_obs_name(corpus, mixes_obs(job)),
+                      run_wave=job.run.wave or engine_class(job.algorithm).default_wave,
                       **absolute)
     if job.model.obs == AUTO and not mixes_obs(job):
         raise BnpmixError(f"--obs auto: the {job.algorithm} engine takes an observation model "
                           "named with --obs (gauss, zm-gauss, diag-gauss, tied-gauss)")
-    created = run.claim()
+    claimed = run.claim()
+    if claimed.replaced:
+        print(f"bnpmix: {run.path}: taking it over from {claimed.replaced}, which is gone (it "
+              "stopped before its first checkpoint)", file=sys.stderr)
+    begun: list[bool] = []  # set once the engine has started: a failure then leaves a run
     try:
-        summary = _run(corpus, run, job, None, progress, on_step, client)
-    except BaseException:
-        if not (run.path / "job.json").exists():  # nothing resumable was written: leave no trace
-            run.release(created)
-        raise  # a resumable run keeps its claim: only `bnpmix resume` continues it
+        write_job(run, corpus, job)  # with the claim, before any work: always resumable
+        summary = _run(corpus, run, job, None, progress, on_step, client, begun)
+    except BaseException as exc:
+        stopped(run, claimed.created, exc, bool(begun))
+        raise
     run.release()
     return summary
 
@@ -141,6 +146,25 @@ def choose_obs(corpus: Corpus, job: JobConfig) -> tuple[str, dict[str, float], O
     return best, scores, priors[best]
 
 
+def write_job(run: RunDir, corpus: Corpus, job: JobConfig) -> None:
+    """job.json: the corpus, its partitions and the configuration, what `resume` reads."""
+    write_json_atomic(run.path / "job.json", {"corpus": corpus.uri,
+                                              "partitions": partitions_of(corpus),
+                                              "config": job.to_dict()})
+
+
+def stopped(run: RunDir, created: bool, exc: BaseException, begun: bool) -> None:
+    """A fit that ends early. An error before its engine started (a refused option, prior or
+    warm start) leaves no trace; anything else (an interruption, a failure later) leaves the
+    run resumable, its claim naming a process that is gone, and the exception says how to
+    continue it."""
+    if isinstance(exc, Exception) and not begun and not checkpoint.exists(run):
+        (run.path / "job.json").unlink(missing_ok=True)
+        run.release(created)
+    else:
+        exc.add_note(f"continue the run with `bnpmix resume {run.path}`")
+
+
 def on_client(job: JobConfig, client: Any) -> tuple[JobConfig, Any]:
     """The Dask client a run uses (``client``, or this process's current one when the job's
     scheduler is "distributed"; None: the executor the job names) and the job as job.json
@@ -157,6 +181,9 @@ def partitions_of(corpus: Corpus) -> list[list[str]]:
 
 
 def read_job(run: RunDir) -> dict[str, Any]:
+    if run.claim_path.exists() and not (run.path / "job.json").exists():
+        raise BnpmixError(f"{run.path}: a fit claimed it and stopped before it wrote job.json: "
+                          f"nothing to resume (`bnpmix fit ... --out {run.path}` starts again)")
     try:
         job = json.loads((run.path / "job.json").read_text(encoding="utf-8"))
         JobConfig.from_dict(job["config"])
@@ -180,6 +207,7 @@ def resume(run_dir: str | Path, progress: ProgressHook | None = None,
     if run.summary_path.exists():
         return None
     job = read_job(run)
+    run.reclaim()
     config, client = on_client(JobConfig.from_dict(job["config"]), client)
     corpus = Corpus(job["corpus"])
     if partitions_of(corpus) != job["partitions"]:
@@ -187,18 +215,27 @@ def resume(run_dir: str | Path, progress: ProgressHook | None = None,
                           f"({len(job['partitions'])} partitions then, {corpus.n_partitions} "
                           "now); start a new fit")
     ckpt = checkpoint.open_checkpoint(run, config.algorithm)
+    if ckpt is None:
+        print(f"bnpmix: {run.path}: no checkpoint (the run stopped before its first one); "
+              "starting it from the beginning", file=sys.stderr)
     try:
-        return _run(corpus, run, config, ckpt, progress, on_step, client)
+        summary = _run(corpus, run, config, ckpt, progress, on_step, client)
+    except BaseException as exc:
+        exc.add_note(f"continue the run with `bnpmix resume {run.path}`")
+        raise
     finally:
         if ckpt is not None:
             ckpt.close()
+    run.release()
+    return summary
 
 
 def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
          progress: ProgressHook | None, on_step: StepHook | None,
-         client: Any) -> dict[str, Any]:
+         client: Any, begun: list[bool] | None = None) -> dict[str, Any]:
     """Restart r runs with the streams of seed + r over the same context and prior; each is
-    driven to its end with checkpoints (which carry the best finished restart so far)."""
+    driven to its end with checkpoints (which carry the best finished restart so far).
+    ``begun`` is told (appended to) once the first engine has started."""
     r = job.run
     with open_executor(corpus, r.scheduler, r.cluster, r.threads, r.cache_bytes,
                        r.worker_wait, client) as executor:
@@ -214,7 +251,6 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         ctx = make_context(corpus, job.run, model, executor)
         if chosen is not None:  # the run starts from the prior the chosen model's fit ended at
             ctx.obs, ctx.obs_candidates = chosen[2], chosen[1]
-        job = job.replace(run_wave=ctx.wave)  # job.json records W as resolved (resume)
         obs = ctx.obs
         first, best = (0, None) if ckpt is None else checkpoint.restarts(ckpt, ctx)
         runs = 1 if engine_class(job.algorithm).restarts_within else r.restarts
@@ -228,11 +264,8 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
                     laps_done = checkpoint.restore(engine, ckpt)
                 else:
                     engine.start()
-                run.create()
-                if not (run.path / "job.json").exists():
-                    write_json_atomic(run.path / "job.json", {
-                        "corpus": corpus.uri,
-                        "partitions": partitions_of(corpus), "config": job.to_dict()})
+                if begun is not None:
+                    begun.append(True)
                 laps_done = drive(engine, run, laps_done, r.checkpoint_every, progress, on_step,
                                   functools.partial(checkpoint.save, run, restart=restart,
                                                     best=best))

@@ -99,16 +99,17 @@ def stop(*procs: subprocess.Popen) -> None:
 
 
 class DaskCluster:
-    """A scheduler and two single-threaded workers, each its own process, on loopback."""
+    """A scheduler and ``workers`` (two) single-threaded workers, each its own process, on
+    loopback."""
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, workers: int = 2) -> None:
         self.env = ENV if env is None else {**ENV, **env}
         self._dir = tempfile.TemporaryDirectory(prefix="bnpmix-dask-")
         self.scheduler, self.address = start_scheduler(Path(self._dir.name), env=self.env)
         self.workers: list[subprocess.Popen] = []
         try:
-            self.workers = [self.start_worker() for _ in range(2)]
-            self.wait_for_workers(2)
+            self.workers = [self.start_worker() for _ in range(workers)]
+            self.wait_for_workers(workers)
         except BaseException:
             self.close()  # nothing started here outlives a failed start
             raise

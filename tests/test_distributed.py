@@ -19,7 +19,7 @@ from distributed import Client
 
 from bnpmix.pipeline.runtime.executors import DaskExecutor
 from bnpmix.storage import BnpmixError, Corpus, RunDir, ingest_array, ingest_docword
-from helpers import DASK, ENV, cli, start_scheduler, stop, write_docword
+from helpers import DASK, ENV, DaskCluster, cli, start_scheduler, stop, write_docword
 
 
 def bnpmix(*args: str) -> subprocess.CompletedProcess:
@@ -60,10 +60,7 @@ def assert_same_run(a: Path, b: Path, rtol: float = 1e-9) -> None:
     np.testing.assert_allclose(xa["prob"], xb["prob"], rtol=1e-7)
 
 
-# W and waves ahead fixed: a cluster's defaults (W = its threads, one wave ahead) are other
-# settings than the threaded run's (W = 1, none ahead), so the runs would differ
-FIT = ("--K", "1", "--laps", "5", "--moves", "birth,merge", "--seed", "7", "--wave", "1",
-       "--ahead", "0")
+FIT = ("--K", "1", "--laps", "5", "--moves", "birth,merge", "--seed", "7")
 
 
 def make_text_corpus(path: Path, n: int = 2000, V: int = 400, partitions: int = 20,
@@ -81,8 +78,8 @@ def make_text_corpus(path: Path, n: int = 2000, V: int = 400, partitions: int = 
 
 
 # (W, waves ahead, corpus): the paper's schedule; W = 2 with the next wave computed while the
-# driver applies one (what a cluster does by default), on dense data and on text (sparse
-# summaries, E[log θ] shipped on each wave's words only)
+# driver applies one, on dense data and on text (sparse summaries, E[log θ] shipped on each
+# wave's words only)
 @pytest.mark.parametrize("wave,ahead,kind", [("1", "0", "dense"), ("2", "1", "dense"),
                                              ("2", "1", "text")])
 def test_dask_run_equals_threaded_run(tmp_path, cluster, wave, ahead, kind):
@@ -113,6 +110,53 @@ def test_dask_run_equals_threaded_run_with_births_and_deletes(tmp_path, cluster)
     assert_same_run(tmp_path / "threads", tmp_path / "dask")
     trace = pd.read_csv(tmp_path / "threads" / "trace.csv")
     assert trace["K"].iloc[-1] < 6  # a component was deleted or merged away
+
+
+def kill_after_first_checkpoint(proc: subprocess.Popen, run: Path) -> None:
+    """SIGKILL a `bnpmix fit` process once its run has a checkpoint and no summary."""
+    deadline = time.time() + 120
+    while not (run / "checkpoint.npz").exists():
+        assert proc.poll() is None, proc.communicate()
+        assert time.time() < deadline
+        time.sleep(0.01)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.communicate()
+    assert not (run / "summary.json").exists(), "the run finished before it could be killed"
+
+
+@pytest.mark.slow  # five fits and a cluster of its own: about 3 min on a loaded machine
+def test_default_options_give_one_model_on_every_executor(tmp_path, cluster):
+    """Issue 33: with the default options (births, merges and deletes on) the same job gives the
+    same model on local threads, synchronously, on one real Dask worker, on two, and killed
+    after its first checkpoint and resumed: trace, K, ELBO and assignments to 1e-9. Before, W
+    and waves ahead followed the executor (1 and 0 locally, the workers' threads and 1 on
+    Dask), so adding a worker changed the answer."""
+    corpus = make_corpus(tmp_path / "corpus")
+    job = ("--K", "1", "--laps", "5", "--seed", "4")
+    runs = {"threads": (), "synchronous": ("--scheduler", "synchronous"),
+            "two-workers": ("--scheduler", cluster.address)}
+    for name, where in runs.items():
+        res = bnpmix("fit", str(corpus), "--out", str(tmp_path / name), *job, *where)
+        assert res.returncode == 0, res.stderr
+    one = DaskCluster(workers=1)
+    try:
+        res = bnpmix("fit", str(corpus), "--out", str(tmp_path / "one-worker"), *job,
+                     "--scheduler", one.address)
+    finally:
+        one.close()
+    assert res.returncode == 0, res.stderr
+    killed = tmp_path / "killed"
+    kill_after_first_checkpoint(start_bnpmix("fit", str(corpus), "--out", str(killed), *job),
+                                killed)
+    res = bnpmix("resume", str(killed))
+    assert res.returncode == 0, res.stderr
+    trace = pd.read_csv(tmp_path / "threads" / "trace.csv")
+    assert trace["K"].max() > 1  # births happened
+    for name in ("synchronous", "one-worker", "two-workers", "killed"):
+        assert_same_run(tmp_path / "threads", tmp_path / name)
+    waves = {json.loads((tmp_path / name / "job.json").read_text())["config"]["run"]["wave"]
+             for name in ("threads", "one-worker", "two-workers")}
+    assert waves == {4}  # memo's default, recorded as resolved
 
 
 def test_reingest_at_the_same_path_between_fits_on_live_workers(tmp_path, cluster):

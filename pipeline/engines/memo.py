@@ -4,10 +4,11 @@ and deletes.
 Each lap visits every batch once in a fresh random order. A visit is Eq. 11: the batch's old
 summary leaves S^0, its new one (from the local step under the current globals) enters, and the
 globals are updated from S^0 (Eq. 10). To keep several workers busy, a wave of W batches is
-computed in parallel against the same globals and then applied one by one in visiting order;
-W = 1 is exactly the paper's algorithm. Births collect targeted data during one lap, are
-created at its end and adopted during the next, with their summaries S' kept beside S^0 until
-that lap's last global update; their origins take no item during that lap. A lap may also
+computed in parallel against the same globals and then applied one by one in visiting order
+(W = 4 by default, whatever the executor); W = 1 is exactly the paper's algorithm. Births
+collect targeted data during one lap, are created at its end and adopted during the next,
+with their summaries S' kept beside S^0 until that lap's last global update; their origins
+take no item during that lap. A lap may also
 try deleting a few small components: each visit summarises its batch also without each, and at
 the lap's end the deletion whose alternatives' sum has the highest exact ELBO is kept, if that
 is higher than S^0's. Merges and reordering happen after a lap's last batch and are accepted
@@ -40,10 +41,9 @@ from bnpmix.algorithms.vb.local import BatchResult, Globals, Plan
 from bnpmix.algorithms.vb.merge import MergeConfig, merge_round, plan_pairs
 from bnpmix.storage.arrays import ArrayFile
 
-from ..config import _int, _optional, names, opt
+from ..config import names, opt
 from ..runtime.data import data_from_arrays, data_to_arrays, stack_rows
 from ..runtime.engine import Engine, Fitted, State, Step, register
-from ..runtime.executors import LocalExecutor
 from ..runtime.store import Codec, StateStore
 from .common import (
     Items,
@@ -76,10 +76,10 @@ class MemoConfig(LapsConfig):
                                  "none)", parse=names)
     tol: float = opt(1e-6, "converged when a lap accepts no move, keeps K and changes the ELBO "
                      "by less than this per item (0: run every lap)", within="[0, inf)")
-    ahead: int | None = opt(None, "waves computed ahead: the next waves start on the globals "
-                            "the driver has while it applies the previous one, so wave j is "
-                            "computed on the globals after wave j - 1 - ahead (default: 1 on a "
-                            "Dask cluster, 0 locally)", parse=_optional(_int), within="[0, inf)")
+    ahead: int = opt(0, "waves computed ahead: the next waves start on the globals the driver "
+                     "has while it applies the previous one, so wave j is computed on the "
+                     "globals after wave j - 1 - ahead (with --wave 1, 0 is the paper's schedule)",
+                     within="[0, inf)")
     birth: BirthConfig = field(default_factory=BirthConfig)
     merge: MergeConfig = field(default_factory=MergeConfig)
     delete: DeleteConfig = field(default_factory=DeleteConfig)
@@ -162,6 +162,10 @@ class MemoEngine(Engine):
     mixes_obs = True
     Config = MemoConfig
     summary = "memoized online VB: births, merges, exact ELBO"
+    # four batches a wave, none ahead: up to four workers busy, each visit missing at most
+    # three updates, and the result independent of how many workers there are
+    # (benchmarks/scaling.py and wave_cost.py measure the trade)
+    default_wave = 4
 
     on_visit: VisitHook | None = None
 
@@ -197,9 +201,8 @@ class MemoEngine(Engine):
         self.settled = False  # the last lap moved nothing and changed the ELBO < SETTLED
         self.births_kept = 0  # birth families the last verification kept
         self.stopped = ""
-        self.W = self.ctx.wave
-        local = isinstance(self.ctx.executor, LocalExecutor)
-        self.ahead = self.cfg.ahead if self.cfg.ahead is not None else 0 if local else 1
+        self.W = self.ctx.wave or self.default_wave
+        self.ahead = self.cfg.ahead
         self.inflight: list[Wave] = []
         self.columns: dict[int, np.ndarray] = {}  # each visited batch's words (Mult), else {}
         self.model_is_S0 = False  # q(φ) is the global update of S^0 itself (no S', no hold)

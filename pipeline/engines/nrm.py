@@ -313,7 +313,7 @@ class EPEngine(NRMEngine):
         ctx = self.ctx
         if self.pos == len(self.todo):
             self.pos = 0
-        wave = self.todo[self.pos:self.pos + ctx.wave]
+        wave = self.todo[self.pos:self.pos + (ctx.wave or self.default_wave)]
         results = ctx.executor.map(visit, wave, ctx.obs, self.prior, self.eps, self.total,
                                    self.m, self.v, None,
                                    payloads=[self.store.get(p) for p in wave])

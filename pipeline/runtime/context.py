@@ -17,7 +17,7 @@ from bnpmix.storage import BnpmixError, Corpus, RunDir
 from bnpmix.storage.objectstore import is_url
 
 from .data import BatchSource
-from .executors import Executor, LocalExecutor
+from .executors import Executor
 
 STREAMS = ("init", "order", "birth", "merge")
 PARTITION_STREAM = 7  # first spawn-key word of per-partition streams (the run streams use 0-3)
@@ -61,7 +61,7 @@ class FitContext:
     alloc: VariationalAllocation
     rng: Streams
     init_sample: int = 10_000
-    wave: int = 1
+    wave: int | None = None  # --wave (None: the engine's default_wave)
     summary_bytes: int | None = None  # the StateStore budget (None: Dask config)
     warm_start: str | None = None
     started: float = field(default_factory=time.perf_counter)
@@ -135,7 +135,7 @@ def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> Fi
         raise BnpmixError(f"prior: {exc}") from None
     alloc = alloc_from_params(model.alloc, {"alpha0": model.alpha0})
     return FitContext(corpus, run.seed, executor, source, obs, alloc, Streams.from_seed(run.seed),
-                      model.init_sample, run.wave or default_wave(executor),
+                      model.init_sample, run.wave,
                       run.summary_bytes, run.warm_start,
                       restarts=run.restarts, learn_prior=model.learn_prior, prior_base=obs)
 
@@ -184,12 +184,6 @@ def check_warm_start(corpus: Corpus, warm_start: str) -> None:
             check_heldout(corpus, facts, warm_start)
         except BnpmixError as exc:
             raise BnpmixError(f"{warm_start}: cannot warm-start this fit: {exc}") from None
-
-
-def default_wave(executor: Executor) -> int:
-    """W when the job leaves it unset: 1 locally (the paper's algorithm, one batch per global
-    update); on a Dask cluster as many batches as its workers run at once."""
-    return 1 if isinstance(executor, LocalExecutor) else max(1, executor.parallelism)
 
 
 def prior_keys(obs_name: str) -> list[str]:

@@ -79,6 +79,9 @@ class Engine(ABC):
     # a mixture over any observation model's components: on dense data `--obs auto` (the
     # default) chooses the model for it; the others default to the full Gaussian
     mixes_obs: ClassVar[bool] = False
+    # --wave when not given: a constant, never the executor's size, so that a run's result is a
+    # function of the corpus, the options and the seed only
+    default_wave: ClassVar[int] = 1
 
     def __init__(self, ctx: FitContext, cfg: Any) -> None:
         self.ctx = ctx

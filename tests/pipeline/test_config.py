@@ -129,7 +129,7 @@ def test_job_json_records_the_resolved_configuration(tmp_path):
     config = load_job(job, {"laps": 3}).config
     summary = fit(config.run.corpus, config.run.out, config)
     saved = json.loads((tmp_path / "run" / "job.json").read_text())["config"]
-    want = config.replace(model_obs="auto", run_wave=1).to_dict()  # W resolved: 1 locally
+    want = config.replace(model_obs="auto", run_wave=4).to_dict()  # W resolved: memo's
     assert saved == json.loads(json.dumps(want))
     assert json.loads(json.dumps(summary["config"])) == saved
     assert saved["engine"]["laps"] == 3 and saved["engine"]["merge"]["max_attempts"] == 7
@@ -227,7 +227,7 @@ def test_every_numeric_option_has_an_interval_that_the_table_enforces():
     numeric = {n for n, r in rows.items() if type(r.default) in (int, float)}
     numeric |= {"restarts"}  # default None: each engine's own (1, ddcrp 10)
     numeric |= {"cache_bytes", "summary_bytes", "worker_wait"}  # default None: Dask config
-    numeric |= {"wave", "ahead"}  # default None: from the executor
+    numeric |= {"wave"}  # default None: each engine's own (memo 4, ep 1)
     assert numeric == set(EDGES), "every numeric option needs an interval and an edge case"
     for name, (bad, edge) in EDGES.items():
         assert rows[name].within, name
