@@ -23,24 +23,12 @@ from bnpmix.pipeline.fit import fit, job_config  # noqa: E402
 from bnpmix.storage import ingest_array  # noqa: E402
 from helpers import blobs  # noqa: E402
 
-NONPARAMETRIC = {
-    "check_clustering": "labels_ index the active components, and a nonparametric model may "
-    "keep a component that is no training item's most probable one (ADF creates a component "
-    "when an item's new-cluster responsibility exceeds epsilon, and later items may take it "
-    "over): the labels need not be 0..n-1 without gaps",
-}
-
-
-def waived(estimator) -> dict[str, str]:
-    return NONPARAMETRIC if estimator.algorithm == "adf" else {}
-
 
 @parametrize_with_checks([BayesianMixture(random_state=0, laps=10),
-                          BayesianMixture(algorithm="adf", random_state=0)],
-                         expected_failed_checks=waived)
+                          BayesianMixture(algorithm="adf", random_state=0)])
 def test_scikit_learn_estimator_checks(estimator, check):
-    """Every check of sklearn's check_estimator; for ADF one is expected to fail, with the
-    reason in NONPARAMETRIC (a real failure of it is recorded by pytest as xfail)."""
+    """Every check of sklearn's check_estimator, for memo and ADF (ADF's check_clustering was
+    waived before one labelling made the labels 0..K-1 by weight; it passes now)."""
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         check(estimator)
@@ -137,8 +125,9 @@ def test_partial_fit_over_ten_blocks_equals_one_adf_run():
     """ADF absorbs items in order: ten partial_fit calls over consecutive blocks give the one
     pass over all rows exactly (the prior fixed, so no block's scaling enters)."""
     X, _ = blobs(1000, 4)
-    one = BayesianMixture(algorithm="adf", prior=PRIOR, random_state=0).fit(X)
-    stream = BayesianMixture(algorithm="adf", prior=PRIOR, random_state=0)
+    # the full Gaussian named: --obs auto would choose on the first block, and on all of X
+    one = BayesianMixture(algorithm="adf", obs="gauss", prior=PRIOR, random_state=0).fit(X)
+    stream = BayesianMixture(algorithm="adf", obs="gauss", prior=PRIOR, random_state=0)
     for block in np.array_split(X, 10):
         assert stream.partial_fit(block) is stream
     assert stream.n_components_ == one.n_components_ >= 3
@@ -166,7 +155,7 @@ def test_sample_follows_the_posterior_predictive():
     those of the predictive mixture: Σ_k w_k [E[Σ_k](1 + 1/κ_k) + m_k m_kᵀ] - μ μᵀ (a
     Student-t per component: Cov(μ_k | Λ_k) = (κ_k Λ_k)⁻¹), the new component from the prior."""
     X, _ = blobs(600, 5)
-    est = BayesianMixture(random_state=0).fit(X)
+    est = BayesianMixture(obs="gauss", random_state=0).fit(X)  # the Normal-Wishart's B, ν
     model = est.model_.model
     S = 200_000
     Y, y = est.sample(S)

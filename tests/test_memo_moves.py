@@ -22,7 +22,7 @@ from bnpmix.algorithms.vb import birth, init
 from bnpmix.algorithms.vb.local import summarize, truncate
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.storage import ingest_array
-from helpers import engine_for, run_lap
+from helpers import engine_for, run_lap, run_to_end
 
 
 def assert_summary_close(got: Summary, want: Summary, rtol: float) -> None:
@@ -276,3 +276,39 @@ def test_a_run_stopped_in_a_deleting_lap_resumes_exactly(tmp_path):
     a = pd.read_csv(tmp_path / "run" / "trace.csv")
     b = pd.read_csv(tmp_path / "whole" / "trace.csv")
     pd.testing.assert_frame_equal(a.drop(columns="seconds"), b.drop(columns="seconds"))
+
+
+def test_births_whose_targets_merged_into_one_adopt_one_family(tmp_path, monkeypatch):
+    """Two births of one lap whose targets a merge joined at its end share their origin; only
+    the first family is adopted and verified (verifying both undid or deleted the origin once
+    and then found no group entropy for the second: "no merge entropy recorded for group").
+    The sample of test_fit's clusters under tied-gauss, seed 2, is such a run."""
+    from bnpmix.pipeline.engines import memo
+    from bnpmix.pipeline.runtime.data import BatchSource
+    from bnpmix.storage import Corpus
+
+    rng = np.random.default_rng(0)
+    centers = rng.normal(0, 6, (3, 2))
+    y = rng.integers(0, 3, 900)
+    ingest_array(centers[y] + rng.normal(size=(900, 2)), tmp_path / "c", partition_rows=150)
+    sample = BatchSource(Corpus(tmp_path / "c"), None).sample(10_000, np.random.default_rng(2))
+    ingest_array(np.asarray(sample), tmp_path / "s", partition_rows=len(sample))
+    shared, origins = [], []
+    adopt, verify = memo.MemoEngine._adopt, memo.verify
+
+    def adopting(self):
+        targets = [b.target for b in self.births if b.S_new is not None]
+        shared.append(len(targets) > len(set(targets)))
+        return adopt(self)
+
+    def verifying(obs, alloc, S, families, drop_origins=False):
+        origins.append([origin for origin, _ in families])
+        return verify(obs, alloc, S, families, drop_origins)
+
+    monkeypatch.setattr(memo.MemoEngine, "_adopt", adopting)
+    monkeypatch.setattr(memo, "verify", verifying)
+    run = run_to_end(engine_for(tmp_path / "s", obs="tied-gauss", algorithm="memo", seed=2,
+                                scheduler="synchronous", laps=30))
+    assert any(shared)  # the case arose
+    assert all(len(o) == len(set(o)) for o in origins)
+    assert run.done

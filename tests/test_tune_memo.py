@@ -52,7 +52,9 @@ def refit_score(corpus, n, seed, test_fraction=0.2, **options):
     """The held-out score and K of one grid point, fitted apart from tune: the same split, the
     estimator's own fit (its default executor), its score()."""
     split = sample_split(Corpus(corpus), n, test_fraction, seed)
-    est = BayesianMixture(algorithm="memo", random_state=seed, **options).fit(split.train)
+    # tune's model: the corpus's named default (gauss), which its job file records
+    est = BayesianMixture(algorithm="memo", obs="gauss", random_state=seed,
+                          **options).fit(split.train)
     return est.score(split.test), est.n_components_
 
 

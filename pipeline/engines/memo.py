@@ -280,7 +280,13 @@ class MemoEngine(Engine):
         """Insert created components into S^0 (zero mass); return S' to keep beside it, the
         families (origin, newborns) to verify at the lap's end and each origin's mass when
         its newborns were created."""
-        done = [b for b in self.births if b.S_new is not None]
+        # one family per origin: two births whose targets were merged into one component in
+        # the creating lap share it, and verifying the first family (undone or kept, its
+        # origin deleted) voids the second's group entropy
+        done: list[Birth] = []
+        for b in self.births:
+            if b.S_new is not None and all(b.target != d.target for d in done):
+                done.append(b)
         created = [b.S_new for b in done]
         families = [(b.target, tuple(int(u) for u in b.S_new.uids)) for b in done]
         masses = np.array([b.mass for b in done], dtype=float)

@@ -175,8 +175,10 @@ def check_warm_start(corpus: Corpus, warm_start: str) -> None:
     estimator's partial_fit) is checked by the engines alone."""
     from ..evaluate import check_heldout
 
+    if is_url(warm_start):  # read through a local copy by the engines
+        return
     run = RunDir(warm_start)
-    if is_url(warm_start) or not run.summary_path.is_file():
+    if not run.summary_path.is_file():
         return
     facts = run.load_summary().get("data")
     if isinstance(facts, dict) and facts.get("kind") == corpus.manifest.kind:  # else the
