@@ -243,8 +243,10 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         if isinstance(executor, DaskExecutor):
             print(f"bnpmix: running on {where}", file=sys.stderr)
         chosen = None
-        if job.model.obs == AUTO and job.run.warm_start:  # the saved model's own
-            job = job.replace(model_obs=read_model(job.run.warm_start).obs.name)
+        if job.model.obs == AUTO and job.run.warm_start:  # the saved model's own, if it fits
+            saved = read_model(job.run.warm_start).obs.name  # (else the engine refuses it)
+            job = job.replace(model_obs=saved if (saved == "mult") == (corpus.kind == "bow")
+                              else default_obs_name(corpus))
         elif job.model.obs == AUTO:
             chosen = choose_obs(corpus, job)
         model = job.model if chosen is None else job.replace(model_obs=chosen[0]).model

@@ -52,9 +52,7 @@ def refit_score(corpus, n, seed, test_fraction=0.2, **options):
     """The held-out score and K of one grid point, fitted apart from tune: the same split, the
     estimator's own fit (its default executor), its score()."""
     split = sample_split(Corpus(corpus), n, test_fraction, seed)
-    # tune's model: the corpus's named default (gauss), which its job file records
-    est = BayesianMixture(algorithm="memo", obs="gauss", random_state=seed,
-                          **options).fit(split.train)
+    est = BayesianMixture(algorithm="memo", random_state=seed, **options).fit(split.train)
     return est.score(split.test), est.n_components_
 
 
@@ -70,7 +68,8 @@ def test_every_point_is_scored_best_first_as_an_independent_fit_scores_it(blobs)
     assert result["best"] == {"alpha0": rows[0]["alpha0"]}
     assert result["prior"] == {"scale": rows[0]["scale"]}
     for r in rows:
-        score, K = refit_score(blobs, 600, 3, alpha0=r["alpha0"], prior={"scale": r["scale"]})
+        score, K = refit_score(blobs, 600, 3, alpha0=r["alpha0"], prior={"scale": r["scale"]},
+                               obs="gauss")  # tune's model for dense data, as its job file
         assert abs(r["heldout_loglik_per_item"] - score) < 1e-10 and r["K"] == K
         assert r["laps"] >= 1 and r["seconds"] > 0
     assert rows[0]["K"] == 3  # the three blobs
@@ -86,7 +85,7 @@ def test_a_prior_value_given_is_kept_and_not_searched(blobs):
     assert [set(r) for r in result["rows"]] == [
         {"alpha0", "K", "laps", "seconds", "heldout_loglik_per_item"}]
     assert result["prior"] == {"scale": 0.5} and result["n_train"] == 240
-    score, _ = refit_score(blobs, 300, 0, alpha0=2.0, prior={"scale": 0.5})
+    score, _ = refit_score(blobs, 300, 0, alpha0=2.0, prior={"scale": 0.5}, obs="gauss")
     assert abs(result["rows"][0]["heldout_loglik_per_item"] - score) < 1e-10
 
 

@@ -284,7 +284,7 @@ def twenty(tmp_path):
 
 
 def test_a_memo_fit_runs_each_wave_where_bounded_placement_sends_it(tmp_path, client):
-    """Two single-threaded workers, so W = 2: each wave's first task goes to its partition's
+    """Two single-threaded workers and W = 2: each wave's first task goes to its partition's
     home and the second to the other worker when they share a home. Dask runs them there, the
     caches stay warm, and the tasks' own reports give the same home rate as Dask's stream."""
     from distributed import get_task_stream
@@ -294,8 +294,8 @@ def test_a_memo_fit_runs_each_wave_where_bounded_placement_sends_it(tmp_path, cl
     rank = {r.index: ranking(partition_key(r), workers) for r in partition_refs(Corpus(corpus))}
     assert {r[0] for r in rank.values()} == set(workers)  # both are home to some partitions
     with get_task_stream(client) as stream:
-        summary = fit(corpus, tmp_path / "run", job_config(K=2, laps=3, tol=0, seed=5),
-                      client=client)
+        summary = fit(corpus, tmp_path / "run",
+                      job_config(K=2, laps=3, tol=0, seed=5, wave=2), client=client)
     assert summary["laps"] == 3 and summary["config"]["run"]["wave"] == 2
     waves = defaultdict(dict)  # wave id -> {position in the submit: (partition, worker)}
     for task in stream.data:

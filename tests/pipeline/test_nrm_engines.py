@@ -638,7 +638,7 @@ def test_the_engines_absorb_with_the_prior_observation_model_gives(tmp_path, mon
     chosen = obs_class("gauss").default(X, scale=0.37, nu0=9.0)
     monkeypatch.setattr(nrm, "observation_model", lambda ctx: chosen)
     run = tmp_path / "run"
-    fit(corpus.path, run, job_config(algorithm=algorithm, scheduler="synchronous",
+    fit(corpus.path, run, job_config(algorithm=algorithm, scheduler="synchronous", obs="gauss",
                                      **({"passes": 1} if algorithm == "ep" else {})))
     assert json.loads((run / "model.json").read_text())["prior"] == json.loads(
         json.dumps(chosen.prior()))
