@@ -25,6 +25,7 @@ from bnpmix.algorithms.obs.mult import log_multinomial_coefficient
 from bnpmix.algorithms.tdpm.model import TemporalMixture
 from bnpmix.storage import Batch, BnpmixError, Corpus, RunDir
 
+from ..runtime.context import check_heldout
 from ..runtime.executors import open_executor
 from ..runtime.models import read_model
 from .fitted import FittedModel, load
@@ -192,28 +193,6 @@ def fitted_facts(run_dir: str | Path, model: Any) -> dict[str, Any]:
     obs = model.obs
     return {"kind": "bow" if obs.name == "mult" else "dense",
             "dim": int(getattr(obs, "V", getattr(obs, "D", 0))), "vocab_sha256": None}
-
-
-def check_heldout(corpus: Corpus, fitted: dict[str, Any], run_dir: str | Path) -> None:
-    """The corpus (held out, or fitted from the run's model as a warm start) must be data of
-    the kind, dimension and vocabulary the run was fitted to (``fitted``: fitted_facts); else an
-    error naming the corpus and the field (for text, how to ingest it with the run's
-    vocabulary)."""
-    facts = corpus.manifest.facts()
-    if facts["kind"] != fitted.get("kind"):
-        raise BnpmixError(f"{corpus.path}: field 'kind' is {facts['kind']!r}, the model was "
-                          f"fitted to kind {fitted.get('kind')!r}")
-    ingest = corpus.manifest.ingest or {}
-    hint = (f": ingest the text with the run's vocabulary, bnpmix ingest "
-            f"{ingest.get('source', 'SRC')} {corpus.path} --vocab {RunDir(run_dir).vocab_path} "
-            "--overwrite" if ingest.get("format") == "text" else "")
-    if facts["dim"] != fitted.get("dim"):
-        raise BnpmixError(f"{corpus.path}: field 'dim' is {facts['dim']!r}, the model was "
-                          f"fitted to dim {fitted.get('dim')!r}{hint}")
-    theirs, ours = fitted.get("vocab_sha256"), facts["vocab_sha256"]
-    if theirs and ours and theirs != ours:
-        raise BnpmixError(f"{corpus.path}: field 'vocab' differs from the vocabulary the model "
-                          f"was fitted to (same size, other words or order){hint}")
 
 
 def evaluate(run_dir: str | Path, heldout: str | Path, labels_column: str | None = None,

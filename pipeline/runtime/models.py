@@ -15,6 +15,8 @@ from bnpmix.algorithms.tdpm import model as temporal
 from bnpmix.storage import BnpmixError, RunDir
 from bnpmix.storage.rundir import MODEL_FILE, MODEL_META
 
+from ..remote_run import local_copy
+
 # kind -> reader(arrays, meta); models saved before kinds existed are DP mixtures
 READERS: dict[str, Callable[[dict[str, np.ndarray], dict[str, Any]], Any]] = {
     KIND: Mixture.from_arrays,
@@ -32,8 +34,6 @@ def write_model(run: RunDir, model: PredictiveMixture) -> None:
 def read_model(run_dir: str) -> PredictiveMixture:
     """The fitted model saved in a run directory (a local path, or a URL: read from a
     downloaded copy), whatever engine produced it."""
-    from ..remote_run import local_copy  # here: remote_run imports the pipeline lazily too
-
     with local_copy(run_dir, (MODEL_FILE, MODEL_META)) as local:
         arrays, meta = RunDir(local).load_model()
     kind = meta.get("kind", KIND)
