@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -29,6 +29,8 @@ class NRMMixture(PredictiveMixture):
     """Clusters ``sums.uids`` with S = sums.N and λ = λ_0 + sums.stats after m items, v = log Û
     (the Newton start). ``info`` is JSON-able bookkeeping saved with the model (the engines
     record the partitions absorbed)."""
+
+    kind: ClassVar[str] = KIND
 
     obs: ObsModel
     prior: NRM

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.special import logsumexp
@@ -30,6 +30,8 @@ class SequenceMixture(PredictiveMixture):
     ``rows``); ``Z`` the concatenated N_s × K_s responsibility blocks; ``labels`` and ``probs``
     each corpus row's most probable table id and its probability; ``hyper`` alpha, decay,
     decay_a, window."""
+
+    kind: ClassVar[str] = KIND
 
     obs: ObsModel
     post: Arrays

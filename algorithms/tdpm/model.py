@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -68,6 +68,8 @@ class TemporalMixture(PredictiveMixture):
     ``times`` the time value of each epoch; ``hyper`` alpha, window, decay, birth_var,
     drift_var, noise_var, fixed_k; ``stays`` (membership stability only) whether each training
     item stayed in its previous chain in the final sample."""
+
+    kind: ClassVar[str] = KIND
 
     uids: np.ndarray
     first: np.ndarray
