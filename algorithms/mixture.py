@@ -44,6 +44,14 @@ class PredictiveMixture:
     post: Arrays
     uids: np.ndarray
 
+    def heldout_plan(self, config: dict[str, Any], columns: tuple[str, ...], where: str
+                     ) -> dict[str, Any]:
+        """How held-out items are scored (pipeline.evaluate.HeldoutPlan's fields, ``scoring``
+        the line that says it) given the run's ``config`` and the held-out corpus's
+        ``columns`` (``where``: its name, for errors, which are ValueErrors)."""
+        return {"scoring": "posterior predictive: log sum_k E[w_k] p(x | q(phi_k)) + E[w_new] "
+                           "p(x | prior)"}
+
     @property
     def K(self) -> int:
         return len(self.uids)

@@ -64,6 +64,12 @@ class NRMMixture(PredictiveMixture):
                 "info": self.info}
         return arrays, json.loads(json.dumps(meta))
 
+    def heldout_plan(self, config: dict[str, Any], columns: tuple[str, ...], where: str
+                     ) -> dict[str, Any]:
+        """The NRM predictive rule (PredictiveMixture.heldout_plan)."""
+        return {"scoring": "NRM predictive rule: log sum_k pi_k p(x | lambda_k) + pi_new "
+                           "p(x | lambda_0)"}
+
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any],
                     obs: ObsModel | None = None) -> NRMMixture:

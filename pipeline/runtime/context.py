@@ -110,7 +110,7 @@ def check_obs(corpus: Corpus, obs_name: str | None) -> str:
     if obs_name == AUTO and corpus.kind == "bow":
         raise BnpmixError(f"{corpus.path}: --obs auto chooses among the Gaussians, for dense "
                           "corpora; a bag-of-words corpus takes mult")
-    if obs_name != AUTO and (obs_name == "mult") != (corpus.kind == "bow"):
+    if obs_name != AUTO and obs_class(obs_name).text != (corpus.kind == "bow"):
         raise BnpmixError(f"{corpus.path}: observation model {obs_name!r} does not fit a "
                           f"{corpus.kind} corpus")
     return obs_name

@@ -36,3 +36,35 @@ def test_the_built_in_kinds_and_the_errors():
         model_from_arrays({}, {"kind": "nothing"})
     with pytest.raises(TypeError, match="taken by Mixture"):
         type("Other", (PredictiveMixture,), {"kind": "mixture"})
+
+
+def test_the_held_out_plan_and_the_text_question_are_the_models():
+    """evaluate asks the model how it scores held-out items and its observations whether they
+    are text (whose density omits the multinomial coefficient): a new kind needs no edit there."""
+    from bnpmix.algorithms.obs import obs_class
+    from bnpmix.pipeline.evaluate import plan_for
+    from bnpmix.storage import BnpmixError
+
+    class Scored(PredictiveMixture):
+        def __init__(self, obs):
+            self.obs = obs
+
+        def heldout_plan(self, config, columns, where):
+            if "need" not in columns:
+                raise ValueError(f"{where}: needs the column 'need'")
+            return {"scoring": f"by {config['how']}", "time_column": "need", "next_time": 4}
+
+    assert obs_class("mult").text and not obs_class("gauss").text
+    model = Scored(obs_class("mult")(V=3, lam0=0.5))
+
+    class Corpus:
+        path = "heldout"
+
+        class manifest:
+            columns = ("need",)
+
+    plan = plan_for(model, {"how": "rule"}, Corpus)
+    assert (plan.scoring, plan.coefficient, plan.time_column, plan.next_time) == \
+        ("by rule", True, "need", 4)
+    with pytest.raises(BnpmixError, match="the held-out corpus: needs the column 'need'"):
+        plan_for(model, {"how": "rule"}, None)
