@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.special import logsumexp
@@ -21,15 +21,36 @@ from .summary import Summary
 from .vb.local import Globals, hard_assignments
 
 KIND = "mixture"
+# kind -> model class: a subclass that sets ``kind`` registers itself where it is defined, and
+# a saved model (``to_arrays``' meta["kind"]) is read back by that class's ``from_arrays``
+MODEL_KINDS: dict[str, type[PredictiveMixture]] = {}
 
 
 class PredictiveMixture:
     """What every fitted mixture offers for new data, given its ``weights()``, ``obs``, ``post``
     and ``uids``: the posterior predictive with the new components' mass, and soft assignments."""
 
+    kind: ClassVar[str]  # a concrete model's kind, the ``kind`` of its saved meta
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "kind" in cls.__dict__:
+            taken = MODEL_KINDS.get(cls.kind)
+            if taken is not None and taken.__qualname__ != cls.__qualname__:
+                raise TypeError(f"model kind {cls.kind!r} is taken by {taken.__qualname__}")
+            MODEL_KINDS[cls.kind] = cls
+
     obs: ObsModel
     post: Arrays
     uids: np.ndarray
+
+    def heldout_plan(self, config: dict[str, Any], columns: tuple[str, ...], where: str
+                     ) -> dict[str, Any]:
+        """How held-out items are scored (pipeline.evaluate.HeldoutPlan's fields, ``scoring``
+        the line that says it) given the run's ``config`` and the held-out corpus's
+        ``columns`` (``where``: its name, for errors, which are ValueErrors)."""
+        return {"scoring": "posterior predictive: log sum_k E[w_k] p(x | q(phi_k)) + E[w_new] "
+                           "p(x | prior)"}
 
     @property
     def K(self) -> int:
@@ -89,6 +110,8 @@ class PredictiveMixture:
 @dataclass
 class Mixture(PredictiveMixture):
     """q(weights) and q(phi) for components ``uids`` (nested truncation: q(z_n > K) = 0)."""
+
+    kind: ClassVar[str] = KIND
 
     obs: ObsModel
     alloc: VariationalAllocation

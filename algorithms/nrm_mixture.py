@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -29,6 +29,8 @@ class NRMMixture(PredictiveMixture):
     """Clusters ``sums.uids`` with S = sums.N and λ = λ_0 + sums.stats after m items, v = log Û
     (the Newton start). ``info`` is JSON-able bookkeeping saved with the model (the engines
     record the partitions absorbed)."""
+
+    kind: ClassVar[str] = KIND
 
     obs: ObsModel
     prior: NRM
@@ -61,6 +63,12 @@ class NRMMixture(PredictiveMixture):
                 "m": int(self.m), "v": None if math.isnan(self.v) else float(self.v),
                 "info": self.info}
         return arrays, json.loads(json.dumps(meta))
+
+    def heldout_plan(self, config: dict[str, Any], columns: tuple[str, ...], where: str
+                     ) -> dict[str, Any]:
+        """The NRM predictive rule (PredictiveMixture.heldout_plan)."""
+        return {"scoring": "NRM predictive rule: log sum_k pi_k p(x | lambda_k) + pi_new "
+                           "p(x | lambda_0)"}
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any],

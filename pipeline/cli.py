@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from bnpmix.pipeline.report.cli import add_parsers as add_report_parsers
+from bnpmix.pipeline.usage import UsageError
 from bnpmix.storage import BnpmixError, local_path
 from bnpmix.storage.errors import is_url
 
@@ -30,10 +31,6 @@ if TYPE_CHECKING:
     from bnpmix.pipeline.config import Option
 
 FORMATS = ("npy", "csv", "docword", "text")
-
-
-class UsageError(Exception):
-    """A command line that cannot run (exit code 2)."""
 
 
 def guess_format(src: Path) -> str:

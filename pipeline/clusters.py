@@ -33,8 +33,8 @@ import yaml
 
 from bnpmix.storage import BnpmixError
 
-from .config import CURRENT_CLIENT
-from .jobfile import read_config_file
+from .addresses import CURRENT_CLIENT
+from .configfile import read_config_file
 from .settings import setting
 
 # the keys each kind's cluster class accepts (a subset of each library's documented arguments)

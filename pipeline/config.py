@@ -23,20 +23,15 @@ from typing import Any
 from bnpmix.algorithms.alloc import ALLOCATIONS
 from bnpmix.storage import BnpmixError
 
+from .addresses import CURRENT_CLIENT, is_address
 from .runtime.context import AUTO
 from .runtime.engine import ENGINES, engine_class, engine_names
 
 OBS_NAMES = ("gauss", "zm-gauss", "diag-gauss", "tied-gauss", "mult")
 OBS_CHOICES = (*OBS_NAMES, AUTO)  # --obs
-CURRENT_CLIENT = "distributed"  # the scheduler name of this process's current Client
 SCHEDULERS = ("threads, synchronous, a Dask scheduler's address (tcp://HOST:PORT), or "
               "distributed: the Python process's current distributed.Client (job.json records "
               "its scheduler's address)")
-
-
-def is_address(scheduler: str) -> bool:
-    """Whether ``scheduler`` is a Dask scheduler's address (tcp://, tls://, inproc://, ...)."""
-    return re.match(r"^[a-z][a-z0-9+.-]*://.", scheduler) is not None
 
 
 def _int(value: Any) -> int:

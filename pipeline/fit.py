@@ -29,6 +29,7 @@ from bnpmix.storage.objectstore import is_url
 from .clusters import process_client
 from .config import JobConfig, resolve
 from .labels import label_order, labels_of
+from .remote_run import fit_to_store, resume_from_store
 from .runtime import checkpoint
 from .runtime.context import (
     AUTO,
@@ -72,9 +73,7 @@ def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *
     changed, and job.json records its scheduler's address. The job's scheduler
     ``"distributed"`` asks for this process's current Client the same way."""
     if is_url(out):  # a run directory in object storage: a mirrored local workspace
-        from .remote_run import fit_to_store
-
-        return fit_to_store(corpus_dir, str(out), job, on_step, client=client,
+        return fit_to_store(fit, corpus_dir, str(out), job, on_step, client=client,
                             progress=progress)
     job, client = on_client(job or JobConfig(), client)
     corpus = Corpus(corpus_dir)
@@ -200,9 +199,7 @@ def resume(run_dir: str | Path, progress: ProgressHook | None = None,
     refused: resuming it would mix summaries of two different data sets. ``client`` as fit's
     (job.json keeps the address the run started with; summary.json names this one's)."""
     if is_url(run_dir):
-        from .remote_run import resume_from_store
-
-        return resume_from_store(str(run_dir), on_step, progress=progress, client=client)
+        return resume_from_store(resume, str(run_dir), on_step, progress=progress, client=client)
     run = RunDir(run_dir)
     if run.summary_path.exists():
         return None

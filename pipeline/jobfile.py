@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import contextlib
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from bnpmix.storage import BnpmixError
 from bnpmix.storage.objectstore import is_url
 
 from .config import JobConfig, options, resolve, split_prior
+from .configfile import read_config_file
 
 PATH_KEYS = ("corpus", "out", "warm_start", "cluster")  # relative to the job file's folder
 SCHEDULE_KEYS = ("runs",)
@@ -48,17 +48,6 @@ class Job:
     @property
     def out(self) -> str | None:
         return self.config.run.out
-
-
-def read_config_file(path: Path, parse: Callable[[str], Any],
-                     errors: type[Exception] | tuple[type[Exception], ...], what: str) -> Any:
-    """Parse a configuration file; unreadable or malformed files raise a BnpmixError naming it."""
-    try:
-        return parse(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise BnpmixError(f"{path}: cannot read {what} ({exc})") from None
-    except errors as exc:
-        raise BnpmixError(f"{path}: not a valid {what} ({exc})") from None
 
 
 def read_job(path: str | Path) -> tuple[dict[str, Any], dict[str, Any], dict[str, Any]]:

@@ -93,11 +93,10 @@ def workspace() -> Iterator[Path]:
         yield Path(tmp) / "run"
 
 
-def fit_to_store(corpus_dir: Any, url: str, job: Any, on_step: Callable | None = None,
-                 **options: Any) -> dict[str, Any]:
-    """pipeline.fit.fit into a local workspace mirrored to ``url``."""
-    from .fit import fit
-
+def fit_to_store(fit: Callable[..., dict[str, Any]], corpus_dir: Any, url: str, job: Any,
+                 on_step: Callable | None = None, **options: Any) -> dict[str, Any]:
+    """``fit`` (pipeline.fit.fit, which calls this for a URL) into a local workspace mirrored
+    to ``url``."""
     if exists(url, JOB) or exists(url, SUMMARY) or not _claim(url):
         raise BnpmixError(f"{url}: a run directory exists there (job.json); `bnpmix resume "
                           f"{url}` continues it, or choose another URL")
@@ -109,12 +108,10 @@ def fit_to_store(corpus_dir: Any, url: str, job: Any, on_step: Callable | None =
                                             )["config"]}
 
 
-def resume_from_store(url: str, on_step: Callable | None = None,
-                      **options: Any) -> dict[str, Any] | None:
-    """Download the run at ``url`` and continue it (pipeline.fit.resume), mirrored; None if it
-    had finished."""
-    from .fit import resume
-
+def resume_from_store(resume: Callable[..., dict[str, Any] | None], url: str,
+                      on_step: Callable | None = None, **options: Any) -> dict[str, Any] | None:
+    """Download the run at ``url`` and continue it with ``resume`` (pipeline.fit.resume, which
+    calls this for a URL), mirrored; None if it had finished."""
     if exists(url, SUMMARY):
         return None
     with workspace() as local:

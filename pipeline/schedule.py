@@ -33,13 +33,12 @@ from pathlib import Path
 from bnpmix.storage import BnpmixError, Corpus, RunDir
 from bnpmix.storage.atomic import fsync_dir, write_json_atomic, write_text_atomic
 from bnpmix.storage.objectstore import is_url
-from bnpmix.storage.rundir import VERSION
+from bnpmix.storage.rundir import SEEN, VERSION
 
 from .fit import fit, partitions_of, resume
 from .jobfile import Job, load_job
 from .runtime import checkpoint
-
-SEEN = "partitions.json"
+from .schedule_store import scheduled_run_in_store
 
 
 def latest_version(runs: Path) -> str | None:
@@ -76,8 +75,6 @@ def scheduled_run(job_path: str | Path) -> str:
     if job.corpus is None or runs_dir is None:
         raise BnpmixError(f"{job_path}: a scheduled job needs `corpus` and `[schedule] runs`")
     if is_url(runs_dir):  # versions, lock and pointer in object storage
-        from .schedule_store import scheduled_run_in_store
-
         with job.storage_config():
             return scheduled_run_in_store(job, str(runs_dir))
     runs = Path(runs_dir)

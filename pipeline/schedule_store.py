@@ -27,10 +27,10 @@ from bnpmix.storage.objectstore import (
     read_object,
     write_object,
 )
+from bnpmix.storage.rundir import SEEN, VERSION
 
 from .fit import fit, partitions_of, resume
 from .jobfile import Job
-from .schedule import SEEN, VERSION
 from .settings import setting
 
 

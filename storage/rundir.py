@@ -51,6 +51,7 @@ from .errors import BnpmixError, local_path
 
 VERSION = re.compile(r"v[0-9]{4}")  # a scheduled run's published versions (pipeline/schedule.py)
 LATEST = "latest"  # the file in a scheduled run's folder naming its newest version
+SEEN = "partitions.json"  # the file in a published version listing the partitions it saw
 
 
 def run_path(path: str | Path) -> Path:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 from scipy.special import logsumexp
@@ -30,6 +30,8 @@ class SequenceMixture(PredictiveMixture):
     ``rows``); ``Z`` the concatenated N_s × K_s responsibility blocks; ``labels`` and ``probs``
     each corpus row's most probable table id and its probability; ``hyper`` alpha, decay,
     decay_a, window."""
+
+    kind: ClassVar[str] = KIND
 
     obs: ObsModel
     post: Arrays
@@ -112,6 +114,30 @@ class SequenceMixture(PredictiveMixture):
         """The training items' most probable tables and their probabilities."""
         rows = batch.start + np.arange(len(batch))
         return self.labels[rows], self.probs[rows]
+
+    def heldout_plan(self, config: dict[str, Any], columns: tuple[str, ...], where: str
+                     ) -> dict[str, Any]:
+        """Eq. 7 within each held-out item's sequence (PredictiveMixture.heldout_plan): the
+        corpus needs the run's sequence column; its position column, when it has it, links by
+        the run's decay, else uniformly."""
+        h = self.hyper
+        column, position = h.get("sequence_column"), h.get("position_column")
+        if column is not None and column not in columns:
+            raise ValueError(
+                f"{where}: a ddcrp model scores a held-out item within its sequence (Eq. 7: it "
+                f"links to that sequence's training items), so the corpus needs the run's "
+                f"sequence column {column!r} (it has {list(columns) or 'no columns'}; ingest "
+                f"with --sequence-column {column})")
+        if position not in columns:
+            position = None
+        links = ("uniform links to the sequence's training items" if position is None else
+                 f"links by the run's {h['decay']} decay (a = {h['decay_a']:g}) from "
+                 f"{position!r}")
+        within = (f"each item's sequence ({column!r} column)" if column
+                  else "the run's one sequence")
+        return {"scoring": f"ddcrp Eq. 7 within {within}, {links}", "sequence_column": column,
+                "sequence": None if column else int(self.sequences[0]),
+                "position_column": position}
 
     def to_arrays(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         arrays = {"uids": self.uids, "sequences": self.sequences,

@@ -51,6 +51,9 @@ class ObsModel(ABC):
     """p(x | phi_k) in an exponential family with conjugate prior H(phi | lambda_0)."""
 
     name: ClassVar[str]
+    # bag-of-words data (sparse counts), its density that of the token sequence: log p(x_d)
+    # without the multinomial coefficient log(n_d! / Π_w x_dw!)
+    text: ClassVar[bool] = False
     # responsibilities below this are set to 0 in the local step (vb.local.truncate)
     responsibility_floor: ClassVar[float] = 0.0
 

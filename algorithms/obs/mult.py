@@ -77,6 +77,7 @@ class Mult(ObsModel):
     """Multinomial (bag-of-words) components over a vocabulary of V words."""
 
     name = "mult"
+    text = True
     # r_nk < 1e-10 dropped (vb.local.truncate): ≤ K·1e-10 nats of ELBO per document, and the
     # batch statistics become sparse (text responsibilities are nearly one-hot)
     responsibility_floor = 1e-10

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import scipy.sparse as sp
@@ -34,7 +34,7 @@ class ChainObs:
     or for text its word distribution softmax(φ))."""
 
     D: int
-    text: bool = False
+    text: bool = False  # as ObsModel.text: logistic-normal topic chains over word counts
 
     @property
     def name(self) -> str:
@@ -68,6 +68,8 @@ class TemporalMixture(PredictiveMixture):
     ``times`` the time value of each epoch; ``hyper`` alpha, window, decay, birth_var,
     drift_var, noise_var, fixed_k; ``stays`` (membership stability only) whether each training
     item stayed in its previous chain in the final sample."""
+
+    kind: ClassVar[str] = KIND
 
     uids: np.ndarray
     first: np.ndarray
@@ -145,6 +147,21 @@ class TemporalMixture(PredictiveMixture):
             arrays["stays"] = self.stays
         meta = {"kind": KIND, "obs": self.obs.name, "hyper": self.hyper, "info": self.info}
         return arrays, json.loads(json.dumps(meta))
+
+    def heldout_plan(self, config: dict[str, Any], columns: tuple[str, ...], where: str
+                     ) -> dict[str, Any]:
+        """The next epoch's chains (PredictiveMixture.heldout_plan); with the run's time column
+        in the corpus, every held-out item must be of that epoch."""
+        column = config.get("engine", {}).get("time_column", "time")
+        next_time = int(self.times[-1]) + 1 if len(self.times) else 0
+        scoring = (f"tdpm next epoch (time {next_time}): chains alive then, weighted by their "
+                   "pseudo-counts, and a new chain")
+        if self.obs.text:
+            scoring += " (topic chains at their last state's posterior mean, plug-in)"
+        if column in columns:
+            return {"scoring": scoring, "time_column": column, "next_time": next_time}
+        return {"scoring": scoring + f" (the corpus has no {column!r} column: every item taken "
+                                     "as of the next epoch)"}
 
     @classmethod
     def from_arrays(cls, arrays: dict[str, np.ndarray], meta: dict[str, Any]

@@ -1,7 +1,4 @@
-"""The built-in engines, registered on import: memo, vb, sovb (one module each, with its
-config), adf, ep (nrm.py, sharing the NRM prior's options), tdpm and ddcrp. Other engines register
-themselves with ``bnpmix.pipeline.runtime.register``."""
-
-from . import ddcrp, memo, nrm, sovb, tdpm, vb
-
-__all__ = ["ddcrp", "memo", "nrm", "sovb", "tdpm", "vb"]
+"""The built-in engines, one module each with its config: memo, vb, sovb, adf and ep (nrm.py,
+sharing the NRM prior's options), tdpm and ddcrp. They are declared as entry points in
+pyproject.toml (group ``bnpmix.engines``), as an engine from another package is, and the
+registry (pipeline/runtime/engine.py) imports them from there on first use."""

@@ -13,26 +13,19 @@ from typing import Any
 import numpy as np
 from scipy.special import logsumexp
 
-from bnpmix.algorithms.ddcrp.model import SequenceMixture
 from bnpmix.algorithms.metrics import (
     adjusted_rand_index,
     alignment_accuracy,
     normalized_mutual_info,
     variation_of_information,
 )
-from bnpmix.algorithms.nrm_mixture import NRMMixture
 from bnpmix.algorithms.obs.mult import log_multinomial_coefficient
-from bnpmix.algorithms.tdpm.model import TemporalMixture
 from bnpmix.storage import Batch, BnpmixError, Corpus, RunDir
 
+from ..runtime.context import check_heldout
 from ..runtime.executors import open_executor
 from ..runtime.models import read_model
 from .fitted import FittedModel, load
-
-# observation models whose bag-of-words density is of the token sequence, log p(x_d) without the
-# multinomial coefficient log(n_d! / Π_w x_dw!): the Dirichlet-multinomial (``mult``) and the
-# tdpm's logistic-normal topic chains
-WITHOUT_COEFFICIENT = ("mult", "tdpm-text")
 
 
 @dataclass(frozen=True)
@@ -56,13 +49,18 @@ class HeldoutPlan:
     time_column: str | None = None
     next_time: int | None = None
 
+    @property
+    def by_sequence(self) -> bool:
+        """Items are scored within their sequences (a ddcrp model's plan)."""
+        return self.sequence_column is not None or self.sequence is not None
+
 
 def _rows_error(batch: Batch, what: str) -> BnpmixError:
     return BnpmixError(f"held-out partition {batch.index} (rows {batch.start}.."
                        f"{batch.start + len(batch) - 1}): {what}")
 
 
-def _score_sequences(batch: Batch, model: SequenceMixture, plan: HeldoutPlan
+def _score_sequences(batch: Batch, model: Any, plan: HeldoutPlan
                      ) -> tuple[np.ndarray, np.ndarray]:
     """Eq. 7 per item and each item's most probable table of its sequence, from one
     ``table_shares`` per sequence."""
@@ -119,7 +117,7 @@ def score_partition(batch: Batch, model: Any, labels_column: str | None,
     except ValueError as exc:
         raise BnpmixError(f"held-out partition {batch.index}: does not fit the model's "
                           f"{model.obs.name} observations: {exc}") from None
-    if isinstance(model, SequenceMixture):
+    if plan.by_sequence:
         per_item, best = _score_sequences(batch, model, plan)
     else:
         if plan.time_column is not None:
@@ -144,43 +142,11 @@ def plan_for(model: Any, config: dict[str, Any], corpus: Corpus | None) -> Heldo
     score the corpus, saying why."""
     columns = () if corpus is None else tuple(corpus.manifest.columns)
     where = "the held-out corpus" if corpus is None else str(corpus.path)
-    coefficient = model.obs.name in WITHOUT_COEFFICIENT  # models of bag-of-words data only
-    if isinstance(model, SequenceMixture):
-        h = model.hyper
-        column, position = h.get("sequence_column"), h.get("position_column")
-        if column is not None and column not in columns:
-            raise BnpmixError(
-                f"{where}: a ddcrp model scores a held-out item within its sequence (Eq. 7: it "
-                f"links to that sequence's training items), so the corpus needs the run's "
-                f"sequence column {column!r} (it has {list(columns) or 'no columns'}; ingest "
-                f"with --sequence-column {column})")
-        if position not in columns:
-            position = None
-        links = ("uniform links to the sequence's training items" if position is None else
-                 f"links by the run's {h['decay']} decay (a = {h['decay_a']:g}) from "
-                 f"{position!r}")
-        within = (f"each item's sequence ({column!r} column)" if column
-                  else "the run's one sequence")
-        return HeldoutPlan(f"ddcrp Eq. 7 within {within}, {links}", coefficient,
-                           sequence_column=column,
-                           sequence=None if column else int(model.sequences[0]),
-                           position_column=position)
-    if isinstance(model, TemporalMixture):
-        column = config.get("engine", {}).get("time_column", "time")
-        next_time = int(model.times[-1]) + 1 if len(model.times) else 0
-        scoring = (f"tdpm next epoch (time {next_time}): chains alive then, weighted by their "
-                   "pseudo-counts, and a new chain")
-        if model.obs.text:
-            scoring += " (topic chains at their last state's posterior mean, plug-in)"
-        if column in columns:
-            return HeldoutPlan(scoring, coefficient, time_column=column, next_time=next_time)
-        return HeldoutPlan(scoring + f" (the corpus has no {column!r} column: every item taken "
-                           "as of the next epoch)", coefficient)
-    if isinstance(model, NRMMixture):
-        return HeldoutPlan("NRM predictive rule: log sum_k pi_k p(x | lambda_k) + pi_new "
-                           "p(x | lambda_0)", coefficient)
-    return HeldoutPlan("posterior predictive: log sum_k E[w_k] p(x | q(phi_k)) + E[w_new] "
-                       "p(x | prior)", coefficient)
+    try:
+        fields = model.heldout_plan(config, columns, where)
+    except ValueError as exc:
+        raise BnpmixError(str(exc)) from None
+    return HeldoutPlan(**fields, coefficient=model.obs.text)  # token densities: ObsModel.text
 
 
 def fitted_facts(run_dir: str | Path, model: Any) -> dict[str, Any]:
@@ -190,30 +156,8 @@ def fitted_facts(run_dir: str | Path, model: Any) -> dict[str, Any]:
     if isinstance(summary.get("data"), dict):
         return summary["data"]
     obs = model.obs
-    return {"kind": "bow" if obs.name == "mult" else "dense",
+    return {"kind": "bow" if obs.text else "dense",
             "dim": int(getattr(obs, "V", getattr(obs, "D", 0))), "vocab_sha256": None}
-
-
-def check_heldout(corpus: Corpus, fitted: dict[str, Any], run_dir: str | Path) -> None:
-    """The corpus (held out, or fitted from the run's model as a warm start) must be data of
-    the kind, dimension and vocabulary the run was fitted to (``fitted``: fitted_facts); else an
-    error naming the corpus and the field (for text, how to ingest it with the run's
-    vocabulary)."""
-    facts = corpus.manifest.facts()
-    if facts["kind"] != fitted.get("kind"):
-        raise BnpmixError(f"{corpus.path}: field 'kind' is {facts['kind']!r}, the model was "
-                          f"fitted to kind {fitted.get('kind')!r}")
-    ingest = corpus.manifest.ingest or {}
-    hint = (f": ingest the text with the run's vocabulary, bnpmix ingest "
-            f"{ingest.get('source', 'SRC')} {corpus.path} --vocab {RunDir(run_dir).vocab_path} "
-            "--overwrite" if ingest.get("format") == "text" else "")
-    if facts["dim"] != fitted.get("dim"):
-        raise BnpmixError(f"{corpus.path}: field 'dim' is {facts['dim']!r}, the model was "
-                          f"fitted to dim {fitted.get('dim')!r}{hint}")
-    theirs, ours = fitted.get("vocab_sha256"), facts["vocab_sha256"]
-    if theirs and ours and theirs != ours:
-        raise BnpmixError(f"{corpus.path}: field 'vocab' differs from the vocabulary the model "
-                          f"was fitted to (same size, other words or order){hint}")
 
 
 def evaluate(run_dir: str | Path, heldout: str | Path, labels_column: str | None = None,

@@ -8,6 +8,7 @@ import argparse
 from bnpmix.storage.objectstore import is_url
 
 from ..remote_run import local_copy
+from ..usage import UsageError
 from . import compare, report
 
 
@@ -15,8 +16,6 @@ def cmd_report(args: argparse.Namespace) -> int:
     """Write one run's report and print where it is (a run in object storage is read from a
     downloaded copy; its report goes to a local --out)."""
     if is_url(args.run_dir) and args.out is None:  # RUN_DIR/report would be the local copy
-        from bnpmix.pipeline.cli import UsageError  # here: the main CLI imports this module
-
         raise UsageError(f"{args.run_dir}: a run in object storage needs --out DIR (a "
                          "directory or a URL) for its report")
     with local_copy(args.run_dir) as run_dir:
@@ -32,8 +31,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_compare(args: argparse.Namespace) -> int:
     """Write the comparison page of two or more runs and print where it is."""
     if len(args.run_dirs) < 2:
-        from bnpmix.pipeline.cli import UsageError  # here: the main CLI imports this module
-
         raise UsageError("compare needs two or more run directories")
     page = compare(args.run_dirs, args.out, args.heldout, args.labels_column)
     print(f"comparison of {len(args.run_dirs)} runs: {page}")

@@ -209,7 +209,7 @@ def load_run(run_dir: str | Path, heldout: str | Path | None = None,
     elif covariances is not None:
         data.variances = covariances[order]
     facts = summary.get("data") if isinstance(summary.get("data"), dict) else {}
-    data.text = facts.get("kind") == "bow" or model.obs.name in ("mult", "tdpm-text")
+    data.text = facts.get("kind") == "bow" or model.obs.text
     if data.text:
         vocab, where = run_vocabulary(run, summary, data.D)
         data.vocab, data.vocab_note = (vocab, None) if vocab is not None else (None, where)

@@ -21,7 +21,7 @@ from bnpmix.storage.arrays import ArrayFile, read_arrays, write_arrays_atomic
 
 from .context import FitContext
 from .engine import Best, Engine, Fitted
-from .models import READERS
+from .models import model_from_arrays
 
 FORMAT = "bnpmix-checkpoint"
 VERSION = 1
@@ -90,7 +90,7 @@ def restarts(ckpt: ArrayFile, ctx: FitContext) -> tuple[int, Best | None]:
         kept = meta["best"]
         if kept is None:
             return int(meta["restart"]), None
-        model = READERS[kept["model"].get("kind", "mixture")](ckpt.tree(BEST), kept["model"])
+        model = model_from_arrays(ckpt.tree(BEST), kept["model"])
         fitted = Fitted(model, dict(kept["objective"]), dict(kept["info"]))
         return int(meta["restart"]), Best(int(kept["restart"]), fitted, list(kept["trace"]),
                                           int(kept["laps"]), list(kept["objectives"]))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import inspect
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -109,7 +110,7 @@ def check_obs(corpus: Corpus, obs_name: str | None) -> str:
     if obs_name == AUTO and corpus.kind == "bow":
         raise BnpmixError(f"{corpus.path}: --obs auto chooses among the Gaussians, for dense "
                           "corpora; a bag-of-words corpus takes mult")
-    if obs_name != AUTO and (obs_name == "mult") != (corpus.kind == "bow"):
+    if obs_name != AUTO and obs_class(obs_name).text != (corpus.kind == "bow"):
         raise BnpmixError(f"{corpus.path}: observation model {obs_name!r} does not fit a "
                           f"{corpus.kind} corpus")
     return obs_name
@@ -168,13 +169,33 @@ def check_offsets(sample: np.ndarray, corpus: Corpus) -> None:
                           f"again ({len(bad)} column{'s' * (len(bad) != 1)} like it)")
 
 
+def check_heldout(corpus: Corpus, fitted: dict[str, Any], run_dir: str | Path) -> None:
+    """The corpus (held out, or fitted from the run's model as a warm start) must be data of
+    the kind, dimension and vocabulary the run was fitted to (``fitted``: fitted_facts); else an
+    error naming the corpus and the field (for text, how to ingest it with the run's
+    vocabulary)."""
+    facts = corpus.manifest.facts()
+    if facts["kind"] != fitted.get("kind"):
+        raise BnpmixError(f"{corpus.path}: field 'kind' is {facts['kind']!r}, the model was "
+                          f"fitted to kind {fitted.get('kind')!r}")
+    ingest = corpus.manifest.ingest or {}
+    hint = (f": ingest the text with the run's vocabulary, bnpmix ingest "
+            f"{ingest.get('source', 'SRC')} {corpus.path} --vocab {RunDir(run_dir).vocab_path} "
+            "--overwrite" if ingest.get("format") == "text" else "")
+    if facts["dim"] != fitted.get("dim"):
+        raise BnpmixError(f"{corpus.path}: field 'dim' is {facts['dim']!r}, the model was "
+                          f"fitted to dim {fitted.get('dim')!r}{hint}")
+    theirs, ours = fitted.get("vocab_sha256"), facts["vocab_sha256"]
+    if theirs and ours and theirs != ours:
+        raise BnpmixError(f"{corpus.path}: field 'vocab' differs from the vocabulary the model "
+                          f"was fitted to (same size, other words or order){hint}")
+
+
 def check_warm_start(corpus: Corpus, warm_start: str) -> None:
     """A warm start's run must have been fitted to data of the corpus's dimension and
     vocabulary (a vocabulary of the same size but other words would silently give its
     components' word probabilities to other words); a model without its run's summary.json (the
     estimator's partial_fit) is checked by the engines alone."""
-    from ..evaluate import check_heldout
-
     if is_url(warm_start):  # read through a local copy by the engines
         return
     run = RunDir(warm_start)

@@ -8,12 +8,16 @@ every M visits when asked), keeps ``trace`` (rows with at least lap, batch, elbo
 and finally writes ``result()`` — a fitted model and the objective — into the run directory.
 
 To add an engine: subclass Engine with a frozen ``Config`` dataclass (its fields become
-``bnpmix fit`` flags and job-file keys, see pipeline/config.py) and decorate it with
-``@register``. It must not need anything else in pipeline/.
+``bnpmix fit`` flags and job-file keys, see pipeline/config.py) and declare it as an entry point
+in the group ``bnpmix.engines`` of its distribution (``NAME = "module:Class"``; bnpmix's own are
+in pyproject.toml), so that every process, the command line's included, finds it; inside one
+process ``@register`` is enough. It must not need anything else in pipeline/.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.metadata
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -23,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from bnpmix.algorithms.mixture import PredictiveMixture
+from bnpmix.storage import BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 
 from .context import FitContext
@@ -140,16 +145,37 @@ def register(cls: type[Engine]) -> type[Engine]:
     return cls
 
 
-def engine_class(name: str) -> type[Engine]:
-    """The engine registered as ``name`` (the built-in ones are loaded on first use)."""
-    import bnpmix.pipeline.engines  # noqa: F401  (registers memo, vb, sovb)
+GROUP = "bnpmix.engines"  # the entry-point group engines are declared in
 
+
+@functools.cache
+def load_entry_points() -> None:
+    """Import every engine an installed distribution declares in GROUP (registering it: by its
+    own ``@register`` on import, else here under the entry point's name)."""
+    for point in importlib.metadata.entry_points(group=GROUP):
+        where = f"entry point {point.name} = {point.value!r} in group {GROUP}"
+        try:
+            cls = point.load()
+        except Exception as exc:  # any failure of a third-party import: name the entry point
+            raise BnpmixError(f"{where}: cannot be imported ({type(exc).__name__}: {exc})"
+                              ) from exc
+        if not (isinstance(cls, type) and issubclass(cls, Engine)) or cls.name != point.name:
+            raise BnpmixError(f"{where}: not an Engine subclass with name = {point.name!r}")
+        if ENGINES.get(cls.name) is not cls:
+            register(cls)
+
+
+def engine_class(name: str) -> type[Engine]:
+    """The engine registered as ``name`` (the declared ones are loaded on first use)."""
+    load_entry_points()
     if name not in ENGINES:
-        raise ValueError(f"unknown algorithm {name!r}; choose from {sorted(ENGINES)}")
+        hint = ("" if ENGINES else f" (no engine is declared in the entry-point group {GROUP}: "
+                "is bnpmix installed? `pip install -e .` again after updating a checkout)")
+        raise ValueError(f"unknown algorithm {name!r}; choose from {sorted(ENGINES)}{hint}")
     return ENGINES[name]
 
 
 def engine_names() -> list[str]:
-    import bnpmix.pipeline.engines  # noqa: F401
-
+    """The names ``--algorithm`` accepts."""
+    load_entry_points()
     return sorted(ENGINES)

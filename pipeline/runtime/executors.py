@@ -457,7 +457,7 @@ def open_executor(corpus: Corpus, scheduler: str = "threads", cluster: str | Non
     ``cache_bytes`` and ``worker_wait``: Dask config (``bnpmix.cache-bytes``,
     ``bnpmix.worker-wait``)."""
     from bnpmix.pipeline import clusters
-    from bnpmix.pipeline.config import is_address
+    from bnpmix.pipeline.addresses import is_address
 
     client = clusters.process_client(scheduler) if client is None else client
     if client is not None:
