@@ -33,21 +33,19 @@ continuation (``start_epoch`` > 0) chains with items before it are left alone.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING
+from typing import Any
 
 import numpy as np
 
 from ..alloc.rcrp import chain_log_prior
-
-if TYPE_CHECKING:
-    from .gibbs import ChainSampler
 
 
 class SplitMerge:
     """Split-merge moves of one ``ChainSampler`` (module docstring): ``attempts`` proposals a
     sweep, or ``rate`` proposals per item (of the epochs swept) when ``attempts`` is None."""
 
-    def __init__(self, sampler: ChainSampler, rate: float = 0.05, attempts: int | None = None):
+    def __init__(self, sampler: Any, rate: float = 0.05, attempts: int | None = None):
+        # sampler: gibbs.ChainSampler (not imported: gibbs imports this module)
         self.s = sampler
         self.rate, self.attempts = rate, attempts
         n = len(sampler.epochs)
