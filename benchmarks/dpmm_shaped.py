@@ -10,13 +10,13 @@ to a scaled B, none equal) and s_k ~ LogNormal(0, 0.3); means in 12 superclasses
 along the data's own high-variance directions (as embeddings' do). The true parameters' own
 assignments are nearly exact (printed: oracle) while Euclidean k-means with the true K = 79
 reaches NMI 0.88. The script also prints bnpmix's objective at three fixed hard labellings
-(one cluster, the 12 superclasses, the 79 classes): on this data the default model's ELBO
+(one cluster, the 12 superclasses, the 79 classes): on this data the full Gaussian's ELBO
 prefers the superclasses to the classes (measured: -137.2 against -161.5 per item; one cluster
 -141.6), so its optimum cannot recover the 79 classes whatever the search: each class's
 128 x 128 covariance, estimated from 157-3,135 items, costs more evidence than its mean gains.
 
 Default mode: bnpmix with its defaults (``job_config(algorithm="memo")``: K = 1, births and
-merges, at most 100 laps; the dense corpus's default observation model, the full Gaussian) on
+merges, at most 100 laps; the dense corpus's default observation model, --obs auto) on
 a corpus from ``ingest_array`` with its default partition size; prints ingest and fit seconds,
 K, NMI, ARI, laps and convergence, next to the latest scikit-learn figures from
 results/dpmm_shaped_sklearn.json. Targets: fit within 120 s on 2 cores, NMI at least
@@ -255,7 +255,7 @@ def main() -> int:
     logp = true_log_density(X, truth["weights"], truth["means"], truth["covs"])
     oracle = (normalized_mutual_info(labels, logp.argmax(1)), oracle_ari(logp, labels))
     print(f"oracle (true parameters' assignments): NMI {oracle[0]:.4f}, ARI {oracle[1]:.4f}")
-    print("bnpmix's objective at fixed labellings (default model and prior):")
+    print("bnpmix's objective at fixed labellings (full Gaussian, default prior):")
     labelling_elbos(X, labels, truth["superclass"])
     return bnpmix_run(X, labels, oracle, args.out, args.seed)
 
