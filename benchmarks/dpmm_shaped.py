@@ -216,7 +216,7 @@ def bnpmix_run(X: np.ndarray, labels: np.ndarray, oracle: tuple[float, float], o
 
 
 def labelling_elbos(X: np.ndarray, labels: np.ndarray, superclass: np.ndarray) -> None:
-    """The ELBO per item, under bnpmix's default model for X (full Gaussian, default prior, DP
+    """The ELBO per item, under the full Gaussian for X (its default prior, DP
     stick-breaking), of q(z) fixed at three hard labellings, each with its optimal global
     update: one cluster, the 12 superclasses, the 79 classes. Which one the objective prefers
     bounds what any search for its optimum can find."""
