@@ -206,7 +206,9 @@ def test_a_dead_scheduler_is_named_as_the_cause(tmp_path):
         fit = start_bnpmix("fit", str(corpus), "--out", str(tmp_path / "run"), "--laps", "200",
                            "--tol", "0", "--scheduler", address)
         deadline = time.time() + 120
-        while not (tmp_path / "run" / "job.json").exists():  # the run is under way
+        # the run is under way on the cluster: job.json is written with the claim, before the
+        # executor connects; the first checkpoint comes after a lap
+        while not (tmp_path / "run" / "checkpoint.npz").exists():
             assert fit.poll() is None and time.time() < deadline, fit.communicate()
             time.sleep(0.2)
         time.sleep(1.0)

@@ -34,10 +34,11 @@ def blobs(n: int, seed: int) -> np.ndarray:
 @pytest.mark.slow  # three ADF and memo fits streamed block by block through a real cluster
 def test_incremental_streams_the_blocks_through_partial_fit(client):
     """Ten blocks through Incremental on the cluster, in order, give the one ADF pass over the
-    rows (Incremental shuffles the blocks unless told not to: ADF depends on the order)."""
+    rows (Incremental shuffles the blocks unless told not to: ADF depends on the order). The
+    model is named: --obs auto would choose it on the first block, and apart on all rows."""
     X = blobs(1000, 0)
-    one = BayesianMixture(algorithm="adf", prior=PRIOR, random_state=0).fit(X)
-    inc = Incremental(BayesianMixture(algorithm="adf", prior=PRIOR, random_state=0),
+    one = BayesianMixture(algorithm="adf", obs="gauss", prior=PRIOR, random_state=0).fit(X)
+    inc = Incremental(BayesianMixture(algorithm="adf", obs="gauss", prior=PRIOR, random_state=0),
                       shuffle_blocks=False)
     inc.fit(da.from_array(X, chunks=(100, 2)))
     streamed = inc.estimator_
@@ -47,8 +48,9 @@ def test_incremental_streams_the_blocks_through_partial_fit(client):
     np.testing.assert_allclose(streamed.means_, one.means_, rtol=1e-12)
     np.testing.assert_array_equal(inc.predict(da.from_array(X, chunks=(100, 2))).compute(),
                                   one.predict(X))
-    shuffled = Incremental(BayesianMixture(algorithm="adf", prior=PRIOR, random_state=0),
-                           random_state=0).fit(da.from_array(X, chunks=(100, 2))).estimator_
+    shuffled = Incremental(
+        BayesianMixture(algorithm="adf", obs="gauss", prior=PRIOR, random_state=0),
+        random_state=0).fit(da.from_array(X, chunks=(100, 2))).estimator_
     assert shuffled._n_seen == 1000  # every block once, in another order
     memo = Incremental(BayesianMixture(random_state=0), shuffle_blocks=False).fit(
         da.from_array(X, chunks=(100, 2))).estimator_  # memo keeps the blocks' summaries
