@@ -125,7 +125,7 @@ def choose_obs(corpus: Corpus, job: JobConfig) -> tuple[str, dict[str, float], O
     sample = BatchSource(corpus, job.run.cache_bytes).sample(m.init_sample, rng)
     if sample.shape[0] > AUTO_ITEMS:  # uniformly among the sample's rows
         sample = sample[np.sort(rng.choice(sample.shape[0], AUTO_ITEMS, replace=False))]
-    scores, priors = {}, {}
+    scores = {}
     with tempfile.TemporaryDirectory(prefix="bnpmix-auto-") as tmp:
         ingest_array(np.asarray(sample), Path(tmp) / "sample", partition_rows=len(sample))
         for name in names:
@@ -136,13 +136,13 @@ def choose_obs(corpus: Corpus, job: JobConfig) -> tuple[str, dict[str, float], O
                        "prior": dict(m.prior)}
             summary = fit(Path(tmp) / "sample", Path(tmp) / name, job_config(**options))
             scores[name] = summary["elbo_per_item"]
-            priors[name] = read_model(str(Path(tmp) / name)).obs
             print(f"bnpmix: --obs auto: {name} on {len(sample):,} sampled items: K = "
                   f"{summary['K']}, ELBO {scores[name]:.4f} per item "
                   f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
-    best = max(names, key=scores.__getitem__)
+        best = max(names, key=scores.__getitem__)
+        learned = read_model(str(Path(tmp) / best)).obs  # only the chosen model is read back
     print(f"bnpmix: --obs auto chose {best}", file=sys.stderr)
-    return best, scores, priors[best]
+    return best, scores, learned
 
 
 def write_job(run: RunDir, corpus: Corpus, job: JobConfig) -> None:
