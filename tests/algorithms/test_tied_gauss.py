@@ -70,19 +70,25 @@ def ref_post(model: TiedGauss, X: np.ndarray, R: np.ndarray) -> dict:
 
 
 def gauss_logpdf(X: np.ndarray, mu: np.ndarray, Lam: np.ndarray) -> np.ndarray:
-    """log N(x_n | μ_k, Λ⁻¹) for one Λ: (n, K)."""
-    diff = X[:, None, :] - mu[None, :, :]
-    quad = np.einsum("nkd,de,nke->nk", diff, Lam, diff)
-    return -0.5 * X.shape[1] * LOG2PI + 0.5 * np.linalg.slogdet(Lam)[1] - 0.5 * quad
+    """log N(x_n | μ_k, Λ⁻¹): (n, K) for one (μ (K, D), Λ (D, D)); (S, n, K) for S stacked
+    draws (μ (S, K, D), Λ (S, D, D))."""
+    diff = X[..., :, None, :] - mu[..., None, :, :]
+    quad = np.einsum("...nkd,...de,...nke->...nk", diff, Lam, diff)
+    logdet = np.linalg.slogdet(Lam)[1][..., None, None]
+    return -0.5 * X.shape[1] * LOG2PI + 0.5 * logdet - 0.5 * quad
 
 
-def log_q(p: dict, mu: np.ndarray, Lam: np.ndarray) -> float:
-    """log W(Λ | ν, B⁻¹) + Σ_k log N(μ_k | m_k, (κ_k Λ)⁻¹) with scipy's densities."""
-    out = stats.wishart.logpdf(Lam, df=p["nu"], scale=np.linalg.inv(p["B"]))
-    for k in range(len(p["kappa"])):
-        out += stats.multivariate_normal.logpdf(mu[k], p["m"][k],
-                                                np.linalg.inv(p["kappa"][k] * Lam))
-    return float(out)
+def log_q(p: dict, mu: np.ndarray, Lam: np.ndarray) -> np.ndarray:
+    """log W(Λ | ν, B⁻¹) + Σ_k log N(μ_k | m_k, (κ_k Λ)⁻¹) for S stacked draws: (S,). The
+    Wishart density is scipy's; the normal's is written out (scipy's takes one covariance)."""
+    out = np.atleast_1d(stats.wishart.logpdf(np.moveaxis(Lam, 0, -1), df=p["nu"],
+                                             scale=np.linalg.inv(p["B"])))
+    D = Lam.shape[-1]
+    diff = mu - p["m"]  # (S, K, D)
+    quad = np.einsum("skd,sde,ske->sk", diff, Lam, diff)
+    logdet = np.linalg.slogdet(Lam)[1][:, None]
+    kappa = p["kappa"]
+    return out + (0.5 * (D * np.log(kappa / (2 * np.pi)) + logdet - kappa * quad)).sum(1)
 
 
 def prior_params(model: TiedGauss, K: int) -> dict:
@@ -90,13 +96,22 @@ def prior_params(model: TiedGauss, K: int) -> dict:
             "nu": model.nu0, "B": model.B0}
 
 
-def draw_q(p: dict, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """(μ (K, D), Λ (D, D)) ~ q, drawn with scipy."""
-    Lam = stats.wishart.rvs(df=p["nu"], scale=np.linalg.inv(p["B"]), random_state=rng)
-    Lam = np.atleast_2d(Lam)
-    mu = np.array([rng.multivariate_normal(p["m"][k], np.linalg.inv(p["kappa"][k] * Lam))
-                   for k in range(len(p["kappa"]))])
-    return mu, Lam
+def draw_q(p: dict, rng: np.random.Generator, size: int) -> tuple[np.ndarray, np.ndarray]:
+    """size draws (μ (S, K, D), Λ (S, D, D)) ~ q: Λ from scipy's Wishart, μ_k | Λ =
+    m_k + L⁻ᵀ z / √κ_k with Λ = L Lᵀ and z ~ N(0, I), so that Cov(μ_k | Λ) = (κ_k Λ)⁻¹."""
+    D = p["B"].shape[0]
+    Lam = stats.wishart.rvs(df=p["nu"], scale=np.linalg.inv(p["B"]), size=size,
+                            random_state=rng).reshape(size, D, D)
+    L = np.linalg.cholesky(Lam)
+    z = rng.normal(size=(size, len(p["kappa"]), D))
+    step = np.linalg.solve(np.swapaxes(L, 1, 2)[:, None], z[..., None])[..., 0]
+    return p["m"] + step / np.sqrt(p["kappa"])[:, None], Lam
+
+
+def mc_elbo_terms(X: np.ndarray, R: np.ndarray, p0: dict, p: dict, mu: np.ndarray,
+                  Lam: np.ndarray) -> np.ndarray:
+    """Σ_nk r_nk log N(x_n|μ_k,Λ⁻¹) + log p(μ, Λ) - log q(μ, Λ) at each draw: (S,)."""
+    return (gauss_logpdf(X, mu, Lam) * R).sum((1, 2)) + log_q(p0, mu, Lam) - log_q(p, mu, Lam)
 
 
 def E_loglik_direct(model: TiedGauss, X: np.ndarray, p: dict) -> np.ndarray:
@@ -175,11 +190,7 @@ def test_elbo_at_optimum_equals_evidence_by_candidate_formula():
     N, s = R.sum(0), model.stats(X, R)
     post, want = model.post(N, s), ref_post(model, X, R)
     p0 = prior_params(model, R.shape[1])
-    values = []
-    for _ in range(4):
-        mu, Lam = draw_q(want, rng)
-        values.append(float((gauss_logpdf(X, mu, Lam) * R).sum()) + log_q(p0, mu, Lam)
-                      - log_q(want, mu, Lam))
+    values = mc_elbo_terms(X, R, p0, want, *draw_q(want, rng, 4))
     np.testing.assert_allclose(values, values[0], rtol=1e-9)
     for got in (model.elbo(N, s, post), model.elbo_at_optimum(N, s, post),
                 model.log_evidence(N, s)):
@@ -197,12 +208,7 @@ def test_elbo_is_exact_for_any_q_by_monte_carlo():
     over = {**ref_post(model, X, R), "nu": model.nu0 + 1.5 * len(X)}
     for p in (other, over):
         q = as_post(p)
-        f = []
-        for _ in range(3000):
-            mu, Lam = draw_q(p, rng)
-            f.append(float((gauss_logpdf(X, mu, Lam) * R).sum()) + log_q(p0, mu, Lam)
-                     - log_q(p, mu, Lam))
-        f = np.array(f)
+        f = mc_elbo_terms(X, R, p0, p, *draw_q(p, rng, 3000))
         assert abs(model.elbo(N, s, q) - f.mean()) < 5 * f.std() / np.sqrt(len(f))
 
 
@@ -253,7 +259,7 @@ def test_E_loglik_is_the_mean_loglik_under_q():
     model, X, R, rng = setup(n=6)
     p = ref_post(model, X, R)
     post = model.post(R.sum(0), model.stats(X, R))
-    ll = np.array([gauss_logpdf(X, *draw_q(p, rng)) for _ in range(4000)])
+    ll = gauss_logpdf(X, *draw_q(p, rng, 4000))
     se = ll.std(0) / np.sqrt(len(ll))
     assert np.all(np.abs(ll.mean(0) - model.E_loglik(X, post)) < 5 * se)
 
