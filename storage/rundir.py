@@ -168,6 +168,7 @@ class Claimed(NamedTuple):
 
 
 LEFTOVER = re.compile(r"\..+\.tmp|\.claim\.\d+\.replaced")  # atomic writes' temporary files
+CLAIM_TMP = re.compile(r"\.claim\.(\d+)\.tmp")  # a claim being written (_create_claim)
 
 
 def parse_claim(text: str) -> dict[str, Any]:
@@ -275,7 +276,9 @@ class RunDir:
                                   "choose another --out")
             self._remove_leftovers()
             replaced = describe_claim(holder)
-        others = [p.name for p in self.path.iterdir() if p.name != self.claim_path.name]
+        self._remove_dead_claim_files()
+        others = [p.name for p in self.path.iterdir() if p.name != self.claim_path.name
+                  and not CLAIM_TMP.fullmatch(p.name)]
         if others:
             self.claim_path.unlink()
             what = "holds a run (use `bnpmix resume`)" if "job.json" in others else "is not empty"
@@ -299,14 +302,20 @@ class RunDir:
             raise BnpmixError(f"{self.path}: another process claimed the run meanwhile")
 
     def _create_claim(self) -> bool:
-        """Create ``.claim`` with this host and PID, exclusively; False if one exists."""
+        """Create ``.claim`` with this host and PID, exclusively; False if one exists. The
+        text is written to a temporary file first and hard-linked into place (the link fails
+        if ``.claim`` exists), so no process ever sees a claim without its holder: a fit
+        killed between an exclusive create and its write left an empty claim, which no later
+        fit could judge stale."""
+        tmp = self.path / f".claim.{os.getpid()}.tmp"
         try:
-            fd = os.open(self.claim_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+            tmp.write_text(json.dumps({"host": socket.gethostname(), "pid": os.getpid()}) + "\n",
+                           encoding="utf-8")
+            os.link(tmp, self.claim_path)
         except FileExistsError:
             return False
-        with os.fdopen(fd, "w") as fh:
-            json.dump({"host": socket.gethostname(), "pid": os.getpid()}, fh)
-            fh.write("\n")
+        finally:
+            tmp.unlink(missing_ok=True)
         return True
 
     def _claim_text(self) -> str:
@@ -336,6 +345,14 @@ class RunDir:
         """Whether the directory holds only what a fit writes before its first checkpoint."""
         return all(p.name in (".claim", "job.json") or LEFTOVER.fullmatch(p.name)
                    for p in self.path.iterdir())
+
+    def _remove_dead_claim_files(self) -> None:
+        """The temporary claim files of fits killed before linking theirs (a live racer's
+        file is its own to remove)."""
+        for p in self.path.iterdir():
+            m = CLAIM_TMP.fullmatch(p.name)
+            if m and not pid_alive(int(m.group(1))):
+                p.unlink(missing_ok=True)
 
     def _remove_leftovers(self) -> None:
         for p in self.path.iterdir():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 
 import numpy as np
 import pytest
@@ -106,3 +107,26 @@ def test_atomic_write_failure_keeps_old_file(tmp_path, monkeypatch):
         write_json_atomic(target, {"v": 2})
     assert json.loads(target.read_text()) == {"v": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["x.json"]
+
+
+def test_a_claim_is_never_seen_without_its_holder(tmp_path, monkeypatch):
+    """A fit that dies while writing its claim leaves no ``.claim`` (an empty one could never be
+    judged stale, and the directory would be refused for good), and the temporary file a
+    killed fit leaves does not stop the next fit from claiming the directory."""
+    run = RunDir(tmp_path / "run")
+    run.path.mkdir()
+
+    def die(*args, **kwargs):
+        raise KeyboardInterrupt  # the process stopped while the claim was being written
+
+    monkeypatch.setattr("bnpmix.storage.rundir.json.dumps", die)
+    with pytest.raises(KeyboardInterrupt):
+        run.claim()
+    assert not run.claim_path.exists()
+    monkeypatch.undo()
+    dead = 2**22 + 12345  # above Linux's largest PID: no such process
+    (run.path / f".claim.{dead}.tmp").write_text("{")
+    claimed = run.claim()
+    assert json.loads(run.claim_path.read_text())["pid"] == os.getpid()
+    assert sorted(p.name for p in run.path.iterdir()) == [".claim"]
+    run.release(claimed.created)
