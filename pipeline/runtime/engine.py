@@ -17,9 +17,10 @@ process ``@register`` is enough. It must not need anything else in pipeline/.
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.metadata
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -30,6 +31,7 @@ from bnpmix.algorithms.mixture import PredictiveMixture
 from bnpmix.storage import BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 
+from ..declared import Declared
 from .context import FitContext
 
 State = tuple[dict[str, Any], Iterator[tuple[str, np.ndarray]]]
@@ -53,6 +55,9 @@ class Fitted:
     objective: dict[str, float] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, pa.Table] = field(default_factory=dict)
+    # False only when the engine stopped at its iteration limit before its convergence test
+    # held (summary.json's ``converged``; engines that run a set number of passes: True)
+    converged: bool = True
 
 
 @dataclass
@@ -87,6 +92,16 @@ class Engine(ABC):
     # --wave when not given: a constant, never the executor's size, so that a run's result is a
     # function of the corpus, the options and the seed only
     default_wave: ClassVar[int] = 1
+    # what readers of its runs need (the objective's key and name, what the weights are, ...),
+    # recorded in summary.json
+    declared: ClassVar[Declared] = Declared()
+    # BayesianMixture.partial_fit: each block is one run warm-started from the model so far,
+    # prepared by stream_start; stream_join adds the block to the past after its run
+    streams: ClassVar[bool] = False
+    # `bnpmix tune --algorithm NAME`: "module:function" searching this engine's prior on a
+    # sample, called with the corpus and ``algorithm=NAME`` as keywords beside the flags its
+    # keyword parameters name ("": the engine is not tuned)
+    tuner: ClassVar[str] = ""
 
     def __init__(self, ctx: FitContext, cfg: Any) -> None:
         self.ctx = ctx
@@ -123,7 +138,19 @@ class Engine(ABC):
     def status(self) -> str:
         """One line for the progress display."""
         row = self.trace[-1] if self.trace else {}
-        return f"K={row.get('K', '?')}  ELBO={row.get('elbo', float('nan')):.6g}"
+        key, label = self.declared.objective, self.declared.objective_label
+        return f"K={row.get('K', '?')}  {label}={row.get(key, float('nan')):.6g}"
+
+    @classmethod
+    def stream_start(cls, model: PredictiveMixture) -> PredictiveMixture:
+        """The model so far, as the warm start of the next block's run (``streams``)."""
+        return model
+
+    @classmethod
+    def stream_join(cls, model: PredictiveMixture, blocks: Iterable[Any]) -> None:
+        """After a block's run: what of the block (its rows, in memory one piece of
+        ``blocks`` at a time) ``model`` keeps for the next (``streams``)."""
+        return None
 
     def close(self) -> None:
         """Release what the engine holds (spill directories)."""
@@ -179,3 +206,12 @@ def engine_names() -> list[str]:
     """The names ``--algorithm`` accepts."""
     load_entry_points()
     return sorted(ENGINES)
+
+
+def tuner_of(name: str) -> Callable[..., dict[str, Any]]:
+    """The search ``bnpmix tune --algorithm name`` runs: the engine's ``tuner``, imported."""
+    cls = engine_class(name)
+    module, _, function = cls.tuner.partition(":")
+    if not function:
+        raise ValueError(f"the {name} engine declares no tuner")
+    return getattr(importlib.import_module(module), function)
