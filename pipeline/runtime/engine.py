@@ -4,14 +4,16 @@ needs of an inference algorithm, and the registry that maps ``--algorithm`` name
 An engine steps an explicit state. The runtime owns everything around it: it builds the
 FitContext, calls ``start()`` (or ``restore()`` from a checkpoint), calls ``step()`` until
 ``done``, shows ``status()``, writes checkpoints from ``state()`` when a step ends a lap (and
-every M visits when asked), keeps ``trace`` (rows with at least lap, batch, elbo, K, seconds),
-and finally writes ``result()`` — a fitted model and the objective — into the run directory.
+every M visits when asked), keeps ``trace`` (rows with at least lap, batch, K, seconds and the
+objective's column, ``declared.objective``), and finally writes ``result()`` — a fitted model,
+the objective and whether it converged — into the run directory.
 
 To add an engine: subclass Engine with a frozen ``Config`` dataclass (its fields become
 ``bnpmix fit`` flags and job-file keys, see pipeline/config.py) and declare it as an entry point
 in the group ``bnpmix.engines`` of its distribution (``NAME = "module:Class"``; bnpmix's own are
 in pyproject.toml), so that every process, the command line's included, finds it; inside one
-process ``@register`` is enough. It must not need anything else in pipeline/.
+process ``@register`` is enough. It must not need anything else in pipeline/: what the rest of
+bnpmix asks of an engine it declares here (``declared``, ``streams``, ``tuner``, ...).
 """
 
 from __future__ import annotations
