@@ -144,6 +144,16 @@ def assignments(run: Path) -> pd.DataFrame:
     return RunDir(run).load_assignments().sort_values("item", ignore_index=True)
 
 
+def assert_same_tables(a: Path, b: Path, rtol: float = 0.0) -> None:
+    """The engine's extra tables (NAME.parquet) of two runs agree, timings aside."""
+    tables = sorted(p.name for p in a.glob("*.parquet"))
+    assert tables == sorted(p.name for p in b.glob("*.parquet"))
+    for table in tables:
+        x, y = (pd.read_parquet(r / table).drop(columns="seconds", errors="ignore")
+                for r in (a, b))
+        pd.testing.assert_frame_equal(x, y, check_exact=rtol == 0, rtol=rtol or 1e-5)
+
+
 def model_arrays(run: Path) -> tuple[dict[str, np.ndarray], dict]:
     arrays, meta = RunDir(run).load_model()
     return {k: np.array(v) for k, v in arrays.items()}, meta
@@ -189,12 +199,7 @@ def test_a_resumed_run_equals_the_uninterrupted_one(runs):
     assert meta_a == meta_b and x.keys() == y.keys()
     for k in x:
         np.testing.assert_array_equal(x[k], y[k], err_msg=k)
-    tables = sorted(p.name for p in a.glob("*.parquet"))  # the engine's extra tables
-    assert tables == sorted(p.name for p in b.glob("*.parquet"))
-    for table in tables:
-        x, y = (pd.read_parquet(r / table) for r in (a, b))
-        pd.testing.assert_frame_equal(x.drop(columns="seconds", errors="ignore"),
-                                      y.drop(columns="seconds", errors="ignore"))
+    assert_same_tables(a, b)
 
 
 @each
@@ -206,6 +211,7 @@ def test_the_executor_does_not_change_the_run(runs):
     np.testing.assert_allclose(b["weights"], a["weights"], rtol=1e-9, atol=1e-12)
     pd.testing.assert_frame_equal(assignments(runs.root / "threads"),
                                   assignments(runs.root / "sync"))
+    assert_same_tables(runs.root / "threads", runs.root / "sync", rtol=1e-9)
 
 
 @each
