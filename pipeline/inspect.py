@@ -352,7 +352,7 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
         if vocab is None:
             out["vocab_note"] = f"{where}; words shown by their column number"
     obs = model.model.obs
-    if not text and obs.means_note:
+    if not text and getattr(obs, "means_note", ""):  # (a chain model's obs is a facade)
         out["note"] = obs.means_note
     if not text and getattr(obs, "shared_shapes", lambda: ())():  # one covariance for every
         # cluster (tied-gauss); a chain model (tdpm) has none

@@ -4,8 +4,8 @@
 a partition; held out: 6 items a sequence at time 4) with small options its Config takes, and:
 
 - fit writes a finished run whose summary, trace and assignments say what the engine declares
-  (its objective under its key, the declaration, convergence as a boolean), and ``bnpmix fit``
-  and ``bnpmix info`` print the objective under one name;
+  (its objective under its key, the declaration, convergence as a boolean), ``bnpmix fit``
+  and ``bnpmix info`` print the objective under one name, ``info`` and ``show`` describe it;
 - a run interrupted half-way (after the middle one of its steps) and resumed equals the
   uninterrupted run (objective, trace, assignments, model, the engine's extra tables: exactly);
 - the synchronous executor and threads give the same run (objective to 1e-9, assignments);
@@ -31,7 +31,7 @@ from bnpmix.pipeline.cli import format_fit
 from bnpmix.pipeline.declared import Declared
 from bnpmix.pipeline.evaluate import evaluate, plan_for
 from bnpmix.pipeline.fit import fit, job_config, resume
-from bnpmix.pipeline.inspect import format_run_info, run_info
+from bnpmix.pipeline.inspect import format_run_info, format_show, run_info, show_clusters
 from bnpmix.pipeline.runtime import checkpoint
 from bnpmix.pipeline.runtime.engine import engine_class, engine_names
 from bnpmix.storage import Corpus, RunDir, ingest_array
@@ -182,10 +182,14 @@ def test_fit_writes_a_run_that_says_what_the_engine_declares(runs, corpora):
     assert a["item"].tolist() == list(range(60))
     assert a["cluster"].between(0, s["K"] - 1).all()
     assert not (run / "checkpoint.npz").exists()
-    # fit's and info's lines name the objective alike
+    # fit's and info's lines name the objective alike; info and show say what the weights are
     label = declared.objective_label
     assert f"{label} per item" in format_fit(s, run)
-    assert f"({label}; per item" in format_run_info(run_info(run))
+    info = run_info(run)
+    assert f"({label}; per item" in format_run_info(info)
+    shown = show_clusters(run)
+    assert info["weights_are"] == shown["weights_are"] == declared.weights_are
+    assert len(shown["clusters"]) == shown["shown"] and format_show(shown)
 
 
 @each

@@ -101,8 +101,9 @@ class Engine(ABC):
     # prepared by stream_start; stream_join adds the block to the past after its run
     streams: ClassVar[bool] = False
     # `bnpmix tune --algorithm NAME`: "module:function" searching this engine's prior on a
-    # sample, called with the corpus and ``algorithm=NAME`` as keywords beside the flags its
-    # keyword parameters name ("": the engine is not tuned)
+    # sample, called with the corpus, obs, obs_prior, test_fraction, seed and scale_grid, with
+    # ``algorithm=NAME`` and the optional flags when its keyword parameters name them ("": the
+    # engine is not tuned)
     tuner: ClassVar[str] = ""
 
     def __init__(self, ctx: FitContext, cfg: Any) -> None:
