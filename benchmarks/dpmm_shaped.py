@@ -48,7 +48,6 @@ import numpy as np
 
 from _common import KEEP, WORK, oracle_ari, run_fit
 from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
-from bnpmix.pipeline.estimator import _converged
 from bnpmix.pipeline.fit import job_config
 from bnpmix.storage import RunDir, ingest_array
 
@@ -192,7 +191,7 @@ def bnpmix_run(X: np.ndarray, labels: np.ndarray, oracle: tuple[float, float], o
         "config": cfg.to_dict(), "obs": summary["config"]["model"]["obs"],
         "ingest_seconds": ingest, "fit_seconds": r["seconds"], "K": r["K"], "K_1pct": r["K_eff"],
         "nmi": r["nmi"], "ari": r["ari"], "laps": summary["laps"],
-        "converged": _converged(summary), "stopped": summary.get("stopped"),
+        "converged": summary["converged"], "stopped": summary.get("stopped"),
         "elbo_per_item": r["elbo_per_item"], "threads": cfg.run.threads,
         "run_dir": str(r["run"]),
     }

@@ -265,52 +265,56 @@ def cmd_schedule(args: argparse.Namespace) -> int:
     return 0
 
 
-OBJECTIVES = {"elbo": "ELBO", "loglik": "training predictive log-likelihood"}
-
-
 def format_fit(summary: dict, out: str | Path) -> str:
-    key = summary.get("objective", "elbo")
+    from bnpmix.pipeline.declared import Declared
+
+    declared = Declared.of(summary)
+    key = declared.objective
     weights = ", ".join(f"{w:.3f}" for w in sorted(summary["weights"], reverse=True)[:12])
     lines = [f"{summary['algorithm']}: K = {summary['K']} components "
              f"({summary['K_effective']} with more than 1% of the mass), "
-             f"{OBJECTIVES.get(key, key)} per item {summary[key + '_per_item']:.4f}, "
+             f"{declared.objective_label} per item {summary[key + '_per_item']:.4f}, "
              f"{summary['wall_seconds']:.1f} s"]
     lines += [f"{key}: {summary[key]}" for key in ("stopped", "returned") if key in summary]
     lines += [f"weights: {weights}{' ...' if summary['K'] > 12 else ''}", f"run directory: {out}"]
     return "\n".join(lines)
 
 
+# tune's optional flags by the tuner's keyword parameter each sets (a tuner takes the ones its
+# signature names; `prior` is the NRM prior's name given with --prior)
+TUNE_FLAGS = {"a_grid": "--a-grid", "tau_grid": "--tau-grid", "sigma": "--nrm-sigma",
+              "epsilon": "--epsilon", "alpha_grid": "--alpha-grid", "lam0_grid": "--lam0-grid",
+              "fraction": "--fraction", "max_items": "--max-items", "prior": "--prior"}
+
+
 def cmd_tune(args: argparse.Namespace) -> int:
+    from inspect import signature
+
     from bnpmix.pipeline.config import prior_flags
-    from bnpmix.pipeline.tune import format_table, tune, tune_memo, write_job
+    from bnpmix.pipeline.runtime.engine import tuner_of
+    from bnpmix.pipeline.tune import format_table, write_job
 
     given = prior_flags(args.prior or [])
-    memo = args.algorithm == "memo"
-    # flags only adf/ep or only memo take, by tune()'s or tune_memo()'s parameter names
-    nrm = {"a_grid": "--a-grid", "tau_grid": "--tau-grid", "sigma": "--nrm-sigma",
-           "epsilon": "--epsilon"}
-    dp = {"alpha_grid": "--alpha-grid", "lam0_grid": "--lam0-grid"}
+    search = tuner_of(args.algorithm)  # the engine's own search, with its own parameters
+    takes = signature(search).parameters
     values = {"a_grid": args.a_grid, "tau_grid": args.tau_grid, "sigma": args.nrm_sigma,
               "epsilon": args.epsilon, "alpha_grid": args.alpha_grid,
               "lam0_grid": args.lam0_grid, "fraction": args.fraction,
-              "max_items": args.max_items}
-    wrong = [flag for name, flag in (nrm if memo else dp).items() if values[name] is not None]
-    if memo and "nrm_prior" in given:
-        wrong.append(f"--prior {given['nrm_prior']}")
-    if wrong:
-        raise UsageError(
-            f"tune: {', '.join(wrong)}: not for --algorithm {args.algorithm} "
-            + ("(the NRM prior of adf and ep; memo searches its DP concentration alpha0: "
-               "--alpha-grid)" if memo else "(memo only; adf and ep search the NRM prior's a "
-               "and tau: --a-grid, --tau-grid)"))
+              "max_items": args.max_items, "prior": given.get("nrm_prior")}
     chosen = {k: v for k, v in values.items() if v is not None}
+    wrong = [TUNE_FLAGS[k] + (f" {v}" if k == "prior" else "") for k, v in chosen.items()
+             if k not in takes]
+    if wrong:
+        own = [flag for k, flag in TUNE_FLAGS.items() if k in takes]
+        raise UsageError(f"tune: {', '.join(wrong)}: not for --algorithm {args.algorithm} "
+                         f"(its search takes {', '.join(own)}: {search.__name__} in "
+                         f"{search.__module__})")
     common = {"obs": args.obs, "obs_prior": given.get("prior"),
               "test_fraction": args.test_fraction, "seed": args.seed,
               "scale_grid": args.scale_grid}
-    if memo:
-        result = tune_memo(args.corpus_dir, **common, **chosen)
-    else:
-        result = tune(args.corpus_dir, prior=given.get("nrm_prior", "ig"), **common, **chosen)
+    if "algorithm" in takes:
+        common["algorithm"] = args.algorithm
+    result = search(args.corpus_dir, **common, **chosen)
     print(json.dumps(result) if args.json else format_table(result))
     for warning in result["warnings"]:
         print(f"bnpmix tune: warning: {warning}", file=sys.stderr)
@@ -333,7 +337,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from bnpmix.datasets import toy_patch_covariances, toy_patches
+    from bnpmix.datasets import TOY_PATCHES_OBS, toy_patch_covariances, toy_patches
     from bnpmix.pipeline.evaluate import evaluate
     from bnpmix.pipeline.fit import fit, job_config
     from bnpmix.storage import ingest_array
@@ -350,7 +354,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print(f"demo: {args.n} synthetic 5x5 patches from 8 zero-mean edge components, "
               f"20 partitions; memoized VB with births and merges from K = 1")
         laps = {} if args.laps is None else {"laps": args.laps}
-        summary = fit(corpus, run, job_config(obs="zm-gauss", seed=args.seed, **laps))
+        summary = fit(corpus, run, job_config(obs=TOY_PATCHES_OBS, seed=args.seed, **laps))
         print(format_fit(summary, run if args.out is not None else "(temporary)"))
         scores = evaluate(run, corpus, "label")
         oracle = oracle_ari(X, labels, toy_patch_covariances())
@@ -545,12 +549,15 @@ def _schedule_arguments(p: argparse.ArgumentParser) -> None:
 
 def _tune_arguments(p: argparse.ArgumentParser) -> None:
     """`tune CORPUS_DIR` and its grids."""
-    from bnpmix.pipeline.config import OBS_NAMES
+    from bnpmix.algorithms.obs import OBS_NAMES
+    from bnpmix.pipeline.engines import DEFAULT_TUNED
+    from bnpmix.pipeline.runtime.engine import ENGINES, engine_names
     from bnpmix.pipeline.tune import ALL_ITEMS, FRACTION, MAX_ITEMS, MEMO_MAX_ITEMS, SCALE_GRID
 
     p.add_argument("corpus_dir")
-    p.add_argument("--algorithm", choices=("adf", "ep", "memo"), default="adf",
-                   help="the engine tuned and written into the job file (default adf)")
+    p.add_argument("--algorithm", choices=[n for n in engine_names() if ENGINES[n].tuner],
+                   default=DEFAULT_TUNED, help="the engine tuned and written into the job file "
+                   f"(those that declare a search; default {DEFAULT_TUNED})")
     p.add_argument("--prior", action="append", type=_prior, metavar="PRIOR",
                    help="a JSON table of observation-prior parameters, kept fixed; or (adf, "
                    "ep) the NRM prior: dp, ig (default) or nggp (repeatable)")

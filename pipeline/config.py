@@ -21,13 +21,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bnpmix.algorithms.alloc import ALLOCATIONS
+from bnpmix.algorithms.obs import OBS_NAMES
 from bnpmix.storage import BnpmixError
 
 from .addresses import CURRENT_CLIENT, is_address
+from .engines import DEFAULT_ENGINE
 from .runtime.context import AUTO
 from .runtime.engine import ENGINES, engine_class, engine_names
 
-OBS_NAMES = ("gauss", "zm-gauss", "diag-gauss", "tied-gauss", "mult")
 OBS_CHOICES = (*OBS_NAMES, AUTO)  # --obs
 SCHEDULERS = ("threads, synchronous, a Dask scheduler's address (tcp://HOST:PORT), or "
               "distributed: the Python process's current distributed.Client (job.json records "
@@ -366,7 +367,7 @@ def _shown(row: Option) -> str:
 def options() -> list[Option]:
     """The whole table: run and model options, then every registered engine's options (an
     option several engines share, e.g. ``laps``, is one row naming all of them)."""
-    algorithm = Option("algorithm", "job", ("algorithm",), _str, "memo",
+    algorithm = Option("algorithm", "job", ("algorithm",), _str, DEFAULT_ENGINE,
                        "the engine: " + "; ".join(f"{n}: {ENGINES[n].summary}"
                                                   for n in engine_names()),
                        tuple(engine_names()))
@@ -387,7 +388,7 @@ def options() -> list[Option]:
 class JobConfig:
     """The resolved configuration of one fit."""
 
-    algorithm: str = "memo"
+    algorithm: str = DEFAULT_ENGINE
     run: RunConfig = field(default_factory=RunConfig)
     model: ModelConfig = field(default_factory=ModelConfig)
     engine: Any = None  # the engine's Config; None: its defaults
@@ -460,7 +461,7 @@ def resolve(values: dict[str, Any], source: str,
         raise BnpmixError(f"{source}: {exc}") from None
     if "nrm_prior" in values and "prior" in origins and "nrm_prior" not in origins:
         origins = {**origins, "nrm_prior": origins["prior"]}
-    algorithm = values.get("algorithm", "memo")
+    algorithm = values.get("algorithm", DEFAULT_ENGINE)
     if not isinstance(algorithm, str) or algorithm not in engine_names():
         raise BnpmixError(f"{source}: algorithm: unknown {algorithm!r}; choose from "
                           f"{engine_names()}")

@@ -26,9 +26,11 @@ from bnpmix.storage import BnpmixError, Corpus, Manifest, RunDir
 from bnpmix.storage.writer import new_corpus, partition_rows
 
 from .config import options
+from .engines import DEFAULT_ENGINE
 from .evaluate.fitted import FittedModel
 from .fit import fit as fit_corpus
 from .fit import job_config
+from .runtime.engine import ENGINES, engine_class, engine_names
 from .runtime.models import read_model, write_model
 
 try:  # scikit-learn is optional: with it the estimator is a real sklearn estimator
@@ -54,11 +56,13 @@ OPTIONS = tuple(row.name for row in options()
                                     "checkpoint_every"})
 
 
-STREAMING = ("adf", "memo")  # the engines with partial_fit
+def streaming() -> list[str]:
+    """The engines with partial_fit: those that declare ``streams``."""
+    return [name for name in engine_names() if ENGINES[name].streams]
 
 
 class _streaming_only:
-    """A method that exists only on estimators of a STREAMING engine (``hasattr(est,
+    """A method that exists only on estimators of a streaming engine (``hasattr(est,
     "partial_fit")`` is then False for the others, as scikit-learn and dask-ml's Incremental
     expect), with an AttributeError that says why."""
 
@@ -69,10 +73,12 @@ class _streaming_only:
     def __get__(self, obj: Any, owner: Any = None) -> Any:
         if obj is None:
             return self.fn
-        if obj.algorithm not in STREAMING:
-            raise AttributeError(f"partial_fit streams with ADF or memo: use algorithm='adf' "
-                                 f"or 'memo', not {obj.algorithm!r} (the others fit whole "
-                                 "corpora: fit a corpus path, read partition by partition)")
+        names = streaming()
+        if obj.algorithm not in names:
+            raise AttributeError(f"partial_fit streams with {' or '.join(names)}: use "
+                                 f"algorithm={' or '.join(map(repr, names))}, not "
+                                 f"{obj.algorithm!r} (the others fit whole corpora: fit a "
+                                 "corpus path, read partition by partition)")
         return self.fn.__get__(obj, owner)
 
 
@@ -81,14 +87,15 @@ class BayesianMixture(*BASES):
 
     Parameters
     ----------
-    algorithm : str, default "memo"
-        The engine: "memo" (memoized online VB with births, merges and deletes), "vb", "sovb",
-        "adf", "ep", "ddcrp", "tdpm" (see ``bnpmix fit --help``).
+    algorithm : str, default: pipeline.engines.DEFAULT_ENGINE, memoized online VB with births,
+        merges and deletes
+        The engine: any name ``bnpmix fit --algorithm`` takes (see ``bnpmix fit --help``).
     obs : str or None, default None
-        The observation model: "auto", "gauss", "diag-gauss", "zm-gauss", "tied-gauss" (one
-        covariance shared by all components) or "mult". None: "mult" for sparse counts; for
-        dense data "auto" with memo, vb, sovb, adf and ep (the covariance structure whose fit
-        of a sample has the highest ELBO per item), "gauss" with tdpm and ddcrp.
+        The observation model: any name ``bnpmix fit --obs`` takes (``OBS_NAMES``: the full,
+        zero-mean, diagonal and tied Gaussians, the multinomial), or "auto". None: the
+        corpus kind's default model (``ObsModel.default_for``: the multinomial for sparse
+        counts); for dense data "auto" with the engines that mix any observation model (the
+        covariance structure whose fit of a sample has the highest ELBO per item).
     random_state : int or None, default None
         The seed (None: a fresh one for each fit).
     **options
@@ -102,23 +109,24 @@ class BayesianMixture(*BASES):
         The mass left for new components.
     means_ : ndarray of shape (K, D)
     covariances_ : ndarray
-        Gaussian models: E[Σ_k], (K, D, D); its diagonals (K, D) for "diag-gauss"; for
-        "tied-gauss" the shared E[Σ] in every row.
+        Gaussian models: E[Σ_k], (K, D, D); its diagonals (K, D) for the diagonal model;
+        for the tied one the shared E[Σ] in every row.
     n_components_ : int
         Active components.
     labels_ : ndarray of shape (n,)
         The training items' most probable component, an index into ``weights_`` (a component
         may own no item).
     lower_bound_ : float
-        The engine's objective: the ELBO, or ADF/EP's log-likelihood.
+        The engine's objective (summary.json's ``objective``: the ELBO, a log-likelihood, ...).
     converged_ : bool
+        False when the engine stopped at its iteration limit before its convergence test held.
     n_iter_ : int
         Laps.
     n_features_in_ : int
     model_ : FittedModel
     """
 
-    def __init__(self, algorithm: str = "memo", obs: str | None = None,
+    def __init__(self, algorithm: str = DEFAULT_ENGINE, obs: str | None = None,
                  random_state: int | None = None, **options: Any) -> None:
         self.algorithm = algorithm
         self.obs = obs
@@ -180,21 +188,22 @@ class BayesianMixture(*BASES):
         self.labels_ = assignments.sort_values("item")["cluster"].to_numpy()  # labels already
         self.lower_bound_ = float(summary[summary["objective"]])
         self.n_iter_ = int(summary["laps"])
-        self.converged_ = _converged(summary)
+        self.converged_ = bool(summary["converged"])
 
     @_streaming_only
     def partial_fit(self, X: Any, y: Any = None) -> BayesianMixture:
         """Absorb the items of X after everything absorbed so far, each call one run of the
         engine on X warm-started from the model so far.
 
-        adf: streaming ADF (Tank et al. Alg. 1), one more pass, so that blocks X_1, X_2, ...
-        give exactly one ADF run over their rows in that order.
-
-        memo: the earlier blocks stay as their summary S_past (memoized VB keeps summaries,
-        not data; Hughes & Sudderth Eq. 11), taken at the end of their call under a one-hot
-        q(z) (``Mixture.one_hot_summary``): memo then runs on X to convergence with S_past in
-        S^0, never revisited, its births and merges accepted on the exact ELBO of that q (a
-        one-hot q has zero merge entropies, so no pair statistic of a gone block is needed).
+        The engine says how a block joins the past (``Engine.stream_start`` before the run,
+        ``Engine.stream_join`` after it). adf: streaming ADF (Tank et al. Alg. 1), one more
+        pass, so that blocks X_1, X_2, ... give exactly one ADF run over their rows in that
+        order. memo: the earlier blocks stay as their summary S_past (memoized VB keeps
+        summaries, not data; Hughes & Sudderth Eq. 11), taken at the end of their call under a
+        one-hot q(z) (``Mixture.one_hot_summary``): memo then runs on X to convergence with
+        S_past in S^0, never revisited, its births and merges accepted on the exact ELBO of
+        that q (a one-hot q has zero merge entropies, so no pair statistic of a gone block is
+        needed).
 
         The observation prior is set at the first call (a data-scaled default: from the first
         block); a Gaussian one is then learned from the components by every call unless
@@ -203,21 +212,17 @@ class BayesianMixture(*BASES):
         if started and _in_memory_width(X) != self.n_features_in_:
             raise ValueError(f"X has {_in_memory_width(X)} features, but BayesianMixture is "
                              f"expecting {self.n_features_in_} features as input")
+        engine = engine_class(self.algorithm)
         with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp:
             job = self._job(self._run_seed())
             if started:  # the model so far, as a run directory to warm-start from
-                model = self.model_.model
-                if self.algorithm == "adf":  # a new corpus each call
-                    model.info = {**model.info, "partitions": []}
+                model = engine.stream_start(self.model_.model)
                 write_model(RunDir(Path(tmp) / "so-far").create(), model)
                 job = job.replace(run_warm_start=str(Path(tmp) / "so-far"))
             corpus = write_corpus(X, Path(tmp) / "corpus")
             summary = self._run(corpus, Path(tmp) / "run", job)
         self._n_seen = (self._n_seen if started else 0) + int(summary["n_items"])
-        if self.algorithm == "memo":  # this block joins the past as a one-hot summary
-            model = self.model_.model
-            block = model.one_hot_summary(_in_memory(X))
-            model.past = block if model.past is None else model.past + block
+        engine.stream_join(self.model_.model, _blocks(X))
         return self
 
     def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
@@ -267,7 +272,7 @@ class BayesianMixture(*BASES):
                              "temporal model has no posterior over next-epoch items to draw)")
         if n_samples < 1:
             raise ValueError(f"n_samples must be at least 1, got {n_samples}")
-        if n_words is None and model.obs.name == "mult":
+        if n_words is None and model.obs.text:
             tokens = float((model.post["lam"] - model.obs.lam0).sum())  # λ_k = λ0 + counts
             n_words = max(1, round(tokens / self._n_seen))
         rng = np.random.default_rng(None if self.random_state is None
@@ -281,14 +286,6 @@ BayesianMixture.__init__.__signature__ = inspect.signature(BayesianMixture.__ini
     parameters=[*list(inspect.signature(BayesianMixture.__init__).parameters.values())[:4],
                 *(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None)
                   for name in OPTIONS)])
-
-
-def _converged(summary: dict[str, Any]) -> bool:
-    """False only where an engine with a convergence test stopped at its limit (memo, vb:
-    laps; ddcrp: some sequence's iterations); ADF, EP and tdpm run a set number of passes."""
-    if "sequences" in summary and "converged" in summary:
-        return int(summary["converged"]) == int(summary["sequences"])
-    return not str(summary.get("stopped", "")).startswith("the maximum")
 
 
 def _seed(random_state: Any) -> int:

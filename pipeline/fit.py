@@ -21,13 +21,14 @@ from typing import Any
 
 import numpy as np
 
-from bnpmix.algorithms.obs import ObsModel
+from bnpmix.algorithms.obs import AUTO_CANDIDATES, ObsModel
 from bnpmix.storage import BnpmixError, Corpus, RunDir, ingest_array
 from bnpmix.storage.atomic import write_json_atomic
 from bnpmix.storage.objectstore import is_url
 
 from .clusters import process_client
 from .config import JobConfig, resolve
+from .engines import DEFAULT_ENGINE
 from .labels import label_order, labels_of
 from .remote_run import fit_to_store, resume_from_store
 from .runtime import checkpoint
@@ -46,9 +47,8 @@ from .runtime.executors import DaskExecutor, open_executor
 from .runtime.models import read_model, write_model
 from .settings import setting
 
-# --obs auto's candidates: the Gaussian covariance structures (mclust's choice among them, made
-# by the variational evidence bound); each is fitted to the initialisation sample by memo
-AUTO_CANDIDATES = ("gauss", "tied-gauss", "diag-gauss")
+# --obs auto's candidates (AUTO_CANDIDATES, beside the models) are each fitted to the
+# initialisation sample by memo (DEFAULT_ENGINE)
 AUTO_LAPS = 30  # laps of a candidate's fit at most
 # items of the initialisation sample the candidates are fitted to: a full covariance's local step
 # costs O(n K D²), and at D = 128 the 10,000-item sample kept one fit busy for minutes
@@ -130,7 +130,7 @@ def choose_obs(corpus: Corpus, job: JobConfig) -> tuple[str, dict[str, float], O
         ingest_array(np.asarray(sample), Path(tmp) / "sample", partition_rows=len(sample))
         for name in names:
             started = time.perf_counter()
-            options = {"algorithm": "memo", "obs": name, "seed": job.run.seed,
+            options = {"algorithm": DEFAULT_ENGINE, "obs": name, "seed": job.run.seed,
                        "scheduler": "synchronous", "laps": AUTO_LAPS, "alpha0": m.alpha0,
                        "alloc": m.alloc, "learn_prior": m.learn_prior,
                        "prior": dict(m.prior)}
@@ -241,8 +241,8 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
             print(f"bnpmix: running on {where}", file=sys.stderr)
         chosen = None
         if job.model.obs == AUTO and job.run.warm_start:  # the saved model's own, if it fits
-            saved = read_model(job.run.warm_start).obs.name  # (else the engine refuses it)
-            job = job.replace(model_obs=saved if (saved == "mult") == (corpus.kind == "bow")
+            saved = read_model(job.run.warm_start).obs  # (else the engine refuses it)
+            job = job.replace(model_obs=saved.name if saved.text == (corpus.kind == "bow")
                               else default_obs_name(corpus))
         elif job.model.obs == AUTO:
             chosen = choose_obs(corpus, job)
@@ -320,11 +320,13 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
     summary = {"algorithm": job.algorithm, "K": model.K,
                "K_effective": int(np.sum(weights > 0.01))}
     summary["objective"] = next(iter(fitted.objective))
+    summary["declared"] = engine_class(job.algorithm).declared.to_dict()
     for key, value in fitted.objective.items():
         summary[key] = value
         summary[f"{key}_per_item"] = value / ctx.corpus.n_items
     summary.update(fitted.info)
     summary.update({
+        "converged": fitted.converged,
         "laps": laps_done,
         "n_items": ctx.corpus.n_items,
         "wall_seconds": ctx.elapsed(),

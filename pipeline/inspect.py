@@ -29,6 +29,7 @@ from bnpmix.storage import BnpmixError, Corpus
 from bnpmix.storage.corpus import MANIFEST, vocab_sha256
 from bnpmix.storage.rundir import run_path
 
+from .declared import Declared
 from .labels import label_order
 
 if TYPE_CHECKING:
@@ -37,13 +38,6 @@ if TYPE_CHECKING:
 EFFECTIVE = 0.01  # a component with more than this share of the weight counts as effective
 SHOWN_WEIGHTS = 12  # weights listed by `info`'s text output
 SHOWN_DIMS = 8  # mean coordinates listed per cluster by `show`'s text output (JSON: all)
-OBJECTIVES = {"elbo": "ELBO", "loglik": "training predictive log-likelihood",
-              "log_joint": "log joint"}
-# what summary.json's "weights" are (as `info` and `show` give them), by engine; the report
-# plots each cluster's fraction of the items where these differ from E[w_k] (tdpm)
-WEIGHTS_ARE = {"tdpm": "next-epoch chain probabilities (0 for a chain dead by then)",
-               "ddcrp": "fractions of all training items"}
-EXPECTED = "expected weights E[w_k]"
 # what a fit records in summary.json beside "weights": the components' ids and sizes (items
 # assigned) in the order of the weights, and the mass left for new components
 RECORDED = ("component_ids", "sizes", "weight_new")
@@ -195,7 +189,8 @@ def run_info(path: str | Path) -> dict[str, Any]:
     weights, weight_new, uids, sizes, obs = _components(run, summary)
     clusters = _clusters(weights, uids, sizes)
     weights = np.array([c["weight"] for c in clusters])
-    objective = summary.get("objective", "elbo")
+    declared = Declared.of(summary)
+    objective = declared.objective
     config = summary["config"]
     info: dict[str, Any] = {
         "run_dir": str(run.path),
@@ -207,12 +202,14 @@ def run_info(path: str | Path) -> dict[str, Any]:
         "K_effective": int(np.sum(weights > EFFECTIVE)),
         "K_nonempty": None if sizes is None else sum(1 for c in clusters if c["size"]),
         "weights": weights.tolist(),
-        "weights_are": WEIGHTS_ARE.get(summary["algorithm"], EXPECTED),
+        "weights_are": declared.weights_are,
+        "plots_fractions": declared.plots_fractions,
         "weight_new": float(weight_new),
         "sizes": None if sizes is None else [c["size"] for c in clusters],
         "fractions": None if sizes is None else [c["size"] / summary["n_items"]
                                                  for c in clusters],
         "objective": objective,
+        "objective_label": declared.objective_label,
         "objective_value": summary.get(objective),
         "objective_per_item": summary.get(f"{objective}_per_item"),
         "laps": summary["laps"],
@@ -236,7 +233,7 @@ def format_run_info(info: dict[str, Any]) -> str:
     K, weights = info["K"], info["weights"]
     nonempty = ("" if info["K_nonempty"] is None
                 else f", {info['K_nonempty']} with at least one item")
-    name = OBJECTIVES.get(info["objective"], info["objective"])
+    name = info["objective_label"]
     lines = [
         f"engine        {info['engine']} (observation model {info['obs']})",
         f"corpus        {info['corpus']}{shape}",
@@ -250,7 +247,7 @@ def format_run_info(info: dict[str, Any]) -> str:
         sizes = info["sizes"]
         lines.append("sizes         " + ", ".join(str(s) for s in sizes[:SHOWN_WEIGHTS])
                      + (" ..." if K > SHOWN_WEIGHTS else "") + " (items, in weight order)")
-        if info["weights_are"] == WEIGHTS_ARE["tdpm"]:  # the report's figure for chains
+        if info["plots_fractions"]:  # the report's figure (tdpm's chains)
             lines.append("fractions     " + ", ".join(f"{f:.3f}" for f in
                                                       info["fractions"][:SHOWN_WEIGHTS])
                          + (" ..." if K > SHOWN_WEIGHTS else "")
@@ -337,7 +334,7 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
     clusters = _clusters(weights, uids, sizes)
     means = np.asarray(model.means_, float)
     data = summary.get("data") or {}
-    text = data.get("kind") == "bow" if data.get("kind") else summary.get("obs") == "mult"
+    text = data.get("kind") == "bow" if data.get("kind") else model.model.obs.text
     out: dict[str, Any] = {
         "run_dir": str(run.path),
         "engine": summary["algorithm"],
@@ -346,7 +343,7 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
         "n_items": summary["n_items"],
         "kind": "text" if text else "dense",
         "shown": min(top, len(clusters)),
-        "weights_are": WEIGHTS_ARE.get(summary["algorithm"], EXPECTED),
+        "weights_are": Declared.of(summary).weights_are,
     }
     vocab: list[str] | None = None
     if text:
@@ -354,9 +351,9 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
         out["vocab"] = where if vocab is not None else None
         if vocab is None:
             out["vocab_note"] = f"{where}; words shown by their column number"
-    elif out["obs"] == "zm-gauss":
-        out["note"] = "zero-mean components: every mean is 0 by construction"
     obs = model.model.obs
+    if not text and getattr(obs, "means_note", ""):  # (a chain model's obs is a facade)
+        out["note"] = obs.means_note
     if not text and getattr(obs, "shared_shapes", lambda: ())():  # one covariance for every
         # cluster (tied-gauss); a chain model (tdpm) has none
         cov = obs.covariances(model.model.post)

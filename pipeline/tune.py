@@ -56,6 +56,7 @@ from bnpmix.storage import BnpmixError, Corpus
 from bnpmix.storage.atomic import write_text_atomic
 
 from .config import JobConfig
+from .engines import DEFAULT_ENGINE
 from .engines.nrm import NRMConfig
 from .evaluate.fitted import load
 from .fit import fit, job_config
@@ -241,10 +242,12 @@ def tune_memo(corpus_dir: str | Path, *, obs: str | None = None,
               max_items: int = MEMO_MAX_ITEMS, test_fraction: float = 0.2, seed: int = 0,
               alpha_grid: Sequence[float] = ALPHA_GRID,
               scale_grid: Sequence[float] = SCALE_GRID,
-              lam0_grid: Sequence[float] = LAM0_GRID) -> dict[str, Any]:
-    """memo: the held-out scores of α0 × the observation prior's ``scale`` (Gaussians) or
-    ``lam0`` (bag-of-words) unless ``obs_prior`` sets it (``rows``, best first); ``best``:
-    alpha0; ``prior``: the observation prior with the best value; ``warnings``."""
+              lam0_grid: Sequence[float] = LAM0_GRID,
+              algorithm: str = DEFAULT_ENGINE) -> dict[str, Any]:
+    """memo (``algorithm``; memo's declared tuner): the held-out scores of α0 × the
+    observation prior's ``scale`` (Gaussians) or ``lam0`` (bag-of-words) unless ``obs_prior``
+    sets it (``rows``, best first); ``best``: alpha0; ``prior``: the observation prior with
+    the best value; ``warnings``."""
     check_fractions(fraction, test_fraction)
     obs_name, split = corpus_sample(corpus_dir, obs, fraction, max_items, test_fraction, seed)
     obs_prior = dict(obs_prior or {})
@@ -256,7 +259,7 @@ def tune_memo(corpus_dir: str | Path, *, obs: str | None = None,
         train = write_corpus(split.train, Path(tmp) / "train")
         for value in values:
             for alpha0 in alpha_grid:
-                job = job_config(algorithm="memo", seed=seed, obs=obs_name,
+                job = job_config(algorithm=algorithm, seed=seed, obs=obs_name,
                                  scheduler="synchronous", alpha0=float(alpha0),
                                  prior=with_value(obs_prior, key, value))
                 point = {"alpha0": float(alpha0), **({} if key is None else {key: value})}
@@ -266,7 +269,7 @@ def tune_memo(corpus_dir: str | Path, *, obs: str | None = None,
     top = rows[0]
     axes = {"alpha0": ("alpha0", "--alpha-grid"), "scale": ("scale", "--scale-grid"),
             "lam0": ("lam0", "--lam0-grid")}
-    return {"engine": "memo", "rows": rows, "best": {"alpha0": top["alpha0"]},
+    return {"engine": algorithm, "rows": rows, "best": {"alpha0": top["alpha0"]},
             "n_train": split.train.shape[0], "n_test": split.test.shape[0], "obs": obs_name,
             "prior": with_value(obs_prior, key, top.get(key)), "seed": seed,
             "warnings": edge_warnings(rows, axes) + size_warnings(split.test.shape[0])}
@@ -321,7 +324,7 @@ def job_text(corpus_dir: str | Path, result: dict[str, Any], algorithm: str) -> 
 
 
 def write_job(path: str | Path, corpus_dir: str | Path, result: dict[str, Any],
-              algorithm: str = "adf") -> Path:
+              algorithm: str) -> Path:
     """Write the job file atomically; an existing file is never replaced."""
     path = Path(path)
     if path.exists():

@@ -141,7 +141,7 @@ def test_partial_fit_over_ten_blocks_equals_one_adf_run():
 
 def test_partial_fit_is_adf_and_memo_only_and_checks_the_width():
     X, _ = blobs(100, 0)
-    with pytest.raises(AttributeError, match="partial_fit streams with ADF or memo"):
+    with pytest.raises(AttributeError, match="partial_fit streams with adf or memo"):
         BayesianMixture(algorithm="vb").partial_fit(X)
     assert not hasattr(BayesianMixture(algorithm="sovb"), "partial_fit")
     for algorithm in ("adf", "memo"):

@@ -6,10 +6,15 @@ from typing import Any
 
 from .base import ObsModel
 
+# the models' names (--obs), each its class's ``name``, in the order help lists them
+OBS_NAMES = ("gauss", "zm-gauss", "diag-gauss", "tied-gauss", "mult")
+# `--obs auto`'s candidates: the Gaussian covariance structures (mclust's choice among them,
+# made by the variational evidence bound; pipeline.fit.choose_obs)
+AUTO_CANDIDATES = ("gauss", "tied-gauss", "diag-gauss")
+
 
 def obs_class(name: str) -> type[ObsModel]:
-    """The observation model class called ``name`` (gauss, zm-gauss, diag-gauss, tied-gauss,
-    mult)."""
+    """The observation model class called ``name`` (one of OBS_NAMES)."""
     from .diag_gauss import DiagGauss
     from .gauss import Gauss
     from .mult import Mult
@@ -24,9 +29,15 @@ def obs_class(name: str) -> type[ObsModel]:
     return classes[name]
 
 
+def default_obs(kind: str) -> str:
+    """The model a corpus of ``kind`` (dense, bow) gets when none is named: the one whose
+    class says it is that kind's default."""
+    return next(n for n in OBS_NAMES if obs_class(n).default_for == kind)
+
+
 def obs_from_prior(name: str, prior: dict[str, Any]) -> ObsModel:
     """Rebuild a saved observation model from its name and ``prior()`` dict."""
     return obs_class(name)(**prior)
 
 
-__all__ = ["ObsModel", "obs_class", "obs_from_prior"]
+__all__ = ["AUTO_CANDIDATES", "OBS_NAMES", "ObsModel", "default_obs", "obs_class", "obs_from_prior"]

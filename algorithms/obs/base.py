@@ -56,6 +56,10 @@ class ObsModel(ABC):
     text: ClassVar[bool] = False
     # responsibilities below this are set to 0 in the local step (vb.local.truncate)
     responsibility_floor: ClassVar[float] = 0.0
+    # what `bnpmix show` says about the components' means ("": nothing)
+    means_note: ClassVar[str] = ""
+    # the corpus kind (dense, bow) whose default model this is (None: it is named to be used)
+    default_for: ClassVar[str | None] = None
 
     def prepare(self, X: Data) -> Any:
         """The rows of X for repeated one-item calls by position (ADF and EP sweeps): ``Rows``

@@ -39,6 +39,7 @@ class Gauss(ObsModel):
     """Gaussian components with their own mean and full covariance."""
 
     name = "gauss"
+    default_for = "dense"
 
     def __init__(self, D: int, m0: np.ndarray, kappa0: float, nu0: float, B0: np.ndarray) -> None:
         set_normal_wishart(self, D, m0, kappa0, nu0, B0)

@@ -78,6 +78,7 @@ class Mult(ObsModel):
 
     name = "mult"
     text = True
+    default_for = "bow"
     # r_nk < 1e-10 dropped (vb.local.truncate): ≤ K·1e-10 nats of ELBO per document, and the
     # batch statistics become sparse (text responsibilities are nearly one-hot)
     responsibility_floor = 1e-10

@@ -34,6 +34,7 @@ class ZeroMeanGauss(ObsModel):
     """Zero-mean full-covariance Gaussian components."""
 
     name = "zm-gauss"
+    means_note = "zero-mean components: every mean is 0 by construction"
 
     def __init__(self, D: int, nu0: float, B0: np.ndarray) -> None:
         if nu0 <= D - 1:

@@ -33,6 +33,7 @@ from bnpmix.storage.arrays import ArrayFile
 from bnpmix.storage.corpus import Batch
 
 from ..config import _str, opt
+from ..declared import Declared
 from ..runtime.data import stack_rows
 from ..runtime.engine import Engine, Fitted, State, Step, register
 
@@ -164,6 +165,8 @@ class DDCRPEngine(Engine):
                "sequence), variational inference, one task per sequence")
     restarts_within = True
     default_restarts = 10  # the bound has many local optima (the paper restarts 300 times)
+    declared = Declared(weights_are="fractions of all training items",
+                        weight_label="fraction of the items")
 
     def _layout(self) -> None:
         """The sequences: (partition, id, ordinal) per sequence, or one gathered sequence."""
@@ -282,7 +285,8 @@ class DDCRPEngine(Engine):
     def result(self) -> Fitted:
         model, res = self._model(), self.results
         elbo = float(sum(r["elbo"] for r in res))
-        info = {"sequences": len(res), "converged": int(sum(r["converged"] for r in res)),
+        converged = int(sum(r["converged"] for r in res))
+        info = {"sequences": len(res), "sequences_converged": converged,
                 "iterations_mean": float(np.mean([r["iterations"] for r in res])),
                 "tables_expected": float(sum(r["n_tables"] for r in res)),
                 "restarts_per_sequence": self.ctx.restarts}
@@ -297,7 +301,8 @@ class DDCRPEngine(Engine):
                  "link_prob": np.concatenate([r["link_prob"] for r in res]),
                  "self_prob": np.concatenate([r["self_prob"] for r in res])}
         return Fitted(model, {"elbo": elbo}, info,
-                      {"sequences": pa.table(per_sequence), "links": pa.table(links)})
+                      {"sequences": pa.table(per_sequence), "links": pa.table(links)},
+                      converged=converged == len(res))
 
     # ---- checkpoints -------------------------------------------------------------------------
 

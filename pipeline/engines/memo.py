@@ -26,7 +26,7 @@ of births).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -166,6 +166,8 @@ class MemoEngine(Engine):
     # three updates, and the result independent of how many workers there are
     # (benchmarks/scaling.py and wave_cost.py measure the trade)
     default_wave = 4
+    streams = True
+    tuner = "bnpmix.pipeline.tune:tune_memo"
 
     on_visit: VisitHook | None = None
 
@@ -248,8 +250,16 @@ class MemoEngine(Engine):
         if self.best is not None and self.best[0] > elbo:
             best_elbo, lap, model = self.best
             info["returned"] = f"the best lap-end state (lap {lap}), not the last"
-            return Fitted(model, {"elbo": best_elbo}, info)
-        return Fitted(self.model, {"elbo": elbo}, info)
+            return Fitted(model, {"elbo": best_elbo}, info, converged=bool(self.stopped))
+        return Fitted(self.model, {"elbo": elbo}, info, converged=bool(self.stopped))
+
+    @classmethod
+    def stream_join(cls, model: Mixture, blocks: Iterable[Any]) -> None:
+        """The block joins the past as its one-hot summary (``Mixture.one_hot_summary``): the
+        next block's run has it in S^0, never revisited (Hughes & Sudderth Eq. 11)."""
+        for X in blocks:
+            block = model.one_hot_summary(X)
+            model.past = block if model.past is None else model.past + block
 
     def close(self) -> None:
         if hasattr(self, "store"):

@@ -31,6 +31,7 @@ from bnpmix.storage import Batch, BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 
 from ..config import _float, opt
+from ..declared import Declared
 from ..runtime.context import FitContext
 from ..runtime.engine import Engine, Fitted, State, Step, register
 from ..runtime.models import read_model
@@ -122,6 +123,9 @@ class NRMEngine(Engine):
     keep_sites = False
     exact_k = False  # Û from the exact E[K'] (adf's expected_k = "exact")
     random = False  # items are absorbed in corpus order: the seed changes nothing
+    declared = Declared(objective="loglik", objective_label="training predictive log-likelihood",
+                        trace_per_partition=True)
+    tuner = "bnpmix.pipeline.tune:tune"
 
     def start(self) -> None:
         ctx = self.ctx
@@ -240,7 +244,7 @@ class NRMEngine(Engine):
         info = {"stopped": "the ADF pass" + (f" and {ep} EP pass{'es' if ep != 1 else ''}"
                                              if self.keep_sites else ""),
                 "merges": str(self.merged)}
-        return Fitted(self.model(), {"loglik": self.pass_loglik}, info)
+        return Fitted(self.model(), {self.declared.objective: self.pass_loglik}, info)
 
     def status(self) -> str:
         return (f"pass {self.pass_}  partition {self.pos}/{len(self.todo)}  K={self.total.K}")
@@ -283,6 +287,14 @@ class ADFEngine(NRMEngine):
     name = "adf"
     Config = ADFConfig
     summary = "one-pass streaming ADF for NRM mixtures (DP, IG, NGGP)"
+    streams = True
+
+    @classmethod
+    def stream_start(cls, model: NRMMixture) -> NRMMixture:
+        """One more ADF pass over the next block (a new corpus): none of its partitions is
+        absorbed yet."""
+        model.info = {**model.info, "partitions": []}
+        return model
 
     @property
     def exact_k(self) -> bool:

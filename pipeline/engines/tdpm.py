@@ -44,6 +44,7 @@ from bnpmix.storage import BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 
 from ..config import _float, _str, opt
+from ..declared import Declared
 from ..labels import labels_of
 from ..runtime.engine import Engine, Fitted, State, Step, register
 from ..runtime.models import read_model
@@ -122,6 +123,9 @@ class TDPMEngine(Engine):
     name = "tdpm"
     Config = TDPMConfig
     summary = "temporal DP mixture (recurrent CRP) of drifting Gaussian chains, Gibbs sampling"
+    declared = Declared(objective="log_joint", objective_label="log joint",
+                        weights_are="next-epoch chain probabilities (0 for a chain dead by then)",
+                        weight_label="fraction of the items", plots_fractions=True)
 
     # ---- data and sampler ------------------------------------------------------------------
 
@@ -301,7 +305,8 @@ class TDPMEngine(Engine):
              "online_from_epoch": self.start_epoch},
             s.y.copy() if s.persist is not None else None)
         info = {"stopped": f"{self.sweep} sweeps", "kept_samples": len(self.kept)}
-        return Fitted(model, {"log_joint": float(self.trace[-1]["log_joint"])}, info,
+        key = self.declared.objective
+        return Fitted(model, {key: float(self.trace[-1][key])}, info,
                       self._tables(model, kept))
 
     def _tables(self, model: TemporalMixture, kept: list[np.ndarray]) -> dict[str, pa.Table]:

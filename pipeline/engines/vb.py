@@ -69,7 +69,8 @@ class VBEngine(Engine):
 
     def result(self) -> Fitted:
         stopped = self.stopped or f"the maximum of {self.cfg.laps} laps"
-        return Fitted(self.model, {"elbo": self.model.elbo(self.S)}, {"stopped": stopped})
+        return Fitted(self.model, {"elbo": self.model.elbo(self.S)}, {"stopped": stopped},
+                      converged=bool(self.stopped))
 
     def state(self) -> State:
         items = [*model_items("model", self.model), *summary_items("S", self.S)]

@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..declared import Declared
 from . import figures as F
 from .page import Image, Section, paragraph, table
 from .rundata import TOP, RunData
@@ -35,8 +36,8 @@ def flatten(config: Any, prefix: str = "") -> list[tuple[str, Any]]:
 
 def objective_rows(summary: dict[str, Any]) -> list[tuple[str, Any]]:
     """The objective and the objective per item, named for a person."""
-    name = summary.get("objective", "elbo")
-    label = F.NAMES.get(name, name)
+    declared = Declared.of(summary)
+    name, label = declared.objective, declared.objective_label
     return [(f"{label} ({name})", summary.get(name)),
             (f"{label} per item", summary.get(f"{name}_per_item"))]
 
@@ -93,7 +94,7 @@ def trace_section(data: RunData) -> Section:
     if series is None:
         section.html.append(paragraph("The run's trace is empty."))
         return section
-    name = F.NAMES.get(series.objective_name, series.objective_name)
+    name = series.objective_name
     section.images.append(_image(
         "trace.png", lambda: F.trace_figure([series], f"{F.literal(data.name)}: {name} and K"),
         f"{name} per item and K against items seen",
@@ -115,8 +116,9 @@ def weights_section(data: RunData) -> Section:
         "Weights against rank on log–log axes: the tail of small clusters (a straight line "
         "is a power law)."))
     rows = [(int(data.ids[k]), float(data.weights[k])) for k in range(min(TOP, len(data.ids)))]
-    chains = (" bnpmix info and show give this fraction too, and as weight each chain's "
-              "next-epoch probability." if data.summary["algorithm"] == "tdpm" else "")
+    declared = Declared.of(data.summary)
+    chains = (" bnpmix info and show give this fraction too, and as weights the "
+              f"{declared.weights_are}." if declared.plots_fractions else "")
     section.html.append(paragraph(f"The {len(rows)} heaviest of {len(data.ids)} components "
                                   "(cluster: the label bnpmix show, predict and assignments/ "
                                   f"give it).{chains}"))
@@ -286,11 +288,11 @@ def run_sections(data: RunData) -> list[Section]:
 def run_subtitle(data: RunData) -> str:
     """One line under the title: engine, data, K, objective, laps, time."""
     s = data.summary
-    name = s.get("objective", "elbo")
-    per_item = s.get(f"{name}_per_item")
+    declared = Declared.of(s)
+    per_item = s.get(f"{declared.objective}_per_item")
     value = f"{per_item:.4f}" if isinstance(per_item, int | float) else "-"
     return (f"{s['algorithm']} on {s['n_items']} items ({s.get('obs', data.obs)}): K = {s['K']}, "
-            f"{F.NAMES.get(name, name)} per item {value}, {s['laps']} laps, "
+            f"{declared.objective_label} per item {value}, {s['laps']} laps, "
             f"{s['wall_seconds']:.1f} s")
 
 
@@ -325,9 +327,10 @@ def compare_rows(runs: Sequence[RunData], labels: Sequence[str]) -> tuple[list[s
     rows = []
     for label, r in zip(labels, runs, strict=True):
         s = r.summary
-        name = s.get("objective", "elbo")
+        declared = Declared.of(s)
         rows.append([label, s["algorithm"], s.get("obs", r.obs), s["n_items"], s["K"],
-                     s.get("K_effective"), F.NAMES.get(name, name), s.get(f"{name}_per_item"),
+                     s.get("K_effective"), declared.objective_label,
+                     s.get(f"{declared.objective}_per_item"),
                      s["laps"], s["wall_seconds"],
                      *((r.heldout or {}).get(k) for k in numbers)])
     return header, rows

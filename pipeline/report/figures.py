@@ -18,7 +18,6 @@ from matplotlib.ticker import EngFormatter, FuncFormatter, MaxNLocator
 DPI = 100
 TITLE_SIZE = 13
 LABEL_SIZE = 10
-NAMES = {"elbo": "ELBO", "loglik": "predictive log-likelihood", "log_joint": "log joint"}
 COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
           "#17becf", "#7f7f7f", "#bcbd22")
 
@@ -52,12 +51,12 @@ class Series:
     items_seen: np.ndarray
     objective: np.ndarray
     K: np.ndarray
-    objective_name: str
+    objective_name: str  # its name for people (what the engine declares)
     per_partition: bool = False
 
 
 def _objective_label(name: str, per_partition: bool) -> str:
-    label = f"{NAMES.get(name, name)} per item"
+    label = f"{name} per item"
     return label + "\n(each partition's)" if per_partition else label
 
 
@@ -82,7 +81,7 @@ def trace_figure(series: Sequence[Series], title: str) -> Figure:
         ax.set_ylabel(_objective_label(name, per_partition), fontsize=LABEL_SIZE)
         ax.grid(True, alpha=0.3)
         if not drawn:
-            _note(ax, f"the trace has no {NAMES.get(name, name)} values")
+            _note(ax, f"the trace has no {name} values")
         elif many:
             ax.legend(fontsize=8, loc="best")
     ax = axes[-1]

@@ -18,6 +18,7 @@ import pyarrow.parquet as pq
 
 from bnpmix.storage import BnpmixError, Corpus, RunDir
 
+from ..declared import Declared
 from ..evaluate import evaluate
 from ..evaluate.fitted import load
 from ..inspect import finished_run, run_vocabulary
@@ -32,7 +33,7 @@ class Trace:
     items_seen: np.ndarray
     objective: np.ndarray  # per item; NaN where the engine had no value yet
     K: np.ndarray
-    objective_name: str  # elbo | loglik | log_joint
+    objective_name: str  # the objective's name for people (the engine's objective_label)
     per_partition: bool  # the objective of each row is that partition's, not the whole data's
 
 
@@ -102,12 +103,13 @@ class RunData:
 def items_seen(trace: pd.DataFrame, summary: dict[str, Any]) -> tuple[np.ndarray, bool]:
     """Items processed up to each trace row, and whether rows are per partition (ADF and EP:
     lap is the pass and batch the partition, so rows count partitions' items; the corpus's
-    partition sizes are used when it is readable, else equal partitions). Other engines' lap
-    is fractional (memo: lap + position / partitions) or counts whole laps: lap × N."""
+    partition sizes are used when it is readable, else equal partitions: the engine declares
+    ``trace_per_partition``). Other engines' lap is fractional (memo: lap + position /
+    partitions) or counts whole laps: lap × N."""
     n = float(summary["n_items"])
     lap = trace["lap"].to_numpy(float)
     batch = trace["batch"].to_numpy(int) if "batch" in trace else np.full(len(lap), -1)
-    if summary["algorithm"] not in ("adf", "ep") or not (batch >= 0).all():
+    if not Declared.of(summary).trace_per_partition or not (batch >= 0).all():
         return lap * n, False
     sizes = _partition_rows(summary)
     P = int(batch.max()) + 1
@@ -140,7 +142,8 @@ def read_trace(run: RunDir, summary: dict[str, Any]) -> Trace | None:
         raise BnpmixError(f"{run.trace_path}: unreadable trace ({exc})") from None
     if frame.empty or "lap" not in frame or "K" not in frame:
         return None
-    name = summary.get("objective", "elbo")
+    declared = Declared.of(summary)
+    name = declared.objective
     x, per_partition = items_seen(frame, summary)
     if name in frame:
         values = frame[name].to_numpy(float)
@@ -148,7 +151,7 @@ def read_trace(run: RunDir, summary: dict[str, Any]) -> Trace | None:
             values = values / max(summary["n_items"], 1)
     else:
         values = np.full(len(frame), np.nan)
-    return Trace(x, values, frame["K"].to_numpy(float), name, per_partition)
+    return Trace(x, values, frame["K"].to_numpy(float), declared.objective_label, per_partition)
 
 
 def top_words(means: np.ndarray, ids: np.ndarray, weights: np.ndarray, vocab: list[str],
@@ -189,14 +192,13 @@ def load_run(run_dir: str | Path, heldout: str | Path | None = None,
     fitted = load(run.path)
     model = fitted.model
     weights = np.asarray(fitted.weights_, float)  # fitted's arrays: in label order
-    label = "expected weight E[w_k]"
-    if hasattr(model, "counts") and hasattr(model, "first"):  # chains: next-epoch weights are
-        total = np.asarray(model.counts, float).sum(0)[fitted.order_]  # 0 for dead chains;
-        weights, label = total / max(total.sum(), 1.0), "fraction of the items"  # their sizes
-    elif summary["algorithm"] == "ddcrp":
-        label = "fraction of the items"
+    declared = Declared.of(summary)
+    if declared.plots_fractions:  # each cluster's items (by label) over all items
+        sizes = np.asarray(summary["sizes"], float)
+        weights = sizes / max(sizes.sum(), 1.0)
     order = np.argsort(-weights, kind="stable")  # the labels, heaviest shown first
-    data = RunData(run.path, summary, read_trace(run, summary), order, weights[order], label,
+    data = RunData(run.path, summary, read_trace(run, summary), order, weights[order],
+                   declared.weight_label,
                    float(fitted.weight_new_), model.obs.name)
     means = np.asarray(fitted.means_, float)
     if means.ndim == 2 and means.shape[0] == len(weights):

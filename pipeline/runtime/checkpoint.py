@@ -48,6 +48,7 @@ def save(run: RunDir, engine: Engine, laps_done: int, restart: int = 0,
         model_arrays, model_meta = best.fitted.model.to_arrays()
         kept = {"restart": best.restart, "laps": best.laps, "trace": best.trace,
                 "objective": best.fitted.objective, "info": best.fitted.info,
+                "converged": best.fitted.converged,
                 "objectives": best.objectives, "model": model_meta}
         arrays = itertools.chain(((f"{BEST}/{k}", v) for k, v in model_arrays.items()), arrays)
     meta = {
@@ -91,7 +92,8 @@ def restarts(ckpt: ArrayFile, ctx: FitContext) -> tuple[int, Best | None]:
         if kept is None:
             return int(meta["restart"]), None
         model = model_from_arrays(ckpt.tree(BEST), kept["model"])
-        fitted = Fitted(model, dict(kept["objective"]), dict(kept["info"]))
+        fitted = Fitted(model, dict(kept["objective"]), dict(kept["info"]),
+                        converged=bool(kept.get("converged", True)))
         return int(meta["restart"]), Best(int(kept["restart"]), fitted, list(kept["trace"]),
                                           int(kept["laps"]), list(kept["objectives"]))
     except (KeyError, TypeError, ValueError) as exc:

@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 from bnpmix.algorithms.alloc import VariationalAllocation, alloc_from_params
-from bnpmix.algorithms.obs import ObsModel, obs_class
+from bnpmix.algorithms.obs import ObsModel, default_obs, obs_class
 from bnpmix.algorithms.obs.base import SHRINKAGE
 from bnpmix.storage import BnpmixError, Corpus, RunDir
 from bnpmix.storage.objectstore import is_url
@@ -96,11 +96,11 @@ AUTO = "auto"  # --obs auto: the covariance structure chosen by the evidence bou
 
 
 def default_obs_name(corpus: Corpus, auto: bool = False) -> str:
-    """mult for bag-of-words; for dense data ``auto`` where the engine can use it (``auto``),
-    else the full Gaussian."""
-    if corpus.kind == "bow":
-        return "mult"
-    return AUTO if auto else "gauss"
+    """The corpus kind's default model (ObsModel.default_for: mult for bag-of-words, the full
+    Gaussian for dense data), but for dense data ``auto`` where the engine can use it."""
+    if auto and corpus.kind != "bow":
+        return AUTO
+    return default_obs(corpus.kind)
 
 
 def check_obs(corpus: Corpus, obs_name: str | None) -> str:

@@ -4,22 +4,25 @@ needs of an inference algorithm, and the registry that maps ``--algorithm`` name
 An engine steps an explicit state. The runtime owns everything around it: it builds the
 FitContext, calls ``start()`` (or ``restore()`` from a checkpoint), calls ``step()`` until
 ``done``, shows ``status()``, writes checkpoints from ``state()`` when a step ends a lap (and
-every M visits when asked), keeps ``trace`` (rows with at least lap, batch, elbo, K, seconds),
-and finally writes ``result()`` — a fitted model and the objective — into the run directory.
+every M visits when asked), keeps ``trace`` (rows with at least lap, batch, K, seconds and the
+objective's column, ``declared.objective``), and finally writes ``result()`` — a fitted model,
+the objective and whether it converged — into the run directory.
 
 To add an engine: subclass Engine with a frozen ``Config`` dataclass (its fields become
 ``bnpmix fit`` flags and job-file keys, see pipeline/config.py) and declare it as an entry point
 in the group ``bnpmix.engines`` of its distribution (``NAME = "module:Class"``; bnpmix's own are
 in pyproject.toml), so that every process, the command line's included, finds it; inside one
-process ``@register`` is enough. It must not need anything else in pipeline/.
+process ``@register`` is enough. It must not need anything else in pipeline/: what the rest of
+bnpmix asks of an engine it declares here (``declared``, ``streams``, ``tuner``, ...).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import importlib.metadata
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -30,6 +33,7 @@ from bnpmix.algorithms.mixture import PredictiveMixture
 from bnpmix.storage import BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 
+from ..declared import Declared
 from .context import FitContext
 
 State = tuple[dict[str, Any], Iterator[tuple[str, np.ndarray]]]
@@ -53,6 +57,9 @@ class Fitted:
     objective: dict[str, float] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, pa.Table] = field(default_factory=dict)
+    # False only when the engine stopped at its iteration limit before its convergence test
+    # held (summary.json's ``converged``; engines that run a set number of passes: True)
+    converged: bool = True
 
 
 @dataclass
@@ -87,6 +94,17 @@ class Engine(ABC):
     # --wave when not given: a constant, never the executor's size, so that a run's result is a
     # function of the corpus, the options and the seed only
     default_wave: ClassVar[int] = 1
+    # what readers of its runs need (the objective's key and name, what the weights are, ...),
+    # recorded in summary.json
+    declared: ClassVar[Declared] = Declared()
+    # BayesianMixture.partial_fit: each block is one run warm-started from the model so far,
+    # prepared by stream_start; stream_join adds the block to the past after its run
+    streams: ClassVar[bool] = False
+    # `bnpmix tune --algorithm NAME`: "module:function" searching this engine's prior on a
+    # sample, called with the corpus, obs, obs_prior, test_fraction, seed and scale_grid, with
+    # ``algorithm=NAME`` and the optional flags when its keyword parameters name them ("": the
+    # engine is not tuned)
+    tuner: ClassVar[str] = ""
 
     def __init__(self, ctx: FitContext, cfg: Any) -> None:
         self.ctx = ctx
@@ -123,7 +141,19 @@ class Engine(ABC):
     def status(self) -> str:
         """One line for the progress display."""
         row = self.trace[-1] if self.trace else {}
-        return f"K={row.get('K', '?')}  ELBO={row.get('elbo', float('nan')):.6g}"
+        key, label = self.declared.objective, self.declared.objective_label
+        return f"K={row.get('K', '?')}  {label}={row.get(key, float('nan')):.6g}"
+
+    @classmethod
+    def stream_start(cls, model: PredictiveMixture) -> PredictiveMixture:
+        """The model so far, as the warm start of the next block's run (``streams``)."""
+        return model
+
+    @classmethod
+    def stream_join(cls, model: PredictiveMixture, blocks: Iterable[Any]) -> None:
+        """After a block's run: what of the block (its rows, in memory one piece of
+        ``blocks`` at a time) ``model`` keeps for the next (``streams``)."""
+        return None
 
     def close(self) -> None:
         """Release what the engine holds (spill directories)."""
@@ -179,3 +209,12 @@ def engine_names() -> list[str]:
     """The names ``--algorithm`` accepts."""
     load_entry_points()
     return sorted(ENGINES)
+
+
+def tuner_of(name: str) -> Callable[..., dict[str, Any]]:
+    """The search ``bnpmix tune --algorithm name`` runs: the engine's ``tuner``, imported."""
+    cls = engine_class(name)
+    module, _, function = cls.tuner.partition(":")
+    if not function:
+        raise ValueError(f"the {name} engine declares no tuner")
+    return getattr(importlib.import_module(module), function)

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 PATCH = 5
+TOY_PATCHES_OBS = "zm-gauss"  # the model the toy patches are drawn from: zero-mean Gaussians
 
 
 def _edge_templates() -> np.ndarray:

@@ -12,7 +12,7 @@ import scipy.sparse as sp
 from bnpmix.algorithms.metrics import global_and_local_vi
 from bnpmix.algorithms.tdpm.gibbs import relabel
 from bnpmix.pipeline.evaluate import load
-from bnpmix.pipeline.fit import fit, job_config, resume
+from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.storage import RunDir, ingest_array
 from helpers import cli
 
@@ -92,26 +92,6 @@ def test_defaults_recover_the_chains_births_and_deaths(corpus, tmp_path):
     assert model.weights_[a] > 0.3 and model.weights_[c] > 0.3 and model.weights_[b_] == 0
     p = model.predict_proba(np.array([[-5.0 + 0.3 * T, 0.0]]))
     assert p[0].argmax() == a and p[0, a] > 0.9
-
-
-def test_interrupted_run_resumes_to_the_same_samples(corpus, tmp_path):
-    path, *_ = corpus
-    job = job_config(algorithm="tdpm", sweeps=8, burn_in=2, thin=2, seed=3)
-    fit(path, tmp_path / "ref", job)
-
-    def stop(engine, step):
-        if engine.sweep == 5:
-            raise KeyboardInterrupt
-
-    with pytest.raises(KeyboardInterrupt):
-        fit(path, tmp_path / "run", job, on_step=stop)
-    assert (tmp_path / "run" / "checkpoint.npz").exists()
-    resume(tmp_path / "run")
-    for name in ("samples", "chains", "epochs"):
-        pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "ref" / f"{name}.parquet"),
-                                      pd.read_parquet(tmp_path / "run" / f"{name}.parquet"))
-    ref, got = (pd.read_csv(tmp_path / r / "trace.csv") for r in ("ref", "run"))
-    np.testing.assert_array_equal(ref["log_joint"], got["log_joint"])
 
 
 def test_online_mode_keeps_history_and_seats_new_epochs(corpus, tmp_path):

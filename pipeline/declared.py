@@ -1,0 +1,50 @@
+"""What an engine declares about its runs for their readers: the objective's key and name, what
+the weights are, how the report plots them and reads the trace. A fit records it in
+summary.json (``"declared"``), so that ``bnpmix info``, ``show`` and ``report`` read it there,
+never importing the engine (a run made by an engine not installed here reads the same).
+
+No import beyond the standard library: ``bnpmix info`` stays quick."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any
+
+EXPECTED_WEIGHTS = "expected weights E[w_k]"
+
+
+@dataclass(frozen=True)
+class Declared:
+    """One engine's declaration (the defaults: a variational engine's)."""
+
+    # the objective: its key (result().objective's first entry, the trace's column,
+    # summary.json's "objective") and its name for people (fit, info and report print it)
+    objective: str = "elbo"
+    objective_label: str = "ELBO"
+    # what summary.json's weights are (info and show say it) and the report's name for the
+    # weight it plots
+    weights_are: str = EXPECTED_WEIGHTS
+    weight_label: str = "expected weight E[w_k]"
+    # the report plots each cluster's fraction of the items instead of the weights (and info
+    # lists the fractions): the weights are not E[w_k] (tdpm: next-epoch chain probabilities)
+    plots_fractions: bool = False
+    # trace rows are per partition (lap: the pass, batch: the partition, the objective that
+    # partition's per item), not totals over the data
+    trace_per_partition: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def of(cls, summary: dict[str, Any]) -> Declared:
+        """A run's declaration from its summary.json; a run written before summaries recorded
+        one gets the defaults, its objective named by its key."""
+        recorded = summary.get("declared")
+        if isinstance(recorded, dict):
+            known = {f.name: f.default for f in dataclasses.fields(cls)}
+            return cls(**{k: v for k, v in recorded.items()
+                          if k in known and isinstance(v, type(known[k]))})
+        key = summary.get("objective", cls.objective)
+        return cls(objective=key, objective_label=cls.objective_label if key == cls.objective
+                   else key)

@@ -1,0 +1,41 @@
+"""Engines, model kinds and observation models plug in without editing shared files: no module of
+pipeline/ outside pipeline/engines/ holds a string literal that is an engine's name, a saved
+model's kind or an observation model's name (what such a module needs of them, the engine or the
+model class declares). Parsed with `ast`, never imported: a docstring that mentions an engine in
+a sentence is prose, a literal equal to its name is a decision."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+from bnpmix.algorithms.mixture import MODEL_KINDS
+from bnpmix.algorithms.obs import OBS_NAMES
+from bnpmix.pipeline.runtime.engine import engine_names, load_entry_points
+
+
+def pipeline_files() -> list[Path]:
+    spec = importlib.util.find_spec("bnpmix.pipeline")
+    assert spec is not None and spec.submodule_search_locations
+    root = Path(next(iter(spec.submodule_search_locations)))
+    return [p for p in sorted(root.rglob("*.py"))
+            if p.relative_to(root).parts[0] != "engines"]
+
+
+def named(path: Path, names: set[str]) -> list[str]:
+    """``path:line: 'literal'`` for each string literal of the file that is one of ``names``."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    return [f"{path.name}:{node.lineno}: {node.value!r}" for node in ast.walk(tree)
+            if isinstance(node, ast.Constant) and isinstance(node.value, str)
+            and node.value in names]
+
+
+def test_no_engine_model_kind_or_observation_model_is_named_outside_its_own_modules():
+    load_entry_points()  # the engines' modules register the model kinds they write
+    names = set(engine_names()) | set(MODEL_KINDS) | set(OBS_NAMES)
+    assert {"memo", "adf", "tdpm", "ddcrp", "mixture", "gauss", "mult"} <= names
+    files = pipeline_files()
+    assert len(files) > 30 and any(p.name == "cli.py" for p in files)
+    found = [hit for path in files for hit in named(path, names)]
+    assert found == []
