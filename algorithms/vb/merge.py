@@ -61,8 +61,8 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
     touched by an accepted merge takes part in no further merge this round (its pair
     entropies are no longer known). The optimal ELBO after a merge is the current one plus the
     pair's Eq. 12 score (the exact change of log M(S), the observation terms at the optimal
-    q(phi)) and the change of the allocation terms and entropy (O(K)); scores are kept until
-    a merge is accepted."""
+    q(phi)) and the change of the allocation terms and entropy (O(K)); the open pairs' scores
+    are computed together, at the start and after each accepted merge."""
     elbo = optimal_elbo(obs, alloc, S)
     accepted: list[Merge] = []
     tried: set[tuple[int, int]] = set()
@@ -74,7 +74,9 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
         pairs = np.array(open_pairs)
         a = int(rng.choice(np.unique(pairs)))
         mine = pairs[(pairs == a).any(axis=1)]
-        score = _known_scores(obs, S, mine, known)
+        if not known:  # every open pair's score in one call, again after each accepted merge
+            known = dict(zip(open_pairs, merge_scores(obs, S, pairs).tolist(), strict=True))
+        score = np.array([known[(int(lo), int(hi))] for lo, hi in mine])
         p = np.exp(score - score.max())
         pick = rng.choice(len(mine), p=p / p.sum())
         lo, hi = (int(v) for v in mine[pick])
@@ -87,16 +89,6 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
             accepted.append(move)
             known = {}
     return S, accepted, elbo
-
-
-def _known_scores(obs: ObsModel, S: Summary, pairs: np.ndarray,
-                  known: dict[tuple[int, int], float]) -> np.ndarray:
-    """merge_scores of ``pairs``, computed only for those not in ``known`` (which it fills)."""
-    keys = [(int(lo), int(hi)) for lo, hi in pairs]
-    new = [i for i, key in enumerate(keys) if key not in known]
-    for i, gain in zip(new, merge_scores(obs, S, pairs[new]), strict=True):
-        known[keys[i]] = float(gain)
-    return np.array([known[key] for key in keys])
 
 
 def weights_and_entropy(alloc: VariationalAllocation, S: Summary) -> float:
