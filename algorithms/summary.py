@@ -105,6 +105,17 @@ class Summary:
             raise KeyError(f"component id {uid} not in summary ({self.uids.tolist()})")
         return int(hits[0])
 
+    def positions(self, uids: np.ndarray) -> np.ndarray:
+        """Positions of components ``uids`` (each must be here): ``index`` for many at once."""
+        uids = np.asarray(uids, dtype=self.uids.dtype)
+        order = np.argsort(self.uids, kind="stable")
+        at = np.minimum(np.searchsorted(self.uids, uids, sorter=order), max(self.K - 1, 0))
+        pos = order[at] if self.K else np.zeros(len(uids), dtype=np.int64)
+        if len(uids) and (self.K == 0 or np.any(self.uids[pos] != uids)):
+            missing = sorted(set(uids.tolist()) - set(self.uids.tolist()))
+            raise KeyError(f"component ids {missing} not in summary ({self.uids.tolist()})")
+        return pos
+
     def over(self, uids: np.ndarray) -> Summary:
         """The same sums over components ``uids`` in that order, zero for ids this summary lacks
         (every id it has must be listed; pairs and groups are not carried)."""

@@ -280,8 +280,8 @@ class ModelConfig:
     alloc: str = opt("dp", "allocation prior over the mixture weights",
                      choices=lambda: sorted(ALLOCATIONS))
     alpha0: float = opt(1.0, "DP concentration", within="(0, inf)")
-    init_sample: int = opt(10_000, "items sampled to scale the default prior and seed K > 1",
-                          within="[1, inf)")
+    init_sample: int = opt(10_000, "items sampled to scale the default prior, seed K > 1 and "
+                           "make memo's one-pass start", within="[1, inf)")
 
     def __post_init__(self) -> None:
         if self.obs is not None and self.obs not in OBS_CHOICES:

@@ -814,16 +814,16 @@ def test_births_count_in_every_update_of_their_lap_but_the_last(tmp_path):
 
 def test_a_settled_run_tries_many_births_at_once_and_converges_sooner(tmp_path):
     """Twelve clusters found by the initialisation: every component must fail a birth before
-    the run may converge. With one target a lap that takes about a lap per component; once a
-    lap has moved nothing and the ELBO has settled, ten targets a lap end it several laps
-    sooner, at the same K."""
+    the run may converge. With one target a lap (birth.per_lap = 1, the paper's) that takes
+    about a lap per component; once a lap has moved nothing and the ELBO has settled, ten
+    targets a lap end it several laps sooner, at the same K."""
     rng = np.random.default_rng(4)
     centers = rng.normal(0, 30, (12, 2))
     X = centers[rng.integers(0, 12, 1200)] + rng.normal(size=(1200, 2))
     ingest_array(X, tmp_path / "c", partition_rows=200)
     runs = {}
     for settled in (1, 10):
-        job = job_config(K=12, laps=60, moves="birth,merge", seed=0,
+        job = job_config(K=12, laps=60, moves="birth,merge", seed=0, birth_per_lap=1,
                          birth_settled_per_lap=settled, scheduler="synchronous")
         runs[settled] = fit(tmp_path / "c", tmp_path / f"run{settled}", job)
     for s in runs.values():
@@ -867,3 +867,65 @@ def test_an_undone_birth_closes_its_origin_at_its_mass_before_the_adoption(tmp_p
         created = {b.target: float(run.S0.N[run.S0.index(b.target)])
                    for b in run.births if b.S_new is not None}
     assert undone, "no birth was undone"
+
+
+# ------------------------------------------------------------------------- the one-pass start
+
+def sequential_map(X: np.ndarray, lam0: float, alpha0: float) -> list[list[int]]:
+    """Each document in order wholly into argmax_k N_k DirMult(x | λ0 + wc_k), or a new
+    component when alpha0 DirMult(x | λ0) is larger: the token-sequence Dirichlet-multinomial
+    log Γ(Σλ) - log Γ(Σλ + n) + Σ_w [log Γ(λ_w + x_w) - log Γ(λ_w)], written out here."""
+    def log_dm(x, lam):
+        return (gammaln(lam.sum()) - gammaln(lam.sum() + x.sum())
+                + np.sum(gammaln(lam + x) - gammaln(lam)))
+
+    members: list[list[int]] = []
+    for n, x in enumerate(X):
+        scores = [np.log(len(m)) + log_dm(x, lam0 + X[m].sum(0)) for m in members]
+        new = np.log(alpha0) + log_dm(x, np.full(X.shape[1], lam0))
+        if not members or new > max(scores):
+            members.append([n])
+        else:
+            members[int(np.argmax(scores))].append(n)
+    return members
+
+
+def test_one_pass_start_is_the_sequential_map_partition_of_the_sample():
+    """On documents from three disjoint vocabularies (responsibilities one-hot to 1e-10), the
+    one-pass start's summary is the hard summary of the partition that assigning each
+    document in turn to its most probable component under the DP predictive rule gives
+    (enumerated here): the same counts N_k and word counts, component by component."""
+    from types import SimpleNamespace
+
+    from bnpmix.algorithms.obs.mult import Mult
+    from bnpmix.pipeline.engines.common import one_pass_summary
+
+    rng = np.random.default_rng(3)
+    V, n = 30, 90
+    block = rng.integers(0, 3, n)
+    X = np.zeros((n, V))
+    for i, b in enumerate(block):
+        X[i] = rng.multinomial(40, np.bincount(rng.integers(10 * b, 10 * b + 10, 200),
+                                               minlength=V) / 200)
+    uids = iter(range(1000))
+    ctx = SimpleNamespace(source=SimpleNamespace(sample=lambda size, rng: sp.csr_matrix(X)),
+                          rng=SimpleNamespace(init=None), init_sample=n, obs=Mult(V, 0.1),
+                          alloc=StickBreaking(1.0),
+                          new_uids=lambda k: np.array([next(uids) for _ in range(k)]))
+    S = one_pass_summary(ctx)
+    want = sequential_map(X, 0.1, 1.0)
+    assert S.K == len(want) >= 3
+    np.testing.assert_array_equal(S.N, [len(m) for m in want])
+    np.testing.assert_allclose(dense(S.stats["wc"]), [X[m].sum(0) for m in want], atol=1e-8)
+
+
+def test_memo_on_text_starts_from_the_one_pass_components_unless_K_is_given(tmp_path):
+    """The default K (0) on bag-of-words: the first lap runs from the one-pass start's
+    components (six well-separated topics: at least six); --K 1 starts from one component."""
+    from bnpmix.datasets import bag_of_words_topics
+
+    X, _, _ = bag_of_words_topics(n_docs=400, V=120, K=6, min_len=40, max_len=60, seed=1)
+    write_docword(tmp_path / "d.txt", X.tocsr())
+    ingest_docword(tmp_path / "d.txt", tmp_path / "c", partition_rows=100)
+    assert engine_for(tmp_path / "c", algorithm="memo").model.K >= 6
+    assert engine_for(tmp_path / "c", algorithm="memo", K=1).model.K == 1

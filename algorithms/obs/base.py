@@ -173,17 +173,18 @@ class ObsModel(ABC):
                     b: np.ndarray) -> np.ndarray:
         """Eq. 12 for each pair i of component positions (a_i, b_i): log M(S with b_i merged
         into a_i) - log M(S). By default log M(S_a + S_b) - log M(S_a) - log M(S_b) from
-        log_marginal, in chunks of pairs whose merged statistics take at most
-        MERGE_CHUNK_ENTRIES entries at a time."""
+        log_marginal (each single component's only for those the pairs name), in chunks of pairs
+        whose merged statistics take at most MERGE_CHUNK_ENTRIES entries at a time."""
         if len(a) == 0:
             return np.zeros(0)
-        single = self.log_marginal(N, stats)
+        rows, at = np.unique(np.concatenate([a, b]), return_inverse=True)
+        single = self.log_marginal(N[rows], {k: v[rows] for k, v in stats.items()})
         per_pair = sum(int(np.prod(v.shape[1:])) for v in stats.values())
         step = max(1, MERGE_CHUNK_ENTRIES // max(per_pair, 1))
         merged = np.concatenate([
             self.log_marginal(N[i] + N[j], {k: v[i] + v[j] for k, v in stats.items()})
             for i, j in ((a[s:s + step], b[s:s + step]) for s in range(0, len(a), step))])
-        return merged - single[a] - single[b]
+        return merged - single[at[: len(a)]] - single[at[len(a):]]
 
     @abstractmethod
     def predictive_logpdf(self, X: Data, post: Arrays) -> np.ndarray:

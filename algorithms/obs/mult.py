@@ -23,6 +23,7 @@ import scipy.sparse as sp
 from scipy.special import digamma, gammaln, logsumexp
 
 from ..sparse_stats import canonical, dense, flat_index
+from . import base
 from .base import Arrays, Data, ObsModel, check_component, check_weight, log_gamma_draw
 
 
@@ -230,6 +231,32 @@ class Mult(ObsModel):
     def log_marginal(self, N: np.ndarray, stats: Arrays) -> np.ndarray:
         """Eq. 12: log M(S_k) = logB(λ0 + wc_k) - logB(λ0), per k."""
         return log_B(self.lam0 + dense(stats["wc"])) - self._log_B0
+
+    def merge_gains(self, N: np.ndarray, stats: Arrays, a: np.ndarray,
+                    b: np.ndarray) -> np.ndarray:
+        """Eq. 12, logB(λ0 + wc_a + wc_b) - logB(λ0 + wc_a) - logB(λ0 + wc_b) + logB(λ0), per
+        pair: a word that one of the two lacks adds log Γ(λ0 + c) - log Γ(λ0 + c) = 0, so
+        the sum over words runs over the words both hold (O(pairs · words a component holds),
+        log Γ only on shared words); the totals' log Γ(Σλ) terms complete it."""
+        if len(a) == 0:
+            return np.zeros(0)
+        rows, at = np.unique(np.concatenate([a, b]), return_inverse=True)
+        wc = dense(stats["wc"][rows])  # the components the pairs name, at positions ``at``
+        a, b = at[: len(a)], at[len(a):]
+        held = sp.csr_matrix(wc > 0, dtype=float)
+        total = wc.sum(-1)
+        L0 = self.lam0.sum()
+        gains = (gammaln(L0 + total[a]) + gammaln(L0 + total[b]) - gammaln(L0)
+                 - gammaln(L0 + total[a] + total[b]))
+        step = max(1, base.MERGE_CHUNK_ENTRIES // self.V)
+        for s in range(0, len(a), step):
+            ia, ib = a[s:s + step], b[s:s + step]
+            both = held[ia].multiply(held[ib]).tocoo()
+            pair, word = both.row, both.col
+            ca, cb, l0 = wc[ia[pair], word], wc[ib[pair], word], self.lam0[word]
+            shared = gammaln(l0 + ca + cb) - gammaln(l0 + ca) - gammaln(l0 + cb) + gammaln(l0)
+            gains[s:s + step] += np.bincount(pair, shared, minlength=len(ia))
+        return gains
 
     def predictive_logpdf(self, X: Data, post: Arrays) -> np.ndarray:
         """Dirichlet-multinomial of the token sequence of each row (n, K):

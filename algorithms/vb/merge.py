@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -31,9 +31,7 @@ def merge_scores(obs: ObsModel, S: Summary, pairs: np.ndarray) -> np.ndarray:
     (ObsModel.merge_gains; log M(S_a + S_b) - log M(S_a) - log M(S_b) for separable models)."""
     if len(pairs) == 0:
         return np.zeros(0)
-    ia = np.array([S.index(a) for a in pairs[:, 0]])
-    ib = np.array([S.index(b) for b in pairs[:, 1]])
-    return obs.merge_gains(S.N, S.obs_stats, ia, ib)
+    return obs.merge_gains(S.N, S.obs_stats, S.positions(pairs[:, 0]), S.positions(pairs[:, 1]))
 
 
 def plan_pairs(obs: ObsModel, S: Summary, cfg: MergeConfig) -> np.ndarray:
@@ -61,10 +59,14 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
     """Several merges after a lap: k_a uniformly among components with untried pairs, k_b with
     probability ∝ exp(Eq. 12 score); accept only if the exact full-data ELBO rises. A component
     touched by an accepted merge takes part in no further merge this round (its pair
-    entropies are no longer known)."""
+    entropies are no longer known). The optimal ELBO after a merge is the current one plus the
+    pair's Eq. 12 score (the exact change of log M(S), the observation terms at the optimal
+    q(phi)) and the change of the allocation terms and entropy (O(K)); the open pairs' scores
+    are computed together, at the start and after each accepted merge."""
     elbo = optimal_elbo(obs, alloc, S)
     accepted: list[Merge] = []
     tried: set[tuple[int, int]] = set()
+    known: dict[tuple[int, int], float] = {}
     for _ in range(cfg.max_attempts):
         open_pairs = [tuple(p) for p in S.pairs.tolist() if tuple(p) not in tried]
         if not open_pairs:
@@ -72,15 +74,30 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
         pairs = np.array(open_pairs)
         a = int(rng.choice(np.unique(pairs)))
         mine = pairs[(pairs == a).any(axis=1)]
-        score = merge_scores(obs, S, mine)
+        if not known:  # every open pair's score in one call, again after each accepted merge
+            known = dict(zip(open_pairs, merge_scores(obs, S, pairs).tolist(), strict=True))
+        score = np.array([known[(int(lo), int(hi))] for lo, hi in mine])
         p = np.exp(score - score.max())
-        lo, hi = (int(v) for v in mine[rng.choice(len(mine), p=p / p.sum())])
+        pick = rng.choice(len(mine), p=p / p.sum())
+        lo, hi = (int(v) for v in mine[pick])
         tried.add((lo, hi))
         keep, gone = (lo, hi) if S.N[S.index(lo)] >= S.N[S.index(hi)] else (hi, lo)
         move = Merge(keep, gone)
-        candidate = move.apply(S)
-        cand_elbo = optimal_elbo(obs, alloc, candidate)
+        cand_elbo = elbo + score[pick] + merge_rest_change(alloc, S, move)
         if cand_elbo > elbo:
-            S, elbo = candidate, cand_elbo
+            S, elbo = move.apply(S), cand_elbo
             accepted.append(move)
+            known = {}
     return S, accepted, elbo
+
+
+def weights_and_entropy(alloc: VariationalAllocation, S: Summary) -> float:
+    """The allocation terms of Eq. 8 at their global update from S, plus S's entropy."""
+    return alloc.elbo(S.N, alloc.post(S.N)) + float(S.H.sum())
+
+
+def merge_rest_change(alloc: VariationalAllocation, S: Summary, move: Merge) -> float:
+    """The change of weights_and_entropy when ``move`` applies to S: O(K + pairs), the move
+    applied to S's masses and entropies alone (no statistics copied)."""
+    light = replace(S, stats={}, shared={})
+    return weights_and_entropy(alloc, move.apply(light)) - weights_and_entropy(alloc, light)

@@ -9,10 +9,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from bnpmix.algorithms.adf import adf_pass
+from bnpmix.algorithms.alloc.nrm import NRM
 from bnpmix.algorithms.mixture import Mixture
 from bnpmix.algorithms.obs.base import ObsModel
 from bnpmix.algorithms.summary import Summary
-from bnpmix.algorithms.vb.init import seeded_summary
+from bnpmix.algorithms.vb.init import hard_summary, seeded_summary
 from bnpmix.algorithms.vb.local import BatchResult, Globals, Plan, batch_step
 from bnpmix.storage import Batch, BnpmixError
 from bnpmix.storage.arrays import ArrayFile
@@ -26,6 +28,8 @@ Items = Iterator[tuple[str, np.ndarray]]
 # less than LEARN_TOL per item (one round a lap left ν0 creeping up for tens of laps on blobs)
 LEARN_ROUNDS = 50
 LEARN_TOL = 1e-8
+# the one-pass start's threshold for a new component (ADF's default ε)
+ONE_PASS_EPSILON = 0.1
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,8 @@ def full_pass(ctx: FitContext, model: Mixture) -> Summary:
 
 
 def initial_model(ctx: FitContext, K: int) -> Mixture:
-    """K = 1; K k-means++ seeds from a sample; or a previous run's model (warm start), whose
+    """K = 1; K k-means++ seeds from a sample; K = 0: a one-pass start for bag-of-words models
+    (one_pass_summary), one component otherwise; or a previous run's model (warm start), whose
     component ids the new ones continue after."""
     if ctx.warm_start:
         model = read_model(ctx.warm_start)
@@ -69,12 +74,28 @@ def initial_model(ctx: FitContext, K: int) -> Mixture:
         ctx.obs = model.obs
         ctx.next_uid = int(model.uids.max()) + 1 if model.K else 0
         return model
-    if K == 1:
+    if K == 0 and ctx.obs.text:
+        S = one_pass_summary(ctx)
+    elif K <= 1:
         S = Summary.zeros(ctx.new_uids(1), ctx.obs.stat_shapes(), ctx.obs.shared_shapes())
     else:
         sample = ctx.source.sample(ctx.init_sample, ctx.rng.init)
         S = seeded_summary(sample, ctx.obs, K, ctx.new_uids(K), ctx.rng.init)
     return Mixture.from_summary(ctx.obs, ctx.alloc, S)
+
+
+def one_pass_summary(ctx: FitContext) -> Summary:
+    """The init sample's items taken in order, each wholly into its most probable component
+    under the DP's predictive rule given those before it (N_k p(x | items in k) against
+    alpha0 p(x | prior): ADF's pass under a DP(alpha0) prior, a component created when the
+    new one's probability exceeds ONE_PASS_EPSILON), as the hard summary of the sample: the
+    components the variational fit starts from (its laps are the model's own VB)."""
+    X = ctx.source.sample(ctx.init_sample, ctx.rng.init)
+    prior = NRM(a=float(ctx.alloc.params().get("alpha0", 1.0)))
+    _, qs = adf_pass(ctx.obs, prior, X, ONE_PASS_EPSILON)
+    labels = np.array([int(np.argmax(q)) for q in qs], dtype=np.int64)
+    used, labels = np.unique(labels, return_inverse=True)
+    return hard_summary(X, ctx.obs, labels, ctx.new_uids(len(used)))
 
 
 def learn_prior(ctx: FitContext, model: Mixture, S: Summary) -> Mixture:

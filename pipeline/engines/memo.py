@@ -70,6 +70,9 @@ VisitHook = Callable[[int, int, Globals, BatchResult], None]
 
 @dataclass(frozen=True)
 class MemoConfig(LapsConfig):
+    K: int = opt(0, "initial number of components (0: a one-pass start for bag-of-words "
+                 "models, one component otherwise; more than 1: k-means++ seeds from a sample)",
+                 within="[0, inf)")
     laps: int = opt(100, "most passes through the data (a run stops earlier on convergence)",
                     within="[1, inf)")
     moves: tuple[str, ...] = opt(MOVES, "comma-separated moves: birth,merge,delete ('' for "

@@ -207,7 +207,7 @@ def test_configurations_are_frozen():
 EDGES = {"alpha0": ("0", "1e-9"), "seed": ("-1", "0"), "cache_bytes": ("-1", "0"),
          "checkpoint_every": ("-1", "0"), "summary_bytes": ("-1", "0"), "threads": ("0", "1"),
          "wave": ("0", "1"), "ahead": ("-1", "0"), "restarts": ("0", "1"),
-         "init_sample": ("0", "1"), "K": ("0", "1"),
+         "init_sample": ("0", "1"), "K": ("-1", "0"),
          "worker_wait": ("0", "0.001"),
          "laps": ("0", "1"), "tol": ("-1e-9", "0"), "birth_per_lap": ("0", "1"),
          "birth_settled_per_lap": ("0", "1"),
