@@ -61,10 +61,13 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
     """Several merges after a lap: k_a uniformly among components with untried pairs, k_b with
     probability ∝ exp(Eq. 12 score); accept only if the exact full-data ELBO rises. A component
     touched by an accepted merge takes part in no further merge this round (its pair
-    entropies are no longer known)."""
+    entropies are no longer known). Eq. 12's scores are computed for all open pairs once per
+    summary (a rejected merge leaves S and so every score as it was; each costs a global update,
+    O(K D³) for full Gaussians)."""
     elbo = optimal_elbo(obs, alloc, S)
     accepted: list[Merge] = []
     tried: set[tuple[int, int]] = set()
+    gains: dict[tuple[int, int], float] = {}
     for _ in range(cfg.max_attempts):
         open_pairs = [tuple(p) for p in S.pairs.tolist() if tuple(p) not in tried]
         if not open_pairs:
@@ -72,7 +75,9 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
         pairs = np.array(open_pairs)
         a = int(rng.choice(np.unique(pairs)))
         mine = pairs[(pairs == a).any(axis=1)]
-        score = merge_scores(obs, S, mine)
+        if not gains:
+            gains = dict(zip(open_pairs, merge_scores(obs, S, pairs).tolist(), strict=True))
+        score = np.array([gains[p] for p in map(tuple, mine.tolist())])
         p = np.exp(score - score.max())
         lo, hi = (int(v) for v in mine[rng.choice(len(mine), p=p / p.sum())])
         tried.add((lo, hi))
@@ -83,4 +88,5 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
         if cand_elbo > elbo:
             S, elbo = candidate, cand_elbo
             accepted.append(move)
+            gains = {}
     return S, accepted, elbo

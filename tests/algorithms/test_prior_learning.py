@@ -507,7 +507,7 @@ def test_tied_gauss_elbo_never_falls_across_learning_and_the_global_update():
     update, repeated; and learning ends above the global update under the initial prior."""
     alloc = StickBreaking(1.0)
     for seed in range(4):
-        obs, N, stats, post, X, R = tied_problem(seed)
+        obs, N, stats, _, X, R = tied_problem(seed)
         shared = {k: stats[k] for k in obs.shared_shapes()}
         per = {k: stats[k] for k in obs.stat_shapes()}
         H = -(R * np.log(R)).sum(0)
