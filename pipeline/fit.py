@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from bnpmix.algorithms.obs import AUTO_CANDIDATES, ObsModel
+from bnpmix.algorithms.obs import AUTO_CANDIDATES, ObsModel, obs_class
 from bnpmix.storage import BnpmixError, Corpus, RunDir, ingest_array
 from bnpmix.storage.atomic import write_json_atomic
 from bnpmix.storage.objectstore import is_url
@@ -53,6 +53,14 @@ AUTO_LAPS = 30  # laps of a candidate's fit at most
 # items of the initialisation sample the candidates are fitted to: a full covariance's local step
 # costs O(n K D²), and at D = 128 the 10,000-item sample kept one fit busy for minutes
 AUTO_ITEMS = 2_000
+# a candidate's laps fall in proportion to n / p below AUTO_RATIO (n sampled items, p one
+# component's free parameters, ObsModel.component_params), to no fewer than AUTO_MIN_LAPS. Its
+# lap ends (births: fresh VB and merge rounds, a global update each, O(K p D) for full
+# Gaussians) are its cost: at D = 128 the gauss candidate (p = 8,384 against n = 2,000) took
+# 423 s, loaded. The rule binds only where p > 2 n: not at any data set benchmarks/real_data.py
+# checks the choice on (largest p / n: digits' gauss, 2,144 against 1,437 items, 1.5)
+AUTO_RATIO = 0.5
+AUTO_MIN_LAPS = 5
 
 ProgressHook = Callable[[Engine], None]
 StepHook = Callable[[Engine, Step], None]  # after every step and its checkpoint (tests)
@@ -107,14 +115,30 @@ def mixes_obs(job: JobConfig) -> bool:
     return engine_class(job.algorithm).mixes_obs
 
 
+def candidate_laps(name: str, n: int, D: int) -> int:
+    """AUTO_LAPS, cut in proportion to n / p where that is below AUTO_RATIO (p: the
+    candidate's ObsModel.component_params): ⌊AUTO_LAPS (n / p) / AUTO_RATIO⌋, at least
+    AUTO_MIN_LAPS. Fewer laps stop that candidate's bound earlier on its way up (memo's lap-end
+    ELBO rises: moves and learned priors are kept only when they raise it), so the cut can move
+    the choice only away from a model with more than 1 / AUTO_RATIO parameters per component
+    per sampled item, which the sample hardly informs beyond the prior. Stopping a candidate once
+    its bound cannot beat the best so far would need an upper bound on its later ELBO, and none
+    is computable (a birth may raise it by any amount). Deterministic: n, D and the name only."""
+    share = n / obs_class(name).component_params(D)
+    if share >= AUTO_RATIO:
+        return AUTO_LAPS
+    return max(AUTO_MIN_LAPS, int(AUTO_LAPS * share / AUTO_RATIO))
+
+
 def choose_obs(corpus: Corpus, job: JobConfig) -> tuple[str, dict[str, float], ObsModel]:
     """``--obs auto``: fit AUTO_ITEMS of the initialisation sample (the items make_context
-    scales the prior to) with memo (its default moves; the run's seed and prior options) under
-    each candidate covariance structure, and keep the one whose ELBO per item is highest: the
-    bound on the sample's log evidence, ln p(X) ≥ L(q), compared across models (with a learned
-    prior, type-II maximised). Candidates are the models that take every parameter of the
-    job's [prior] table. Returns its name, every candidate's ELBO per item and the prior its
-    fit ended with, which the run starts from. Deterministic: the fits run synchronously."""
+    scales the prior to) with memo (its default moves, candidate_laps laps; the run's seed and
+    prior options) under each candidate covariance structure, and keep the one whose ELBO per
+    item is highest: the bound on the sample's log evidence, ln p(X) ≥ L(q), compared across
+    models (with a learned prior, type-II maximised). Candidates are the models that take every
+    parameter of the job's [prior] table. Returns its name, every candidate's ELBO per item and
+    the prior its fit ended with, which the run starts from. Deterministic: the fits run
+    synchronously."""
     check_obs(corpus, AUTO)
     m = job.model
     names = [n for n in AUTO_CANDIDATES if set(m.prior) <= set(prior_keys(n))]
@@ -131,7 +155,8 @@ def choose_obs(corpus: Corpus, job: JobConfig) -> tuple[str, dict[str, float], O
         for name in names:
             started = time.perf_counter()
             options = {"algorithm": DEFAULT_ENGINE, "obs": name, "seed": job.run.seed,
-                       "scheduler": "synchronous", "laps": AUTO_LAPS, "alpha0": m.alpha0,
+                       "scheduler": "synchronous", "alpha0": m.alpha0,
+                       "laps": candidate_laps(name, len(sample), sample.shape[1]),
                        "alloc": m.alloc, "learn_prior": m.learn_prior,
                        "prior": dict(m.prior)}
             summary = fit(Path(tmp) / "sample", Path(tmp) / name, job_config(**options))

@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from bnpmix.algorithms.metrics import adjusted_rand_index
+from bnpmix.algorithms.obs import obs_class
 from bnpmix.pipeline.evaluate import load
 from bnpmix.pipeline.fit import AUTO_CANDIDATES, fit, job_config
 from bnpmix.storage import BnpmixError, ingest_array, ingest_docword
@@ -98,3 +99,47 @@ def test_engines_without_the_choice_keep_the_full_gaussian_and_text_refuses_it(t
     ingest_docword(tmp_path / "docword.t.txt", tmp_path / "t")
     with pytest.raises(BnpmixError, match="bag-of-words corpus takes mult"):
         fit(tmp_path / "t", tmp_path / "m", job_config(algorithm="memo", obs="auto"))
+
+
+def test_candidates_laps_fall_only_where_a_component_outnumbers_the_sample():
+    """AUTO_LAPS while n / p ≥ AUTO_RATIO (every shape benchmarks/real_data.py checks the choice
+    on, digits' 64-D gauss included), then in proportion to n / p, never below AUTO_MIN_LAPS;
+    the tied and diagonal candidates keep theirs at D = 128."""
+    from bnpmix.pipeline.fit import (
+        AUTO_LAPS,
+        AUTO_MIN_LAPS,
+        AUTO_RATIO,
+        candidate_laps,
+    )
+
+    assert obs_class("gauss").component_params(128) == 128 * 131 // 2
+    for n, D in ((120, 4), (142, 13), (455, 30), (1437, 64), (1437, 20), (2000, 2)):
+        for name in AUTO_CANDIDATES:
+            assert candidate_laps(name, n, D) == AUTO_LAPS, (name, n, D)
+    p = obs_class("gauss").component_params(128)
+    assert candidate_laps("gauss", 2000, 128) == int(AUTO_LAPS * 2000 / p / AUTO_RATIO) == 14
+    assert candidate_laps("gauss", 10, 128) == AUTO_MIN_LAPS
+    assert candidate_laps("tied-gauss", 2000, 128) == AUTO_LAPS
+    assert candidate_laps("diag-gauss", 2000, 128) == AUTO_LAPS
+    n = np.arange(100, 4300, 100)  # p / 2 = 4,192
+    laps = [candidate_laps("gauss", int(k), 128) for k in n]
+    assert np.all(np.diff(laps) >= 0) and laps[-1] == AUTO_LAPS
+
+
+def test_auto_fits_each_candidate_for_its_laps(tmp_path, monkeypatch):
+    """choose_obs runs each candidate for candidate_laps laps (here made to differ by name)."""
+    import bnpmix.pipeline.fit as F
+
+    monkeypatch.setattr(F, "candidate_laps", lambda name, n, D: 1 + AUTO_CANDIDATES.index(name))
+    X, _ = clusters("tied", n=300)
+    ingest_array(X, tmp_path / "c")
+    seen = {}
+    real_fit = F.fit
+
+    def spy(corpus, out, job=None, **kw):
+        seen[job.model.obs] = job.engine.laps
+        return real_fit(corpus, out, job, **kw)
+
+    monkeypatch.setattr(F, "fit", spy)
+    F.choose_obs(F.Corpus(tmp_path / "c"), job_config(algorithm="memo", seed=0))
+    assert seen == {name: 1 + i for i, name in enumerate(AUTO_CANDIDATES)}

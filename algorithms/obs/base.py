@@ -61,6 +61,12 @@ class ObsModel(ABC):
     # the corpus kind (dense, bow) whose default model this is (None: it is named to be used)
     default_for: ClassVar[str | None] = None
 
+    @classmethod
+    def component_params(cls, D: int) -> int:
+        """The free parameters of one component in D dimensions (``--obs auto`` weighs a
+        candidate's laps by them against the sample's size)."""
+        raise NotImplementedError(f"{cls.name} does not count its parameters")
+
     def prepare(self, X: Data) -> Any:
         """The rows of X for repeated one-item calls by position (ADF and EP sweeps): ``Rows``
         by default; a model may check and convert its partition once instead."""

@@ -41,6 +41,11 @@ class DiagGauss(ObsModel):
 
     name = "diag-gauss"
 
+    @classmethod
+    def component_params(cls, D: int) -> int:
+        """A mean and D variances."""
+        return 2 * D
+
     def __init__(self, D: int, m0: np.ndarray, kappa0: float, a0: float | np.ndarray,
                  b0: np.ndarray) -> None:
         """``a0``: one Gamma shape for every dimension, or one per dimension."""

@@ -41,6 +41,11 @@ class Gauss(ObsModel):
     name = "gauss"
     default_for = "dense"
 
+    @classmethod
+    def component_params(cls, D: int) -> int:
+        """A mean and a covariance: D + D (D + 1) / 2."""
+        return D * (D + 3) // 2
+
     def __init__(self, D: int, m0: np.ndarray, kappa0: float, nu0: float, B0: np.ndarray) -> None:
         set_normal_wishart(self, D, m0, kappa0, nu0, B0)
         self._logZ0 = _log_Z_nw(self.kappa0, self.nu0, self._logdet_B0, D)

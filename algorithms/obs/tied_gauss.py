@@ -43,7 +43,8 @@ from .base import (
     dense_item,
     dense_items,
 )
-from .gauss import normal_wishart_default, set_normal_wishart, student_t_logpdf
+from .gauss import Gauss, normal_wishart_default, set_normal_wishart, student_t_logpdf
+from .prior_learning import KAPPA_MAX, identifiable, widened
 
 # the entries of a posterior or one-item state with a component axis; the others are shared
 COMPONENT_KEYS = frozenset({"kappa", "m", "W"})
@@ -116,6 +117,11 @@ class TiedGauss(ObsModel):
 
     name = "tied-gauss"
 
+    @classmethod
+    def component_params(cls, D: int) -> int:
+        """A mean (the one covariance is shared by all components)."""
+        return D
+
     def __init__(self, D: int, m0: np.ndarray, kappa0: float, nu0: float, B0: np.ndarray) -> None:
         set_normal_wishart(self, D, m0, kappa0, nu0, B0)
         self._logZW0 = float(W.log_Z(self.nu0, self._logdet_B0, D))
@@ -131,6 +137,27 @@ class TiedGauss(ObsModel):
     def prior(self) -> dict[str, Any]:
         return {"D": self.D, "m0": self.m0.tolist(), "kappa0": self.kappa0, "nu0": self.nu0,
                 "B0": self.B0.tolist()}
+
+    prior_figures = Gauss.prior_figures
+
+    def learn_prior(self, post: Arrays, base: ObsModel) -> TiedGauss:
+        """κ0 maximising Σ_k E_q[ln N(μ_k | m0, (κ0 Λ)⁻¹)] = Σ_k [D/2 ln κ0 - κ0/2 E[(μ_k - m0)ᵀ
+        Λ (μ_k - m0)]] + const at fixed q, with E[...] = D/κ_k + ν |U (m_k - m0)|² under the
+        structured q: κ0 = K D / Σ_k [D/κ_k + ν |U (m_k - m0)|²], at most KAPPA_MAX (widened to
+        contain the current κ0). m0 stays: the pooled scatter in every stored summary is taken
+        about it. ν0 and B0 stay: Λ is one draw, and a type-II (ν0, s) from one posterior fits
+        the prior to that posterior, not to a population (prior_learning.MIN_COMPONENTS): on
+        dpmm_shaped's 2,000-item sample at its 79 classes, ν0 = 374 prior items holding Λ to
+        the total covariance's shape T, which would charge every split for moving Λ from it.
+        Unchanged unless three components have N_k > 1."""
+        N = post["kappa"] - self.kappa0
+        if not identifiable(N, 1):
+            return self
+        Z = (post["m"] - self.m0) @ post["U"].T
+        spread = self.D / post["kappa"] + float(post["nu"]) * (Z * Z).sum(1)
+        kappa0 = float(np.clip(len(N) * self.D / spread.sum(),
+                               *widened(0.0, KAPPA_MAX, self.kappa0)))
+        return TiedGauss(self.D, self.m0, kappa0, self.nu0, self.B0)
 
     def check_data(self, X: Data) -> None:
         check_dense(X, self.D)

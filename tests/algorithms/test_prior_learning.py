@@ -22,6 +22,7 @@ from bnpmix.algorithms.obs import prior_learning as PL
 from bnpmix.algorithms.obs.diag_gauss import DiagGauss
 from bnpmix.algorithms.obs.gauss import Gauss
 from bnpmix.algorithms.obs.mult import Mult
+from bnpmix.algorithms.obs.tied_gauss import TiedGauss
 from bnpmix.algorithms.obs.zm_gauss import ZeroMeanGauss
 from bnpmix.algorithms.summary import Summary
 
@@ -448,3 +449,80 @@ def test_models_round_trip_their_learned_prior():
         again = obs_class(name)(**h.prior())
         assert again.prior() == h.prior()
         assert isinstance(again, (Gauss, ZeroMeanGauss, DiagGauss))
+
+
+# ---------------------------------------------------------------- tied-gauss: κ0 only
+
+def tied_problem(seed: int, K: int = 5, D: int = 3, n: int = 600, spread: float = 1.0):
+    """Items x = μ_z + N(0, I) from K means μ_k ~ N(0, (4 spread)² I), soft responsibilities
+    concentrated on each item's component: a tied model with its default prior, the
+    statistics and the global update q."""
+    rng = np.random.default_rng(seed)
+    z = rng.integers(0, K, n)
+    X = rng.normal(0, 4 * spread, (K, D))[z] + rng.normal(size=(n, D))
+    R = rng.dirichlet(np.full(K, 0.2), n) * 0.05
+    R[np.arange(n), z] += 0.95
+    obs = TiedGauss.default(X)
+    stats = obs.stats(X, R)
+    N = R.sum(0)
+    return obs, N, stats, obs.post(N, stats), X, R
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_tied_gauss_kappa0_is_the_argmax_and_the_rest_stays(seed):
+    """The learned κ0 is where the ELBO at fixed q peaks on a fine grid (interior: zero
+    derivative); m0, ν0 and B0 are the model's own."""
+    obs, N, stats, post, _, _ = tied_problem(seed)
+    h = obs.learn_prior(post, obs)
+    assert obs.kappa0 < h.kappa0 < PL.KAPPA_MAX  # interior: f' = 0
+    assert h.nu0 == obs.nu0
+    np.testing.assert_array_equal(h.m0, obs.m0)
+    np.testing.assert_array_equal(h.B0, obs.B0)
+
+    def f(x):
+        return objective(rebuilt(h, kappa0=x), N, stats, post)
+
+    assert grid_argmax(f, h.kappa0, 0.02) == pytest.approx(h.kappa0, rel=1e-4)
+    assert abs(log_derivative(f, h.kappa0)) < 1e-6 * len(N) * h.D
+    assert objective(h, N, stats, post) > objective(obs, N, stats, post)
+
+
+def test_tied_gauss_kappa0_stops_at_kappa_max_and_needs_three_components():
+    """Means close together want κ0 above one item's weight: KAPPA_MAX, the objective still
+    rising outwards; with two components, nothing is learned."""
+    obs, N, stats, post, _, _ = tied_problem(0, spread=0.01)
+    h = obs.learn_prior(post, obs)
+    assert h.kappa0 == PL.KAPPA_MAX
+
+    def f(x):
+        return objective(rebuilt(h, kappa0=x), N, stats, post)
+
+    assert f(1.01) > f(1.0) > f(0.99)
+    obs, N, stats, post, _, _ = tied_problem(0, K=2)
+    assert obs.learn_prior(post, obs) is obs
+
+
+def test_tied_gauss_elbo_never_falls_across_learning_and_the_global_update():
+    """ELBO(h, q) ≤ ELBO(h', q) ≤ optimal_elbo(h', S) from a q that is another partition's
+    update, repeated; and learning ends above the global update under the initial prior."""
+    alloc = StickBreaking(1.0)
+    for seed in range(4):
+        obs, N, stats, _, X, R = tied_problem(seed)
+        shared = {k: stats[k] for k in obs.shared_shapes()}
+        per = {k: stats[k] for k in obs.stat_shapes()}
+        H = -(R * np.log(R)).sum(0)
+        S = Summary(np.arange(len(N)), N, per, H, shared=shared, n_items=len(X))
+        R2 = np.random.default_rng(seed).dirichlet(np.ones(len(N)), len(X))
+        other = obs.stats(X, R2)
+        model = Mixture.from_summary(obs, alloc, S)
+        model = Mixture(obs, alloc, model.uids, obs.post(R2.sum(0), other), model.alloc_post)
+        trace, fixed = [model.elbo(S)], optimal_elbo(obs, alloc, S)
+        for _ in range(6):
+            learned = obs.learn_prior(model.post, obs)
+            at_q = Mixture(learned, alloc, model.uids, model.post, model.alloc_post).elbo(S)
+            after = optimal_elbo(learned, alloc, S)
+            assert at_q >= trace[-1] - 1e-9 * abs(trace[-1])
+            assert after >= at_q - 1e-9 * abs(at_q)
+            trace.append(after)
+            obs, model = learned, Mixture.from_summary(learned, alloc, S)
+        assert trace[-1] > fixed + 1e-6 * abs(fixed)
