@@ -74,6 +74,6 @@ def test_merge_round_scores_once_per_summary_and_merges_as_the_reference(cls, se
     got_S, moves, elbo = merge_round(counting, alloc, S, np.random.default_rng(9), cfg)
     assert ref_moves and len(ref_moves) < 4
     assert [(m.a, m.b) for m in moves] == [(m.a, m.b) for m in ref_moves]
-    assert elbo == ref_elbo
+    assert elbo == pytest.approx(ref_elbo, rel=1e-12)  # by score sums, not refitted
     np.testing.assert_array_equal(got_S.N, ref_S.N)
     assert counting.calls <= len(moves) + 1
