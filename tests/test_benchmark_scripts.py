@@ -75,6 +75,7 @@ print(json.dumps({{"threads": threads, "names": sorted(after),
 """
 
 
+@pytest.mark.slow  # a real cluster of processes
 def test_the_benchmark_cluster_counts_each_process_cpu():
     """scaling.py's CPU per visit comes from LocalDaskCluster.cpu_seconds: a worker that spins
     for 0.5 s of CPU shows at least that much more, in the worker process its nanny started."""

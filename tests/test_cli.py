@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 
 from helpers import write_docword
@@ -77,6 +78,7 @@ def test_info_on_missing_corpus_is_one_line_error(tmp_path):
     assert res.returncode == 1 and "Traceback" in res.stderr
 
 
+@pytest.mark.slow  # the full demo
 def test_demo_finds_the_eight_components(tmp_path):
     res = run("demo", cwd=tmp_path)
     assert res.returncode == 0, res.stderr

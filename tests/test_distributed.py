@@ -80,8 +80,10 @@ def make_text_corpus(path: Path, n: int = 2000, V: int = 400, partitions: int = 
 # (W, waves ahead, corpus): the paper's schedule; W = 2 with the next wave computed while the
 # driver applies one, on dense data and on text (sparse summaries, E[log θ] shipped on each
 # wave's words only)
-@pytest.mark.parametrize("wave,ahead,kind", [("1", "0", "dense"), ("2", "1", "dense"),
-                                             ("2", "1", "text")])
+@pytest.mark.parametrize("wave,ahead,kind", [
+    pytest.param("1", "0", "dense", marks=pytest.mark.slow),  # dense: --obs auto's fits too
+    pytest.param("2", "1", "dense", marks=pytest.mark.slow),
+    ("2", "1", "text")])
 def test_dask_run_equals_threaded_run(tmp_path, cluster, wave, ahead, kind):
     make = make_corpus if kind == "dense" else make_text_corpus
     corpus = make(tmp_path / "corpus")
@@ -95,6 +97,7 @@ def test_dask_run_equals_threaded_run(tmp_path, cluster, wave, ahead, kind):
     assert_same_run(tmp_path / "threads", tmp_path / "dask")
 
 
+@pytest.mark.slow  # a real cluster against threads, every move on
 def test_dask_run_equals_threaded_run_with_births_and_deletes(tmp_path, cluster):
     """From K = 6 on four clusters with every component a deletion candidate: births (adopted
     with their origins absent) and deletes (each batch's alternative summary computed on the
@@ -159,6 +162,7 @@ def test_default_options_give_one_model_on_every_executor(tmp_path, cluster):
     assert waves == {4}  # memo's default, recorded as resolved
 
 
+@pytest.mark.slow  # three fits on live workers
 def test_reingest_at_the_same_path_between_fits_on_live_workers(tmp_path, cluster):
     """The same live workers fit a corpus, then the corpus is re-ingested at the same path with
     the same partition count: the second fit equals the threaded fit on the new data (workers
@@ -311,6 +315,7 @@ def test_driver_sigkill_then_resume_matches_uninterrupted(tmp_path):
     assert again.returncode == 0 and "already finished" in again.stdout
 
 
+@pytest.mark.slow  # clusters started from profiles
 def test_fit_through_cluster_profiles(tmp_path, cluster):
     corpus = make_corpus(tmp_path / "corpus", n=1000, partitions=5)
     profile = tmp_path / "address.yaml"

@@ -65,6 +65,7 @@ def test_score_samples_equals_evaluate(corpus, tmp_path):
                                bnpmix.load(tmp_path / "run").score_samples(Xh), rtol=1e-12)
 
 
+@pytest.mark.slow  # five fits of the same data
 def test_every_input_kind_gives_the_same_fit():
     """numpy, pandas, pyarrow and a Dask array of the same rows (one partition each) fit the
     same model; a corpus of counts as scipy.sparse fits a multinomial mixture."""

@@ -57,6 +57,7 @@ def test_incremental_streams_the_blocks_through_partial_fit(client):
     assert memo.model_.model.past.n_items == 1000 and memo.n_components_ == 3
 
 
+@pytest.mark.slow  # a real cluster
 def test_parallel_post_fit_predicts_over_the_blocks(client):
     X, Xnew = blobs(600, 1), blobs(2000, 2)
     est = ParallelPostFit(BayesianMixture(random_state=0)).fit(X)

@@ -187,6 +187,7 @@ def test_a_component_too_small_to_split_does_not_block_convergence(tmp_path):
     assert summary["stopped"].startswith("converged") and summary["laps"] < 40
 
 
+@pytest.mark.slow  # hundreds of one-row partitions to convergence
 def test_many_one_row_partitions_still_get_births(tmp_path):
     """Births collect across partitions up to the cap, so tiny partitions do not starve them:
     the four blobs are found (the ELBO also keeps two outlying items as a fifth component: its

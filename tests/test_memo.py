@@ -812,6 +812,7 @@ def test_births_count_in_every_update_of_their_lap_but_the_last(tmp_path):
     assert checked, "no birth was adopted"
 
 
+@pytest.mark.slow  # two runs of up to 60 laps
 def test_a_settled_run_tries_many_births_at_once_and_converges_sooner(tmp_path):
     """Twelve clusters found by the initialisation: every component must fail a birth before
     the run may converge. With one target a lap (birth.per_lap = 1, the paper's) that takes

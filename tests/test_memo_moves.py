@@ -232,6 +232,7 @@ def test_every_component_fails_two_births_from_new_seeds_before_the_run_converge
 
 # ------------------------------------------------------------------------- partitions
 
+@pytest.mark.slow  # fits to convergence on 1 and 6 partitions
 def test_one_and_six_partitions_of_the_same_rows_reach_the_same_k_and_elbo(tmp_path):
     """Seven full-covariance clusters in 4-D, two of them overlapping: with one partition the
     adoption lap is a single visit, with six it is six. Both runs end at the same K and the

@@ -85,6 +85,7 @@ def test_ingest_counts_partitions_in_good_english(tmp_path):
     assert f"appended 1 partition to {tmp_path / 'c'} (now 2 partitions)" in done.stdout
 
 
+@pytest.mark.slow  # the full demo
 def test_the_demo_keeps_its_run_with_out_and_says_what_to_try_next(tmp_path):
     """`bnpmix demo --out DIR`: the corpus and run stay, and every command it suggests runs on
     them (report left out: it needs matplotlib, a test extra tested in tests/test_report.py)."""

@@ -65,6 +65,7 @@ def assert_same_model(a: Path, b: Path) -> None:
     np.testing.assert_allclose(sa["elbo"], sb["elbo"], rtol=1e-12)
 
 
+@pytest.mark.slow  # a real process killed and resumed
 def test_a_fit_killed_before_its_first_checkpoint_resumes_from_the_beginning(tmp_path, corpus):
     """SIGKILL as soon as job.json exists: job.json was written with the claim, which names
     this host and the dead process; `resume` says it starts from the beginning and gives the
@@ -84,6 +85,7 @@ def test_a_fit_killed_before_its_first_checkpoint_resumes_from_the_beginning(tmp
     assert_same_model(tmp_path / "ref", run)
 
 
+@pytest.mark.slow  # a real process killed and resumed
 def test_a_claim_whose_process_is_gone_is_taken_over_by_fit(tmp_path, corpus):
     """SIGKILL as soon as the claim exists: a fit into the same --out takes the directory over
     and says so. A claim of another host (which cannot be checked), or a dead fit's
@@ -119,6 +121,7 @@ def test_a_claim_whose_process_is_gone_is_taken_over_by_fit(tmp_path, corpus):
     assert res.returncode == 1 and f"bnpmix resume {foreign}" in res.stderr, res.stderr
 
 
+@pytest.mark.slow  # a real process killed and resumed
 def test_ctrl_c_says_how_to_continue_and_resume_finishes_the_run(tmp_path, corpus):
     """SIGINT (Ctrl-C) once job.json exists: exit 130, stderr names `bnpmix resume RUN`, which
     then gives the uninterrupted run's model."""
@@ -133,6 +136,7 @@ def test_ctrl_c_says_how_to_continue_and_resume_finishes_the_run(tmp_path, corpu
     assert_same_model(tmp_path / "ref", run)
 
 
+@pytest.mark.slow  # a real process killed and resumed
 def test_sigterm_says_how_to_continue_and_fit_takes_the_directory_over(tmp_path, corpus):
     """SIGTERM once job.json exists: exit 143 naming `bnpmix resume RUN`; the process is gone,
     so `bnpmix fit` into the same --out (before any checkpoint) takes it over."""

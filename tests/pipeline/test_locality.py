@@ -283,6 +283,7 @@ def twenty(tmp_path):
     return tmp_path / "c"
 
 
+@pytest.mark.slow  # a real cluster
 def test_a_memo_fit_runs_each_wave_where_bounded_placement_sends_it(tmp_path, client):
     """Two single-threaded workers and W = 2: each wave's first task goes to its partition's
     home and the second to the other worker when they share a home. Dask runs them there, the

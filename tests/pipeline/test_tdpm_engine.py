@@ -52,6 +52,7 @@ def bnpmix(*args):
     return cli(*args)
 
 
+@pytest.mark.slow  # a long chain
 def test_defaults_recover_the_chains_births_and_deaths(corpus, tmp_path):
     path, X, E, Z = corpus
     run = tmp_path / "run"
