@@ -64,7 +64,7 @@ class SplitMerge:
         """log p(x_items) of one chain, states integrated out (items sorted by epoch)."""
         s = self.s
         ep = s.epochs[items]
-        starts = np.flatnonzero(np.diff(ep, prepend=-1))
+        starts = np.diff(ep, prepend=-1).nonzero()[0]
         y, r, norm = s.emission.exact_pseudo_obs(items, starts)
         occupied = ep[starts]
         return s.walk.log_evidence(y, r, occupied) + float(norm.sum())
@@ -187,7 +187,7 @@ class SplitMerge:
         if rng.random() < 0.5:
             return int(pool[rng.integers(pool.size)])
         s = self.s
-        chains = np.flatnonzero(s.active & (s.last >= start_epoch))
+        chains = (s.active & (s.last >= start_epoch)).nonzero()[0]
         k = chains[rng.integers(chains.size)]
         items = pool[s.z[pool] == k]
         return int(items[rng.integers(items.size)])
@@ -210,7 +210,7 @@ class SplitMerge:
     def _members(self, k: int) -> np.ndarray:
         """Chain k's items sorted by (epoch, item)."""
         s = self.s
-        items = np.flatnonzero(s.z == k)
+        items = (s.z == k).nonzero()[0]
         return items[np.argsort(s.epochs[items], kind="stable")]
 
     def propose(self, i: int, j: int, rng: np.random.Generator, start_epoch: int = 0) -> bool:
@@ -258,7 +258,7 @@ class SplitMerge:
         b = s._new_label()
         s.z[B] = b
         for k in (a, b):
-            items = np.flatnonzero(s.z == k)
+            items = (s.z == k).nonzero()[0]
             s.counts[:, k] = np.bincount(s.epochs[items], minlength=s.T)
             s.first[k], s.last[k] = s.epochs[items].min(), s.epochs[items].max()
             s.phi[k] = np.zeros((int(s.last[k] - s.first[k] + 1), s.emission.dim))
