@@ -11,6 +11,7 @@ pseudo-observations (y_t, r_t): exact for Gaussian emissions, Eqs. 8.12-8.13 for
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -20,13 +21,15 @@ LOG_2PI = float(np.log(2 * np.pi))
 
 def gauss_logpdf(x: np.ndarray, mean: np.ndarray, var) -> np.ndarray:
     """log N(x; mean, diag(var)) summed over the last axis (broadcasting over leading ones)."""
-    d = np.asarray(x, float) - mean
-    var = np.asarray(var, float)
+    d = np.subtract(x, mean, dtype=float)
     D = d.shape[-1]
-    # var's last axis is 1 or D (or var a scalar): log det = (D / its length) Σ log var
-    logdet = (D * np.log(var) if var.ndim == 0
-              else np.log(var).sum(-1) * (D // var.shape[-1]))
-    return -0.5 * (D * LOG_2PI + logdet + np.sum(d * d / var, axis=-1))
+    if np.ndim(var) == 0:  # one variance: one log, no broadcast of it
+        var = float(var)
+        return -0.5 * (D * (LOG_2PI + math.log(var)) + (d * d).sum(-1) / var)
+    var = np.asarray(var, float)
+    # var's last axis is 1 or D: log det = (D / its length) Σ log var
+    logdet = np.log(var).sum(-1) * (D // var.shape[-1])
+    return -0.5 * (D * LOG_2PI + logdet + (d * d / var).sum(-1))
 
 
 def gauss_product(m1: np.ndarray, v1, m2: np.ndarray, v2) -> tuple[np.ndarray, np.ndarray]:

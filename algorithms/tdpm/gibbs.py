@@ -151,7 +151,7 @@ class ChainSampler:
         self.last = np.full(cap, -1, dtype=np.int64)
         self.active = np.zeros(cap, dtype=bool)
         self.phi: dict[int, np.ndarray] = {}
-        self.by_epoch = [np.flatnonzero(self.epochs == t) for t in range(self.T)]
+        self.by_epoch = [(self.epochs == t).nonzero()[0] for t in range(self.T)]
         self.persist = persistence
         self.relinking = relink and persistence is None
         self.relinked = 0  # relinking moves accepted so far
@@ -166,14 +166,14 @@ class ChainSampler:
             self.coin = np.full(len(self.epochs), -1, dtype=np.int8)
             self.heads = np.zeros(persistence.n_ids, dtype=np.int64)
             self.tails = np.zeros(persistence.n_ids, dtype=np.int64)
-            back = np.flatnonzero(persistence.prev >= 0)
+            back = (persistence.prev >= 0).nonzero()[0]
             self.returning = back[np.argsort(self.epochs[back], kind="stable")]
             self.ret_epochs = self.epochs[self.returning]
 
     # ---- labels ---------------------------------------------------------------------------
 
     def _new_label(self) -> int:
-        free = np.flatnonzero(~self.active)
+        free = (~self.active).nonzero()[0]
         if free.size == 0:
             cap = len(self.active)
             self.counts = np.pad(self.counts, ((0, 0), (0, cap)))
@@ -214,7 +214,7 @@ class ChainSampler:
             self.y[i] = False
         if self.fixed or self.counts[t, k] > 0:
             return -1
-        occ = np.flatnonzero(self.counts[:, k])
+        occ = self.counts[:, k].nonzero()[0]
         f0 = int(self.first[k])
         if occ.size == 0:
             self._free(k)
@@ -253,7 +253,7 @@ class ChainSampler:
             return _Options(logw, ["alive"] * K, [(k,) for k in range(K)], [None] * K)
         prior, walk = self.prior, self.walk
         W = prior.window
-        act = np.flatnonzero(self.active)
+        act = self.active.nonzero()[0]
         lo, hi = max(0, t - W), min(self.T, t + W + 1)
         sub = self.counts[lo:hi]
         rel = t - lo
@@ -396,9 +396,9 @@ class ChainSampler:
         for v, c in zip(R[cand].tolist(), zp[cand].tolist(), strict=True):
             s = int(self.epochs[v])
             if s - t <= W:
-                hit = np.flatnonzero((lab0 == c) | (lab1 == c))
+                hit = ((lab0 == c) | (lab1 == c)).nonzero()[0]
             else:
-                hit = np.flatnonzero(bridge & (lab0 == c))
+                hit = (bridge & (lab0 == c)).nonzero()[0]
                 hit = hit[self._pseudo(lab1[hit], np.full(len(hit), s)) > 0]
             uv = int(P.ids[v])
             for o in hit.tolist():
@@ -415,10 +415,10 @@ class ChainSampler:
         zpi = int(self.z[p]) if p >= 0 else -1
         avail = zpi >= 0 and self._pseudo(np.array([zpi]), np.array([t]))[0] > 0
         move = opts.logw + gain + P.log_coins(h0 + dh, f0 + df + avail) - base
-        keep = np.flatnonzero(valid)
+        keep = valid.nonzero()[0]
         logw, rows, stays = [move[keep]], keep.tolist(), [False] * len(keep)
         if avail:
-            twin = np.flatnonzero(valid & (lab0 == zpi))
+            twin = (valid & (lab0 == zpi)).nonzero()[0]
             if twin.size:  # (M_t + S_t + α) / (m_k + s_k) at t, heads for tails
                 big_m = pseudo_counts(self.counts, t, W, self.prior.decay).sum()
                 cols = [np.array(opts.labels[o]) for o in twin.tolist()]
@@ -500,7 +500,7 @@ class ChainSampler:
         W = 1 if self.fixed else self.prior.window
         if W == 0:  # no chain crosses a boundary
             return 0
-        act = np.flatnonzero(self.active)
+        act = self.active.nonzero()[0]
         lo, hi = max(0, t - W), min(self.T, t + W)
         rel = t - lo
         if self.fixed:  # K chains alive at every epoch
@@ -547,7 +547,7 @@ class ChainSampler:
             if not self.fixed:
                 held = np.zeros(nT + 1, dtype=bool)
                 held[tail_of] = True  # (index −1, "none", lands on the spare slot)
-                free = np.flatnonzero(~held[:nT])
+                free = (~held[:nT]).nonzero()[0]
                 g = np.concatenate([g, np.full(len(free) + 1, -1)])
                 gt = np.concatenate([gt, free, [-1]])
             keep = gt != th
@@ -583,7 +583,7 @@ class ChainSampler:
         head_phi = [self.phi[k][:e - first[k] + 1] for k, e in zip(heads, a, strict=True)]
         tail_phi = [self.phi[k][e - first[k]:] for k, e in zip(tails, b, strict=True)]
         tail_counts = self.counts[t:, tails].copy()
-        later = np.flatnonzero(self._mask(tails)[self.z] & (self.z >= 0) & (self.epochs >= t))
+        later = (self._mask(tails)[self.z] & (self.z >= 0) & (self.epochs >= t)).nonzero()[0]
         tail_items = [later[self.z[later] == k] for k in tails]
         for k in tails[~self._mask(heads)[tails]].tolist():
             self._free(k)
@@ -599,7 +599,7 @@ class ChainSampler:
             self.phi[k] = np.vstack(parts)
         matched = np.zeros(len(tails) + 1, dtype=bool)
         matched[tail_of] = True  # (−1, no tail, lands on the spare slot)
-        for j in np.flatnonzero(~matched[:-1]).tolist():
+        for j in (~matched[:-1]).nonzero()[0].tolist():
             k = self._new_label()
             self.counts[t:, k] = tail_counts[:, j]
             self.first[k], self.last[k] = b[j], last[tails[j]]
@@ -618,13 +618,13 @@ class ChainSampler:
         """Each active chain's (or each of ``labels``') items by epoch of its span (one sort of
         the seated items)."""
         if labels is None:
-            labels = np.flatnonzero(self.active)
-            seated = np.flatnonzero(self.z >= 0)
+            labels = self.active.nonzero()[0]
+            seated = (self.z >= 0).nonzero()[0]
         else:
-            seated = np.flatnonzero(self._mask(labels)[self.z] & (self.z >= 0))
+            seated = (self._mask(labels)[self.z] & (self.z >= 0)).nonzero()[0]
         order = seated[np.lexsort((self.epochs[seated], self.z[seated]))]
         keys = self.z[order] * self.T + self.epochs[order]
-        cuts = np.flatnonzero(np.diff(keys)) + 1
+        cuts = np.diff(keys).nonzero()[0] + 1
         groups = np.split(order, cuts)
         out = {int(k): [np.zeros(0, np.int64)] * int(self.last[k] - self.first[k] + 1)
                for k in labels}
@@ -641,7 +641,7 @@ class ChainSampler:
         L, D = len(mine), self.emission.dim
         y, r = np.zeros((L, D)), np.ones((L, D))
         observed = np.array([len(items) > 0 for items in mine])
-        for u in np.flatnonzero(observed):
+        for u in observed.nonzero()[0]:
             y[u], r[u] = self.emission.pseudo_obs(mine[u], self.phi[k][u])
         return y, r, observed
 
@@ -667,7 +667,7 @@ class ChainSampler:
             for i in rng.permutation(self.by_epoch[t]):
                 self.step(int(i), rng)
             if seating:
-                self.resample_states(rng, np.flatnonzero(self.active & (self.last == t)))
+                self.resample_states(rng, (self.active & (self.last == t)).nonzero()[0])
         if self.relinking:
             self.relink(rng, start_epoch)
         if self.splitmerge is not None:
@@ -681,7 +681,7 @@ class ChainSampler:
         IG(a + N·D/2, b + ½ Σ_i ||x_i − φ_{z_i,t_i}||²) (Gaussian emissions), ρ | · ~
         IG(a + n/2, b + ½ Σ ||Δφ||²) over the n increments inside the chains' spans."""
         D = self.emission.dim
-        chains = [int(k) for k in np.flatnonzero(self.active)]
+        chains = [int(k) for k in self.active.nonzero()[0]]
         if noise is not None:
             rss = sum(self.emission.sq_residuals(items, self.phi[k][u])
                       for k, mine in self.members().items()
@@ -697,7 +697,7 @@ class ChainSampler:
 
     def to_arrays(self) -> dict[str, np.ndarray]:
         """The sample (labels, spans, states) as arrays; ``restore`` is its inverse."""
-        act = np.flatnonzero(self.active)
+        act = self.active.nonzero()[0]
         phi = [self.phi[int(k)] for k in act]
         out = {"z": self.z.copy(), "labels": act, "first": self.first[act],
                "last": self.last[act],
@@ -737,7 +737,7 @@ class ChainSampler:
     def log_joint(self) -> float:
         """log p(z, φ, x) of the current sample (the prior over labels, with the stayers and the
         coins if any, the walks' densities over the spans, the emissions)."""
-        act = np.flatnonzero(self.active)
+        act = self.active.nonzero()[0]
         counts = self.counts[:, act]
         if self.fixed:
             value = self.prior.log_prior(counts)

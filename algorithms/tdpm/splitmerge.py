@@ -16,10 +16,15 @@ the chains involved only: M_t and N_t are sums over all chains (linear in their 
 Γ(M_t + α)/Γ(M_t + N_t + α) is the same before and after (``rcrp.chain_log_prior``).
 
 Proposal (the anchors of Jain & Neal 2004, with Dahl's sequential allocation). Pick an item i
-uniformly among the items of epochs >= ``start_epoch``, then j ≠ i among those within W epochs
-of i with probability ½ / n_i + ½ κ(x_i, x_j) / Σ κ (κ = exp(−|y_i − y_j|² / 2h), y an item's
-pseudo-observation and h its variance at construction: x and Σ for Gaussians). The pair's
-probability does not depend on the labels, so it cancels: each pair is an MH kernel of its own.
+among the N items of epochs >= ``start_epoch``: with probability ½ uniformly, with ½ a chain
+uniformly among the K chains with such items and i uniformly among its n_{z_i} of them, so
+r_z(i) = ½ / N + ½ / (K n_{z_i}) (a chain of a few items, the stub beside a large chain that
+holds the same cluster, is anchored as often as a large one). Then j ≠ i among the items within
+W epochs of i with probability ½ / n_i + ½ κ(x_i, x_j) / Σ κ (κ = exp(−|y_i − y_j|² / 2h), y an
+item's pseudo-observation and h its variance at construction: x and Σ for Gaussians). j's
+probability does not depend on the labels and cancels; i's does, and the ratio carries
+r_{z'}(i) / r_z(i) (the reverse move is the same ordered pair from z'): each ordered pair is an
+MH kernel of its own.
 If i and j share a chain c, split it: i seeds piece A, j piece B, and the other members, in
 order of (epoch, item), join A or B with probability ∝ weight × predictive: the weight of
 Eq. 4.4 for the piece so far (m_{P,t} + n_{P,t}; α for a piece still empty; 0 for a piece dead
@@ -59,7 +64,7 @@ class SplitMerge:
         """log p(x_items) of one chain, states integrated out (items sorted by epoch)."""
         s = self.s
         ep = s.epochs[items]
-        starts = np.flatnonzero(np.diff(ep, prepend=-1))
+        starts = np.diff(ep, prepend=-1).nonzero()[0]
         y, r, norm = s.emission.exact_pseudo_obs(items, starts)
         occupied = ep[starts]
         return s.walk.log_evidence(y, r, occupied) + float(norm.sum())
@@ -169,17 +174,43 @@ class SplitMerge:
              else int(self.rate * pool.size + rng.random()))
         done = 0
         for _ in range(n):
-            i = int(pool[rng.integers(pool.size)])
+            i = self._anchor(pool, rng, start_epoch)
             j = self._partner(i, rng, start_epoch)
             if j >= 0:
                 done += self.propose(i, j, rng, start_epoch)
         self.accepted += done
         return done
 
+    def _anchor(self, pool: np.ndarray, rng: np.random.Generator, start_epoch: int) -> int:
+        """i: ½ uniformly from ``pool`` (the items of epochs >= start_epoch), ½ from a chain
+        drawn uniformly among those with items in the pool (module docstring)."""
+        if rng.random() < 0.5:
+            return int(pool[rng.integers(pool.size)])
+        s = self.s
+        chains = (s.active & (s.last >= start_epoch)).nonzero()[0]
+        k = chains[rng.integers(chains.size)]
+        items = pool[s.z[pool] == k]
+        return int(items[rng.integers(items.size)])
+
+    @staticmethod
+    def _log_pick(n_pool: int, n_chains: int, n_own: int) -> float:
+        """log r(i) = log(½ / N + ½ / (K n_{z_i}))."""
+        return math.log(0.5 / n_pool + 0.5 / (n_chains * n_own))
+
+    def _pick_ratio(self, i: int, start_epoch: int, own_after: int, chains_change: int) -> float:
+        """log r_{z'}(i) − log r_z(i) when the move changes the number of chains with items in
+        the pool by ``chains_change`` and leaves i's chain with ``own_after`` pool items."""
+        s = self.s
+        n_pool = sum(len(b) for b in s.by_epoch[start_epoch:])
+        K = int(np.sum(s.active & (s.last >= start_epoch)))
+        own = int(s.counts[start_epoch:, s.z[i]].sum())
+        return (self._log_pick(n_pool, K + chains_change, own_after)
+                - self._log_pick(n_pool, K, own))
+
     def _members(self, k: int) -> np.ndarray:
         """Chain k's items sorted by (epoch, item)."""
         s = self.s
-        items = np.flatnonzero(s.z == k)
+        items = (s.z == k).nonzero()[0]
         return items[np.argsort(s.epochs[items], kind="stable")]
 
     def propose(self, i: int, j: int, rng: np.random.Generator, start_epoch: int = 0) -> bool:
@@ -194,7 +225,8 @@ class SplitMerge:
             A, B = items[into_a], items[~into_a]
             if not (self._valid(A) and self._valid(B)):
                 return False
-            if math.log(rng.random()) < -self._log_ratio(items, A, B) - logq:
+            pick = self._pick_ratio(i, start_epoch, int(np.sum(s.epochs[A] >= start_epoch)), 1)
+            if math.log(rng.random()) < -self._log_ratio(items, A, B) - logq + pick:
                 self._split(a, B, rng)
                 return True
             return False
@@ -204,7 +236,8 @@ class SplitMerge:
         if not self._valid(items):
             return False
         _, logq = self.allocate(items, i, j, None, np.isin(items, A))
-        if math.log(rng.random()) < self._log_ratio(items, A, B) + logq:
+        pick = self._pick_ratio(i, start_epoch, int(np.sum(s.epochs[items] >= start_epoch)), -1)
+        if math.log(rng.random()) < self._log_ratio(items, A, B) + logq + pick:
             self._merge(a, b, rng)
             return True
         return False
@@ -225,7 +258,7 @@ class SplitMerge:
         b = s._new_label()
         s.z[B] = b
         for k in (a, b):
-            items = np.flatnonzero(s.z == k)
+            items = (s.z == k).nonzero()[0]
             s.counts[:, k] = np.bincount(s.epochs[items], minlength=s.T)
             s.first[k], s.last[k] = s.epochs[items].min(), s.epochs[items].max()
             s.phi[k] = np.zeros((int(s.last[k] - s.first[k] + 1), s.emission.dim))

@@ -166,3 +166,27 @@ def test_a_cluster_held_as_two_parallel_chains_is_merged():
     assert sm.propose(0, 1, rng)
     assert np.all(s.z == s.z[0])
     assert s.log_joint() > before
+
+
+def test_anchors_are_drawn_with_the_probability_the_ratio_uses():
+    """A stub of 2 items beside a chain of 38 (4 epochs x 10 items): each item is drawn as the
+    first anchor with frequency r_z(i) = ½/N + ½/(K n_{z_i}) (within 4 binomial standard
+    errors), the probability the MH ratio carries, and the stub's items are drawn in more than a
+    quarter of the proposals (uniform anchors: 1/20)."""
+    rng = np.random.default_rng(4)
+    epochs = np.repeat(np.arange(4), 10)
+    x = rng.normal(size=40) * 0.2
+    s = sampler(x, epochs, RCRPPrior(1.0, 1, 0.8))
+    z = np.zeros(40, int)
+    z[[12, 23]] = 1
+    phi = np.zeros((4 + 2, 1))
+    s.restore({"z": z, "labels": np.arange(2), "first": np.array([0, 1]),
+               "last": np.array([3, 2]), "phi": phi})
+    sm = s.splitmerge
+    pool = np.arange(40)
+    draws = 40000
+    freq = np.bincount([sm._anchor(pool, rng, 0) for _ in range(draws)], minlength=40) / draws
+    r = np.exp([sm._log_pick(40, 2, int(np.sum(z == z[i]))) for i in range(40)])
+    assert r.sum() == pytest.approx(1.0, abs=1e-12)
+    assert np.all(np.abs(freq - r) < 4 * np.sqrt(r * (1 - r) / draws)), (freq, r)
+    assert freq[[12, 23]].sum() > 0.25
