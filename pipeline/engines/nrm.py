@@ -12,7 +12,9 @@ the partitions created, and removes clusters with S_k < ε (a move replayed on t
 W = 1 with one partition is the paper's sequential EP; W > 1 is beyond the paper.
 
 Both optionally merge clusters whose posterior-mean word distributions are close (Hellinger
-distance below ``merge_threshold``) after each pass: S and λ add (sites too).
+distance below ``merge_threshold``) after each pass, and by default on dense models pool pairs
+while the partition's log evidence rises (``merges``, algorithms/nrm_merge.py): S and λ add
+(sites too).
 """
 
 from __future__ import annotations
