@@ -86,14 +86,18 @@ class Sites:
 
     def replay(self, move: Delete | Pool) -> Sites:
         """These sites after a driver move: a deleted component's entries leave; a pooled
-        component's entries join its partner's (summed within each item)."""
-        summary = move.apply(self.summary)
+        component's entries join its partner's (summed within each item). A partition swept
+        before either pooled cluster existed holds zero sums for it."""
         if isinstance(move, Delete):
+            summary = move.apply(self.summary)
             keep = self.uids != move.uid
             rows = np.repeat(np.arange(self.n), np.diff(self.indptr))
             counts = np.bincount(rows[keep], minlength=self.n)
             indptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
             return Sites(indptr, self.uids[keep], self.r[keep], summary)
+        ids = self.summary.uids
+        summary = move.apply(self.summary.over(np.concatenate(
+            [ids, np.setdiff1d([move.a, move.b], ids)])))
         uids = np.where(self.uids == move.b, move.a, self.uids)
         return Sites.from_matrix(self._with(uids).matrix(summary.uids), summary.uids, summary)
 

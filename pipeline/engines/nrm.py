@@ -12,7 +12,9 @@ the partitions created, and removes clusters with S_k < ε (a move replayed on t
 W = 1 with one partition is the paper's sequential EP; W > 1 is beyond the paper.
 
 Both optionally merge clusters whose posterior-mean word distributions are close (Hellinger
-distance below ``merge_threshold``) after each pass: S and λ add (sites too).
+distance below ``merge_threshold``) after each pass, and by default on dense models pool pairs
+while the partition's log evidence rises (``merges``, algorithms/nrm_merge.py): S and λ add
+(sites too).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import numpy as np
 
 from bnpmix.algorithms.alloc import NRM
 from bnpmix.algorithms.ep import OnSites, Sites, SweepResult, sweep
+from bnpmix.algorithms.nrm_merge import evidence_merges
 from bnpmix.algorithms.nrm_mixture import NRMMixture, hellinger_pairs
 from bnpmix.algorithms.obs.base import ObsModel
 from bnpmix.algorithms.summary import Delete, Pool, Summary
@@ -60,6 +63,10 @@ class NRMConfig:
     merge_threshold: float = opt(0.0, "after each pass merge clusters whose posterior-mean word "
                                  "distributions are closer than this Hellinger distance (0: no "
                                  "merges; mult models only)", within="[0, 1]")
+    merges: str = opt("auto", "after each pass pool pairs of clusters while the log evidence of "
+                      "the partition and the data rises (algorithms/nrm_merge.py): auto (dense "
+                      "models), evidence (every model) or none",
+                      choices=("auto", "evidence", "none"))
 
     def __post_init__(self) -> None:
         if self.nrm_prior == "nggp" and self.nrm_sigma is None:
@@ -219,7 +226,8 @@ class NRMEngine(Engine):
             self.store.log(OnSites(move))
 
     def _end_pass(self) -> None:
-        """Merges (when asked) and the pass's trace."""
+        """Merges (Hellinger when asked; by the evidence unless ``merges`` says none, for dense
+        models under auto) and the pass's trace."""
         if self.cfg.merge_threshold > 0 and self.total.K > 1:
             means = self.ctx.obs.means(self.ctx.obs.post(self.total.N, self.total.obs_stats))
             uids = self.total.uids.copy()  # the pairs' positions: each merge removes a row
@@ -230,6 +238,14 @@ class NRMEngine(Engine):
                     touched.update((a, b))
                     self._move(Pool(a, b))
                     self.merged += 1
+        merges = self.cfg.merges
+        if merges == "evidence" or (merges == "auto" and self.ctx.obs.name != "mult"):
+            EK = None if self.logP is None else self.total.K - float(np.exp(self.logP).sum())
+            w_new = self.prior.predictive(self.total.N, self.m, EK, v0=self.v)[1]
+            for move in evidence_merges(self.ctx.obs, self.prior.sigma, float(np.log(w_new)),
+                                        self.total):
+                self._move(move)
+                self.merged += 1
         self.pass_loglik, self.loglik = self.loglik, 0.0
         self.pass_ += 1
 

@@ -19,10 +19,10 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import gammaln, logsumexp
 
-from bnpmix.algorithms.summary import Delete
+from bnpmix.algorithms.summary import Delete, Pool, Summary
 from bnpmix.pipeline.evaluate import load
 from bnpmix.storage import Corpus, RunDir, ingest_array
-from helpers import ENV, cli, engine_for, write_docword
+from helpers import ENV, cli, engine_for, run_to_end, write_docword
 
 _PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "nrm_data.py"
 _spec = importlib.util.spec_from_file_location("nrm_data", _PATH)
@@ -197,7 +197,7 @@ def small_corpora(tmp_path_factory):
 def test_ep_sums_equal_the_stored_sites_and_the_data_after_every_pass(small_corpora, obs, wave):
     extra, data = OBS_CASES[obs]
     engine = engine_for(small_corpora[data], algorithm="ep", obs=obs, nrm_prior="ig",
-                        epsilon=0.5, passes=4, wave=wave, **extra)
+                        epsilon=0.5, passes=4, wave=wave, merges="none", **extra)
     assert engine.ctx.corpus.n_partitions == 6
     passes, removed, born_in_ep, ids_by_pass = 0, set(), set(), []
     try:
@@ -233,6 +233,59 @@ def test_ep_sums_equal_the_stored_sites_and_the_data_after_every_pass(small_corp
     assert set().union(*ids_by_pass) - ids_by_pass[-1]
     if obs == "mult":  # on the bars, EP passes also create clusters (and remove some of them)
         assert born_in_ep and born_in_ep & removed
+
+
+def test_ep_sums_equal_the_stored_sites_and_the_data_after_evidence_merges(small_corpora):
+    """The default post-pass pools clusters (Pool moves replayed on the stored sites): after
+    every pass the total is still Σ of the stored sites and of r_ik t(x_i) over the data."""
+    engine = engine_for(small_corpora["dense"], algorithm="ep", obs="gauss", epsilon=0.2,
+                        passes=3, prior={"scale": 0.01})
+    pools = 0
+    try:
+        while not engine.done:
+            moves = len(engine.store.moves)
+            if engine.step().lap_end:
+                check_pass_invariants(engine)
+            pools += sum(isinstance(m.move, Pool) for m in engine.store.moves[moves:])
+    finally:
+        engine.close()
+    assert pools > 0 and engine.merged >= pools
+
+
+@pytest.mark.parametrize("expected_k", ["count", "exact"])
+def test_adf_with_evidence_merges_is_the_same_on_one_and_six_partitions(tmp_path, expected_k):
+    """ADF absorbs the rows in corpus order whatever the partitioning, and the post-pass reads
+    only the sums: one and six partitions of the same rows give the same clusters, those of
+    one adf_pass over all rows followed by evidence_merges at the run's w_new."""
+    from bnpmix.algorithms.adf import adf_pass
+    from bnpmix.algorithms.nrm_merge import evidence_merges
+
+    options = {"algorithm": "adf", "obs": "gauss", "nrm_prior": "ig",
+               "expected_k": expected_k, "prior": {"scale": 0.01}}
+    runs = []
+    for rows in (240, 40):
+        engine = run_to_end(engine_for(dense_corpus(tmp_path / f"c{rows}", partition_rows=rows),
+                                       **options))
+        assert engine.ctx.corpus.n_partitions == 240 // rows
+        runs.append(engine)
+    one, six = runs
+    assert one.merged > 0 and one.merged == six.merged
+    np.testing.assert_array_equal(one.total.uids, six.total.uids)
+    close(six.total.N, one.total.N, "N")
+    for k, v in one.total.obs_stats.items():
+        close(six.total.obs_stats[k], v, k)
+    X = np.vstack([six.ctx.corpus.read(p).X for p in range(6)])
+    ref, qs = adf_pass(six.ctx.obs, six.prior, X, six.eps, exact_k=expected_k == "exact")
+    Q = np.zeros((len(X), ref.K))
+    for i, q in enumerate(qs):
+        Q[i, :len(q)] = q
+    stats, shared = six.ctx.obs.split_stats(six.ctx.obs.stats(X, Q))
+    total = Summary(ref.uids, Q.sum(0), stats, np.zeros(ref.K), n_items=len(X), shared=shared)
+    w_new = six.prior.predictive(total.N, len(X), ref.expected_k, v0=ref.v)[1]
+    for move in evidence_merges(six.ctx.obs, six.prior.sigma, float(np.log(w_new)), total):
+        total = move.apply(total)
+    np.testing.assert_array_equal(total.uids, six.total.uids)
+    close(six.total.N, total.N, "N vs adf_pass then merges")
 
 
 # 2. Dask equals threads ----------------------------------------------------------------------
