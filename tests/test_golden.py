@@ -29,9 +29,11 @@ BM = ("birth", "merge")
 # name -> (data set, partitions, fit options)
 FIXED = {"learn_prior": False}  # the prior as the golden runs had it
 PAPER = {"wave": 1, "ahead": 0}  # memo's schedule as the golden runs had it (the paper's)
+ONE_BIRTH = {"birth_per_lap": 1}  # one birth target a lap, as the golden runs had it (the paper's)
 CASES: dict[str, tuple[str, int, dict]] = {
     "patches-memo-bm": ("patches", 12, {"algorithm": "memo", "obs": "zm-gauss", "K": 1,
-                                        "laps": 8, "moves": BM, "seed": 0, **FIXED, **PAPER}),
+                                        "laps": 8, "moves": BM, "seed": 0, **FIXED, **PAPER,
+                                        **ONE_BIRTH}),
     "patches-memo-wave2": ("patches", 12, {"algorithm": "memo", "obs": "zm-gauss", "K": 4,
                                            "laps": 4, "seed": 1, "wave": 2, "ahead": 0,
                                            "moves": "", "tol": 0, **FIXED}),
@@ -41,14 +43,14 @@ CASES: dict[str, tuple[str, int, dict]] = {
                                      "seed": 0, "sovb_kappa": 0.5, "sovb_delay": 100.0,
                                      **FIXED}),
     "gauss-memo-bm": ("gauss", 8, {"algorithm": "memo", "obs": "gauss", "K": 1, "laps": 8,
-                                   "moves": BM, "seed": 2, **FIXED, **PAPER}),
+                                   "moves": BM, "seed": 2, **FIXED, **PAPER, **ONE_BIRTH}),
     "gauss-vb": ("gauss", 8, {"algorithm": "vb", "obs": "gauss", "K": 8, "laps": 5, "seed": 0,
                               **FIXED}),
     "diag-memo-merge": ("gauss", 8, {"algorithm": "memo", "obs": "diag-gauss", "K": 10,
                                      "laps": 5, "moves": ("merge",), "seed": 0, **FIXED,
                                      **PAPER}),
     "topics-memo-bm": ("topics", 6, {"algorithm": "memo", "obs": "mult", "K": 1, "laps": 8,
-                                     "moves": BM, "seed": 0, **PAPER}),
+                                     "moves": BM, "seed": 0, **PAPER, **ONE_BIRTH}),
     "topics-sovb": ("topics", 6, {"algorithm": "sovb", "obs": "mult", "K": 6, "laps": 3,
                                   "seed": 3}),
 }

@@ -27,7 +27,7 @@ print(code, sorted(m for m in sys.modules if m.split(".")[0] in ("dask", "distri
     (("--laps", "0"), "--laps: 0 is not in [1, inf)"),
     (("--wave", "0"), "--wave: 0 is not in [1, inf)"),
     (("--threads", "0"), "--threads: 0 is not in [1, inf)"),
-    (("--K", "-1"), "--K: -1 is not in [1, inf)"),
+    (("--K", "-1"), "--K: -1 is not in [0, inf)"),
     (("--algorithm", "vb", "--passes", "3"), "--passes: does not apply to --algorithm vb"),
     (("--prior", "ig"), "--prior ig: does not apply to --algorithm memo"),
 ])
