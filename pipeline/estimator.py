@@ -87,12 +87,13 @@ class BayesianMixture(*BASES):
 
     Parameters
     ----------
-    algorithm : str, default: pipeline.engines.DEFAULT_ENGINE, memoized online VB with births,
-        merges and deletes
-        The engine: any name ``bnpmix fit --algorithm`` takes (see ``bnpmix fit --help``).
+    algorithm : str, default: pipeline.engines.DEFAULT_ENGINE (memo)
+        The engine: any name ``bnpmix fit --algorithm`` takes: today memo (memoized online VB
+        with births, merges and deletes), vb, sovb, adf, ep, tdpm, ddcrp, and any engine an
+        installed package registers (see ``bnpmix fit --help``).
     obs : str or None, default None
-        The observation model: any name ``bnpmix fit --obs`` takes (``OBS_NAMES``: the full,
-        zero-mean, diagonal and tied Gaussians, the multinomial), or "auto". None: the
+        The observation model: any name ``bnpmix fit --obs`` takes (``OBS_NAMES``: gauss,
+        zm-gauss, diag-gauss, tied-gauss, mult), or "auto". None: the
         corpus kind's default model (``ObsModel.default_for``: the multinomial for sparse
         counts); for dense data "auto" with the engines that mix any observation model (the
         covariance structure whose fit of a sample has the highest ELBO per item).

@@ -106,12 +106,10 @@ class EPConfig(NRMConfig):
 def observation_model(ctx: FitContext) -> ObsModel:
     """The observation model, with its prior, that ADF and EP absorb every item with: chosen
     once when a run starts (not warm-started) and kept in ctx.obs, which checkpoints, the model
-    and summary.json carry. Today the prior make_context scaled to the initialisation sample
-    (``obs_class(name).default(sample)``, overridable by ``[prior]``); issue 32 replaces it
-    here by the prior a fit of that sample learns. ADF follows its prior closely: with the
-    default (E[Σ] a tenth of the data's covariance) the DP posterior itself has many small
-    clusters on data whose clusters spread more widely (wine's 142 items, seeds 0-4: ADF
-    K = 52-61, a collapsed Gibbs sampler of the same model 64-67; benchmarks/adf_dense.py)."""
+    and summary.json carry: on dense data under ``--obs auto`` the prior the chosen
+    candidate's memo fit of the initialisation sample learned, otherwise the prior
+    make_context scaled to that sample (``obs_class(name).default(sample)``, overridable by
+    ``[prior]``)."""
     return ctx.obs
 
 
