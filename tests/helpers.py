@@ -189,6 +189,25 @@ def run_lap(engine) -> None:
         pass
 
 
+SEQ_CENTRES = np.array([[0.0, 0.0], [6.0, 6.0], [6.0, -6.0]])
+SEQUENCES = (10, 20, 30)
+
+
+def sequence_items(rng: np.random.Generator, n: int, times: np.ndarray):
+    """n items in each of SEQUENCES from three 2-D unit Gaussians at SEQ_CENTRES, sorted by
+    component, at sorted times drawn from ``times``: a DataFrame (x, y, label, sequence,
+    time) that every engine can fit, the sequential ones included."""
+    import pandas as pd
+
+    parts = []
+    for s in SEQUENCES:
+        z = np.sort(rng.integers(0, 3, n))
+        X = SEQ_CENTRES[z] + rng.standard_normal((n, 2))
+        parts.append(pd.DataFrame({"x": X[:, 0], "y": X[:, 1], "label": z, "sequence": s,
+                                   "time": np.sort(rng.choice(times, n))}))
+    return pd.concat(parts, ignore_index=True)
+
+
 def blobs(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """n items from three unit Gaussians at (0, 0), (8, 0) and (0, 8), and their labels."""
     rng = np.random.default_rng(seed)

@@ -35,23 +35,11 @@ from bnpmix.pipeline.inspect import format_run_info, format_show, run_info, show
 from bnpmix.pipeline.runtime import checkpoint
 from bnpmix.pipeline.runtime.engine import engine_class, engine_names
 from bnpmix.storage import Corpus, RunDir, ingest_array
+from helpers import sequence_items
 
-CENTRES = np.array([[0.0, 0.0], [6.0, 6.0], [6.0, -6.0]])
-SEQUENCES = (10, 20, 30)
 # small options, each given to the engines whose Config has it
 SMALL = {"laps": 3, "K": 3, "sweeps": 6, "burn_in": 2, "thin": 1, "passes": 2,
          "iterations": 20}
-
-
-def items(rng: np.random.Generator, n: int, times: np.ndarray) -> pd.DataFrame:
-    """n items a sequence, sorted by component, at sorted times drawn from ``times``."""
-    parts = []
-    for s in SEQUENCES:
-        z = np.sort(rng.integers(0, 3, n))
-        X = CENTRES[z] + rng.standard_normal((n, 2))
-        parts.append(pd.DataFrame({"x": X[:, 0], "y": X[:, 1], "label": z, "sequence": s,
-                                   "time": np.sort(rng.choice(times, n))}))
-    return pd.concat(parts, ignore_index=True)
 
 
 def ingest(df: pd.DataFrame, path: Path) -> Path:
@@ -64,8 +52,8 @@ def ingest(df: pd.DataFrame, path: Path) -> Path:
 def corpora(tmp_path_factory) -> SimpleNamespace:
     root = tmp_path_factory.mktemp("contract")
     rng = np.random.default_rng(0)
-    return SimpleNamespace(train=ingest(items(rng, 20, np.arange(4)), root / "train"),
-                           held=ingest(items(rng, 6, np.array([4])), root / "held"),
+    return SimpleNamespace(train=ingest(sequence_items(rng, 20, np.arange(4)), root / "train"),
+                           held=ingest(sequence_items(rng, 6, np.array([4])), root / "held"),
                            root=root)
 
 

@@ -30,10 +30,8 @@ from bnpmix.algorithms.metrics import variation_of_information
 from bnpmix.algorithms.obs.mult import log_multinomial_coefficient
 from bnpmix.storage import Corpus, Manifest, ingest_array
 from bnpmix.storage.writer import new_corpus
-from helpers import cli
+from helpers import SEQUENCES, cli, sequence_items
 
-CENTRES = np.array([[0.0, 0.0], [6.0, 6.0], [6.0, -6.0]])
-SEQUENCES = (10, 20, 30)
 V = 12
 
 # run name -> (training corpus, fit flags); one engine of each model kind on dense and on
@@ -73,17 +71,6 @@ def evaluate(run: Path, heldout: Path, *flags: object) -> dict:
     return json.loads(ok(cli("evaluate", run, "--heldout", heldout, *flags)).stdout)
 
 
-def sequences(rng: np.random.Generator, n: int, times: np.ndarray) -> pd.DataFrame:
-    """n items per sequence, sorted by component, at sorted times drawn from ``times``."""
-    parts = []
-    for s in SEQUENCES:
-        z = np.sort(rng.integers(0, 3, n))
-        X = CENTRES[z] + rng.standard_normal((n, 2))
-        parts.append(pd.DataFrame({"x": X[:, 0], "y": X[:, 1], "label": z, "sequence": s,
-                                   "time": np.sort(rng.choice(times, n))}))
-    return pd.concat(parts, ignore_index=True)
-
-
 def write_bow(path: Path, rng: np.random.Generator, n: int, times: np.ndarray) -> None:
     """Documents of 30 words, topic k putting most mass on words 4k..4k+3; one partition per
     sequence (a ddcrp sequence is whole in one partition)."""
@@ -106,8 +93,9 @@ def runs(tmp_path_factory):
     """The corpora (dense ones through `bnpmix ingest`) and one fitted run per RUNS entry."""
     root = tmp_path_factory.mktemp("evaluate")
     rng = np.random.default_rng(0)
-    frames = {"train": sequences(rng, 20, np.arange(4)), "held": sequences(rng, 6, np.array([4])),
-              "mid": sequences(rng, 6, np.arange(4))}
+    frames = {"train": sequence_items(rng, 20, np.arange(4)),
+              "held": sequence_items(rng, 6, np.array([4])),
+              "mid": sequence_items(rng, 6, np.arange(4))}
     corpora = {}
     for name, df in frames.items():
         df.to_csv(root / f"{name}.csv", index=False, float_format="%.17g")
