@@ -84,6 +84,22 @@ def log_derivative(f, x: float, h: float = 1e-5) -> float:
     return (f(x * np.exp(h)) - f(x * np.exp(-h))) / (2 * h)
 
 
+def learning_trace(obs, alloc, S, model, steps: int, base=None) -> list[float]:
+    """The ELBO from ``model`` through ``steps`` rounds of a prior update (from ``base``, or
+    each round from the last learned prior) then a global update, asserting that neither step
+    lowers it; returns the ELBO after each round, the start first."""
+    trace = [model.elbo(S)]
+    for _ in range(steps):
+        learned = obs.learn_prior(model.post, obs if base is None else base)
+        at_q = Mixture(learned, alloc, model.uids, model.post, model.alloc_post).elbo(S)
+        after = optimal_elbo(learned, alloc, S)
+        assert at_q >= trace[-1] - 1e-9 * abs(trace[-1])
+        assert after >= at_q - 1e-9 * abs(at_q)
+        trace.append(after)
+        obs, model = learned, Mixture.from_summary(learned, alloc, S)
+    return trace
+
+
 # ---------------------------------------------------------------- the 1-D shape equation
 
 @pytest.mark.parametrize("D", [1, 3, 20])
@@ -408,15 +424,7 @@ def test_elbo_never_falls_across_learning_and_the_global_update(name):
         model = Mixture(obs, alloc, model.uids, obs.post(other.N, other.stats),
                         model.alloc_post)
         before = model.elbo(S)
-        trace = [before]
-        for _ in range(8):
-            learned = obs.learn_prior(model.post, base)
-            at_q = Mixture(learned, alloc, model.uids, model.post, model.alloc_post).elbo(S)
-            after = optimal_elbo(learned, alloc, S)
-            assert at_q >= trace[-1] - 1e-9 * abs(trace[-1])
-            assert after >= at_q - 1e-9 * abs(at_q)
-            trace.append(after)
-            obs, model = learned, Mixture.from_summary(learned, alloc, S)
+        trace = learning_trace(obs, alloc, S, model, steps=8, base=base)
         assert trace[-1] > before
 
 
@@ -516,13 +524,6 @@ def test_tied_gauss_elbo_never_falls_across_learning_and_the_global_update():
         other = obs.stats(X, R2)
         model = Mixture.from_summary(obs, alloc, S)
         model = Mixture(obs, alloc, model.uids, obs.post(R2.sum(0), other), model.alloc_post)
-        trace, fixed = [model.elbo(S)], optimal_elbo(obs, alloc, S)
-        for _ in range(6):
-            learned = obs.learn_prior(model.post, obs)
-            at_q = Mixture(learned, alloc, model.uids, model.post, model.alloc_post).elbo(S)
-            after = optimal_elbo(learned, alloc, S)
-            assert at_q >= trace[-1] - 1e-9 * abs(trace[-1])
-            assert after >= at_q - 1e-9 * abs(at_q)
-            trace.append(after)
-            obs, model = learned, Mixture.from_summary(learned, alloc, S)
+        fixed = optimal_elbo(obs, alloc, S)
+        trace = learning_trace(obs, alloc, S, model, steps=6)
         assert trace[-1] > fixed + 1e-6 * abs(fixed)
