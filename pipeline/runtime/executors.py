@@ -11,7 +11,9 @@ per index: a partition's own state from the driver's store, its random seed) the
 ``executor.parallelism``: how many visits can run at once.
 
 - ``LocalExecutor``: in this process, ``threads`` (a thread pool) or ``synchronous`` (each
-  submit runs at once).
+  submit runs at once). A pool of more than one thread limits BLAS to one thread per call while
+  it is open (as Dask's worker processes do): the pool's threads are the parallelism, and BLAS
+  threads on top of them oversubscribe the cores, busy-waiting (measured 3-5x slower fits).
 - ``DaskExecutor``: a ``distributed.Client`` (opened for the run, or the caller's own, which the
   run never closes). Each worker reads its partitions itself (pyarrow) and keeps them in a
   per-process LRU cache across laps. Each partition ranks the workers present by rendezvous
@@ -39,6 +41,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, NamedTuple
+
+from threadpoolctl import threadpool_limits
 
 from bnpmix.storage import BnpmixError, Corpus
 from bnpmix.storage.objectstore import storage_options
@@ -165,6 +169,7 @@ class LocalExecutor(Executor):
         self.cache = PartitionCache(cache_bytes)
         self._threads = workers if mode == "threads" else 1
         self._pool = ThreadPoolExecutor(workers) if mode == "threads" else None
+        self._blas = threadpool_limits(1, user_api="blas") if self._threads > 1 else None
 
     @property
     def parallelism(self) -> int:
@@ -207,6 +212,9 @@ class LocalExecutor(Executor):
     def close(self) -> None:
         if self._pool is not None:
             self._pool.shutdown()
+        if self._blas is not None:
+            self._blas.restore_original_limits()
+            self._blas = None
 
     def describe(self) -> str:
         return f"local ({self.mode})"

@@ -16,6 +16,7 @@ from collections import Counter, defaultdict
 
 import numpy as np
 import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
 
 from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.pipeline.runtime.data import PartitionCache, partition_refs
@@ -175,6 +176,24 @@ def test_synchronous_runs_at_submit_and_threads_at_once(corpus):
         assert blocked.result() == [0, 1]
     finally:
         threads.close()
+
+
+def blas_threads() -> set[int]:
+    return {lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"}
+
+
+def test_a_thread_pool_runs_blas_on_one_thread_until_it_closes(corpus):
+    """Two pool threads each calling a two-thread BLAS oversubscribe two cores."""
+    with threadpool_limits(2, user_api="blas"):
+        sync = LocalExecutor(corpus, "synchronous")
+        assert sync.map(lambda batch: blas_threads(), [0]) == [{2}]
+        sync.close()
+        threads = LocalExecutor(corpus, "threads", workers=2)
+        try:
+            assert threads.map(lambda batch: blas_threads(), [0, 1]) == [{1}, {1}]
+        finally:
+            threads.close()
+        assert blas_threads() == {2}
 
 
 def test_the_cache_counts_hits_and_misses(corpus):
