@@ -86,8 +86,9 @@ def assert_same(got: tuple, want: tuple) -> None:
 
 def test_merge_entropies_skip_only_what_the_floor_bounds():
     """Responsibilities spread over 1e-40..1 (as a well-separated dense fit's are): the merge
-    entropies equal the item-by-item sum to within n · 4e-14 nats, the documented bound on the
-    items where a pair's smaller responsibility is below PAIR_FLOOR; and that bound holds at
+    entropies from the items' held pairs equal the item-by-item sum to within n · 4e-14 nats,
+    the documented bound on the items where a pair's smaller responsibility is below
+    PAIR_FLOOR, and a single pair (computed directly) equals it; and that bound holds at
     its worst case, on a grid of (r_a, r_b) with r_b < PAIR_FLOOR <= ... <= 1."""
     rng = np.random.default_rng(1)
     n, K = 4_000, 12
@@ -100,6 +101,9 @@ def test_merge_entropies_skip_only_what_the_floor_bounds():
     want = -xlogy(R[:, ia] + R[:, ib], R[:, ia] + R[:, ib]).sum(axis=0)
     got = pair_entropies(R, entropies(R, log_r), uids, np.stack([ia, ib], axis=1))
     assert np.abs(got - want).max() <= n * 4e-14
+    one = [pair_entropies(R, entropies(R, log_r), uids, np.array([[a, b]])) for a, b in
+           zip(ia, ib, strict=True)]  # one pair: fewer sums item by item than pairs held
+    np.testing.assert_allclose(np.concatenate(one), want, rtol=1e-13)
     b = np.geomspace(1e-300, PAIR_FLOOR, 400)[:, None]
     a = np.linspace(0.0, 1.0, 401)[None, 1:]
     c = xlogy(a + b, a + b) - xlogy(a, a) - xlogy(b, b)
