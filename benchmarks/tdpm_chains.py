@@ -20,8 +20,8 @@ items).
 --start truth: runs start at the true labels and states instead of the empty start. The data
 are drawn from the model the sampler targets, so the truth is an exact draw from the posterior
 given them, and so is every later sample of an exact sampler: what these runs show is what the
-posterior itself holds, which no correct move can remove (Sec. 7 data: about as many pairs
-as from the empty start).
+posterior itself holds, which no correct move can remove (Sec. 7 data, 20 runs of 12 sweeps:
+every run ends with such a pair, 4.75 a run, against 5.65 from the empty start).
 
 Speed. 21,000 sweeps of the enumeration tests' corpus (``tests/algorithms/test_tdpm_gibbs.py``:
 6 items over 2 epochs, 1-D, σ = 4, ρ = 0.3, Σ = 0.5, α = 1, W = 1, λ = 0.8) as 3 chains of 7,000
