@@ -10,9 +10,18 @@ or more epochs both a and b hold items of k and k is the majority of each one's 
 --data engine-test: the tdpm engine test's corpus instead (8 epochs x 40 points, three
 clusters; the engine's default hyperparameters, Σ and ρ learnt), where the issue-11 note saw
 the mode in about half of 12-sweep runs. Printed (and in the JSON): the share of such runs, the
-number of such pairs per run, GVI and LVI of the last samples, with the split-merge moves
-(``algorithms/tdpm/splitmerge.py``) and without (--moves off: ``split_merge=False``, the
-sampler before the moves existed).
+number of such pairs per run, GVI and LVI of the last samples, the accepted split-merge and cut
+moves by kind, with the moves (``algorithms/tdpm/splitmerge.py``) and without (--moves off:
+``split_merge=False``, the sampler before the moves existed). Each pair's profile is in the
+JSON and summarised: the size of its smaller chain, and whether the whole merge of the two has
+an MH ratio above 1 (joint gain + the reverse split's log q, anchors the two chains' first
+items).
+
+--start truth: runs start at the true labels and states instead of the empty start. The data
+are drawn from the model the sampler targets, so the truth is an exact draw from the posterior
+given them, and so is every later sample of an exact sampler: what these runs show is what the
+posterior itself holds, which no correct move can remove (Sec. 7 data, 20 runs of 12 sweeps:
+every run ends with such a pair, 4.75 a run, against 5.65 from the empty start).
 
 Speed. 21,000 sweeps of the enumeration tests' corpus (``tests/algorithms/test_tdpm_gibbs.py``:
 6 items over 2 epochs, 1-D, σ = 4, ρ = 0.3, Σ = 0.5, α = 1, W = 1, λ = 0.8) as 3 chains of 7,000
@@ -20,7 +29,7 @@ sweeps in --jobs processes: the wall time, and the CPU seconds (the processes' o
 shared machine inflates less than the wall's).
 
     python benchmarks/tdpm_chains.py [--data sec7] [--runs 40] [--sweeps 12] [--moves both]
-        [--jobs 2] [--skip-parallel] [--skip-speed] [--json PATH]
+        [--start empty] [--jobs 2] [--skip-parallel] [--skip-speed] [--json PATH]
 """
 
 from __future__ import annotations
@@ -33,11 +42,13 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from tdpm_sec7 import set_state
 
 from bnpmix.algorithms.metrics import global_and_local_vi
 from bnpmix.algorithms.tdpm.dynamics import RandomWalk
 from bnpmix.algorithms.tdpm.emission import GaussianEmission
 from bnpmix.algorithms.tdpm.gibbs import ChainSampler, RCRPPrior
+from bnpmix.algorithms.tdpm.splitmerge import SplitMerge
 from bnpmix.datasets import tdpm_gaussian
 from bnpmix.pipeline.engines.tdpm import TDPMConfig, hyperparameters
 
@@ -46,9 +57,10 @@ SEC7 = {"alpha": 2.5, "window": 1, "decay": 0.8, "birth_var": 10.0, "drift_var":
         "noise_var": 0.1}
 
 
-def parallel_pairs(z: np.ndarray, truth: np.ndarray, epochs: np.ndarray) -> int:
-    """How many (true chain k, chains a < b) have two or more epochs where both a and b hold
-    items of k and k is the majority of each one's items at that epoch."""
+def parallel_pairs(z: np.ndarray, truth: np.ndarray, epochs: np.ndarray
+                   ) -> dict[tuple[int, int, int], int]:
+    """The (true chain k, chains a < b) with two or more epochs where both a and b hold items
+    of k and k is the majority of each one's items at that epoch, and how many such epochs."""
     shared: dict[tuple[int, int, int], int] = {}
     for t in np.unique(epochs):
         at = epochs == t
@@ -63,7 +75,29 @@ def parallel_pairs(z: np.ndarray, truth: np.ndarray, epochs: np.ndarray) -> int:
                 for b in held[u + 1:]:
                     key = (int(ks[k]), int(chains[a]), int(chains[b]))
                     shared[key] = shared.get(key, 0) + 1
-    return sum(n >= 2 for n in shared.values())
+    return {key: n for key, n in shared.items() if n >= 2}
+
+
+def pair_profile(s: ChainSampler, truth: np.ndarray) -> list[dict]:
+    """Each parallel pair of the sampler's state: the two chains' sizes and spans (larger
+    first), the epochs shared, the log joint gain of merging the two whole chains and the log
+    probability of the reverse split's allocation (anchors: each chain's first item)."""
+    sm = s.splitmerge or SplitMerge(s)
+    rows = []
+    for (k, a, b), shared in parallel_pairs(s.z, truth, s.epochs).items():
+        A, B = sm._members(a), sm._members(b)
+        if len(A) < len(B):
+            A, B = B, A
+        items = sm._sorted(np.concatenate([A, B]))
+        gain = logq = None
+        if sm._valid(items):
+            gain = sm._log_ratio(items, A, B)
+            logq = sm.allocate(items, int(A[0]), int(B[0]), None, np.isin(items, A))[1]
+        rows.append({"true_chain": k, "sizes": [len(A), len(B)],
+                     "spans": [[int(s.epochs[A].min()), int(s.epochs[A].max())],
+                               [int(s.epochs[B].min()), int(s.epochs[B].max())]],
+                     "shared_epochs": shared, "merge_gain": gain, "split_log_q": logq})
+    return rows
 
 
 def engine_test_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -82,15 +116,17 @@ def engine_test_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return np.array(X), np.array(E, np.int64), np.array(Z)
 
 
-def chain_run(seed: int, sweeps: int, split_merge: bool, data: str, data_seed: int) -> dict:
-    """One run from the empty start. Sec. 7: the true hyperparameters; the engine test's data:
-    the engine's defaults (σ the data's variance, Σ and ρ drawn each sweep from their
-    inverse-gamma conditionals, ``pipeline.engines.tdpm.hyperparameters``)."""
+def chain_run(seed: int, sweeps: int, split_merge: bool, data: str, data_seed: int,
+              start: str = "empty") -> dict:
+    """One run from the empty start (or, Sec. 7 data, the truth). Sec. 7: the true
+    hyperparameters; the engine test's data: the engine's defaults (σ the data's variance, Σ
+    and ρ drawn each sweep from their inverse-gamma conditionals,
+    ``pipeline.engines.tdpm.hyperparameters``)."""
     rng = np.random.default_rng(seed)
     learn: dict = {}
     if data == "sec7":
-        X, epochs, truth, _ = tdpm_gaussian(n_epochs=30, per_epoch=100, **SEC7, dim=2,
-                                            seed=data_seed)
+        X, epochs, truth, states = tdpm_gaussian(n_epochs=30, per_epoch=100, **SEC7, dim=2,
+                                                 seed=data_seed)
         h = SEC7
     else:
         X, epochs, truth = engine_test_data(data_seed)
@@ -99,17 +135,20 @@ def chain_run(seed: int, sweeps: int, split_merge: bool, data: str, data_seed: i
     s = ChainSampler(epochs, int(epochs.max()) + 1, GaussianEmission(X, h["noise_var"]),
                      RandomWalk(h["birth_var"], h["drift_var"]),
                      RCRPPrior(h["alpha"], h["window"], h["decay"]), split_merge=split_merge)
-    start = time.perf_counter()
+    if start == "truth":
+        set_state(s, truth, states)
+    begun = time.perf_counter()
     for _ in range(sweeps):
         s.sweep(rng)
         if learn:
             s.resample_variances(rng, learn.get("noise_var"), learn.get("drift_var"))
-    seconds = time.perf_counter() - start
+    seconds = time.perf_counter() - begun
     z = s.canonical()
     gvi, lvi = global_and_local_vi(truth, z, epochs)
-    return {"seed": seed, "pairs": parallel_pairs(z, truth, epochs), "gvi": gvi, "lvi": lvi,
+    profile = pair_profile(s, truth)
+    return {"seed": seed, "pairs": len(profile), "gvi": gvi, "lvi": lvi,
             "chains": int(z.max() + 1), "seconds": seconds,
-            "merged_or_split": 0 if s.splitmerge is None else s.splitmerge.accepted}
+            "moves": {} if s.splitmerge is None else s.splitmerge.moves, "profile": profile}
 
 
 X6 = np.array([-1.0, -0.6, 1.2, -0.8, 1.0, 1.5])
@@ -138,7 +177,17 @@ def run_all(tasks: list, jobs: int) -> list:
 
 def summarise(runs: list[dict]) -> dict:
     share = float(np.mean([r["pairs"] > 0 for r in runs]))
+    pairs = [p for r in runs for p in r["profile"]]
+    smaller = np.array([p["sizes"][1] for p in pairs], int)
+    ratio = np.array([p["merge_gain"] + p["split_log_q"] if p["merge_gain"] is not None
+                      else -np.inf for p in pairs])
     return {"share_with_parallel_chains": share,
+            "moves": {k: int(sum(r["moves"].get(k, 0) for r in runs))
+                      for k in ("merge", "split", "graft", "peel")},
+            "smaller_chain": {"<=5": int(np.sum(smaller <= 5)),
+                              "6-20": int(np.sum((smaller > 5) & (smaller <= 20))),
+                              ">20": int(np.sum(smaller > 20))},
+            "merge_ratio_above_1": int(np.sum(ratio > 0)),
             "pairs_per_run": float(np.mean([r["pairs"] for r in runs])),
             "gvi": float(np.mean([r["gvi"] for r in runs])),
             "lvi": float(np.mean([r["lvi"] for r in runs])),
@@ -154,6 +203,8 @@ def main() -> None:
     p.add_argument("--data", choices=("sec7", "engine-test"), default="sec7")
     p.add_argument("--moves", choices=("on", "off", "both"), default="both",
                    help="with the split-merge moves, without them (the sampler before), both")
+    p.add_argument("--start", choices=("empty", "truth"), default="empty",
+                   help="Sec. 7 data: start at the true labels and states (a posterior draw)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--skip-parallel", action="store_true")
     p.add_argument("--skip-speed", action="store_true")
@@ -165,17 +216,20 @@ def main() -> None:
     if not args.skip_parallel:
         out["parallel"] = {}
         for on in {"on": [True], "off": [False], "both": [True, False]}[args.moves]:
-            runs = run_all([(chain_run, (seed, args.sweeps, on, args.data, args.data_seed))
-                            for seed in range(args.runs)], args.jobs)
+            runs = run_all([(chain_run, (seed, args.sweeps, on, args.data, args.data_seed,
+                                         args.start)) for seed in range(args.runs)], args.jobs)
             for r in runs:
                 r["sweeps"] = args.sweeps
             key = "split_merge" if on else "no_split_merge"
-            out["parallel"][f"{args.data}_{key}"] = summary = summarise(runs)
-            print(f"{args.data} data, {args.runs} runs of {args.sweeps} sweeps, {key}: "
-                  f"{summary['share_with_parallel_chains']:.0%} end with a cluster held by two "
-                  f"parallel chains ({summary['pairs_per_run']:.2f} such pairs a run); GVI "
-                  f"{summary['gvi']:.3f}, LVI {summary['lvi']:.3f}; "
-                  f"{summary['seconds_per_sweep']:.2f} s a sweep", flush=True)
+            out["parallel"][f"{args.data}_{args.start}_{key}"] = summary = summarise(runs)
+            print(f"{args.data} data, {args.start} start, {args.runs} runs of {args.sweeps} "
+                  f"sweeps, {key}: {summary['share_with_parallel_chains']:.0%} end with a "
+                  f"cluster held by two parallel chains ({summary['pairs_per_run']:.2f} such "
+                  f"pairs a run; smaller chain {summary['smaller_chain']} items, whole merge's "
+                  f"MH ratio above 1 for {summary['merge_ratio_above_1']}); GVI "
+                  f"{summary['gvi']:.3f}, LVI {summary['lvi']:.3f}; accepted "
+                  f"{summary['moves']}; {summary['seconds_per_sweep']:.2f} s a sweep",
+                  flush=True)
     if not args.skip_speed:
         start = time.perf_counter()
         seconds = run_all([(tiny_run, (seed, 7000)) for seed in range(3)], args.jobs)

@@ -20,8 +20,9 @@ Each weight is the product of the prior factors that change (``rcrp.chain_log_fa
 epochs t..t+W) and the likelihood with the new states integrated against the walk's conditional
 given their neighbours; the chosen states are then drawn (and bridged to the neighbours). After
 a sweep over items, the chains are relinked across each epoch boundary, whole chains are
-merged or split (``splitmerge.py``: Gaussian emissions, not with fixed K or membership
-stability), then every chain's states are redrawn by forward filtering, backward sampling.
+merged or split and parts of chains grafted onto or peeled off others (``splitmerge.py``:
+Gaussian emissions, not with fixed K or membership stability), then every chain's states are
+redrawn by forward filtering, backward sampling.
 
 Relinking (not in the paper; one item at a time, a chain cut in two, or two chains that cross,
 takes many unlikely steps to mend). At boundary t every chain with members in [t − W, t − 1] is
@@ -660,7 +661,7 @@ class ChainSampler:
         """One Gibbs sweep: every item of epochs >= ``start_epoch`` once (epochs in order, items
         shuffled within each; items not yet seated are seated sequentially, redrawing the states
         of the chains alive after each epoch), the relinking moves at every boundary after
-        ``start_epoch``, the split-merge moves (``splitmerge.py``), then every chain's
+        ``start_epoch``, the split-merge and cut moves (``splitmerge.py``), then every chain's
         states."""
         for t in range(start_epoch, self.T):
             seating = bool(np.any(self.z[self.by_epoch[t]] < 0))

@@ -33,6 +33,23 @@ the item's pseudo-observation. Otherwise merge z_i's and z_j's chains: the rever
 probability is that allocation evaluated at the two chains as they are. A proposal that leaves
 a chain with occupied epochs more than W apart has target 0 and is rejected; under online
 continuation (``start_epoch`` > 0) chains with items before it are left alone.
+
+Cut moves (a graft and its reverse, a peel; each proposal is one with probability ``cut``,
+chosen before the anchors' labels are looked at). One cluster held by two chains that overlap
+in time, one of which is impure (it holds the cluster for a few epochs, then continues as
+another), is not mended by a whole merge: the union keeps the impurity, and the reverse split
+must guess every item. A graft moves the part of one chain on one side of a cut into another:
+with a = z_i ≠ b = z_j, an option (side, c) is drawn uniformly among b's occupied epochs c
+after both anchors (head: b's items before c join a, b continues from c) and before both
+(tail: b's items after c join a, b ends at c). Its reverse is the peel with the same anchors,
+now in one chain a': an option (side, b') is drawn uniformly among the other chains b' that
+begin after both anchors with a' occupied in the W epochs before b' begins (head), or end
+before both with a' occupied in the W epochs after (tail); a''s items before b' begins (after
+it ends) are allocated sequentially into A ∋ i and B ∋ j as above, and B joins b'. The graft
+made from the peel's result with the same anchors takes c = b''s first (last) epoch, which is
+one of its options, and gives the peel's state back (and the other way round), so the MH ratio
+of a graft is [p(z') / p(z)] · [r_{z'}(i) / r_z(i)] · [#grafts(z) / #peels(z')] · q(B), and a
+peel's its inverse. The number of chains does not change.
 """
 
 from __future__ import annotations
@@ -46,13 +63,16 @@ from ..alloc.rcrp import chain_log_prior
 
 
 class SplitMerge:
-    """Split-merge moves of one ``ChainSampler`` (module docstring): ``attempts`` proposals a
-    sweep, or ``rate`` proposals per item (of the epochs swept) when ``attempts`` is None."""
+    """Split-merge and cut moves of one ``ChainSampler`` (module docstring): ``attempts``
+    proposals a sweep, or ``rate`` proposals per item (of the epochs swept) when ``attempts`` is
+    None; a share ``cut`` of them cut moves. ``moves`` counts the accepted moves by kind."""
 
-    def __init__(self, sampler: Any, rate: float = 0.05, attempts: int | None = None):
+    def __init__(self, sampler: Any, rate: float = 0.05, attempts: int | None = None,
+                 cut: float = 0.5):
         # sampler: gibbs.ChainSampler (not imported: gibbs imports this module)
         self.s = sampler
-        self.rate, self.attempts = rate, attempts
+        self.rate, self.attempts, self.cut = rate, attempts, cut
+        self.moves = {"merge": 0, "split": 0, "graft": 0, "peel": 0}
         n = len(sampler.epochs)
         self.y, r, _ = sampler.emission.exact_pseudo_obs(np.arange(n), np.arange(n))
         self.bandwidth = float(np.mean(r)) if n else 1.0
@@ -76,15 +96,21 @@ class SplitMerge:
             np.add.at(cols[:, g], self.s.epochs[items] - lo, 1)
         return cols
 
-    def _log_ratio(self, merged: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
-        """log p(z_merged, x) − log p(z_split, x): the chains' prior factors and evidences."""
+    def _log_gain(self, new: list[np.ndarray], old: list[np.ndarray]) -> float:
+        """log p(z_new, x) − log p(z_old, x) when the chains ``old`` (items sorted by epoch)
+        become ``new`` (the same items) and the others stay: their prior factors and
+        evidences."""
         s = self.s
-        ep = s.epochs[merged]
+        ep = s.epochs[np.concatenate(old)]
         lo, hi = int(ep.min()), min(s.T, int(ep.max()) + s.prior.window + 1)
         p = s.prior
-        f = chain_log_prior(self._columns([merged, a, b], lo, hi), p.window, p.decay, p.alpha)
-        return (float(f[0] - f[1] - f[2]) + self._evidence(merged) - self._evidence(a)
-                - self._evidence(b))
+        f = chain_log_prior(self._columns(new + old, lo, hi), p.window, p.decay, p.alpha)
+        return (float(f[:len(new)].sum() - f[len(new):].sum())
+                + sum(self._evidence(g) for g in new) - sum(self._evidence(g) for g in old))
+
+    def _log_ratio(self, merged: np.ndarray, a: np.ndarray, b: np.ndarray) -> float:
+        """log p(z_merged, x) − log p(z_split, x)."""
+        return self._log_gain([merged], [a, b])
 
     def _valid(self, items: np.ndarray) -> bool:
         """A chain: occupied epochs at most W apart (items sorted by epoch)."""
@@ -177,7 +203,8 @@ class SplitMerge:
             i = self._anchor(pool, rng, start_epoch)
             j = self._partner(i, rng, start_epoch)
             if j >= 0:
-                done += self.propose(i, j, rng, start_epoch)
+                move = self.propose_cut if rng.random() < self.cut else self.propose
+                done += move(i, j, rng, start_epoch)
         self.accepted += done
         return done
 
@@ -228,6 +255,7 @@ class SplitMerge:
             pick = self._pick_ratio(i, start_epoch, int(np.sum(s.epochs[A] >= start_epoch)), 1)
             if math.log(rng.random()) < -self._log_ratio(items, A, B) - logq + pick:
                 self._split(a, B, rng)
+                self.moves["split"] += 1
                 return True
             return False
         A, B = self._members(a), self._members(b)
@@ -239,28 +267,152 @@ class SplitMerge:
         pick = self._pick_ratio(i, start_epoch, int(np.sum(s.epochs[items] >= start_epoch)), -1)
         if math.log(rng.random()) < self._log_ratio(items, A, B) + logq + pick:
             self._merge(a, b, rng)
+            self.moves["merge"] += 1
             return True
         return False
 
+    # ---- the cut moves ---------------------------------------------------------------------
+
+    def _graft_options(self, ti: int, tj: int, occ_b: np.ndarray) -> list[tuple[int, int]]:
+        """Grafts of the chain with occupied epochs ``occ_b`` for anchors at epochs ti, tj:
+        (+1, c), c after both (its part before c moves), and (−1, c), c before both (its part
+        after c moves)."""
+        return ([(1, int(c)) for c in occ_b[occ_b > max(ti, tj)]]
+                + [(-1, int(c)) for c in occ_b[occ_b < min(ti, tj)]])
+
+    def _peel_options(self, ti: int, tj: int, occ_a: np.ndarray, others: np.ndarray,
+                      first: np.ndarray, last: np.ndarray) -> list[tuple[int, int]]:
+        """Peels of the chain occupied at epochs ``occ_a`` (T booleans) toward the chains
+        ``others`` (spans first..last): (+1, b) for b beginning after both anchors with the chain
+        occupied in the W epochs before it, (−1, b) for b ending before both with the chain
+        occupied in the W epochs after."""
+        W, T = self.s.prior.window, self.s.T
+        cum = np.concatenate([[0], np.cumsum(occ_a)])
+        before = cum[first] - cum[np.maximum(first - W, 0)] > 0
+        after = cum[np.minimum(last + W + 1, T)] - cum[last + 1] > 0
+        head = others[(first > max(ti, tj)) & before]
+        tail = others[(last < min(ti, tj)) & after]
+        return [(1, int(b)) for b in head] + [(-1, int(b)) for b in tail]
+
+    def _sorted(self, items: np.ndarray) -> np.ndarray:
+        """Items sorted by (epoch, item)."""
+        return items[np.lexsort((items, self.s.epochs[items]))]
+
+    def _side(self, items: np.ndarray, side: int, c: int) -> np.ndarray:
+        """The items before epoch c (side +1) or after it (side −1)."""
+        ep = self.s.epochs[items]
+        return items[ep < c] if side > 0 else items[ep > c]
+
+    def _occupied(self, items: np.ndarray) -> np.ndarray:
+        """The epochs where ``items`` are, as T booleans."""
+        occ = np.zeros(self.s.T, dtype=bool)
+        occ[self.s.epochs[items]] = True
+        return occ
+
+    def cut_options(self, i: int, j: int) -> list[tuple[int, int]]:
+        """The cut moves of anchors i and j: grafts (side, c) if they are in two chains, peels
+        (side, b) if in one (module docstring)."""
+        s = self.s
+        a, b = int(s.z[i]), int(s.z[j])
+        ti, tj = int(s.epochs[i]), int(s.epochs[j])
+        if a != b:
+            return self._graft_options(ti, tj, s.counts[:, b].nonzero()[0])
+        others = s.active.nonzero()[0]
+        others = others[others != a]
+        return self._peel_options(ti, tj, s.counts[:, a] > 0, others, s.first[others],
+                                  s.last[others])
+
+    def propose_cut(self, i: int, j: int, rng: np.random.Generator,
+                    start_epoch: int = 0) -> bool:
+        """One cut move with anchors i and j, its option drawn uniformly; True if accepted."""
+        s = self.s
+        a, b = int(s.z[i]), int(s.z[j])
+        if a < 0 or b < 0 or min(s.first[a], s.first[b]) < start_epoch:
+            return False
+        options = self.cut_options(i, j)
+        if not options:
+            return False
+        side, c = options[rng.integers(len(options))]
+        if a == b and s.first[c] < start_epoch:
+            return False
+        kind, (moved, target, ratio) = (("graft", self.graft(i, j, side, c, start_epoch))
+                                        if a != b else
+                                        ("peel", self.peel(i, j, side, c, rng, start_epoch)))
+        if math.log(rng.random()) < ratio:
+            self._move(moved, target, [a, b if a != b else c], rng)
+            self.moves[kind] += 1
+            return True
+        return False
+
+    def graft(self, i: int, j: int, side: int, c: int,
+              start_epoch: int = 0) -> tuple[np.ndarray, int, float]:
+        """The graft (side, c) of z_j's chain b into z_i's chain a: the items moved, the label
+        they take (a), and the log MH ratio log[p(z') r_{z'}(i) #grafts(z) q(B)] −
+        log[p(z) r_z(i) #peels(z')] (−inf if z' is not a valid labelling)."""
+        s = self.s
+        a, b = int(s.z[i]), int(s.z[j])
+        A, B = self._members(a), self._members(b)
+        moved = self._side(B, side, c)
+        kept, grown = B[~np.isin(B, moved)], self._sorted(np.concatenate([A, moved]))
+        if not self._valid(grown):
+            return moved, a, -math.inf
+        others = s.active.nonzero()[0]
+        others = others[others != a]
+        first, last = s.first[others].copy(), s.last[others].copy()
+        first[others == b], last[others == b] = s.epochs[kept].min(), s.epochs[kept].max()
+        back = self._peel_options(int(s.epochs[i]), int(s.epochs[j]), self._occupied(grown),
+                                  others, first, last)
+        region = self._side(grown, side, c)
+        _, logq = self.allocate(region, i, j, None, ~np.isin(region, moved))
+        n_own = int(np.sum(s.epochs[A] >= start_epoch))
+        return moved, a, (self._log_gain([grown, kept], [A, B]) + logq
+                          + math.log(len(self.cut_options(i, j))) - math.log(len(back))
+                          + self._pick_ratio(i, start_epoch, n_own + len(moved), 0))
+
+    def peel(self, i: int, j: int, side: int, b: int, rng: np.random.Generator | None,
+             start_epoch: int = 0, into_a: np.ndarray | None = None
+             ) -> tuple[np.ndarray, int, float]:
+        """The peel (side, b) of z_i = z_j's chain a toward chain b, allocated with ``rng`` (or
+        the given ``into_a``, over a's items on that side of b): the items moved, the label
+        they take (b), and the log MH ratio (the graft's, inverted)."""
+        s = self.s
+        a = int(s.z[i])
+        A, B = self._members(a), self._members(b)
+        c = int(s.first[b] if side > 0 else s.last[b])
+        region = self._side(A, side, c)
+        into_a, logq = self.allocate(region, i, j, rng, into_a)
+        moved = region[~into_a]
+        kept, grown = A[~np.isin(A, moved)], self._sorted(np.concatenate([B, moved]))
+        if not (self._valid(kept) and self._valid(grown)):
+            return moved, b, -math.inf
+        back = self._graft_options(int(s.epochs[i]), int(s.epochs[j]),
+                                   self._occupied(grown).nonzero()[0])
+        n_own = int(np.sum(s.epochs[A] >= start_epoch))
+        return moved, b, (self._log_gain([kept, grown], [A, B]) - logq
+                          + math.log(len(self.cut_options(i, j))) - math.log(len(back))
+                          + self._pick_ratio(i, start_epoch, n_own - len(moved), 0))
+
     # ---- the state -------------------------------------------------------------------------
+
+    def _move(self, items: np.ndarray, k: int, changed: list[int],
+              rng: np.random.Generator) -> None:
+        """Give ``items`` the label k, then rebuild the ``changed`` chains' counts and spans
+        and draw their states (FFBS)."""
+        s = self.s
+        s.z[items] = k
+        for c in changed:
+            mine = (s.z == c).nonzero()[0]
+            s.counts[:, c] = np.bincount(s.epochs[mine], minlength=s.T)
+            s.first[c], s.last[c] = s.epochs[mine].min(), s.epochs[mine].max()
+            s.phi[c] = np.zeros((int(s.last[c] - s.first[c] + 1), s.emission.dim))
+        s.resample_states(rng, changed)
 
     def _merge(self, a: int, b: int, rng: np.random.Generator) -> None:
         s = self.s
-        s.z[s.z == b] = a
-        s.counts[:, a] += s.counts[:, b]
-        s.first[a], s.last[a] = min(s.first[a], s.first[b]), max(s.last[a], s.last[b])
+        B = (s.z == b).nonzero()[0]
         s._free(b)
-        s.phi[a] = np.zeros((int(s.last[a] - s.first[a] + 1), s.emission.dim))
-        s.resample_states(rng, [a])
+        self._move(B, a, [a], rng)
 
     def _split(self, a: int, B: np.ndarray, rng: np.random.Generator) -> None:
-        s = self.s
-        b = s._new_label()
-        s.z[B] = b
-        for k in (a, b):
-            items = (s.z == k).nonzero()[0]
-            s.counts[:, k] = np.bincount(s.epochs[items], minlength=s.T)
-            s.first[k], s.last[k] = s.epochs[items].min(), s.epochs[items].max()
-            s.phi[k] = np.zeros((int(s.last[k] - s.first[k] + 1), s.emission.dim))
-        s.resample_states(rng, [a, b])
-
+        b = self.s._new_label()
+        self._move(B, b, [a, b], rng)

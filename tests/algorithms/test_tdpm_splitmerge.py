@@ -190,3 +190,135 @@ def test_anchors_are_drawn_with_the_probability_the_ratio_uses():
     assert r.sum() == pytest.approx(1.0, abs=1e-12)
     assert np.all(np.abs(freq - r) < 4 * np.sqrt(r * (1 - r) / draws)), (freq, r)
     assert freq[[12, 23]].sum() > 0.25
+
+
+def restore_labels(s: ChainSampler, z: np.ndarray) -> None:
+    """Set the labels to z (states zero: the cut moves' ratios do not read them)."""
+    labels = np.unique(z)
+    first = np.array([s.epochs[z == k].min() for k in labels])
+    last = np.array([s.epochs[z == k].max() for k in labels])
+    s.restore({"z": np.asarray(z), "labels": labels, "first": first, "last": last,
+               "phi": np.zeros((int(np.sum(last - first + 1)), 1))})
+
+
+def cut_kernel(s: ChainSampler, i: int, j: int) -> dict[tuple, float]:
+    """The cut move's transition probabilities from the sampler's state with anchors i, j:
+    each option drawn uniformly, a peel's every allocation with its probability q, accepted
+    with min(1, ratio); keyed by the canonical labels reached (the state itself excluded)."""
+    sm = s.splitmerge
+    a, b = int(s.z[i]), int(s.z[j])
+    options = sm.cut_options(i, j)
+    out: dict[tuple, float] = {}
+    for side, c in options:
+        if a != b:
+            moves = [(sm.graft(i, j, side, c), 0.0)]
+        else:
+            region = sm._side(sm._members(a), side, int(s.first[c] if side > 0 else s.last[c]))
+            rest = [u for u, item in enumerate(region) if item not in (i, j)]
+            moves = []
+            for bits in range(2 ** len(rest)):
+                into_a = region != j
+                into_a[rest] = [(bits >> u) & 1 == 1 for u in range(len(rest))]
+                logq = sm.allocate(region, i, j, None, into_a)[1]
+                moves.append((sm.peel(i, j, side, c, None, 0, into_a), logq))
+        for (moved, target, ratio), logq in moves:
+            if not np.isfinite(ratio):
+                continue
+            z = s.z.copy()
+            z[moved] = target
+            key = tuple(relabel(z, s.epochs).tolist())
+            p = np.exp(logq) * min(1.0, np.exp(ratio)) / len(options)
+            out[key] = out.get(key, 0.0) + p
+    return out
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_cut_moves_are_reversible_with_respect_to_the_posterior(case):
+    """Detailed balance of the grafts and peels, exactly: for every labelling x, every ordered
+    pair of anchors (i, j) and every y the move reaches, p(x | data) r_x(i) K_ij(x → y) =
+    p(y | data) r_y(i) K_ij(y → x), with K_ij summed over the options and (peels) over every
+    allocation, and p the enumerated posterior (dense Gaussian marginals, not the sampler's
+    Kalman code); the moves connect many pairs of labellings, with acceptance probabilities
+    below 1 (the ratio matters)."""
+    x, epochs, prior = case
+    exact = exact_partitions(x, epochs, prior)
+    s = sampler(x, epochs, prior)
+    sm = s.splitmerge
+    n = len(x)
+    flows: dict[tuple, float] = {}
+    for key in exact:
+        z = np.array(key)
+        restore_labels(s, z)
+        for i in range(n):
+            own = int(np.sum(z == z[i]))
+            log_r = sm._log_pick(n, int(z.max()) + 1, own)
+            for j in range(n):
+                if j == i:
+                    continue
+                for y, p in cut_kernel(s, i, j).items():
+                    if y != key:
+                        flows[(key, y, i, j)] = exact[key] * np.exp(log_r) * p
+    assert len(flows) > 100
+    for (key, y, i, j), f in flows.items():
+        back = flows.get((y, key, i, j), 0.0)
+        assert f == pytest.approx(back, rel=1e-9, abs=1e-300), (key, y, i, j, f, back)
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, id=k, marks=[pytest.mark.slow] * (k in SLOW))
+                                  for k, c in CASES.items()])
+def test_cut_moves_alone_visit_the_two_chain_labellings_in_proportion_to_the_posterior(case):
+    """Cut proposals only, from two chains: the number of chains stays 2, every labelling of
+    two chains is visited, each with frequency within 4 binomial standard errors (inflated 4x
+    for the moves' autocorrelation) of its posterior probability given two chains."""
+    x, epochs, prior = case
+    exact = {k: p for k, p in exact_partitions(x, epochs, prior).items() if max(k) == 1}
+    keys = list(exact)
+    p = np.array([exact[k] for k in keys])
+    p /= p.sum()
+    assert p.max() < 0.5 and np.sum(p > 0.01) >= 8  # the test discriminates
+    rng = np.random.default_rng(12)
+    s = sampler(x, epochs, prior)
+    restore_labels(s, np.array(keys[0]))
+    sm = s.splitmerge
+    sm.attempts, sm.cut = 1, 1.0
+    seen = dict.fromkeys(keys, 0)
+    for _ in range(MOVES):
+        sm.sweep(rng)
+        seen[tuple(s.canonical().tolist())] += 1  # a KeyError: a labelling not of two chains
+    freq = np.array([seen[k] for k in keys]) / MOVES
+    se = np.sqrt(p * (1 - p) / MOVES)
+    assert np.all(np.abs(freq - p) < 4 * 4 * se + 0.002), np.max(np.abs(freq - p) / se)
+    assert sm.moves["graft"] > 200 and sm.moves["merge"] == sm.moves["split"] == 0
+
+
+def test_the_head_of_an_impure_chain_beside_a_chain_of_its_cluster_is_grafted():
+    """Cluster X (4 items an epoch, epochs 0-5) is held by chain a, but at epochs 0-2 half of
+    its items are in chain b, which continues as cluster Y at epochs 3-5: the whole merge of a
+    and b is rejected (their union mixes X and Y: ratio below e⁻²⁰); the graft of b's head
+    (epochs 0-2) into a has an MH ratio above 1, leaves X in one chain and Y in another, and
+    raises the log joint."""
+    rng = np.random.default_rng(2)
+    T = 6
+    ex, ey = np.repeat(np.arange(T), 4), np.repeat(np.arange(3, T), 4)
+    x = np.concatenate([3.0 + 0.3 * rng.normal(size=ex.size), -3.0 + 0.3 * rng.normal(size=12)])
+    epochs = np.concatenate([ex, ey])
+    z = np.zeros(len(x), int)
+    z[ex.size:] = 1
+    z[:ex.size][(np.arange(ex.size) % 4 < 2) & (ex < 3)] = 1
+    s = sampler(x, epochs, RCRPPrior(1.0, 1, 0.8))
+    restore_labels(s, z)
+    sm = s.splitmerge
+    i, j = 2, 0  # epoch 0: i in a, j in b
+    assert s.z[i] == 0 and s.z[j] == 1
+    A, B = sm._members(0), sm._members(1)
+    items = sm._sorted(np.concatenate([A, B]))
+    _, logq = sm.allocate(items, i, j, None, np.isin(items, A))
+    assert sm._log_ratio(items, A, B) + logq < -20
+    assert (1, 3) in sm.cut_options(i, j)
+    moved, target, ratio = sm.graft(i, j, 1, 3)
+    assert ratio > 0
+    before = s.log_joint()
+    sm._move(moved, target, [0, 1], rng)
+    assert np.all(s.z[:ex.size] == s.z[0]) and np.all(s.z[ex.size:] == s.z[ex.size])
+    assert s.z[0] != s.z[ex.size]
+    assert s.log_joint() > before
