@@ -204,5 +204,8 @@ class Mixture(PredictiveMixture):
 
 
 def optimal_elbo(obs: ObsModel, alloc: VariationalAllocation, S: Summary) -> float:
-    """The ELBO after the global update from S: the criterion of merges and other moves."""
-    return Mixture.from_summary(obs, alloc, S).elbo(S)
+    """The ELBO after the global update from S: the criterion of merges and other moves. At the
+    optimal q(phi) the observation terms are the log evidence log M(S) (Eq. 12), so no q(phi)
+    is formed: the allocation terms at their update, log M(S) and the entropy."""
+    return (alloc.elbo(S.N, alloc.post(S.N)) + obs.log_evidence(S.N, S.obs_stats)
+            + float(S.H.sum()))
