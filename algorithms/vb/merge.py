@@ -42,9 +42,13 @@ def plan_pairs(obs: ObsModel, S: Summary, cfg: MergeConfig) -> np.ndarray:
     if len(pairs) <= cfg.max_pairs:
         return _sorted(pairs)
     score = merge_scores(obs, S, pairs)
+    end = np.concatenate([iu, ju])  # each pair once under each of its components
+    pair = np.tile(np.arange(len(pairs)), 2)
+    order = np.lexsort((pair, end))  # by component, then pair order
+    bounds = np.searchsorted(end[order], np.arange(S.K + 1))
     keep = np.zeros(len(pairs), bool)
-    for u in S.uids:
-        mine = np.flatnonzero((pairs == u).any(axis=1))
+    for k in range(S.K):
+        mine = pair[order[bounds[k]:bounds[k + 1]]]
         keep[mine[np.argsort(-score[mine])[: cfg.partners]]] = True
     return _sorted(pairs[keep])
 
@@ -66,28 +70,29 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
     elbo = optimal_elbo(obs, alloc, S)
     accepted: list[Merge] = []
     tried: set[tuple[int, int]] = set()
-    known: dict[tuple[int, int], float] = {}
+    untried = np.ones(len(S.pairs), bool)  # S.pairs not tried yet
+    score = None
     for _ in range(cfg.max_attempts):
-        open_pairs = [tuple(p) for p in S.pairs.tolist() if tuple(p) not in tried]
-        if not open_pairs:
+        if not untried.any():
             break
-        pairs = np.array(open_pairs)
-        a = int(rng.choice(np.unique(pairs)))
-        mine = pairs[(pairs == a).any(axis=1)]
-        if not known:  # every open pair's score in one call, again after each accepted merge
-            known = dict(zip(open_pairs, merge_scores(obs, S, pairs).tolist(), strict=True))
-        score = np.array([known[(int(lo), int(hi))] for lo, hi in mine])
-        p = np.exp(score - score.max())
-        pick = rng.choice(len(mine), p=p / p.sum())
-        lo, hi = (int(v) for v in mine[pick])
+        if score is None:  # every open pair's score in one call, again after each accepted merge
+            score = np.zeros(len(S.pairs))
+            score[untried] = merge_scores(obs, S, S.pairs[untried])
+        a = int(rng.choice(np.unique(S.pairs[untried])))
+        mine = np.flatnonzero(untried & (S.pairs == a).any(axis=1))
+        p = np.exp(score[mine] - score[mine].max())
+        pick = int(mine[rng.choice(len(mine), p=p / p.sum())])
+        lo, hi = (int(v) for v in S.pairs[pick])
         tried.add((lo, hi))
+        untried[pick] = False
         keep, gone = (lo, hi) if S.N[S.index(lo)] >= S.N[S.index(hi)] else (hi, lo)
         move = Merge(keep, gone)
         cand_elbo = elbo + score[pick] + merge_rest_change(alloc, S, move)
         if cand_elbo > elbo:
             S, elbo = move.apply(S), cand_elbo
             accepted.append(move)
-            known = {}
+            untried = np.array([tuple(p) not in tried for p in S.pairs.tolist()], bool)
+            score = None
     return S, accepted, elbo
 
 
