@@ -60,6 +60,9 @@ class ObsModel(ABC):
     means_note: ClassVar[str] = ""
     # the corpus kind (dense, bow) whose default model this is (None: it is named to be used)
     default_for: ClassVar[str | None] = None
+    # a pair's merge gain (merge_gains) depends on the two components' statistics alone, so a
+    # merge elsewhere leaves it unchanged (False: components share a parameter)
+    pairwise_gains: ClassVar[bool] = True
 
     @classmethod
     def component_params(cls, D: int) -> int:

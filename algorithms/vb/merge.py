@@ -66,16 +66,17 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
     entropies are no longer known). The optimal ELBO after a merge is the current one plus the
     pair's Eq. 12 score (the exact change of log M(S), the observation terms at the optimal
     q(phi)) and the change of the allocation terms and entropy (O(K)); the open pairs' scores
-    are computed together, at the start and after each accepted merge."""
+    are computed together, at the start and, unless a pair's gain depends on its two
+    components alone (ObsModel.pairwise_gains: the open pairs after a merge are untouched
+    ones, their scores unchanged), after each accepted merge."""
     elbo = optimal_elbo(obs, alloc, S)
     accepted: list[Merge] = []
-    tried: set[tuple[int, int]] = set()
     untried = np.ones(len(S.pairs), bool)  # S.pairs not tried yet
     score = None
     for _ in range(cfg.max_attempts):
         if not untried.any():
             break
-        if score is None:  # every open pair's score in one call, again after each accepted merge
+        if score is None:  # every open pair's score in one call
             score = np.zeros(len(S.pairs))
             score[untried] = merge_scores(obs, S, S.pairs[untried])
         a = int(rng.choice(np.unique(S.pairs[untried])))
@@ -83,16 +84,16 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
         p = np.exp(score[mine] - score[mine].max())
         pick = int(mine[rng.choice(len(mine), p=p / p.sum())])
         lo, hi = (int(v) for v in S.pairs[pick])
-        tried.add((lo, hi))
         untried[pick] = False
         keep, gone = (lo, hi) if S.N[S.index(lo)] >= S.N[S.index(hi)] else (hi, lo)
         move = Merge(keep, gone)
         cand_elbo = elbo + score[pick] + merge_rest_change(alloc, S, move)
         if cand_elbo > elbo:
+            left = ~np.isin(S.pairs, (keep, gone)).any(axis=1)  # the merged S's pairs, in order
             S, elbo = move.apply(S), cand_elbo
             accepted.append(move)
-            untried = np.array([tuple(p) not in tried for p in S.pairs.tolist()], bool)
-            score = None
+            untried = untried[left]
+            score = score[left] if obs.pairwise_gains else None
     return S, accepted, elbo
 
 

@@ -1,5 +1,6 @@
 """merge_round scores Eq. 12 once per summary: the same merges as scoring each attempt's pairs
-afresh (the reference below), with one score computation per accepted merge plus one."""
+afresh (the reference below), with one score computation per accepted merge plus one (one in
+all when a pair's gain depends on its two components alone)."""
 
 from __future__ import annotations
 
@@ -77,6 +78,8 @@ def test_merge_round_scores_once_per_summary_and_merges_as_the_reference(cls, se
     assert elbo == pytest.approx(ref_elbo, rel=1e-12)  # by score sums, not refitted
     np.testing.assert_array_equal(got_S.N, ref_S.N)
     assert counting.calls <= len(moves) + 1
+    if obs.pairwise_gains:  # the untouched pairs' scores are kept across accepted merges
+        assert counting.calls == 1
 
 
 class CountingPost:
