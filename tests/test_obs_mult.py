@@ -310,3 +310,21 @@ def test_merge_gains_by_word_and_by_pair_equal_the_evidence_differences(sparse, 
         np.testing.assert_allclose(by_pair, want[pick], rtol=1e-10, atol=1e-10)
         np.testing.assert_allclose(model.merge_gains(R.sum(0), stats, b, a), want[pick],
                                    rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_post_equals_the_digamma_and_log_gamma_of_every_entry(sparse):
+    """Eq. 10 with its kept arrays: λ = λ0 + wc, ψ(λ), Σ_w λ_kw and Σ_w log Γ(λ_kw) over the
+    whole vocabulary (written out here), whichever words the counts reach (an empty component
+    included)."""
+    model = full_prior()
+    R = soft_R(16, 30, 4) ** 3
+    R[:, 2] = 0.0
+    R[R < 0.05] = 0.0
+    wc = model.stats(corpus(17), R)["wc"]
+    post = model.post(R.sum(0), {"wc": sp.csr_matrix(wc) if sparse else wc})
+    lam = model.lam0 + wc
+    np.testing.assert_array_equal(post["lam"], lam)
+    np.testing.assert_array_equal(post["dig"], digamma(lam))
+    np.testing.assert_allclose(post["lam_sum"], lam.sum(-1), rtol=1e-14)
+    np.testing.assert_allclose(post["gl_sum"], gammaln(lam).sum(-1), rtol=1e-12)

@@ -94,6 +94,7 @@ class Mult(ObsModel):
         self.V = V
         self.lam0 = lam0
         self._log_B0 = float(log_B(lam0))
+        self._dig0, self._gl0 = digamma(lam0), gammaln(lam0)  # a word no count has reached
 
     @classmethod
     def default(cls, X: Data, lam0: float | np.ndarray = 0.1) -> Mult:
@@ -134,10 +135,18 @@ class Mult(ObsModel):
         """Eq. 10: λ_k = λ0 + wc_k, with ψ(λ) (``dig``), Σ_v λ_kv (``lam_sum``) and
         Σ_v log Γ(λ_kv) (``gl_sum``) kept beside λ, so that E[log θ_kw] = ψ(λ_kw) - ψ(Σ_v λ_kv)
         is formed only for the columns a batch reads and an update can touch only some columns
-        (post_update)."""
-        lam = self.lam0 + dense(stats["wc"])
-        return {"lam": lam, "dig": digamma(lam), "lam_sum": lam.sum(-1),
-                "gl_sum": gammaln(lam).sum(-1)}
+        (post_update). ψ and log Γ run on the non-zero counts only: elsewhere λ = λ0, whose
+        values are kept."""
+        wc = dense(stats["wc"])
+        lam = self.lam0 + wc
+        rows, cols = np.nonzero(wc)
+        at = lam[rows, cols]
+        dig = np.tile(self._dig0, (lam.shape[0], 1))
+        dig[rows, cols] = digamma(at)
+        gl = gammaln(at)
+        gl -= self._gl0[cols]
+        gl_sum = self._gl0.sum() + np.bincount(rows, gl, minlength=lam.shape[0])
+        return {"lam": lam, "dig": dig, "lam_sum": lam.sum(-1), "gl_sum": gl_sum}
 
     def post_update(self, post: Arrays, N: np.ndarray, stats: Arrays,
                     changed: sp.csr_matrix | None) -> Arrays:

@@ -107,7 +107,7 @@ def iterate(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, ma
         S = batch_step(X, obs, model.globals()).summary
         amplified = S.scaled(scale)
         model = Mixture.from_summary(obs, alloc, amplified)  # the next step's too
-        elbo = model.elbo(amplified)  # optimal_elbo
+        elbo = model.elbo(amplified, at_optimum=True)  # optimal_elbo
         if abs(elbo - old) <= tol * abs(elbo):
             break
         old = elbo
