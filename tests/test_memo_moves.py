@@ -312,6 +312,42 @@ def test_a_checkpoint_with_whole_alternatives_restores_to_the_same_changes(tmp_p
             assert_summary_close(back.delete_changes[uid].get(key), change, rtol=1e-9)
 
 
+def test_a_lap_end_checkpoint_holds_the_model_once_and_restores_it_bit_for_bit(tmp_path):
+    """At a lap end whose state is the best so far, a checkpoint holds the model's arrays once
+    (no copy as the best model, and for text no ψ(λ), recomputed from λ); restored, the model
+    and the best model are the saved ones bit for bit, and the run goes on as the original."""
+    from bnpmix.datasets import bag_of_words_topics
+    from bnpmix.storage import ingest_docword
+    from bnpmix.storage.arrays import read_arrays, write_arrays_atomic
+    from helpers import write_docword
+
+    X = bag_of_words_topics(300, V=60, K=3, min_len=20, max_len=40, seed=5)[0]
+    write_docword(tmp_path / "d.txt", X)
+    ingest_docword(tmp_path / "d.txt", tmp_path / "c", partition_rows=100)
+    options = {"laps": 8, "seed": 2, "scheduler": "synchronous"}
+    run = engine_for(tmp_path / "c", **options)
+    run_lap(run)
+    while run.best[1] != run.next_lap:  # until the best lap end is the last one
+        run_lap(run)
+    meta, items = run.state()
+    arrays = dict(items)
+    assert meta["best_is_model"]
+    assert not any(k.startswith("best/") for k in arrays) and "model/post_dig" not in arrays
+    write_arrays_atomic(tmp_path / "ck.npz", {"format": "t", "version": 1}, arrays.items())
+    back = engine_for(tmp_path / "c", **options)
+    back.ctx.rng.set_states(run.ctx.rng.states())  # what checkpoint.restore does besides
+    back.ctx.next_uid, back.trace = run.ctx.next_uid, list(run.trace)
+    back.restore(meta, read_arrays(tmp_path / "ck.npz", "t", 1))
+    for model, want in ((back.model, run.model), (back.best[2], run.best[2])):
+        assert model.post.keys() == want.post.keys()
+        for k, v in want.post.items():
+            np.testing.assert_array_equal(model.post[k], v)
+    run_lap(run)
+    run_lap(back)
+    for got, want in zip(back.trace, run.trace, strict=True):
+        assert {**got, "seconds": 0} == {**want, "seconds": 0}
+
+
 def test_births_whose_targets_merged_into_one_adopt_one_family(tmp_path, monkeypatch):
     """Two births of one lap whose targets a merge joined at its end share their origin; only
     the first family is adopted and verified (verifying both undid or deleted the origin once

@@ -258,6 +258,15 @@ class ObsModel(ABC):
         """E_q[Σ_k], the components' expected covariances (None: the model has none)."""
         return None
 
+    def saved_post(self, post: Arrays) -> Arrays:
+        """The arrays of a posterior that a model file or checkpoint keeps (``restored_post``
+        rebuilds the rest): all of them by default."""
+        return post
+
+    def restored_post(self, saved: Arrays) -> Arrays:
+        """The posterior from ``saved_post``'s arrays."""
+        return saved
+
     def prior_post(self, K: int) -> Arrays:
         """The posterior of K components that have seen no data (equal to the prior)."""
         shapes = self.stat_shapes()

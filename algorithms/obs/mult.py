@@ -174,6 +174,18 @@ class Mult(ObsModel):
                 "lam_sum": post["lam_sum"] + np.bincount(rows, new, minlength=K),
                 "gl_sum": post["gl_sum"] + np.bincount(rows, gl, minlength=K)}
 
+    def saved_post(self, post: Arrays) -> Arrays:
+        """λ and the kept sums, without ψ(λ) (as large as λ, and a function of it entry by
+        entry: ``restored_post`` recomputes it to the same bits)."""
+        return {k: v for k, v in post.items() if k != "dig"}
+
+    def restored_post(self, saved: Arrays) -> Arrays:
+        """The saved arrays with ψ(λ) when the kept sums are there (a model file written before
+        ψ(λ) was kept has λ alone; one written before it was dropped has it)."""
+        if "dig" in saved or "lam_sum" not in saved:
+            return saved
+        return {**saved, "dig": digamma(saved["lam"])}
+
     def E_log_theta(self, post: Arrays) -> np.ndarray:
         """E[log θ_kw] = ψ(λ_kw) - ψ(Σ_v λ_kv): (K, V)."""
         dig, lam_sum, _ = _kept(post)

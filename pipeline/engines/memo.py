@@ -652,6 +652,7 @@ class MemoEngine(Engine):
             "hold_globals": self.hold_globals,
             "failed": [[u, n, lap, count] for u, (n, lap, count) in self.failed.items()],
             "best": None if self.best is None else list(self.best[:2]),
+            "best_is_model": self._best_is_model(),
             "last_elbo": self.last_elbo,
             "settled": self.settled,
             "births_kept": self.births_kept,
@@ -673,9 +674,15 @@ class MemoEngine(Engine):
         }
         return meta, self._state_arrays()
 
+    def _best_is_model(self) -> bool:
+        """Whether the best lap-end state is the current model, kept at the last lap end and
+        unchanged since (a checkpoint then holds its arrays once)."""
+        return (self.best is not None and self.lap_state is None and not self.inflight
+                and self.best[1] == self.next_lap)
+
     def _state_arrays(self) -> Items:
         yield from model_items("model", self.model)
-        if self.best is not None:
+        if self.best is not None and not self._best_is_model():
             yield from model_items("best", self.best[2])
         yield from summary_items("S0", self.S0)
         yield from summary_items("past", self.past)
@@ -718,8 +725,9 @@ class MemoEngine(Engine):
                                    int(f[3]) if len(f) > 3 else retried)
                        for f in meta["failed"]}
         if meta["best"] is not None:
-            self.best = (float(meta["best"][0]), int(meta["best"][1]),
-                         model_from(arrays, "best", self.ctx))
+            best = (replace(self.model.copy(), past=self.past) if meta.get("best_is_model")
+                    else model_from(arrays, "best", self.ctx))
+            self.best = (float(meta["best"][0]), int(meta["best"][1]), best)
         self.last_elbo = meta["last_elbo"]
         self.settled = bool(meta.get("settled", False))
         self.births_kept = int(meta.get("births_kept", 0))
