@@ -178,7 +178,7 @@ class Mixture(PredictiveMixture):
         """Arrays (uids, alloc_*, post_*, past_*) and a JSON description (kind, models, priors)."""
         arrays = {"uids": self.uids}
         arrays.update({f"alloc_{k}": v for k, v in self.alloc_post.items()})
-        arrays.update({f"post_{k}": v for k, v in self.post.items()})
+        arrays.update({f"post_{k}": v for k, v in self.obs.saved_post(self.post).items()})
         if self.past is not None:
             arrays.update({f"past_{k}": v for k, v in self.past.to_arrays().items()})
         meta = {"kind": KIND, "obs": self.obs.name, "prior": self.obs.prior(),
@@ -191,7 +191,8 @@ class Mixture(PredictiveMixture):
         """The inverse of to_arrays (``obs`` given: reuse that model instead of rebuilding it).
         Models saved before the allocation interface (no ``kind``) are DP mixtures."""
         obs = obs if obs is not None else obs_from_prior(meta["obs"], meta["prior"])
-        post = {k.removeprefix("post_"): v for k, v in arrays.items() if k.startswith("post_")}
+        post = obs.restored_post({k.removeprefix("post_"): v for k, v in arrays.items()
+                                  if k.startswith("post_")})
         if "kind" not in meta:
             return cls(obs, StickBreaking(meta["alpha0"]), arrays["uids"], post,
                        {"a1": arrays["a1"], "a0": arrays["a0"]})
@@ -204,5 +205,8 @@ class Mixture(PredictiveMixture):
 
 
 def optimal_elbo(obs: ObsModel, alloc: VariationalAllocation, S: Summary) -> float:
-    """The ELBO after the global update from S: the criterion of merges and other moves."""
-    return Mixture.from_summary(obs, alloc, S).elbo(S)
+    """The ELBO after the global update from S: the criterion of merges and other moves. At the
+    optimal q(phi) the observation terms are the log evidence log M(S) (Eq. 12), so no q(phi)
+    is formed: the allocation terms at their update, log M(S) and the entropy."""
+    return (alloc.elbo(S.N, alloc.post(S.N)) + obs.log_evidence(S.N, S.obs_stats)
+            + float(S.H.sum()))

@@ -91,10 +91,11 @@ def fold(v: Stat, keep: int, gone: list[int]) -> Stat:
     """Row ``keep`` plus the rows ``gone`` (a merge: r_keep <- r_keep + Σ r_gone), in a copy."""
     if sp.issparse(v):
         K = v.shape[0]
-        fold_ = sp.identity(K, format="lil")
-        for g in gone:
-            fold_[keep, g] = 1.0
-        return canonical(fold_.tocsr() @ v)
+        rows = np.concatenate([np.arange(K), np.full(len(gone), keep)])
+        cols = np.concatenate([np.arange(K), np.asarray(gone, dtype=np.int64)])
+        fold_ = sp.csr_matrix((np.ones(len(rows)), (rows, cols)), shape=(K, K))
+        fold_.sort_indices()  # each row's terms summed in column order
+        return canonical(fold_ @ v)
     out = v.copy()
     out[keep] += out[gone].sum(axis=0)
     return out

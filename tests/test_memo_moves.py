@@ -17,7 +17,7 @@ from bnpmix.algorithms.alloc import StickBreaking
 from bnpmix.algorithms.mixture import optimal_elbo
 from bnpmix.algorithms.obs import obs_class
 from bnpmix.algorithms.sparse_stats import dense
-from bnpmix.algorithms.summary import Summary
+from bnpmix.algorithms.summary import Delete, Summary
 from bnpmix.algorithms.vb import birth, init
 from bnpmix.algorithms.vb.local import summarize, truncate
 from bnpmix.pipeline.fit import fit, job_config, resume
@@ -168,7 +168,8 @@ def test_a_delete_is_exact_and_accepted_only_when_the_elbo_rises(obs, tmp_path):
             fresh[uid] = {b: fresh_without(ctx.source.get(b), ctx.obs, g, uid)
                           for b, (g, _) in visits.items()}
             for b, (_, res) in visits.items():
-                assert_summary_close(res.without[uid], fresh[uid][b], rtol=1e-9)
+                changed = Delete(uid).apply(res.summary.without_pairs()) + res.delete_changes[uid]
+                assert_summary_close(changed, fresh[uid][b], rtol=1e-9)
             keys = sorted(fresh[uid])
             total = sum((fresh[uid][b] for b in keys[1:]), fresh[uid][keys[0]])
             gains[uid] = optimal_elbo(ctx.obs, ctx.alloc, total) - before
@@ -255,7 +256,7 @@ def test_one_and_six_partitions_of_the_same_rows_reach_the_same_k_and_elbo(tmp_p
 
 def test_a_run_stopped_in_a_deleting_lap_resumes_exactly(tmp_path):
     """Stopped after a mid-lap checkpoint while a deletion is being tried (some batches'
-    alternatives stored, others not), the resumed run ends as the uninterrupted one, step for
+    changes stored, others not), the resumed run ends as the uninterrupted one, step for
     step."""
     ingest_array(blob_data(7, n=900), tmp_path / "c", partition_rows=150)
     options = {"K": 5, "laps": 6, "seed": 1, "checkpoint_every": 1, "scheduler": "synchronous",
@@ -265,7 +266,7 @@ def test_a_run_stopped_in_a_deleting_lap_resumes_exactly(tmp_path):
     def stop(engine, step):
         st = engine.lap_state
         if st is not None and st.deletes and 0 < st.pos < len(st.order) - 1:
-            seen.append((st.deletes, sum(len(a) for a in engine.alternatives.values())))
+            seen.append((st.deletes, sum(len(a) for a in engine.delete_changes.values())))
             raise KeyboardInterrupt  # after this visit's checkpoint
 
     with pytest.raises(KeyboardInterrupt):
@@ -277,6 +278,74 @@ def test_a_run_stopped_in_a_deleting_lap_resumes_exactly(tmp_path):
     a = pd.read_csv(tmp_path / "run" / "trace.csv")
     b = pd.read_csv(tmp_path / "whole" / "trace.csv")
     pd.testing.assert_frame_equal(a.drop(columns="seconds"), b.drop(columns="seconds"))
+
+
+def test_a_checkpoint_with_whole_alternatives_restores_to_the_same_changes(tmp_path):
+    """A checkpoint written while batches' whole summaries without each planned deletion were
+    kept (``alternatives``) restores to the changes the engine keeps now: each alternative less
+    Delete(uid) of the stored summary."""
+    from bnpmix.pipeline.engines.common import summary_items
+    from bnpmix.storage.arrays import read_arrays, write_arrays_atomic
+
+    ingest_array(blob_data(7, n=900), tmp_path / "c", partition_rows=150)
+    options = {"K": 5, "laps": 6, "seed": 1, "delete_max_share": 10.0,
+               "scheduler": "synchronous"}
+    run = engine_for(tmp_path / "c", **options)
+    while not (run.lap_state is not None and run.lap_state.deletes and run.lap_state.pos > 1):
+        run.step()
+    meta, items = run.state()
+    arrays = {k: v for k, v in items if not k.startswith("delete_changes/")}
+    meta["alternatives"] = meta.pop("delete_changes")
+    for uid, store in run.delete_changes.items():
+        for key, change in store.items():
+            alt = Delete(uid).apply(run.store.get(key).without_pairs()) + change
+            arrays.update(summary_items(f"alternatives/{uid}/{key}", alt))
+    write_arrays_atomic(tmp_path / "old.npz", {"format": "t", "version": 1, "state": meta},
+                        arrays.items())
+    old = read_arrays(tmp_path / "old.npz", "t", 1)
+    back = engine_for(tmp_path / "c", **options)
+    back.restore(old.meta["state"], old)
+    assert back.delete_changes.keys() == run.delete_changes.keys()
+    for uid, store in run.delete_changes.items():
+        assert back.delete_changes[uid].keys() == store.keys()
+        for key, change in store.items():
+            assert_summary_close(back.delete_changes[uid].get(key), change, rtol=1e-9)
+
+
+def test_a_lap_end_checkpoint_holds_the_model_once_and_restores_it_bit_for_bit(tmp_path):
+    """At a lap end whose state is the best so far, a checkpoint holds the model's arrays once
+    (no copy as the best model, and for text no ψ(λ), recomputed from λ); restored, the model
+    and the best model are the saved ones bit for bit, and the run goes on as the original."""
+    from bnpmix.datasets import bag_of_words_topics
+    from bnpmix.storage import ingest_docword
+    from bnpmix.storage.arrays import read_arrays, write_arrays_atomic
+    from helpers import write_docword
+
+    X = bag_of_words_topics(300, V=60, K=3, min_len=20, max_len=40, seed=5)[0]
+    write_docword(tmp_path / "d.txt", X)
+    ingest_docword(tmp_path / "d.txt", tmp_path / "c", partition_rows=100)
+    options = {"laps": 8, "seed": 2, "scheduler": "synchronous"}
+    run = engine_for(tmp_path / "c", **options)
+    run_lap(run)
+    while run.best[1] != run.next_lap:  # until the best lap end is the last one
+        run_lap(run)
+    meta, items = run.state()
+    arrays = dict(items)
+    assert meta["best_is_model"]
+    assert not any(k.startswith("best/") for k in arrays) and "model/post_dig" not in arrays
+    write_arrays_atomic(tmp_path / "ck.npz", {"format": "t", "version": 1}, arrays.items())
+    back = engine_for(tmp_path / "c", **options)
+    back.ctx.rng.set_states(run.ctx.rng.states())  # what checkpoint.restore does besides
+    back.ctx.next_uid, back.trace = run.ctx.next_uid, list(run.trace)
+    back.restore(meta, read_arrays(tmp_path / "ck.npz", "t", 1))
+    for model, want in ((back.model, run.model), (back.best[2], run.best[2])):
+        assert model.post.keys() == want.post.keys()
+        for k, v in want.post.items():
+            np.testing.assert_array_equal(model.post[k], v)
+    run_lap(run)
+    run_lap(back)
+    for got, want in zip(back.trace, run.trace, strict=True):
+        assert {**got, "seconds": 0} == {**want, "seconds": 0}
 
 
 def test_births_whose_targets_merged_into_one_adopt_one_family(tmp_path, monkeypatch):

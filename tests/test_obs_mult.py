@@ -270,3 +270,61 @@ def test_check_data():
         m.check_data(bad)
     with pytest.raises(ValueError):
         Mult(V, 0.0)
+
+
+# (h) merge gains: word by word and pair by pair, both the evidence differences ----------------
+
+def direct_log_B(lam: np.ndarray) -> np.ndarray:
+    """logB(λ) over the whole vocabulary, written out: Σ_w log Γ(λ_w) - log Γ(Σ_w λ_w)."""
+    return gammaln(lam).sum(-1) - gammaln(lam.sum(-1))
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_merge_gains_by_word_and_by_pair_equal_the_evidence_differences(sparse, monkeypatch):
+    """Eq. 12 per pair, logB(λ0 + wc_a + wc_b) - logB(λ0 + wc_a) - logB(λ0 + wc_b) + logB(λ0)
+    over every word, against both ways of finding the shared words (and merge_gains's pick),
+    for all pairs and for a subset, with an empty component and chunks of a few entries."""
+    Vs, K = 40, 9
+    model = Mult(Vs, np.linspace(0.05, 0.9, Vs))
+    X = corpus(14, n=60, V=Vs)
+    R = soft_R(15, X.shape[0], K) ** 4  # near one-hot, so components hold different words
+    R[:, 3] = 0.0  # an empty component
+    R[R < 0.01] = 0.0
+    wc = model.stats(X, R)["wc"]
+    stats = {"wc": sp.csr_matrix(wc) if sparse else wc}
+    iu, ju = np.triu_indices(K, k=1)
+    want = np.array([direct_log_B(model.lam0 + wc[a] + wc[b]) - direct_log_B(model.lam0 + wc[a])
+                     - direct_log_B(model.lam0 + wc[b]) + direct_log_B(model.lam0)
+                     for a, b in zip(iu, ju, strict=True)])
+    held = sp.csr_matrix(np.where(wc > 0, wc, 0.0))
+    total = wc.sum(-1)
+    L0 = model.lam0.sum()
+    totals = (gammaln(L0 + total[iu]) + gammaln(L0 + total[ju]) - gammaln(L0)
+              - gammaln(L0 + total[iu] + total[ju]))
+    monkeypatch.setattr("bnpmix.algorithms.obs.base.MERGE_CHUNK_ENTRIES", 7)
+    for pick in (np.arange(len(iu)), np.array([0, 5, 11, 20, 35])):
+        a, b = iu[pick], ju[pick]
+        by_word = totals[pick] + model._gains_by_word(held, a, b)
+        by_pair = totals[pick] + model._gains_by_pair(wc, held, a, b)
+        np.testing.assert_allclose(by_word, want[pick], rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(by_pair, want[pick], rtol=1e-10, atol=1e-10)
+        np.testing.assert_allclose(model.merge_gains(R.sum(0), stats, b, a), want[pick],
+                                   rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("sparse", [False, True])
+def test_post_equals_the_digamma_and_log_gamma_of_every_entry(sparse):
+    """Eq. 10 with its kept arrays: λ = λ0 + wc, ψ(λ), Σ_w λ_kw and Σ_w log Γ(λ_kw) over the
+    whole vocabulary (written out here), whichever words the counts reach (an empty component
+    included)."""
+    model = full_prior()
+    R = soft_R(16, 30, 4) ** 3
+    R[:, 2] = 0.0
+    R[R < 0.05] = 0.0
+    wc = model.stats(corpus(17), R)["wc"]
+    post = model.post(R.sum(0), {"wc": sp.csr_matrix(wc) if sparse else wc})
+    lam = model.lam0 + wc
+    np.testing.assert_array_equal(post["lam"], lam)
+    np.testing.assert_array_equal(post["dig"], digamma(lam))
+    np.testing.assert_allclose(post["lam_sum"], lam.sum(-1), rtol=1e-14)
+    np.testing.assert_allclose(post["gl_sum"], gammaln(lam).sum(-1), rtol=1e-12)

@@ -60,6 +60,9 @@ class ObsModel(ABC):
     means_note: ClassVar[str] = ""
     # the corpus kind (dense, bow) whose default model this is (None: it is named to be used)
     default_for: ClassVar[str | None] = None
+    # a pair's merge gain (merge_gains) depends on the two components' statistics alone, so a
+    # merge elsewhere leaves it unchanged (False: components share a parameter)
+    pairwise_gains: ClassVar[bool] = True
 
     @classmethod
     def component_params(cls, D: int) -> int:
@@ -254,6 +257,15 @@ class ObsModel(ABC):
     def covariances(self, post: Arrays) -> np.ndarray | None:
         """E_q[Σ_k], the components' expected covariances (None: the model has none)."""
         return None
+
+    def saved_post(self, post: Arrays) -> Arrays:
+        """The arrays of a posterior that a model file or checkpoint keeps (``restored_post``
+        rebuilds the rest): all of them by default."""
+        return post
+
+    def restored_post(self, saved: Arrays) -> Arrays:
+        """The posterior from ``saved_post``'s arrays."""
+        return saved
 
     def prior_post(self, K: int) -> Arrays:
         """The posterior of K components that have seen no data (equal to the prior)."""

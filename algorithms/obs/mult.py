@@ -94,6 +94,7 @@ class Mult(ObsModel):
         self.V = V
         self.lam0 = lam0
         self._log_B0 = float(log_B(lam0))
+        self._dig0, self._gl0 = digamma(lam0), gammaln(lam0)  # a word no count has reached
 
     @classmethod
     def default(cls, X: Data, lam0: float | np.ndarray = 0.1) -> Mult:
@@ -134,10 +135,18 @@ class Mult(ObsModel):
         """Eq. 10: λ_k = λ0 + wc_k, with ψ(λ) (``dig``), Σ_v λ_kv (``lam_sum``) and
         Σ_v log Γ(λ_kv) (``gl_sum``) kept beside λ, so that E[log θ_kw] = ψ(λ_kw) - ψ(Σ_v λ_kv)
         is formed only for the columns a batch reads and an update can touch only some columns
-        (post_update)."""
-        lam = self.lam0 + dense(stats["wc"])
-        return {"lam": lam, "dig": digamma(lam), "lam_sum": lam.sum(-1),
-                "gl_sum": gammaln(lam).sum(-1)}
+        (post_update). ψ and log Γ run on the non-zero counts only: elsewhere λ = λ0, whose
+        values are kept."""
+        wc = dense(stats["wc"])
+        lam = self.lam0 + wc
+        rows, cols = np.nonzero(wc)
+        at = lam[rows, cols]
+        dig = np.tile(self._dig0, (lam.shape[0], 1))
+        dig[rows, cols] = digamma(at)
+        gl = gammaln(at)
+        gl -= self._gl0[cols]
+        gl_sum = self._gl0.sum() + np.bincount(rows, gl, minlength=lam.shape[0])
+        return {"lam": lam, "dig": dig, "lam_sum": lam.sum(-1), "gl_sum": gl_sum}
 
     def post_update(self, post: Arrays, N: np.ndarray, stats: Arrays,
                     changed: sp.csr_matrix | None) -> Arrays:
@@ -164,6 +173,18 @@ class Mult(ObsModel):
         return {"lam": post["lam"], "dig": post["dig"],
                 "lam_sum": post["lam_sum"] + np.bincount(rows, new, minlength=K),
                 "gl_sum": post["gl_sum"] + np.bincount(rows, gl, minlength=K)}
+
+    def saved_post(self, post: Arrays) -> Arrays:
+        """λ and the kept sums, without ψ(λ) (as large as λ, and a function of it entry by
+        entry: ``restored_post`` recomputes it to the same bits)."""
+        return {k: v for k, v in post.items() if k != "dig"}
+
+    def restored_post(self, saved: Arrays) -> Arrays:
+        """The saved arrays with ψ(λ) when the kept sums are there (a model file written before
+        ψ(λ) was kept has λ alone; one written before it was dropped has it)."""
+        if "dig" in saved or "lam_sum" not in saved:
+            return saved
+        return {**saved, "dig": digamma(saved["lam"])}
 
     def E_log_theta(self, post: Arrays) -> np.ndarray:
         """E[log θ_kw] = ψ(λ_kw) - ψ(Σ_v λ_kv): (K, V)."""
@@ -229,34 +250,106 @@ class Mult(ObsModel):
         return float(np.sum(_log_B_kept(post) - self._log_B0))
 
     def log_marginal(self, N: np.ndarray, stats: Arrays) -> np.ndarray:
-        """Eq. 12: log M(S_k) = logB(λ0 + wc_k) - logB(λ0), per k."""
-        return log_B(self.lam0 + dense(stats["wc"])) - self._log_B0
+        """Eq. 12: log M(S_k) = logB(λ0 + wc_k) - logB(λ0) = Σ_{w: wc_kw ≠ 0} [log Γ(λ0_w +
+        wc_kw) - log Γ(λ0_w)] - log Γ(Σλ0 + n_k) + log Γ(Σλ0), n_k = Σ_w wc_kw, per k: a word
+        the component lacks adds 0, so log Γ runs on the non-zero counts only (O(K + nnz))."""
+        wc = stats["wc"]
+        if sp.issparse(wc):
+            coo = wc.tocoo()
+            rows, cols, counts = coo.row, coo.col, coo.data
+            total = np.asarray(wc.sum(-1)).ravel()
+        else:
+            wc = np.asarray(wc, dtype=float)
+            rows, cols = np.nonzero(wc)
+            counts, total = wc[rows, cols], wc.sum(-1)
+        l0, L0 = self.lam0[cols], self.lam0.sum()
+        words = np.bincount(rows, gammaln(l0 + counts) - gammaln(l0), minlength=wc.shape[0])
+        return words - gammaln(L0 + total) + gammaln(L0)
 
     def merge_gains(self, N: np.ndarray, stats: Arrays, a: np.ndarray,
                     b: np.ndarray) -> np.ndarray:
         """Eq. 12, logB(λ0 + wc_a + wc_b) - logB(λ0 + wc_a) - logB(λ0 + wc_b) + logB(λ0), per
         pair: a word that one of the two lacks adds log Γ(λ0 + c) - log Γ(λ0 + c) = 0, so
-        the sum over words runs over the words both hold (O(pairs · words a component holds),
-        log Γ only on shared words); the totals' log Γ(Σλ) terms complete it."""
+        the sum over words runs over the words both hold; the totals' log Γ(Σλ) terms complete
+        it. The shared words are found word by word (every pair of the named components that
+        hold a word, ``_gains_by_word``) or pair by pair (the intersection of the two rows,
+        ``_gains_by_pair``), whichever costs less."""
         if len(a) == 0:
             return np.zeros(0)
         rows, at = np.unique(np.concatenate([a, b]), return_inverse=True)
-        wc = dense(stats["wc"][rows])  # the components the pairs name, at positions ``at``
+        wc = stats["wc"][rows]  # the components the pairs name, at positions ``at``
+        held = sp.csr_matrix(wc.multiply(wc > 0) if sp.issparse(wc) else np.where(wc > 0, wc, 0))
+        held.eliminate_zeros()
+        total = np.asarray(wc.sum(-1)).ravel()
         a, b = at[: len(a)], at[len(a):]
-        held = sp.csr_matrix(wc > 0, dtype=float)
-        total = wc.sum(-1)
         L0 = self.lam0.sum()
         gains = (gammaln(L0 + total[a]) + gammaln(L0 + total[b]) - gammaln(L0)
                  - gammaln(L0 + total[a] + total[b]))
+        by_word = np.diff(held.tocsc().indptr)
+        per_row = np.diff(held.indptr)
+        # a word path entry costs about twice a pair path's row entry (measured)
+        if (by_word * (by_word - 1)).sum() <= (per_row[a] + per_row[b]).sum():
+            return gains + self._gains_by_word(held, np.minimum(a, b), np.maximum(a, b))
+        return gains + self._gains_by_pair(dense(wc), held, a, b)
+
+    def _shared(self, word: np.ndarray, ca: np.ndarray, cb: np.ndarray) -> np.ndarray:
+        """A shared word's term of Eq. 12: log Γ(λ0 + ca + cb) - log Γ(λ0 + ca) - log Γ(λ0 +
+        cb) + log Γ(λ0)."""
+        l0 = self.lam0[word]
+        return gammaln(l0 + ca + cb) - gammaln(l0 + ca) - gammaln(l0 + cb) + gammaln(l0)
+
+    def _gains_by_pair(self, wc: np.ndarray, held: sp.csr_matrix, a: np.ndarray,
+                       b: np.ndarray) -> np.ndarray:
+        """Σ over the words both rows a_i and b_i hold (the positive entries of ``held``, the
+        counts ``wc``) of the shared terms, per pair: the rows' intersection, chunks of pairs
+        at a time."""
+        out = np.zeros(len(a))
+        mask = sp.csr_matrix((np.ones(held.nnz), held.indices, held.indptr), shape=held.shape)
         step = max(1, base.MERGE_CHUNK_ENTRIES // self.V)
         for s in range(0, len(a), step):
             ia, ib = a[s:s + step], b[s:s + step]
-            both = held[ia].multiply(held[ib]).tocoo()
+            both = mask[ia].multiply(mask[ib]).tocoo()
             pair, word = both.row, both.col
-            ca, cb, l0 = wc[ia[pair], word], wc[ib[pair], word], self.lam0[word]
-            shared = gammaln(l0 + ca + cb) - gammaln(l0 + ca) - gammaln(l0 + cb) + gammaln(l0)
-            gains[s:s + step] += np.bincount(pair, shared, minlength=len(ia))
-        return gains
+            out[s:s + step] = np.bincount(
+                pair, self._shared(word, wc[ia[pair], word], wc[ib[pair], word]),
+                minlength=len(ia))
+        return out
+
+    def _gains_by_word(self, held: sp.csr_matrix, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The same sums per pair (lo_i < hi_i), from the words' columns: every two components
+        holding a word form a pair sharing it (Σ_w c_w (c_w - 1) / 2 entries for c_w holders),
+        kept when the pair is asked for; chunks of about MERGE_CHUNK_ENTRIES entries. With
+        g(c) = log Γ(λ0 + c) - log Γ(λ0) per held entry, a shared term is g(ca + cb) - g(ca) -
+        g(cb): one log Γ per pair and word."""
+        R = held.shape[0]
+        asked, which = np.unique(lo * R + hi, return_inverse=True)
+        slot = np.full(R * R, len(asked))  # a pair's place among the asked, else len(asked)
+        slot[asked] = np.arange(len(asked))
+        col = held.tocsc()  # row indices sorted within each column
+        count = np.diff(col.indptr)
+        l0 = np.repeat(self.lam0, count)  # per entry, in column order
+        g0 = gammaln(l0)
+        g = gammaln(l0 + col.data) - g0
+        later = np.repeat(col.indptr[1:], count) - np.arange(col.nnz) - 1  # holders after it
+        ends = np.cumsum(later)
+        sums = np.zeros(len(asked) + 1)
+        e = 0
+        while e < col.nnz:
+            stop = max(e + 1, int(np.searchsorted(ends, ends[e] - later[e]
+                                                  + base.MERGE_CHUNK_ENTRIES, side="right")))
+            reps = later[e:stop]
+            first = np.repeat(np.arange(e, stop), reps)
+            second = first + 1 + np.arange(len(first)) - np.repeat(np.cumsum(reps) - reps, reps)
+            at = slot[col.indices[first].astype(np.int64) * R + col.indices[second]]
+            hit = at < len(asked)
+            first, second, at = first[hit], second[hit], at[hit]
+            shared = gammaln(l0[first] + col.data[first] + col.data[second])
+            shared -= g0[first]
+            shared -= g[first]
+            shared -= g[second]
+            sums += np.bincount(at, shared, minlength=len(sums))
+            e = stop
+        return sums[which]
 
     def predictive_logpdf(self, X: Data, post: Arrays) -> np.ndarray:
         """Dirichlet-multinomial of the token sequence of each row (n, K):

@@ -116,6 +116,7 @@ class TiedGauss(ObsModel):
     """Gaussian components with their own means and one shared full covariance."""
 
     name = "tied-gauss"
+    pairwise_gains = False  # every merge moves the shared precision
 
     @classmethod
     def component_params(cls, D: int) -> int:

@@ -13,6 +13,7 @@ present.)
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,7 +32,10 @@ class DeleteConfig:
         "help": "try deleting components whose mass is at most this fraction of the average "
                 "component's (N_j <= max_share N / K), the smallest first",
         "range": "(0, inf)"})
-    per_lap: int = field(default=5, metadata={
+    # 50 rather than 5: a run converges only once every candidate has been tried, and 1,200
+    # docstrings from the one-pass start had 20 candidates, 4 laps of 5 (each batch keeps only
+    # the change of its summary per deletion: the items of a small component)
+    per_lap: int = field(default=50, metadata={
         "help": "deletions tried in one lap (each batch summarised without each; only the "
                 "items a component holds are summarised again)",
         "range": "[1, inf)"})
@@ -46,12 +50,18 @@ def delete_candidates(uids: np.ndarray, N: np.ndarray, cfg: DeleteConfig) -> np.
 
 
 def judge(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
-          alternatives: dict[int, Summary]) -> tuple[int | None, list[int]]:
+          alternatives: Iterable[tuple[int, Summary]]
+          ) -> tuple[int | None, Summary | None, list[int]]:
     """The deletion to accept, the one whose alternative summary of every item (the component
-    removed) has the highest optimal ELBO if that exceeds S's (else None), and the deletions
-    refused: those whose ELBO does not exceed S's."""
+    removed) has the highest optimal ELBO if that exceeds S's (else None), with that summary,
+    and the deletions refused: those whose ELBO does not exceed S's. The alternatives are read
+    one at a time; only the best so far is kept."""
     base = optimal_elbo(obs, alloc, S)
-    gains = {uid: optimal_elbo(obs, alloc, alt) - base for uid, alt in alternatives.items()}
-    best = max(gains, key=lambda u: gains[u], default=None)
-    accepted = best if best is not None and gains[best] > 0 else None
-    return accepted, [u for u, gain in gains.items() if gain <= 0]
+    best, best_gain, best_S, refused = None, 0.0, None, []
+    for uid, alt in alternatives:
+        gain = optimal_elbo(obs, alloc, alt) - base
+        if gain <= 0:
+            refused.append(uid)
+        elif gain > best_gain:
+            best, best_gain, best_S = uid, gain, alt
+    return best, best_S, refused

@@ -12,6 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp, xlogy
 
+from .. import sparse_stats as ss
 from ..obs.base import Arrays, Data, ObsModel
 from ..summary import Delete, Summary
 
@@ -53,11 +54,11 @@ class Plan:
 @dataclass
 class BatchResult:
     """A batch's summary, for each birth target the rows with r_nk' > tau (suppl. Eq. 23), and
-    for each planned deletion the summary without that component."""
+    for each planned deletion how the summary changes without that component."""
 
     summary: Summary
     collected: dict[int, np.ndarray | sp.csr_matrix] = field(default_factory=dict)
-    without: dict[int, Summary] = field(default_factory=dict)
+    delete_changes: dict[int, Summary] = field(default_factory=dict)
 
 
 def responsibilities(X: Data, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np.ndarray]:
@@ -193,30 +194,36 @@ def excluding(g: Globals, uids: tuple[int, ...]) -> Globals:
     return Globals(g.uids, g.post, np.where(np.isin(g.uids, uids), ABSENT, g.Elogw))
 
 
-def without(X: Data, obs: ObsModel, g: Globals, uid: int, R: np.ndarray,
-            summary: Summary) -> Summary:
-    """The batch's summary when no item may join component ``uid`` (``excluding``), without
-    ``uid``'s empty row, from the batch's responsibilities R under ``g`` and their summary.
-    Only the items with r_n,uid > 0 change (exactly: q(z_n) of the others is already
-    normalised over the other components). When they are fewer than half the batch their part
-    of the summary is replaced, S − S(A) + S'(A) over those items A (a local step on A alone);
-    otherwise the whole batch's local step runs again. Both are exact."""
+def delete_change(X: Data, obs: ObsModel, g: Globals, uid: int, R: np.ndarray,
+                  summary: Summary) -> Summary:
+    """How the batch's summary changes when no item may join component ``uid`` (``excluding``):
+    the summary then, without ``uid``'s empty row, minus Delete(uid) of ``summary`` (the
+    batch's, from its responsibilities R under ``g``; pairs and groups dropped). Only the
+    items A with r_n,uid > 0 change (exactly: q(z_n) of the others is already normalised over
+    the other components), so the change is S'(A) − S(A) over those items (a local step on A
+    alone), non-zero only on their entries; when they are more than half the batch, the whole
+    batch's local step runs again and the change is its summary minus the batch's. Both are
+    exact."""
     gone = Delete(uid)
     rows = np.flatnonzero(R[:, int(np.flatnonzero(g.uids == uid)[0])] > 0)
     if 2 * len(rows) > R.shape[0]:
-        return gone.apply(local_summary(X, obs, excluding(g, (uid,)))[1])
-    kept = gone.apply(summary.without_pairs())
+        return (gone.apply(local_summary(X, obs, excluding(g, (uid,)))[1])
+                - gone.apply(summary.without_pairs()))
     if not len(rows):
-        return kept
+        others = int(np.sum(g.uids != uid))
+        return Summary(g.uids[g.uids != uid], np.zeros(others),
+                       {k: ss.zero_rows(v, others) for k, v in summary.stats.items()},
+                       np.zeros(others), shared={k: np.zeros_like(v)
+                                                 for k, v in summary.shared.items()})
     XA = X[rows]
     old = gone.apply(summarize(XA, obs, R[rows], None, g.uids))
     new = gone.apply(local_summary(XA, obs, excluding(g, (uid,)))[1])
-    return kept - old + new
+    return new - old
 
 
 def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> BatchResult:
     """Local step on one batch (Eq. 9), its summary (Eq. 7), any birth collection and the
-    summaries without each planned deletion."""
+    summary's change without each planned deletion."""
     plan = plan or Plan()
     if plan.absent:
         g = excluding(g, plan.absent)
@@ -225,8 +232,8 @@ def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> 
     for uid in plan.targets:
         k = int(np.flatnonzero(g.uids == uid)[0])
         collected[uid] = X[np.flatnonzero(R[:, k] > plan.tau)]
-    alternatives = {uid: without(X, obs, g, uid, R, summary) for uid in plan.deletes}
-    return BatchResult(summary, collected, alternatives)
+    changes = {uid: delete_change(X, obs, g, uid, R, summary) for uid in plan.deletes}
+    return BatchResult(summary, collected, changes)
 
 
 def hard_assignments(X: Data, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np.ndarray]:

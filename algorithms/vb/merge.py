@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -42,9 +42,13 @@ def plan_pairs(obs: ObsModel, S: Summary, cfg: MergeConfig) -> np.ndarray:
     if len(pairs) <= cfg.max_pairs:
         return _sorted(pairs)
     score = merge_scores(obs, S, pairs)
+    end = np.concatenate([iu, ju])  # each pair once under each of its components
+    pair = np.tile(np.arange(len(pairs)), 2)
+    order = np.lexsort((pair, end))  # by component, then pair order
+    bounds = np.searchsorted(end[order], np.arange(S.K + 1))
     keep = np.zeros(len(pairs), bool)
-    for u in S.uids:
-        mine = np.flatnonzero((pairs == u).any(axis=1))
+    for k in range(S.K):
+        mine = pair[order[bounds[k]:bounds[k + 1]]]
         keep[mine[np.argsort(-score[mine])[: cfg.partners]]] = True
     return _sorted(pairs[keep])
 
@@ -62,42 +66,47 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
     entropies are no longer known). The optimal ELBO after a merge is the current one plus the
     pair's Eq. 12 score (the exact change of log M(S), the observation terms at the optimal
     q(phi)) and the change of the allocation terms and entropy (O(K)); the open pairs' scores
-    are computed together, at the start and after each accepted merge."""
+    are computed together, at the start and, unless a pair's gain depends on its two
+    components alone (ObsModel.pairwise_gains: the open pairs after a merge are untouched
+    ones, their scores unchanged), after each accepted merge."""
     elbo = optimal_elbo(obs, alloc, S)
     accepted: list[Merge] = []
-    tried: set[tuple[int, int]] = set()
-    known: dict[tuple[int, int], float] = {}
+    untried = np.ones(len(S.pairs), bool)  # S.pairs not tried yet
+    score = None
     for _ in range(cfg.max_attempts):
-        open_pairs = [tuple(p) for p in S.pairs.tolist() if tuple(p) not in tried]
-        if not open_pairs:
+        if not untried.any():
             break
-        pairs = np.array(open_pairs)
-        a = int(rng.choice(np.unique(pairs)))
-        mine = pairs[(pairs == a).any(axis=1)]
-        if not known:  # every open pair's score in one call, again after each accepted merge
-            known = dict(zip(open_pairs, merge_scores(obs, S, pairs).tolist(), strict=True))
-        score = np.array([known[(int(lo), int(hi))] for lo, hi in mine])
-        p = np.exp(score - score.max())
-        pick = rng.choice(len(mine), p=p / p.sum())
-        lo, hi = (int(v) for v in mine[pick])
-        tried.add((lo, hi))
+        if score is None:  # every open pair's score in one call
+            score = np.zeros(len(S.pairs))
+            score[untried] = merge_scores(obs, S, S.pairs[untried])
+        a = int(rng.choice(np.unique(S.pairs[untried])))
+        mine = np.flatnonzero(untried & (S.pairs == a).any(axis=1))
+        p = np.exp(score[mine] - score[mine].max())
+        pick = int(mine[rng.choice(len(mine), p=p / p.sum())])
+        lo, hi = (int(v) for v in S.pairs[pick])
+        untried[pick] = False
         keep, gone = (lo, hi) if S.N[S.index(lo)] >= S.N[S.index(hi)] else (hi, lo)
         move = Merge(keep, gone)
         cand_elbo = elbo + score[pick] + merge_rest_change(alloc, S, move)
         if cand_elbo > elbo:
+            left = ~np.isin(S.pairs, (keep, gone)).any(axis=1)  # the merged S's pairs, in order
             S, elbo = move.apply(S), cand_elbo
             accepted.append(move)
-            known = {}
+            untried = untried[left]
+            score = score[left] if obs.pairwise_gains else None
     return S, accepted, elbo
 
 
-def weights_and_entropy(alloc: VariationalAllocation, S: Summary) -> float:
-    """The allocation terms of Eq. 8 at their global update from S, plus S's entropy."""
-    return alloc.elbo(S.N, alloc.post(S.N)) + float(S.H.sum())
-
-
 def merge_rest_change(alloc: VariationalAllocation, S: Summary, move: Merge) -> float:
-    """The change of weights_and_entropy when ``move`` applies to S: O(K + pairs), the move
-    applied to S's masses and entropies alone (no statistics copied)."""
-    light = replace(S, stats={}, shared={})
-    return weights_and_entropy(alloc, move.apply(light)) - weights_and_entropy(alloc, light)
+    """The change of the allocation terms of Eq. 8 at their global update, plus the entropy,
+    when ``move`` applies to S: b's mass joins a's (N_b leaves its place) and H_a + H_b becomes
+    the pair's merge entropy H_ab (Sec. 3.2). O(K + pairs), from the masses alone."""
+    Hab = S.pair_entropy(move.a, move.b)
+    if Hab is None:
+        raise ValueError(f"no merge entropy recorded for pair ({move.a}, {move.b})")
+    ia, ib = S.index(move.a), S.index(move.b)
+    N = S.N.copy()
+    N[ia] += N[ib]
+    N = np.delete(N, ib)
+    return (alloc.elbo(N, alloc.post(N)) - alloc.elbo(S.N, alloc.post(S.N))
+            + Hab - float(S.H[ia]) - float(S.H[ib]))

@@ -9,9 +9,10 @@ computed in parallel against the same globals and then applied one by one in vis
 collect targeted data during one lap, are created at its end and adopted during the next,
 with their summaries S' kept beside S^0 until that lap's last global update; their origins
 take no item during that lap. A lap may also
-try deleting a few small components: each visit summarises its batch also without each, and at
-the lap's end the deletion whose alternatives' sum has the highest exact ELBO is kept, if that
-is higher than S^0's. Merges and reordering happen after a lap's last batch and are accepted
+try deleting small components: each visit records how its batch's summary changes without
+each (only the component's own items move), and at the lap's end the deletion whose
+alternative (S^0 without it, plus the batches' changes) has the highest exact ELBO is kept, if
+that is higher than S^0's. Merges and reordering happen after a lap's last batch and are accepted
 only when the exact full-data ELBO rises; then, when the run learns it, the observation prior
 is learned from the components (ObsModel.learn_prior), fixed until the next lap end. Per-batch
 summaries stored before a move are brought up to date by replaying the logged moves on them. A
@@ -189,8 +190,9 @@ class MemoEngine(Engine):
                                 self.ctx.obs.shared_shapes())
         self.past: Summary | None = None  # the warm start's past blocks (Mixture.past)
         self.store: StateStore[Summary] = StateStore(SUMMARIES, self.ctx.summary_bytes)
-        # during a lap that tries deletions: for each, every visited batch's summary without it
-        self.alternatives: dict[int, StateStore[Summary]] = {}
+        # during a lap that tries deletions: for each, how every visited batch's summary changes
+        # without it (local.delete_change)
+        self.delete_changes: dict[int, StateStore[Summary]] = {}
         # component id -> its N when its deletion was refused
         self.kept: dict[int, float] = {}
         self.births: list[Birth] = []
@@ -267,7 +269,7 @@ class MemoEngine(Engine):
     def close(self) -> None:
         if hasattr(self, "store"):
             self.store.close()
-            self._clear_alternatives()
+            self._clear_delete_changes()
 
     # the lap ---------------------------------------------------------------------------------
 
@@ -384,7 +386,7 @@ class MemoEngine(Engine):
         order = ctx.rng.order.permutation(ctx.corpus.n_partitions)
         groups = family_groups(families)
         deletes = () if families else self._choose_deletes()
-        self.alternatives = {uid: self._new_store() for uid in deletes}
+        self.delete_changes = {uid: self._new_store() for uid in deletes}
         self.lap_state = LapState(lap, order, pairs, np.zeros(0 if pairs is None else len(pairs)),
                                   S_prime, targets, 0, groups, np.zeros(len(groups)), masses,
                                   deletes)
@@ -401,17 +403,17 @@ class MemoEngine(Engine):
 
     def _choose_deletes(self) -> tuple[int, ...]:
         """The delete.per_lap smallest open candidates (not in a lap adopting births: its visits
-        record the group entropies of their verification, which the alternatives would
+        record the group entropies of their verification, which the changes would
         lack)."""
         return tuple(int(u) for u in self._delete_open()[: self.cfg.delete.per_lap])
 
     def _new_store(self) -> StateStore[Summary]:
         return StateStore(SUMMARIES, self.ctx.summary_bytes)
 
-    def _clear_alternatives(self) -> None:
-        for store in self.alternatives.values():
+    def _clear_delete_changes(self) -> None:
+        for store in self.delete_changes.values():
             store.close()
-        self.alternatives = {}
+        self.delete_changes = {}
 
     def wave(self) -> int:
         """Apply the next wave of W batches in visiting order, once it is computed; before
@@ -456,8 +458,8 @@ class MemoEngine(Engine):
             self.S0.add_in_place(old.without_pairs(), -1.0)
         self.S0.add_in_place(new)
         self.store.put(b, res.summary)
-        for uid, alt in res.without.items():
-            self.alternatives[uid].put(b, alt)
+        for uid, change in res.delete_changes.items():
+            self.delete_changes[uid].put(b, change)
         changed = _changed(old, new)
         if changed is not None:
             self.columns[b] = np.unique(changed.indices).astype(np.int64)
@@ -568,25 +570,28 @@ class MemoEngine(Engine):
         self.next_lap += 1
 
     def _delete(self) -> bool:
-        """Judge the lap's deletions on the exact ELBO (delete.judge), each from the sum of the
-        batches' alternatives (in partition order); if one is accepted, its alternatives become
-        the stored summaries and their sum S^0. Refused ones wait for a change of their mass."""
-        sums = {}
-        for uid, store in self.alternatives.items():
-            total = Summary.zeros(self.S0.uids[self.S0.uids != uid], self.ctx.obs.stat_shapes(),
-                                  self.ctx.obs.shared_shapes())
-            for _, alt in store.items():
-                total.add_in_place(alt)
-            sums[uid] = total
-        accepted, refused = judge(self.ctx.obs, self.ctx.alloc, self.S0, sums)
+        """Judge the lap's deletions on the exact ELBO (delete.judge), each from its alternative
+        S^0: S^0 without it plus the batches' changes (in partition order); if one is accepted,
+        every stored summary takes its change and S^0 becomes the alternative. Refused ones
+        wait for a change of their mass."""
+        def alternative(uid: int, changes: StateStore[Summary]) -> Summary:
+            total = Delete(uid).apply(self.S0)
+            for _, change in changes.items():
+                total.add_in_place(change)
+            return total
+
+        accepted, S, refused = judge(self.ctx.obs, self.ctx.alloc, self.S0,
+                                     ((uid, alternative(uid, changes))
+                                      for uid, changes in self.delete_changes.items()))
         for uid in refused:
             self.kept[uid] = self._mass(uid)
         if accepted is not None:
-            for key, alt in self.alternatives[accepted].items():
-                self.store.put(key, alt)
-            self.S0 = sums[accepted]
+            gone = Delete(accepted)
+            for key, change in self.delete_changes[accepted].items():
+                self.store.put(key, gone.apply(self.store.get(key).without_pairs()) + change)
+            self.S0 = S
             self._drop(accepted)
-        self._clear_alternatives()
+        self._clear_delete_changes()
         return accepted is not None
 
     def _drop(self, uid: int) -> None:
@@ -647,6 +652,7 @@ class MemoEngine(Engine):
             "hold_globals": self.hold_globals,
             "failed": [[u, n, lap, count] for u, (n, lap, count) in self.failed.items()],
             "best": None if self.best is None else list(self.best[:2]),
+            "best_is_model": self._best_is_model(),
             "last_elbo": self.last_elbo,
             "settled": self.settled,
             "births_kept": self.births_kept,
@@ -657,7 +663,7 @@ class MemoEngine(Engine):
             "inflight": [w.batches for w in self.inflight],
             "laps_since": [[u, n] for u, n in self.laps_since.items()],
             "stored": self.store.keys(),
-            "alternatives": {str(u): store.keys() for u, store in self.alternatives.items()},
+            "delete_changes": {str(u): store.keys() for u, store in self.delete_changes.items()},
             "kept": [[u, n] for u, n in self.kept.items()],
             "births": [{"target": b.target, "n": b.n, "seen": b.seen, "mass": b.mass,
                         "rows": bool(b.rows)} for b in self.births],
@@ -668,9 +674,15 @@ class MemoEngine(Engine):
         }
         return meta, self._state_arrays()
 
+    def _best_is_model(self) -> bool:
+        """Whether the best lap-end state is the current model, kept at the last lap end and
+        unchanged since (a checkpoint then holds its arrays once)."""
+        return (self.best is not None and self.lap_state is None and not self.inflight
+                and self.best[1] == self.next_lap)
+
     def _state_arrays(self) -> Items:
         yield from model_items("model", self.model)
-        if self.best is not None:
+        if self.best is not None and not self._best_is_model():
             yield from model_items("best", self.best[2])
         yield from summary_items("S0", self.S0)
         yield from summary_items("past", self.past)
@@ -696,9 +708,9 @@ class MemoEngine(Engine):
                 yield f"inflight/{i}/post/{k}", v
         for key, S in self.store.items():  # streamed: one stored summary in memory at a time
             yield from summary_items(f"store/{key}", S)
-        for uid, store in self.alternatives.items():
+        for uid, store in self.delete_changes.items():
             for key, S in store.items():
-                yield from summary_items(f"alternatives/{uid}/{key}", S)
+                yield from summary_items(f"delete_changes/{uid}/{key}", S)
 
     def restore(self, meta: dict[str, Any], arrays: ArrayFile) -> None:
         self._setup(model_from(arrays, "model", self.ctx))
@@ -713,8 +725,9 @@ class MemoEngine(Engine):
                                    int(f[3]) if len(f) > 3 else retried)
                        for f in meta["failed"]}
         if meta["best"] is not None:
-            self.best = (float(meta["best"][0]), int(meta["best"][1]),
-                         model_from(arrays, "best", self.ctx))
+            best = (replace(self.model.copy(), past=self.past) if meta.get("best_is_model")
+                    else model_from(arrays, "best", self.ctx))
+            self.best = (float(meta["best"][0]), int(meta["best"][1]), best)
         self.last_elbo = meta["last_elbo"]
         self.settled = bool(meta.get("settled", False))
         self.births_kept = int(meta.get("births_kept", 0))
@@ -728,11 +741,19 @@ class MemoEngine(Engine):
             changed = S.changed_pattern()
             if changed is not None:
                 self.columns[int(key)] = np.unique(changed.indices).astype(np.int64)
-        for uid, keys in meta.get("alternatives", {}).items():
-            self.alternatives[int(uid)] = self._new_store()
+        for uid, keys in meta.get("delete_changes", {}).items():
+            self.delete_changes[int(uid)] = self._new_store()
             for key in keys:
-                self.alternatives[int(uid)].put(int(key),
-                                                summary_from(arrays, f"alternatives/{uid}/{key}"))
+                self.delete_changes[int(uid)].put(
+                    int(key), summary_from(arrays, f"delete_changes/{uid}/{key}"))
+        # a checkpoint written before the changes were kept has each batch's whole alternative
+        for uid, keys in meta.get("alternatives", {}).items():
+            self.delete_changes[int(uid)] = self._new_store()
+            gone = Delete(int(uid))
+            for key in keys:
+                alt = summary_from(arrays, f"alternatives/{uid}/{key}")
+                self.delete_changes[int(uid)].put(
+                    int(key), alt - gone.apply(self.store.get(int(key)).without_pairs()))
         self.kept = {int(u): float(n) for u, n in meta.get("kept", [])}
         for i, b in enumerate(meta["births"]):
             rows = [data_from_arrays(arrays.group(f"births/{i}/rows"))] if b["rows"] else []

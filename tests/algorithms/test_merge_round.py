@@ -1,5 +1,6 @@
 """merge_round scores Eq. 12 once per summary: the same merges as scoring each attempt's pairs
-afresh (the reference below), with one score computation per accepted merge plus one."""
+afresh (the reference below), with one score computation per accepted merge plus one (one in
+all when a pair's gain depends on its two components alone)."""
 
 from __future__ import annotations
 
@@ -77,3 +78,52 @@ def test_merge_round_scores_once_per_summary_and_merges_as_the_reference(cls, se
     assert elbo == pytest.approx(ref_elbo, rel=1e-12)  # by score sums, not refitted
     np.testing.assert_array_equal(got_S.N, ref_S.N)
     assert counting.calls <= len(moves) + 1
+    if obs.pairwise_gains:  # the untouched pairs' scores are kept across accepted merges
+        assert counting.calls == 1
+
+
+class CountingPost:
+    """An observation model that counts its post calls (everything else delegated)."""
+
+    def __init__(self, obs) -> None:
+        self.obs, self.calls = obs, 0
+
+    def post(self, *args):
+        self.calls += 1
+        return self.obs.post(*args)
+
+    def __getattr__(self, name):
+        return getattr(self.obs, name)
+
+
+@pytest.mark.parametrize("name", ["mult", "mult-sparse", "gauss", "diag-gauss", "zm-gauss",
+                                  "tied-gauss"])
+def test_optimal_elbo_is_the_elbo_at_the_global_update_without_forming_it(name):
+    """optimal_elbo (allocation terms, log evidence, entropy) equals Eq. 8 evaluated at the
+    global update of S (Mixture.from_summary(...).elbo(S)), and forms no q(phi)."""
+    import scipy.sparse as sp
+
+    from bnpmix.algorithms.mixture import Mixture
+    from bnpmix.algorithms.obs.diag_gauss import DiagGauss
+    from bnpmix.algorithms.obs.mult import Mult
+    from bnpmix.algorithms.obs.zm_gauss import ZeroMeanGauss
+
+    rng = np.random.default_rng(3)
+    n, K = 80, 5
+    if name.startswith("mult"):
+        X = sp.csr_matrix(rng.poisson(0.4, (n, 30)).astype(float))
+        obs = Mult.default(X, lam0=0.2)
+    else:
+        X = rng.normal(size=(n, 3)) + rng.normal(0, 4, (K, 3))[rng.integers(0, K, n)]
+        cls = {"gauss": Gauss, "diag-gauss": DiagGauss, "zm-gauss": ZeroMeanGauss,
+               "tied-gauss": TiedGauss}[name]
+        obs = cls.default(X)
+    R = rng.dirichlet(np.full(K, 0.3), n)
+    S = summarize(X, obs, R, np.log(R), np.arange(K))
+    if name == "mult-sparse":
+        S.stats = {"wc": sp.csr_matrix(S.stats["wc"])}
+    alloc = StickBreaking(1.5)
+    direct = Mixture.from_summary(obs, alloc, S).elbo(S)
+    counting = CountingPost(obs)
+    assert optimal_elbo(counting, alloc, S) == pytest.approx(direct, rel=1e-11)
+    assert counting.calls == 0
