@@ -261,10 +261,10 @@ def format_run_info(info: dict[str, Any]) -> str:
         f"items         {info['n_items']}",
         f"wall seconds  {info['wall_seconds']:.1f}",
     ]
-    if "obs_candidates" in info:  # --obs auto: each model's bound on the initialisation sample
+    if "obs_candidates" in info:  # --obs auto: each model's bound on the corpus
         ranked = sorted(info["obs_candidates"].items(), key=lambda kv: -kv[1])
         lines.append("obs auto      " + ", ".join(f"{name} {value:.4f}" for name, value in ranked)
-                     + " (ELBO per item, fits of the initialisation sample)")
+                     + " (ELBO per item: one VB step over the corpus from each sample fit)")
     if "prior" in info:
         lines.append(f"prior         {prior_text(info['prior'])}")
     if info["vocab_file"]:

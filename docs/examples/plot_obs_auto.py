@@ -3,8 +3,9 @@
 =========================================================
 
 For dense data the default observation model is ``auto``: memo fits the initialisation sample
-under ``gauss``, ``tied-gauss`` and ``diag-gauss`` and keeps the one with the highest ELBO per
-item. The run's summary lists every candidate's bound. Here on scikit-learn's wine,
+under ``gauss``, ``tied-gauss`` and ``diag-gauss``, takes one VB step of each fit over the
+whole corpus and keeps the one with the highest ELBO per item there. The run's summary lists
+every candidate's bound. Here on scikit-learn's wine,
 standardised, through the same :func:`~bnpmix.pipeline.fit.fit` that ``bnpmix fit`` runs.
 """
 
@@ -30,7 +31,7 @@ for name, bound in candidates.items():
     print(f"{name:>10}: ELBO {bound:.4f} per item")
 
 # %%
-# The candidates' ELBO per item on the initialisation sample (higher is better).
+# The candidates' ELBO per item after one step over the corpus (higher is better).
 names = list(candidates)
 bounds = [candidates[n] for n in names]
 fig, ax = plt.subplots(figsize=(6, 3))

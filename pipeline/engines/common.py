@@ -21,6 +21,7 @@ from bnpmix.storage.arrays import ArrayFile
 
 from ..config import opt
 from ..runtime.context import FitContext
+from ..runtime.executors import Executor
 from ..runtime.models import read_model
 
 Items = Iterator[tuple[str, np.ndarray]]
@@ -49,8 +50,15 @@ def visit(batch: Batch, obs: ObsModel, g: Globals, plan: Plan | None = None) -> 
 
 def full_pass(ctx: FitContext, model: Mixture) -> Summary:
     """Local steps on every batch under the same globals; their sum, in partition order."""
-    results = ctx.executor.map(visit, range(ctx.corpus.n_partitions), ctx.obs, model.globals())
-    total = Summary.zeros(model.uids, ctx.obs.stat_shapes(), ctx.obs.shared_shapes())
+    return corpus_summary(ctx.executor, ctx.corpus.n_partitions, ctx.obs, model)
+
+
+def corpus_summary(executor: Executor, n_partitions: int, obs: ObsModel,
+                   model: Mixture) -> Summary:
+    """Local steps (Eq. 9) on every partition under ``model``'s globals, their summaries
+    (Eq. 7) summed in partition order."""
+    results = executor.map(visit, range(n_partitions), obs, model.globals())
+    total = Summary.zeros(model.uids, obs.stat_shapes(), obs.shared_shapes())
     for res in results:
         total = total + res.summary
     return total
