@@ -1,8 +1,9 @@
 """`--obs auto`, the default observation model of dense corpora for the mixture engines: memo
 fits of the initialisation sample under gauss, tied-gauss and diag-gauss, each taken one VB
-step over the corpus, the highest ELBO per item there kept. On data drawn from each covariance structure the evidence picks that structure; the
-run records every candidate's bound and starts from the prior the chosen fit learned; the
-engines without the choice keep the full Gaussian; bag-of-words corpora refuse it."""
+step over the corpus, the highest ELBO per item there kept. On data drawn from each covariance
+structure the evidence picks that structure; the run records every candidate's bound and
+starts from the prior the chosen fit learned; the engines without the choice keep the full
+Gaussian; bag-of-words corpora refuse it."""
 
 from __future__ import annotations
 
