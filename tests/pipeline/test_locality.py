@@ -253,8 +253,9 @@ def test_a_local_fit_writes_its_cache_figures(tmp_path):
     summary = fit(tmp_path / "c", tmp_path / "run",
                   job_config(K=3, laps=2, tol=0, moves="", scheduler="synchronous"))
     assert summary["laps"] == 2
-    # two laps and the assignments, every partition once each; read once, then hits
-    assert summary["cache"] == {"tasks": 18, "hits": 12, "misses": 6, "hit_rate": 12 / 18,
+    # --obs auto's step over the corpus for each of 3 candidates, two laps and the
+    # assignments: every partition 6 times; read once, then hits
+    assert summary["cache"] == {"tasks": 36, "hits": 30, "misses": 6, "hit_rate": 30 / 36,
                                 "warm_hit_rate": 1.0, "home_rate": None}
     assert RunDir(tmp_path / "run").load_summary()["cache"] == summary["cache"]
 
