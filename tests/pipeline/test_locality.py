@@ -316,7 +316,8 @@ def test_a_memo_fit_runs_each_wave_where_bounded_placement_sends_it(tmp_path, cl
     assert {r[0] for r in rank.values()} == set(workers)  # both are home to some partitions
     with get_task_stream(client) as stream:
         summary = fit(corpus, tmp_path / "run",
-                      job_config(K=2, laps=3, tol=0, seed=5, wave=2), client=client)
+                      job_config(K=2, laps=3, tol=0, seed=5, wave=2, obs="gauss"),
+                      client=client)  # obs named: no --obs auto passes before the laps
     assert summary["laps"] == 3 and summary["config"]["run"]["wave"] == 2
     waves = defaultdict(dict)  # wave id -> {position in the submit: (partition, worker)}
     for task in stream.data:
