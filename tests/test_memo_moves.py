@@ -43,14 +43,16 @@ def blob_data(seed: int, n: int = 600, centres=((0, 0), (9, 0), (0, 9))) -> np.n
 # ------------------------------------------------------------------------- proposals
 
 def test_two_means_in_the_whitened_space_splits_parallel_elongated_clusters():
-    """Two long clusters side by side (sd 10 along x, 0.5 along y, 3 apart in y): in the prior's
-    units 2-means cuts across the long axis (the larger spread), while in the sample's own
-    whitened space every direction has unit variance and the split along the bimodal short
-    axis is the one that lowers the within-cluster sum of squares most."""
+    """A birth's target, two long clusters side by side (sd 10 along x, 0.5 along y, 3 apart
+    in y), inside a corpus that spreads alike in x and y (sd 10): in the prior's units (scaled
+    to the corpus) 2-means cuts across the long axis (the larger spread), while in the
+    target's own whitened space every direction has unit variance and the split along the
+    bimodal short axis is the one that lowers the within-cluster sum of squares most."""
     rng = np.random.default_rng(0)
     z = rng.integers(0, 2, 2000)
     X = np.c_[10 * rng.standard_normal(2000), 3.0 * z + 0.5 * rng.standard_normal(2000)]
-    F = obs_class("gauss").default(X).features(X)
+    corpus = np.r_[X, 10 * rng.standard_normal((2000, 2))]
+    F = obs_class("gauss").default(corpus).features(X)
     agree = lambda labels: max(np.mean(labels == z), np.mean(labels != z))  # noqa: E731
     whitened, _ = init.proposal_splits(F, np.random.default_rng(1))
     assert agree(whitened) > 0.99

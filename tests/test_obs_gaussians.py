@@ -18,6 +18,7 @@ from scipy.special import digamma
 from bnpmix.algorithms.obs import wishart as W
 from bnpmix.algorithms.obs.diag_gauss import DiagGauss
 from bnpmix.algorithms.obs.gauss import Gauss
+from bnpmix.algorithms.obs.tied_gauss import TiedGauss
 from bnpmix.algorithms.obs.zm_gauss import ZeroMeanGauss
 
 NAMES = ["zm-gauss", "gauss", "diag-gauss"]
@@ -430,9 +431,9 @@ def test_defaults_scale_to_data():
     g = Gauss.default(X)
     assert g.nu0 == 5.0 and g.kappa0 == 0.01
     np.testing.assert_allclose(g.m0, X.mean(0))
-    # E[Λ⁻¹] = B0 / (ν0 - D - 1) = scale · (0.9 C + 0.1 (tr C / 3) I), C the sample covariance
+    # E[Λ⁻¹] = B0 / (ν0 - D - 1) = scale · (0.9 C + 0.1 diag(C)), C the sample covariance
     C = np.cov(X, rowvar=False, bias=True)
-    shrunk = 0.9 * C + 0.1 * np.trace(C) / 3 * np.eye(3)
+    shrunk = 0.9 * C + 0.1 * np.diag(np.diag(C))
     np.testing.assert_allclose(g.B0 / (g.nu0 - 4), 0.1 * shrunk, rtol=1e-12)
     d = DiagGauss.default(X, a0=3.0)
     np.testing.assert_allclose(d.m0, X.mean(0))
@@ -451,16 +452,41 @@ def test_defaults_scale_to_data():
             m.check_data(scipy.sparse.csr_matrix(X))
 
 
-@pytest.mark.parametrize("name", ["gauss", "zm-gauss", "diag-gauss"])
+def default_scale(name: str, X: np.ndarray) -> np.ndarray:
+    """E[Σ] of a default prior (the diagonal matrix of 1/E[λ_d] for diag-gauss)."""
+    m = GAUSSIANS[name].default(X)
+    return np.diag(m.b0 / m.a0) if name == "diag-gauss" else m.B0 / (m.nu0 - X.shape[1] - 1)
+
+
+GAUSSIANS = {"gauss": Gauss, "zm-gauss": ZeroMeanGauss, "diag-gauss": DiagGauss,
+             "tied-gauss": TiedGauss}
+
+
+@pytest.mark.parametrize("name", sorted(GAUSSIANS))
 def test_default_prior_has_a_floor_for_constant_columns(name):
     """Constant columns (digits has constant pixels) leave the data's covariance singular; the
-    shrunk default keeps every eigenvalue of E[Σ] at least scale · 0.1 · mean variance."""
+    default E[Σ] gives each of them scale · 0.1 · the mean variance, and stays positive
+    definite; the other columns keep their own variance (scale times it)."""
     rng = np.random.default_rng(11)
     X = rng.normal(size=(300, 4)) * [1.0, 10.0, 0.0, 1e-9]
-    cls = {"gauss": Gauss, "zm-gauss": ZeroMeanGauss, "diag-gauss": DiagGauss}[name]
-    m = cls.default(X)
-    scale = m.B0 / (m.nu0 - 5) if name != "diag-gauss" else np.diag(m.b0 / m.a0)
-    M = (np.cov(X, rowvar=False, bias=True) if name != "zm-gauss" else X.T @ X / len(X))
-    floor = 0.1 * np.trace(M) / 4 * (1.0 if name == "zm-gauss" else 0.1)
-    assert np.linalg.eigvalsh(scale).min() >= floor * (1 - 1e-12)
-    np.testing.assert_array_less(0, np.linalg.eigvalsh(scale))
+    E = default_scale(name, X)
+    M = np.cov(X, rowvar=False, bias=True) if name != "zm-gauss" else X.T @ X / len(X)
+    scale = 1.0 if name == "zm-gauss" else 0.1
+    floor = scale * 0.1 * np.trace(M) / 4
+    np.testing.assert_allclose(np.diag(E), scale * np.diag(M) * [1, 1, 0, 0]
+                               + [0, 0, floor, floor], rtol=1e-9)
+    np.testing.assert_array_less(0, np.linalg.eigvalsh(E))
+
+
+@pytest.mark.parametrize("name", sorted(GAUSSIANS))
+def test_default_prior_follows_each_columns_units(name):
+    """Measuring column j in other units (x_j → c_j x_j) turns the default E[Σ] into
+    C E[Σ] C, C = diag(c): the prior says the same thing about clusters whatever the units, so
+    a column in millimetres next to one in kilometres is not made to look like one cluster.
+    right_k's scales6 (columns 0.01 to 100) found K = 23-32 of 6 while the target was the mean
+    variance, which this fails. (Columns over 1e12 below the mean variance count as constant.)"""
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(400, 5)) @ rng.normal(size=(5, 5)) + rng.normal(size=5)
+    c = np.array([1e-2, 0.3, 1.0, 30.0, 1e3])  # variances 1e10 apart; CONSTANT_SHARE is 1e-12
+    np.testing.assert_allclose(default_scale(name, X * c), c[:, None] * default_scale(name, X)
+                               * c[None, :], rtol=1e-9)

@@ -361,19 +361,35 @@ def log_gamma_draw(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 # all pairs at once took 0.9 GB of temporaries on the driver
 MERGE_CHUNK_ENTRIES = 1 << 21
 
-SHRINKAGE = 0.1  # default weight of the isotropic target in data_scale_matrix
+SHRINKAGE = 0.1  # default weight of the diagonal target in data_scale_matrix
+
+# a column whose variance is below this share of the mean variance counts as constant: only
+# float64 rounding, far below any real ratio of scales (right_k's scales6 spans 1e8 in variance)
+CONSTANT_SHARE = 1e-12
+
+
+def constant_columns(var: np.ndarray) -> np.ndarray:
+    """Which columns are constant, from the columns' variances (or second moments): below
+    CONSTANT_SHARE of their mean."""
+    return var <= CONSTANT_SHARE * max(float(np.mean(var)) if len(var) else 1.0, 1e-12)
+
+
+def shrinkage_target(var: np.ndarray) -> np.ndarray:
+    """The diagonal target T of data_scale_matrix from the columns' variances (or second
+    moments): each column's own, and their mean for a constant column, which has none."""
+    return np.where(constant_columns(var), max(float(np.mean(var)), 1e-12), var)
 
 
 def data_scale_matrix(M: np.ndarray, scale: float, shrinkage: float = SHRINKAGE) -> np.ndarray:
-    """scale · [(1 - λ) M + λ (tr M / D) I] for a sample's covariance or second-moment matrix M:
-    the default Gaussian priors' E[Σ]. Shrinking towards the mean variance keeps every
-    eigenvalue at least λ tr M / D, so constant or near-constant columns (digits has constant
-    pixels) get a floor instead of a singular prior (Ledoit & Wolf 2004's target, with a fixed
-    weight instead of their estimated one)."""
+    """scale · [(1 - λ) M + λ T] for a sample's covariance or second-moment matrix M: the
+    default Gaussian priors' E[Σ]. T = diag(M) (Schäfer & Strimmer 2005's target "D") shrinks
+    the correlations only, so every column keeps its own variance and the prior follows each
+    column's units (a column rescaled by c rescales its row and column of E[Σ] by c); a
+    constant column gets T_jj = the mean variance (shrinkage_target), so E[Σ_jj] =
+    scale · λ · mean variance instead of 0."""
     if not 0 < shrinkage <= 1:
         raise ValueError(f"shrinkage must lie in (0, 1], not {shrinkage}")
     if not (isinstance(scale, int | float) and np.isfinite(scale) and scale > 0):
         raise ValueError(f"scale must be a positive finite number, not {scale!r}")
-    D = M.shape[0]
-    v = max(float(np.trace(M)) / D, 1e-12) if D else 1.0
-    return scale * ((1.0 - shrinkage) * M + shrinkage * v * np.eye(D))
+    target = shrinkage_target(np.diag(M))
+    return scale * ((1.0 - shrinkage) * M + shrinkage * np.diag(target))

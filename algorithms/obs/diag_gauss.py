@@ -65,7 +65,7 @@ class DiagGauss(ObsModel):
                 m0: np.ndarray | None = None, b0: np.ndarray | None = None,
                 shrinkage: float = SHRINKAGE) -> DiagGauss:
         """m0 = data mean and b0_d = a0 · scale · v_d, so 1/E[λ_d] = scale · v_d, with v the
-        column variances shrunk towards their mean (the diagonal of data_scale_matrix)."""
+        diagonal of data_scale_matrix: each column's own variance, a floor for constant ones."""
         X = np.asarray(X, dtype=float)
         D = X.shape[1]
         m0 = (X.mean(0) if len(X) else np.zeros(D)) if m0 is None else m0

@@ -274,7 +274,7 @@ def normal_wishart_default(X: Data, kappa0: float, nu0: float | None, scale: flo
                            m0: np.ndarray | None, B0: np.ndarray | None,
                            shrinkage: float) -> dict[str, Any]:
     """The data-scaled Normal-Wishart prior (D, m0, kappa0, nu0, B0): ν0 = D + 2, m0 = the data
-    mean and E[Λ⁻¹] = scale · C, C the sample's covariance shrunk towards its mean variance
+    mean and E[Λ⁻¹] = scale · C, C the sample's covariance with its correlations shrunk
     (data_scale_matrix): a cluster is expected to spread like a tenth of the data, in the
     data's own directions and units."""
     X = np.asarray(X, dtype=float)

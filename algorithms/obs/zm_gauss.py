@@ -50,7 +50,7 @@ class ZeroMeanGauss(ObsModel):
     def default(cls, X: Data, nu0: float | None = None, scale: float = 1.0,
                 B0: np.ndarray | None = None, shrinkage: float = SHRINKAGE) -> ZeroMeanGauss:
         """ν0 = D + 2 and E[Λ⁻¹] = scale · C, C the sample's second-moment matrix E[x xᵀ]
-        shrunk towards its mean (data_scale_matrix); an explicit B0 replaces it."""
+        with its correlations shrunk (data_scale_matrix); an explicit B0 replaces it."""
         X = np.asarray(X, dtype=float)
         D = X.shape[1]
         nu0 = D + 2.0 if nu0 is None else float(nu0)

@@ -13,7 +13,7 @@ import numpy as np
 
 from bnpmix.algorithms.alloc import VariationalAllocation, alloc_from_params
 from bnpmix.algorithms.obs import ObsModel, default_obs, obs_class
-from bnpmix.algorithms.obs.base import SHRINKAGE
+from bnpmix.algorithms.obs.base import SHRINKAGE, constant_columns
 from bnpmix.storage import BnpmixError, Corpus, RunDir
 from bnpmix.storage.objectstore import is_url
 
@@ -149,14 +149,15 @@ OFFSET_LIMIT = 5e-3
 
 def check_offsets(sample: np.ndarray, corpus: Corpus) -> None:
     """The Gaussian models sum x xᵀ over the items, so a column about m with spread s (its
-    standard deviation in the sample, at least the default prior's floor √(λ/D · Σ_j var_j),
-    data_scale_matrix) carries a rounding error near ε · N · m² in its scatter, which the data
-    and prior no longer outweigh when ε N (m/s)² passes OFFSET_LIMIT: the components'
-    covariances stop being positive definite. An error naming the column instead."""
+    standard deviation in the sample; for a constant column the default prior's floor
+    √(λ/D · Σ_j var_j), data_scale_matrix) carries a rounding error near ε · N · m² in its
+    scatter, which the data and prior no longer outweigh when ε N (m/s)² passes OFFSET_LIMIT:
+    the components' covariances stop being positive definite. An error naming the column instead."""
     if len(sample) < 2:
         return
     mean, var = sample.mean(0), sample.var(0)
-    ratio = np.abs(mean) / np.sqrt(np.maximum(var, SHRINKAGE * var.mean()) + 1e-300)
+    spread2 = np.where(constant_columns(var), SHRINKAGE * var.mean(), var)
+    ratio = np.abs(mean) / np.sqrt(spread2 + 1e-300)
     loss = np.finfo(float).eps * corpus.n_items * ratio**2
     bad = np.flatnonzero(loss > OFFSET_LIMIT)
     if len(bad):

@@ -437,5 +437,5 @@ def test_zero_mean_gauss_default_takes_B0():
     np.testing.assert_array_equal(m.B0, B0)
     with pytest.raises(ValueError, match="pass B0"):
         ZeroMeanGauss.default(X, nu0=D + 0.5)
-    data_scaled = ZeroMeanGauss.default(X, scale=2.0, shrinkage=1.0)  # all target: isotropic
-    np.testing.assert_allclose(data_scaled.B0, 2.0 * np.mean(X**2) * np.eye(D), rtol=1e-12)
+    data_scaled = ZeroMeanGauss.default(X, scale=2.0, shrinkage=1.0)  # all target: diagonal
+    np.testing.assert_allclose(data_scaled.B0, 2.0 * np.diag(np.mean(X**2, 0)), rtol=1e-12)
