@@ -11,9 +11,9 @@ several seeds (the seed is the only option set):
 For each: K found per seed (pass: the true K in at least 9 of 10 seeds), the ELBO per item
 against that of full VB started from the true labels (pass: no lower than it minus 1e-3), the
 laps until the run stopped, and the wall time per fit. Figures go to stdout and, with --json,
-to a file.
+to a file (--json alone: benchmarks/results/right_k.json).
 
-    python benchmarks/right_k.py [--seeds 10] [--problems blobs4,gauss16,...] [--json out.json]
+    python benchmarks/right_k.py [--seeds 10] [--problems blobs4,gauss16,...] [--json [PATH]]
                                  [--set birth_tol=1e-4 ...]
 """
 
@@ -23,11 +23,12 @@ import argparse
 import json
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
 
-from _common import WORK, corpus_of
+from _common import RESULTS, WORK, corpus_of
 from bnpmix.algorithms.mixture import Mixture
 from bnpmix.algorithms.vb.local import batch_step, summarize
 from bnpmix.datasets import bag_of_words_topics, gaussian_clusters, toy_patches
@@ -105,7 +106,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--problems", default=",".join(PROBLEMS))
-    ap.add_argument("--json", help="also write the figures to this file")
+    ap.add_argument("--json", nargs="?", type=Path, const=RESULTS / "right_k.json",
+                    help="also write the figures to this file (default path: %(const)s)")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="an option as in job files, to try a non-default setting")
     args = ap.parse_args()
@@ -125,8 +127,8 @@ def main() -> int:
               flush=True)
         ok = ok and r["pass_K"] and r["pass_elbo"]
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as fh:
-            json.dump(results, fh, indent=1)
+        args.json.write_text(json.dumps({"seeds": args.seeds, "options": options,
+                                         "problems": results}, indent=1))
     print("ALL PASS" if ok else "SOME FAIL")
     return 0 if ok else 1
 
