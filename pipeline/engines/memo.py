@@ -35,7 +35,16 @@ import numpy as np
 
 from bnpmix.algorithms import sparse_stats
 from bnpmix.algorithms.mixture import Mixture, optimal_elbo
-from bnpmix.algorithms.summary import Delete, Insert, Merge, MergeGroup, Move, Reorder, Summary
+from bnpmix.algorithms.summary import (
+    Delete,
+    Insert,
+    Merge,
+    MergeGroup,
+    Move,
+    Reorder,
+    Replay,
+    Summary,
+)
 from bnpmix.algorithms.vb.birth import BirthConfig, choose_targets, create, verify
 from bnpmix.algorithms.vb.delete import DeleteConfig, delete_candidates, judge
 from bnpmix.algorithms.vb.local import BatchResult, Globals, Plan
@@ -189,7 +198,8 @@ class MemoEngine(Engine):
         self.S0 = Summary.zeros(model.uids, self.ctx.obs.stat_shapes(),
                                 self.ctx.obs.shared_shapes())
         self.past: Summary | None = None  # the warm start's past blocks (Mixture.past)
-        self.store: StateStore[Summary] = StateStore(SUMMARIES, self.ctx.summary_bytes)
+        self.store: StateStore[Summary] = StateStore(SUMMARIES, self.ctx.summary_bytes,
+                                                     replay=Replay())
         # during a lap that tries deletions: for each, how every visited batch's summary changes
         # without it (local.delete_change)
         self.delete_changes: dict[int, StateStore[Summary]] = {}
