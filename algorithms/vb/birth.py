@@ -13,7 +13,7 @@ from ..obs.base import Data, ObsModel
 from ..summary import Delete, Merge, MergeGroup, Summary
 from .init import hard_summary, nearest_seed, proposal_splits
 from .local import Plan, batch_step
-from .merge import MergeConfig, merge_rest_change, merge_round, merge_scores
+from .merge import MergeConfig, allocation_terms, merge_rest_change, merge_round, merge_scores
 
 
 @dataclass(frozen=True)
@@ -199,10 +199,11 @@ def settle_family(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
         pairs = np.array([(a, b) for i, a in enumerate(members) for b in members[i + 1:]
                           if S.pair_entropy(a, b) is not None], dtype=np.int64).reshape(-1, 2)
         best, best_elbo = None, elbo
+        before = allocation_terms(alloc, S.N)
         for (a, b), gain in zip(pairs.tolist(), merge_scores(obs, S, pairs), strict=True):
             keep, gone = (a, b) if S.N[S.index(a)] >= S.N[S.index(b)] else (b, a)
             move = Merge(keep, gone)
-            cand = elbo + gain + merge_rest_change(alloc, S, move)
+            cand = elbo + gain + merge_rest_change(alloc, S, move, before)
             if cand > best_elbo:
                 best, best_elbo = move, cand
         if best is None:
