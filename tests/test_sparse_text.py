@@ -250,3 +250,30 @@ def test_memo_on_the_sparse_path_equals_the_dense_path(tmp_path, wave, ahead):
     later = [post for lap, post in shipped if lap >= 1]
     assert later and all(set(post) == {"cols", "Elogtheta"} for post in later)
     assert all(post["Elogtheta"].shape[1] == len(post["cols"]) < 2000 for post in later)
+
+
+def test_an_adoption_laps_q_is_updated_in_place_and_equals_the_whole_update(tmp_path):
+    """During a lap adopting births, q(θ) is the global update of S^0 + S' (Eq. 10 with the
+    newborns' S'), updated in place on the entries a visit changed (memo.model_is_prime): after
+    every visit it equals the update recomputed from scratch, to rounding."""
+    from bnpmix.algorithms.mixture import Mixture
+
+    engine = memo_engine(text_corpus(tmp_path), Mult, K=1, laps=6, seed=3, wave=1)
+    checked, lam_ids = 0, set()
+    while not engine.done:
+        engine.step()
+        st = engine.lap_state
+        if st is None or st.S_prime is None or st.pos in (0, len(st.order)):
+            continue
+        assert engine.model_is_prime and not engine.model_is_S0
+        whole = Mixture.from_summary(engine.ctx.obs, engine.ctx.alloc, engine.S0 + st.S_prime)
+        for k in ("lam", "dig", "lam_sum", "gl_sum"):
+            np.testing.assert_allclose(engine.model.post[k], whole.post[k], rtol=1e-12,
+                                       err_msg=k)
+        for k in whole.alloc_post:
+            np.testing.assert_array_equal(engine.model.alloc_post[k], whole.alloc_post[k])
+        lam_ids.add((st.lap, id(engine.model.post["lam"])))
+        checked += 1
+    assert checked >= 4  # visits inside adoption laps were checked
+    laps = {lap for lap, _ in lam_ids}
+    assert len(lam_ids) == len(laps)  # one λ array per adoption lap: written in place

@@ -42,6 +42,16 @@ def log_multinomial_coefficient(X: Data) -> np.ndarray:
                                           minlength=Xc.shape[0])
 
 
+def nonzero_entries(wc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """np.nonzero of a 2-d array: the rows and columns of its non-zero entries in row-major
+    order, from the flat positions of a boolean mask (about half np.nonzero's time on K x V
+    counts)."""
+    flat = np.flatnonzero(np.ravel(wc) != 0)
+    rows = flat // wc.shape[1]
+    flat -= rows * wc.shape[1]
+    return rows, flat
+
+
 def as_csr(X: Data) -> sp.csr_matrix:
     """X as float CSR in canonical form (sorted, duplicates summed), never modifying X."""
     if sp.issparse(X):
@@ -139,7 +149,7 @@ class Mult(ObsModel):
         values are kept."""
         wc = dense(stats["wc"])
         lam = self.lam0 + wc
-        rows, cols = np.nonzero(wc)
+        rows, cols = nonzero_entries(wc)
         at = lam[rows, cols]
         dig = np.tile(self._dig0, (lam.shape[0], 1))
         dig[rows, cols] = digamma(at)
@@ -260,7 +270,7 @@ class Mult(ObsModel):
             total = np.asarray(wc.sum(-1)).ravel()
         else:
             wc = np.asarray(wc, dtype=float)
-            rows, cols = np.nonzero(wc)
+            rows, cols = nonzero_entries(wc)
             counts, total = wc[rows, cols], wc.sum(-1)
         l0, L0 = self.lam0[cols], self.lam0.sum()
         words = np.bincount(rows, gammaln(l0 + counts) - gammaln(l0), minlength=wc.shape[0])

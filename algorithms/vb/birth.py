@@ -3,18 +3,17 @@ new components by a fresh DP-mixture VB run on the collected data, adopt them ov
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from ..alloc import VariationalAllocation
 from ..mixture import Mixture, optimal_elbo
 from ..obs.base import Data, ObsModel
-from ..sparse_stats import dense
 from ..summary import Delete, Merge, MergeGroup, Summary
 from .init import hard_summary, nearest_seed, proposal_splits
 from .local import Plan, batch_step
-from .merge import MergeConfig, merge_rest_change, merge_round, merge_scores
+from .merge import MergeConfig, allocation_terms, merge_rest_change, merge_round, merge_scores
 
 
 @dataclass(frozen=True)
@@ -95,7 +94,7 @@ def fresh_vb(X: Data, obs: ObsModel, alloc: VariationalAllocation, labels: np.nd
     """Full-data VB for a K-component DP mixture on X (Sec. 2.2), from the hard partition
     ``labels``, with X's statistics amplified by ``scale`` in every global update (see
     ``create``); its local steps read ``repeated`` (obs.repeated(X)) when given."""
-    S = hard_summary(X, obs, labels, np.arange(K))
+    S = hard_summary(X, obs, labels, np.arange(K), dense=True)
     return iterate(X if repeated is None else repeated, obs, alloc, S, max_iter, tol, scale)
 
 
@@ -107,7 +106,7 @@ def iterate(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, ma
     old = -np.inf
     model = Mixture.from_summary(obs, alloc, S.scaled(scale))
     for _ in range(max_iter):
-        S = batch_step(X, obs, model.globals()).summary
+        S = batch_step(X, obs, model.globals(), Plan(dense=True)).summary
         amplified = S.scaled(scale)
         model = Mixture.from_summary(obs, alloc, amplified)  # the next step's too
         elbo = model.elbo(amplified, at_optimum=True)  # optimal_elbo
@@ -115,12 +114,6 @@ def iterate(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, ma
             break
         old = elbo
     return S
-
-
-def densified(S: Summary) -> Summary:
-    """S with dense statistics: a fresh model's K' x V word counts are small, and merges on
-    dense rows avoid a sparse matrix's overhead per operation."""
-    return replace(S, stats={k: dense(v) for k, v in S.stats.items()})
 
 
 def refine(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary,
@@ -134,7 +127,7 @@ def refine(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary,
         model = Mixture.from_summary(obs, alloc, S.scaled(scale))
         iu, ju = np.triu_indices(S.K, k=1)
         pairs = np.stack([S.uids[iu], S.uids[ju]], axis=1)
-        S_p = densified(batch_step(X, obs, model.globals(), Plan(pairs)).summary)
+        S_p = batch_step(X, obs, model.globals(), Plan(pairs, dense=True)).summary
         merged, accepted, _ = merge_round(obs, alloc, S_p.scaled(scale), rng,
                                           MergeConfig(max_attempts=len(pairs)))
         if not accepted:
@@ -206,10 +199,11 @@ def settle_family(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
         pairs = np.array([(a, b) for i, a in enumerate(members) for b in members[i + 1:]
                           if S.pair_entropy(a, b) is not None], dtype=np.int64).reshape(-1, 2)
         best, best_elbo = None, elbo
+        before = allocation_terms(alloc, S.N)
         for (a, b), gain in zip(pairs.tolist(), merge_scores(obs, S, pairs), strict=True):
             keep, gone = (a, b) if S.N[S.index(a)] >= S.N[S.index(b)] else (b, a)
             move = Merge(keep, gone)
-            cand = elbo + gain + merge_rest_change(alloc, S, move)
+            cand = elbo + gain + merge_rest_change(alloc, S, move, before)
             if cand > best_elbo:
                 best, best_elbo = move, cand
         if best is None:

@@ -136,12 +136,13 @@ def proposal_splits(F: Data, rng: np.random.Generator) -> list[np.ndarray]:
     return [two_means(Z / np.sqrt(lam), rng), (Z[:, 0] > 0).astype(np.int64)]
 
 
-def hard_summary(X: Data, obs: ObsModel, labels: np.ndarray, uids: np.ndarray) -> Summary:
+def hard_summary(X: Data, obs: ObsModel, labels: np.ndarray, uids: np.ndarray,
+                 dense: bool = False) -> Summary:
     """Summary of X with every item wholly in the component of its label (a position in
-    ``uids``)."""
+    ``uids``); ``dense``: as ``summarize``."""
     R = np.zeros((X.shape[0], len(uids)))
     R[np.arange(X.shape[0]), labels] = 1.0
-    return summarize(X, obs, R, None, uids)
+    return summarize(X, obs, R, None, uids, dense=dense)
 
 
 def seeded_summary(X: Data, obs: ObsModel, K: int, uids: np.ndarray,

@@ -49,6 +49,10 @@ class Plan:
     tau: float = 0.1
     deletes: tuple[int, ...] = ()
     absent: tuple[int, ...] = ()
+    # the statistics as ObsModel.stats gives them, not the batch form (Mult: dense K x V, not
+    # sparse): a birth's fresh model has K' rows, and its many steps on the same few items
+    # pay a sparse product's fixed costs for nothing (the same sums, in the same order)
+    dense: bool = False
 
 
 @dataclass
@@ -155,11 +159,12 @@ def group_entropies(R: np.ndarray, uids: np.ndarray, groups: np.ndarray) -> np.n
 
 def summarize(X: Data, obs: ObsModel, R: np.ndarray, log_r: np.ndarray | None,
               uids: np.ndarray, pairs: np.ndarray | None = None,
-              groups: np.ndarray | None = None) -> Summary:
-    """Eq. 7 statistics of a batch, its entropies and the planned pairs' and groups' merge
-    entropies."""
+              groups: np.ndarray | None = None, dense: bool = False) -> Summary:
+    """Eq. 7 statistics of a batch (``obs.stats`` when ``dense``, else ``obs.batch_stats``),
+    its entropies and the planned pairs' and groups' merge entropies."""
     H = entropies(R, np.log(np.maximum(R, 1e-300)) if log_r is None else log_r)
-    return assemble(obs, R, R.sum(axis=0), obs.batch_stats(X, R), H, uids, pairs, groups)
+    stats = obs.stats(X, R) if dense else obs.batch_stats(X, R)
+    return assemble(obs, R, R.sum(axis=0), stats, H, uids, pairs, groups)
 
 
 def assemble(obs: ObsModel, R: np.ndarray, N: np.ndarray, stats: dict, H: np.ndarray,
@@ -176,13 +181,14 @@ def assemble(obs: ObsModel, R: np.ndarray, N: np.ndarray, stats: dict, H: np.nda
 
 
 def local_summary(X: Data, obs: ObsModel, g: Globals, pairs: np.ndarray | None = None,
-                  groups: np.ndarray | None = None) -> tuple[np.ndarray, Summary]:
+                  groups: np.ndarray | None = None, dense: bool = False
+                  ) -> tuple[np.ndarray, Summary]:
     """Eq. 9 on one batch and its summary (Eq. 7) with the planned merge entropies: (R,
     summary)."""
     fused = obs.local_step(X, g.post, g.Elogw)  # the Gaussians: Eq. 9 and Eq. 7 in one pass
     if fused is None:
         R, log_r = responsibilities(X, obs, g)
-        return R, summarize(X, obs, R, log_r, g.uids, pairs, groups)
+        return R, summarize(X, obs, R, log_r, g.uids, pairs, groups, dense)
     R, N, stats, H = fused
     return R, assemble(obs, R, N, stats, H, g.uids, pairs, groups)
 
@@ -227,7 +233,7 @@ def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> 
     plan = plan or Plan()
     if plan.absent:
         g = excluding(g, plan.absent)
-    R, summary = local_summary(X, obs, g, plan.pairs, plan.groups)
+    R, summary = local_summary(X, obs, g, plan.pairs, plan.groups, plan.dense)
     collected = {}
     for uid in plan.targets:
         k = int(np.flatnonzero(g.uids == uid)[0])

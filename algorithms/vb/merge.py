@@ -73,6 +73,7 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
     accepted: list[Merge] = []
     untried = np.ones(len(S.pairs), bool)  # S.pairs not tried yet
     score = None
+    before = allocation_terms(alloc, S.N)  # S's, for every candidate until one is accepted
     for _ in range(cfg.max_attempts):
         if not untried.any():
             break
@@ -87,20 +88,28 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
         untried[pick] = False
         keep, gone = (lo, hi) if S.N[S.index(lo)] >= S.N[S.index(hi)] else (hi, lo)
         move = Merge(keep, gone)
-        cand_elbo = elbo + score[pick] + merge_rest_change(alloc, S, move)
+        cand_elbo = elbo + score[pick] + merge_rest_change(alloc, S, move, before)
         if cand_elbo > elbo:
             left = ~np.isin(S.pairs, (keep, gone)).any(axis=1)  # the merged S's pairs, in order
             S, elbo = move.apply(S), cand_elbo
             accepted.append(move)
             untried = untried[left]
             score = score[left] if obs.pairwise_gains else None
+            before = allocation_terms(alloc, S.N)
     return S, accepted, elbo
 
 
-def merge_rest_change(alloc: VariationalAllocation, S: Summary, move: Merge) -> float:
+def allocation_terms(alloc: VariationalAllocation, N: np.ndarray) -> float:
+    """The allocation terms of Eq. 8 at their global update from the masses N."""
+    return alloc.elbo(N, alloc.post(N))
+
+
+def merge_rest_change(alloc: VariationalAllocation, S: Summary, move: Merge,
+                      before: float | None = None) -> float:
     """The change of the allocation terms of Eq. 8 at their global update, plus the entropy,
     when ``move`` applies to S: b's mass joins a's (N_b leaves its place) and H_a + H_b becomes
-    the pair's merge entropy H_ab (Sec. 3.2). O(K + pairs), from the masses alone."""
+    the pair's merge entropy H_ab (Sec. 3.2). O(K + pairs), from the masses alone; ``before``:
+    S's allocation terms (allocation_terms(alloc, S.N)) when the caller has them."""
     Hab = S.pair_entropy(move.a, move.b)
     if Hab is None:
         raise ValueError(f"no merge entropy recorded for pair ({move.a}, {move.b})")
@@ -108,5 +117,6 @@ def merge_rest_change(alloc: VariationalAllocation, S: Summary, move: Merge) -> 
     N = S.N.copy()
     N[ia] += N[ib]
     N = np.delete(N, ib)
-    return (alloc.elbo(N, alloc.post(N)) - alloc.elbo(S.N, alloc.post(S.N))
+    before = allocation_terms(alloc, S.N) if before is None else before
+    return (allocation_terms(alloc, N) - before
             + Hab - float(S.H[ia]) - float(S.H[ib]))

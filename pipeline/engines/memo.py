@@ -35,7 +35,16 @@ import numpy as np
 
 from bnpmix.algorithms import sparse_stats
 from bnpmix.algorithms.mixture import Mixture, optimal_elbo
-from bnpmix.algorithms.summary import Delete, Insert, Merge, MergeGroup, Move, Reorder, Summary
+from bnpmix.algorithms.summary import (
+    Delete,
+    Insert,
+    Merge,
+    MergeGroup,
+    Move,
+    Reorder,
+    Replay,
+    Summary,
+)
 from bnpmix.algorithms.vb.birth import BirthConfig, choose_targets, create, verify
 from bnpmix.algorithms.vb.delete import DeleteConfig, delete_candidates, judge
 from bnpmix.algorithms.vb.local import BatchResult, Globals, Plan
@@ -189,7 +198,8 @@ class MemoEngine(Engine):
         self.S0 = Summary.zeros(model.uids, self.ctx.obs.stat_shapes(),
                                 self.ctx.obs.shared_shapes())
         self.past: Summary | None = None  # the warm start's past blocks (Mixture.past)
-        self.store: StateStore[Summary] = StateStore(SUMMARIES, self.ctx.summary_bytes)
+        self.store: StateStore[Summary] = StateStore(SUMMARIES, self.ctx.summary_bytes,
+                                                     replay=Replay())
         # during a lap that tries deletions: for each, how every visited batch's summary changes
         # without it (local.delete_change)
         self.delete_changes: dict[int, StateStore[Summary]] = {}
@@ -213,6 +223,7 @@ class MemoEngine(Engine):
         self.inflight: list[Wave] = []
         self.columns: dict[int, np.ndarray] = {}  # each visited batch's words (Mult), else {}
         self.model_is_S0 = False  # q(φ) is the global update of S^0 itself (no S', no hold)
+        self.model_is_prime = False  # q(φ) is the global update of S^0 + S' (adoption laps)
 
     @property
     def births_on(self) -> bool:
@@ -380,7 +391,7 @@ class MemoEngine(Engine):
         S_prime, families, masses = self._adopt()
         if S_prime is not None:
             self.model = Mixture.from_summary(ctx.obs, ctx.alloc, self.S0 + S_prime)
-            self.model_is_S0 = False
+            self.model_is_S0, self.model_is_prime = False, True
         pairs = plan_pairs(ctx.obs, self.S0, self.cfg.merge) if self.merges_on else None
         targets = self._choose_birth_targets(lap, {origin for origin, _ in families})
         order = ctx.rng.order.permutation(ctx.corpus.n_partitions)
@@ -450,7 +461,8 @@ class MemoEngine(Engine):
         every update of the lap but the last: the lap's final q, which its merges judge and the
         next lap starts from, rests on the batches' own summaries alone (suppl. Sec. 2.3).
         S^0 changes in place, and q(φ) only where the batch's statistics can change it (a
-        Mult batch's (component, word) entries) while it is the update of S^0 itself."""
+        Mult batch's (component, word) entries) while it is the update of S^0 itself (in an
+        adoption lap: of S^0 + S', which the visit changes on the same entries)."""
         ctx, st = self.ctx, self.lap_state
         old = self.store.get(b)
         new = res.summary.without_pairs()
@@ -472,12 +484,12 @@ class MemoEngine(Engine):
         if not (self.hold_globals and not complete):  # a warm start's globals stand until then
             self.hold_globals = False
             use_prime = st.S_prime is not None and not last
-            if self.model_is_S0 and not use_prime and changed is not None:
-                self.model = self.model.updated(self.S0, changed)
+            S = self.S0 + st.S_prime if use_prime else self.S0
+            if changed is not None and (self.model_is_prime if use_prime else self.model_is_S0):
+                self.model = self.model.updated(S, changed)  # S^0 (+ S') moved only there
             else:
-                self.model = Mixture.from_summary(
-                    ctx.obs, ctx.alloc, self.S0 + st.S_prime if use_prime else self.S0)
-            self.model_is_S0 = not use_prime
+                self.model = Mixture.from_summary(ctx.obs, ctx.alloc, S)
+            self.model_is_S0, self.model_is_prime = not use_prime, use_prime
         elbo = (self.model.elbo(self.S0, at_optimum=self.model_is_S0) if complete
                 else float("nan"))
         self.trace.append(ctx.trace_row(st.lap + st.pos / len(st.order), b, elbo, self.model.K))
@@ -546,7 +558,7 @@ class MemoEngine(Engine):
             self._reorder()
         after_moves = Mixture.from_summary(ctx.obs, ctx.alloc, self.S0)
         self.model = learn_prior(ctx, after_moves, self.S0)
-        self.model_is_S0 = True
+        self.model_is_S0, self.model_is_prime = True, False
         for birth in self.births:
             if birth.n:
                 X = stack_rows(birth.rows)
@@ -660,6 +672,7 @@ class MemoEngine(Engine):
             "W": self.W,
             "ahead": self.ahead,
             "model_is_S0": self.model_is_S0,
+            "model_is_prime": self.model_is_prime,
             "inflight": [w.batches for w in self.inflight],
             "laps_since": [[u, n] for u, n in self.laps_since.items()],
             "stored": self.store.keys(),
@@ -734,6 +747,7 @@ class MemoEngine(Engine):
         self.stopped = meta["stopped"]
         self.W, self.ahead = int(meta["W"]), int(meta["ahead"])
         self.model_is_S0 = bool(meta["model_is_S0"])
+        self.model_is_prime = bool(meta.get("model_is_prime", False))
         self.laps_since = {int(u): int(n) for u, n in meta["laps_since"]}
         for key in meta["stored"]:
             S = summary_from(arrays, f"store/{key}")

@@ -51,6 +51,9 @@ class StateStore(Generic[T]):
     codec: Codec[T]
     max_bytes: int | None = None
     moves: list[Any] = field(default_factory=list)
+    # how a value takes the moves logged since it was stored (default: each move in turn; memo
+    # passes summary.Replay, the moves composed into one row map shared by the batches)
+    replay: Callable[[T, list[Any]], T] | None = None
     _items: dict[int, tuple[T | None, int]] = field(default_factory=dict)
     _versions: dict[int, int] = field(default_factory=dict)
     _held: int = 0
@@ -70,21 +73,27 @@ class StateStore(Generic[T]):
         if value is None:
             with np.load(self._spill_path(key), allow_pickle=False) as z:
                 value = self.codec.from_arrays({k: z[k] for k in z.files})
+        if self.replay is not None:
+            return self.replay(value, self.moves[seen:])
         for move in self.moves[seen:]:
             value = move.apply(value)
         return value
 
-    def get(self, key: int) -> T | None:
-        """The partition's value, up to date (None if never stored). A value held in memory is
-        kept in its replayed form; a spilled one is not written back."""
-        if key not in self._items:
-            return None
+    def _current(self, key: int) -> T:
+        """``_load``, keeping a value held in memory in its replayed form (a spilled one is
+        not written back), so the moves are replayed on it once."""
         value = self._load(key)
         held, seen = self._items[key]
         if held is not None and seen < len(self.moves):
             self._held += self.codec.nbytes(value) - self.codec.nbytes(held)
             self._items[key] = (value, len(self.moves))
         return value
+
+    def get(self, key: int) -> T | None:
+        """The partition's value, up to date (None if never stored)."""
+        if key not in self._items:
+            return None
+        return self._current(key)
 
     def put(self, key: int, value: T) -> None:
         """Store a partition's new value: in memory within the budget, else in a spill file."""
@@ -118,9 +127,10 @@ class StateStore(Generic[T]):
 
     def items(self) -> Iterator[tuple[int, T]]:
         """Every stored value, up to date, one at a time in key order (checkpoints stream
-        through this, so spilled values are never all in memory at once)."""
+        through this, so spilled values are never all in memory at once; held ones keep their
+        replayed form, as with ``get``)."""
         for key in sorted(self._items):
-            yield key, self._load(key)
+            yield key, self._current(key)
 
     def close(self) -> None:
         if self._spill is not None:
