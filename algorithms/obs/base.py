@@ -368,16 +368,19 @@ SHRINKAGE = 0.1  # default weight of the diagonal target in data_scale_matrix
 CONSTANT_SHARE = 1e-12
 
 
-def constant_columns(var: np.ndarray) -> np.ndarray:
-    """Which columns are constant, from the columns' variances (or second moments): below
-    CONSTANT_SHARE of their mean."""
-    return var <= CONSTANT_SHARE * max(float(np.mean(var)) if len(var) else 1.0, 1e-12)
-
-
 def shrinkage_target(var: np.ndarray) -> np.ndarray:
     """The diagonal target T of data_scale_matrix from the columns' variances (or second
-    moments): each column's own, and their mean for a constant column, which has none."""
-    return np.where(constant_columns(var), max(float(np.mean(var)), 1e-12), var)
+    moments): each column's own, and their mean v for a constant column (below
+    CONSTANT_SHARE · v), which has none."""
+    v = max(float(np.mean(var)), 1e-12) if len(var) else 1.0
+    return np.where(var <= CONSTANT_SHARE * v, v, var)
+
+
+def prior_variances(var: np.ndarray, scale: float, shrinkage: float = SHRINKAGE) -> np.ndarray:
+    """The diagonal of data_scale_matrix from the diagonal of M alone: scale · [(1 - λ) var_j
+    + λ T_jj], i.e. scale · var_j for a real column and about scale · λ · v for a constant
+    one."""
+    return scale * ((1.0 - shrinkage) * var + shrinkage * shrinkage_target(var))
 
 
 def data_scale_matrix(M: np.ndarray, scale: float, shrinkage: float = SHRINKAGE) -> np.ndarray:

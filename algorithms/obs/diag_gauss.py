@@ -26,10 +26,10 @@ from .base import (
     check_component,
     check_dense,
     check_weight,
-    data_scale_matrix,
     dense_item,
     dense_items,
     log_gamma_draw,
+    prior_variances,
 )
 from .prior_learning import FLOOR, KAPPA_MAX, identifiable, widened, wishart_scale_dof
 
@@ -71,7 +71,7 @@ class DiagGauss(ObsModel):
         m0 = (X.mean(0) if len(X) else np.zeros(D)) if m0 is None else m0
         if b0 is None:
             var = X.var(0) if len(X) else np.ones(D)
-            b0 = a0 * np.diag(data_scale_matrix(np.diag(var), scale, shrinkage))
+            b0 = a0 * prior_variances(var, scale, shrinkage)
         return cls(D, m0, kappa0, a0, b0)
 
     def prior(self) -> dict[str, Any]:

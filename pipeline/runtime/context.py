@@ -13,7 +13,7 @@ import numpy as np
 
 from bnpmix.algorithms.alloc import VariationalAllocation, alloc_from_params
 from bnpmix.algorithms.obs import ObsModel, default_obs, obs_class
-from bnpmix.algorithms.obs.base import SHRINKAGE, constant_columns
+from bnpmix.algorithms.obs.base import prior_variances
 from bnpmix.storage import BnpmixError, Corpus, RunDir
 from bnpmix.storage.objectstore import is_url
 
@@ -156,8 +156,7 @@ def check_offsets(sample: np.ndarray, corpus: Corpus) -> None:
     if len(sample) < 2:
         return
     mean, var = sample.mean(0), sample.var(0)
-    spread2 = np.where(constant_columns(var), SHRINKAGE * var.mean(), var)
-    ratio = np.abs(mean) / np.sqrt(spread2 + 1e-300)
+    ratio = np.abs(mean) / np.sqrt(prior_variances(var, 1.0) + 1e-300)
     loss = np.finfo(float).eps * corpus.n_items * ratio**2
     bad = np.flatnonzero(loss > OFFSET_LIMIT)
     if len(bad):
