@@ -401,7 +401,7 @@ def test_job_file_with_flag_override(tmp_path):
     corpus = make_corpus(tmp_path / "corpus", n=600, partitions=3)
     job = tmp_path / "job.toml"
     job.write_text(f'corpus = "{corpus}"\nout = "run"\nlaps = 2\nK = 3\nmoves = ["merge"]\n'
-                   'seed = 11\n')
+                   'seed = 11\nobs = "gauss"\n')
     res = bnpmix("fit", "--config", str(job), "--laps", "3")
     assert res.returncode == 0, res.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
@@ -432,7 +432,7 @@ def test_a_partition_that_keeps_failing_stops_the_run_and_keeps_the_checkpoint(
             saved["bytes"] = ckpt.read_bytes()
             victim.write_bytes(victim.read_bytes()[:-10])
 
-    cfg = job_config(K=2, laps=3, cache_bytes=0, seed=1,
+    cfg = job_config(obs="gauss", K=2, laps=3, cache_bytes=0, seed=1,
                      scheduler=cluster.address if where == "dask" else "threads")
     with pytest.raises(BnpmixError, match="part-00003") as err:
         fit(corpus, tmp_path / "run", cfg, on_step=corrupt_after_first_lap)

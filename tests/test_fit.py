@@ -43,7 +43,8 @@ def test_warm_start_continues_from_the_saved_model(tmp_path):
 def test_vb_and_sovb_write_one_trace_row_per_lap(tmp_path):
     corpus = clusters(tmp_path)
     for algorithm in ("vb", "sovb"):
-        s = fit(corpus, tmp_path / algorithm, job_config(algorithm=algorithm, K=4, laps=5))
+        s = fit(corpus, tmp_path / algorithm,
+                job_config(algorithm=algorithm, obs="gauss", K=4, laps=5))
         trace = pd.read_csv(tmp_path / algorithm / "trace.csv")
         assert len(trace) == 5 and trace["lap"].tolist() == [1, 2, 3, 4, 5]
         assert np.isfinite(trace["elbo"]).all() and s["K"] == 4
@@ -55,7 +56,8 @@ def test_heldout_predictive_is_a_density(tmp_path):
     rng = np.random.default_rng(2)
     X = np.concatenate([rng.normal(-3, 1, (300, 1)), rng.normal(4, 0.5, (300, 1))])
     ingest_array(X, tmp_path / "c", partition_rows=100)
-    fit(tmp_path / "c", tmp_path / "run", job_config(K=1, laps=5, moves=("birth", "merge")))
+    fit(tmp_path / "c", tmp_path / "run",
+        job_config(obs="gauss", K=1, laps=5, moves=("birth", "merge")))
     model = load(tmp_path / "run")
     density = lambda x: float(np.exp(model.score_samples(np.array([[x]]))[0]))  # noqa: E731
     cuts = [-np.inf, *np.linspace(-12, 12, 49), np.inf]  # narrow components: short pieces
@@ -84,7 +86,7 @@ def test_resume_refuses_a_corpus_that_changed(tmp_path):
 
     corpus = clusters(tmp_path)
     with pytest.raises(KeyboardInterrupt):  # stop the run after its first lap's checkpoint
-        fit(corpus, tmp_path / "run", job_config(K=2, laps=4),
+        fit(corpus, tmp_path / "run", job_config(obs="gauss", K=2, laps=4),
             on_step=lambda e, s: (_ for _ in ()).throw(KeyboardInterrupt) if s.lap_end else 0)
     with np.load(tmp_path / "run" / "checkpoint.npz", allow_pickle=False) as z:
         assert "model/uids" in z.files
@@ -102,14 +104,14 @@ def test_fit_refuses_an_output_directory_that_is_not_its_own(tmp_path):
     (tmp_path / "busy").mkdir()
     (tmp_path / "busy" / "notes.txt").write_text("mine")
     with pytest.raises(BnpmixError, match="not empty"):
-        fit(corpus, tmp_path / "busy", job_config(laps=1))
+        fit(corpus, tmp_path / "busy", job_config(obs="gauss", laps=1))
     assert [p.name for p in (tmp_path / "busy").iterdir()] == ["notes.txt"]
-    fit(corpus, tmp_path / "run", job_config(laps=1))
+    fit(corpus, tmp_path / "run", job_config(obs="gauss", laps=1))
     with pytest.raises(BnpmixError, match="bnpmix resume"):
-        fit(corpus, tmp_path / "run", job_config(laps=1))
+        fit(corpus, tmp_path / "run", job_config(obs="gauss", laps=1))
     (tmp_path / "a-file").write_text("mine")
     with pytest.raises(BnpmixError, match=r"a-file: the output exists and is not a directory"):
-        fit(corpus, tmp_path / "a-file", job_config(laps=1))
+        fit(corpus, tmp_path / "a-file", job_config(obs="gauss", laps=1))
     assert (tmp_path / "a-file").read_text() == "mine"
 
 
@@ -122,7 +124,8 @@ def test_load_scores_like_evaluate_and_the_mixture_density(tmp_path):
     from bnpmix.storage import Corpus
 
     corpus = clusters(tmp_path, n=900, D=3)
-    fit(corpus, tmp_path / "run", job_config(algorithm="memo", K=2, laps=4, moves="birth,merge"))
+    fit(corpus, tmp_path / "run",
+        job_config(algorithm="memo", obs="gauss", K=2, laps=4, moves="birth,merge"))
     rng = np.random.default_rng(9)
     y = rng.integers(0, 3, 300)
     Xh = rng.normal(0, 6, (3, 3))[y] + rng.normal(size=(300, 3))
@@ -216,12 +219,12 @@ def test_restarts_keep_the_best_and_resume_inside_a_later_restart(tmp_path):
     from bnpmix.pipeline.fit import resume
 
     corpus = clusters(tmp_path, n=900)
-    cfg = job_config(K=1, laps=4, tol=0, restarts=3, seed=2)
+    cfg = job_config(obs="gauss", K=1, laps=4, tol=0, restarts=3, seed=2)
     whole = fit(corpus, tmp_path / "whole", cfg)
     objectives = whole["restart_objectives"]
     assert len(objectives) == 3 and whole["elbo"] == max(objectives)
     assert whole["restart"] == f"{int(np.argmax(objectives))} of 3"
-    single = fit(corpus, tmp_path / "single", job_config(K=1, laps=4, tol=0, seed=2))
+    single = fit(corpus, tmp_path / "single", job_config(obs="gauss", K=1, laps=4, tol=0, seed=2))
     assert single["elbo"] == objectives[0]  # restart 0 is the plain run with that seed
     ends = []
 

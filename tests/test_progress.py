@@ -22,7 +22,8 @@ def test_progress_line_on_a_terminal_and_silence_elsewhere(tmp_path):
     tty, pipe = Terminal(), io.StringIO()
     for name, stream in (("tty", tty), ("pipe", pipe)):
         progress = Progress(stream, interval=0.0)
-        fit(tmp_path / "c", tmp_path / name, job_config(K=2, laps=2), progress=progress)
+        fit(tmp_path / "c", tmp_path / name, job_config(obs="gauss", K=2, laps=2),
+            progress=progress)
         progress.close()
     assert pipe.getvalue() == ""
     shown = tty.getvalue()
