@@ -18,7 +18,9 @@ driver's seconds per visit (S^0 − old + new in place, the global update on the
 the ELBO, the next wave's globals; target ≤ 0.1 s). Then a projection of one PubMed lap (8.2M
 documents: 820 such batches) on 2 and on 100 cores from these figures.
 
-    python benchmarks/text_scale.py [--docs 266000] [--skip-nyt] [--skip-pubmed]
+    python benchmarks/text_scale.py [--docs 266000] [--skip-nyt] [--skip-pubmed] [--json [PATH]]
+
+--json writes the printed figures to PATH (alone: benchmarks/results/text_scale.json).
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from _common import WORK, LocalDaskCluster, corpus_of
+from _common import RESULTS, WORK, LocalDaskCluster, corpus_of
 
 BNPMIX = [sys.executable, "-m", "bnpmix"]
 GIB = 1 << 30
@@ -127,7 +129,7 @@ def lap_seconds(run: Path) -> tuple[int, float]:
     return len(ends), float(np.median(np.diff(np.r_[0.0, ends])))
 
 
-def nyt(args: argparse.Namespace) -> None:
+def nyt(args: argparse.Namespace) -> dict:
     n, V, K = args.docs, 7_841, 100
     t = time.perf_counter()
     X, labels = topic_documents(n + 10_000, V, K, 230.0, seed=0)
@@ -142,19 +144,25 @@ def nyt(args: argparse.Namespace) -> None:
                                        "--K", "100")}
     finally:
         cluster.close()
+    out = {}
     for name, r in runs.items():
         run = WORK / ("nyt-memo" if name.startswith("memo") else "nyt-vb")
         laps, per_lap = lap_seconds(run)
         s = r["summary"]
+        score = heldout(run, test)
         rss = ", ".join(f"{k} {v / GIB:.2f} GiB" for k, v in r["rss"].items())
-        print(f"  {name:16s} K={s['K']:4d}  held-out {heldout(run, test):9.2f} per doc  "
+        print(f"  {name:16s} K={s['K']:4d}  held-out {score:9.2f} per doc  "
               f"{laps} laps, {per_lap:.2f} s/lap, {n / per_lap:,.0f} docs/s, "
               f"{r['seconds']:.0f} s in all; {s['stopped']}")
         print(f"  {'':16s} peak RSS: {rss}; driver target <= 1 GiB: "
               f"{'PASS' if r['rss']['driver'] <= GIB else 'FAIL'}")
+        out[name] = {"K": s["K"], "heldout": score, "laps": laps, "seconds_per_lap": per_lap,
+                     "seconds": r["seconds"], "stopped": s["stopped"],
+                     "peak_rss_gib": {k: v / GIB for k, v in r["rss"].items()}}
+    return {"docs": n, "V": V, "topics": K, "fits": out}
 
 
-def pubmed(args: argparse.Namespace) -> None:
+def pubmed(args: argparse.Namespace) -> dict:
     from bnpmix.algorithms.alloc import StickBreaking
     from bnpmix.algorithms.mixture import Mixture
     from bnpmix.algorithms.obs.mult import Mult
@@ -225,6 +233,10 @@ def pubmed(args: argparse.Namespace) -> None:
           f"(= {batches} x (worker/2 + driver + wave/2)); 100 cores {hundred / 60:.1f} min "
           f"(= {batches}/100 waves x max(worker, 100 x driver + wave): the driver applies a wave "
           "while the next computes), before network transfer")
+    return {"docs": n, "V": V, "K": K, "summary_bytes": summary_bytes, "dense_bytes": dense_bytes,
+            "shipped_bytes": shipped, "worker_seconds": worker, "driver_seconds": driver,
+            "wave_seconds": per_wave, "projected_lap_minutes": {"2 cores": two / 60,
+                                                                "100 cores": hundred / 60}}
 
 
 def main() -> int:
@@ -232,12 +244,18 @@ def main() -> int:
     ap.add_argument("--docs", type=int, default=266_000)
     ap.add_argument("--skip-nyt", action="store_true")
     ap.add_argument("--skip-pubmed", action="store_true")
+    ap.add_argument("--json", nargs="?", type=Path, const=RESULTS / "text_scale.json",
+                    help="also write the figures to this file (alone: results/text_scale.json)")
     args = ap.parse_args()
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} cores")
+    load = os.getloadavg()[0]
+    print(f"load average {load:.2f} on {os.cpu_count()} cores")
+    figures = {"load_average": load, "cores": os.cpu_count()}
     if not args.skip_nyt:
-        nyt(args)
+        figures["nyt"] = nyt(args)
     if not args.skip_pubmed:
-        pubmed(args)
+        figures["pubmed"] = pubmed(args)
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1), encoding="utf-8")
     return 0
 
 
