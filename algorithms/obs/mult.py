@@ -52,6 +52,24 @@ def nonzero_entries(wc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows, flat
 
 
+def held_columns(wc: Any) -> sp.csc_matrix:
+    """The positive entries of counts ``wc`` (dense or sparse) as CSC, row indices increasing
+    within each column: what ``tocsc`` gives of them, read off a dense array in column-major
+    order directly (no CSR in between)."""
+    if sp.issparse(wc):
+        held = sp.csr_matrix(wc.multiply(wc > 0))
+        held.eliminate_zeros()
+        return held.tocsc()
+    wc = np.asarray(wc, dtype=float)
+    R, V = wc.shape
+    flat = wc.T.ravel()  # column-major
+    at = np.flatnonzero(flat > 0)
+    cols = at // R
+    indptr = np.zeros(V + 1, dtype=np.int64)
+    np.cumsum(np.bincount(cols, minlength=V), out=indptr[1:])
+    return sp.csc_matrix((flat[at], at - cols * R, indptr), shape=(R, V))
+
+
 def as_csr(X: Data) -> sp.csr_matrix:
     """X as float CSR in canonical form (sorted, duplicates summed), never modifying X."""
     if sp.issparse(X):
@@ -288,19 +306,18 @@ class Mult(ObsModel):
             return np.zeros(0)
         rows, at = np.unique(np.concatenate([a, b]), return_inverse=True)
         wc = stats["wc"][rows]  # the components the pairs name, at positions ``at``
-        held = sp.csr_matrix(wc.multiply(wc > 0) if sp.issparse(wc) else np.where(wc > 0, wc, 0))
-        held.eliminate_zeros()
+        col = held_columns(wc)
         total = np.asarray(wc.sum(-1)).ravel()
         a, b = at[: len(a)], at[len(a):]
         L0 = self.lam0.sum()
         gains = (gammaln(L0 + total[a]) + gammaln(L0 + total[b]) - gammaln(L0)
                  - gammaln(L0 + total[a] + total[b]))
-        by_word = np.diff(held.tocsc().indptr)
-        per_row = np.diff(held.indptr)
+        by_word = np.diff(col.indptr)
+        per_row = np.bincount(col.indices, minlength=len(rows))
         # a word path entry costs about twice a pair path's row entry (measured)
         if (by_word * (by_word - 1)).sum() <= (per_row[a] + per_row[b]).sum():
-            return gains + self._gains_by_word(held, np.minimum(a, b), np.maximum(a, b))
-        return gains + self._gains_by_pair(dense(wc), held, a, b)
+            return gains + self._gains_by_word(col, np.minimum(a, b), np.maximum(a, b))
+        return gains + self._gains_by_pair(dense(wc), col.tocsr(), a, b)
 
     def _shared(self, word: np.ndarray, ca: np.ndarray, cb: np.ndarray) -> np.ndarray:
         """A shared word's term of Eq. 12: log Γ(λ0 + ca + cb) - log Γ(λ0 + ca) - log Γ(λ0 +
@@ -325,17 +342,17 @@ class Mult(ObsModel):
                 minlength=len(ia))
         return out
 
-    def _gains_by_word(self, held: sp.csr_matrix, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """The same sums per pair (lo_i < hi_i), from the words' columns: every two components
-        holding a word form a pair sharing it (Σ_w c_w (c_w - 1) / 2 entries for c_w holders),
-        kept when the pair is asked for; chunks of about MERGE_CHUNK_ENTRIES entries. With
-        g(c) = log Γ(λ0 + c) - log Γ(λ0) per held entry, a shared term is g(ca + cb) - g(ca) -
-        g(cb): one log Γ per pair and word."""
-        R = held.shape[0]
+    def _gains_by_word(self, col: sp.csc_matrix, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The same sums per pair (lo_i < hi_i), from the words' columns (``col``: the positive
+        counts, held_columns): every two components holding a word form a pair sharing it
+        (Σ_w c_w (c_w - 1) / 2 entries for c_w holders), kept when the pair is asked for;
+        chunks of about MERGE_CHUNK_ENTRIES entries. With g(c) = log Γ(λ0 + c) - log Γ(λ0)
+        per held entry, a shared term is g(ca + cb) - g(ca) - g(cb): one log Γ per pair and
+        word."""
+        R = col.shape[0]
         asked, which = np.unique(lo * R + hi, return_inverse=True)
         slot = np.full(R * R, len(asked))  # a pair's place among the asked, else len(asked)
         slot[asked] = np.arange(len(asked))
-        col = held.tocsc()  # row indices sorted within each column
         count = np.diff(col.indptr)
         l0 = np.repeat(self.lam0, count)  # per entry, in column order
         g0 = gammaln(l0)

@@ -8,12 +8,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..alloc import VariationalAllocation
-from ..mixture import Mixture, optimal_elbo
+from ..mixture import Mixture, log_marginals, optimal_elbo
 from ..obs.base import Data, ObsModel
 from ..summary import Delete, Merge, MergeGroup, Summary
 from .init import hard_summary, nearest_seed, proposal_splits
 from .local import Plan, batch_step
-from .merge import MergeConfig, allocation_terms, merge_rest_change, merge_round, merge_scores
+from .merge import (
+    MergeConfig,
+    allocation_terms,
+    merge_move,
+    merge_rest_changes,
+    merge_round,
+    merge_scores,
+)
 
 
 @dataclass(frozen=True)
@@ -185,32 +192,28 @@ def create(X: Data, obs: ObsModel, alloc: VariationalAllocation, new_uids: np.nd
 
 
 def settle_family(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
-                  members: tuple[int, ...]) -> tuple[Summary, list[Merge], float]:
+                  members: tuple[int, ...], marginals: np.ndarray | None = None
+                  ) -> tuple[Summary, list[Merge], float]:
     """Greedy merges inside a birth's family: while some pair of its members whose merge
     entropy was planned raises the exact ELBO, the pair that raises it most is merged (the
     larger keeps its id; a merged component's other pairs are void): a fresh run may cut one
     cluster in wedges that only the full data shows to be one. A merge's optimal ELBO is the
     current one plus the pair's Eq. 12 score and the change of the allocation terms and
-    entropy (as in merge_round). Returns the summary, the merges and its optimal ELBO."""
-    elbo = optimal_elbo(obs, alloc, S)
+    entropy (as in merge_round). ``marginals``: S's log M(S_k), if known (log_marginals).
+    Returns the summary, the merges and its optimal ELBO."""
+    elbo = optimal_elbo(obs, alloc, S, marginals)
     merges: list[Merge] = []
-    members = list(members)
     while True:
-        pairs = np.array([(a, b) for i, a in enumerate(members) for b in members[i + 1:]
-                          if S.pair_entropy(a, b) is not None], dtype=np.int64).reshape(-1, 2)
-        best, best_elbo = None, elbo
-        before = allocation_terms(alloc, S.N)
-        for (a, b), gain in zip(pairs.tolist(), merge_scores(obs, S, pairs), strict=True):
-            keep, gone = (a, b) if S.N[S.index(a)] >= S.N[S.index(b)] else (b, a)
-            move = Merge(keep, gone)
-            cand = elbo + gain + merge_rest_change(alloc, S, move, before)
-            if cand > best_elbo:
-                best, best_elbo = move, cand
-        if best is None:
+        at = np.flatnonzero(np.isin(S.pairs, members).all(axis=1))  # in (lo, hi) order
+        cand = (elbo + merge_scores(obs, S, S.pairs[at])
+                + merge_rest_changes(alloc, S, at, allocation_terms(alloc, S.N)))
+        best = int(np.argmax(cand)) if len(at) else -1
+        if best < 0 or not cand[best] > elbo:
             return S, merges, elbo
-        S, elbo = best.apply(S), best_elbo
-        merges.append(best)
-        members.remove(best.b)
+        move = merge_move(S, int(at[best]))
+        S, elbo = move.apply(S), float(cand[best])
+        merges.append(move)
+        members = tuple(u for u in members if u != move.b)
 
 
 def verify(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
@@ -224,16 +227,27 @@ def verify(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
     family's origin, empty, is deleted first (exact at zero mass). Returns the summary after
     the chosen moves and the moves."""
     moves: list[MergeGroup | Merge | Delete] = []
+    marginals = log_marginals(obs, S)  # carried from summary to summary: O(changed rows)
     for origin, newborns in families:
         undo = MergeGroup(origin, newborns)
         undone = undo.apply(S)
         drop = [Delete(origin)] if drop_origins else []
         members = newborns if drop_origins else (origin, *newborns)
-        kept, merges, elbo = settle_family(obs, alloc, drop[0].apply(S) if drop else S, members)
-        if optimal_elbo(obs, alloc, undone) >= elbo:
-            S = undone
+        start = drop[0].apply(S) if drop else S
+        at_start = _carry(obs, start, S, marginals)
+        kept, merges, elbo = settle_family(obs, alloc, start, members, at_start)
+        at_undone = _carry(obs, undone, S, marginals, (origin,))
+        if optimal_elbo(obs, alloc, undone, at_undone) >= elbo:
+            S, marginals = undone, at_undone
             moves.append(undo)
         else:
-            S = kept
+            S, marginals = kept, _carry(obs, kept, start, at_start, tuple(m.a for m in merges))
             moves.extend([*drop, *merges])
     return S, moves
+
+
+def _carry(obs: ObsModel, S: Summary, before: Summary, marginals: np.ndarray | None,
+           fresh: tuple[int, ...] = ()) -> np.ndarray | None:
+    """S's log M(S_k), from ``before``'s (``marginals``) where moves left a component's row
+    as it was (log_marginals)."""
+    return None if marginals is None else log_marginals(obs, S, (before.uids, marginals), fresh)

@@ -69,9 +69,30 @@ def responsibilities(X: Data, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np
     """Eq. 9: r_nk ∝ exp(E[log w_k] + E[log p(x_n|phi_k)]); returns (R, log R), in log space;
     truncated below the model's responsibility floor."""
     log_r = obs.E_loglik(X, g.post) + g.Elogw
-    log_r -= logsumexp(log_r, axis=1, keepdims=True)
+    log_r -= logsumexp_rows(log_r)
     R = np.exp(log_r)
     return truncate(R, log_r, obs.responsibility_floor) if obs.responsibility_floor else (R, log_r)
+
+
+def logsumexp_rows(A: np.ndarray) -> np.ndarray:
+    """log Σ_k exp(A_nk) per row, as a column (n, 1): with m_n the row's maximum, taken c_n
+    times, a_max + log c_n + log1p(s_n / c_n), s_n = Σ_{k: A_nk < m_n} exp(A_nk - m_n) (scipy's
+    logsumexp separates the maximum the same way, and gives these bits; this is its finite
+    real 2-d case without its checks and second, unshifted pass). Rows holding a non-finite
+    entry go to scipy's."""
+    if A.shape[1] == 0 or not np.isfinite(A).all():
+        return logsumexp(A, axis=1, keepdims=True)
+    top = A.max(axis=1, keepdims=True)
+    at_top = np.equal(A, top)
+    E = np.exp(A - top)
+    E[at_top] = 0.0
+    s = E.sum(axis=1, keepdims=True)
+    m = at_top.sum(axis=1, keepdims=True, dtype=float)
+    np.divide(s, m, out=s, where=s != 0)
+    out = np.log1p(s)
+    out += np.log(m)
+    out += top
+    return out
 
 
 def truncate(R: np.ndarray, log_r: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
