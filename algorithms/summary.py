@@ -61,7 +61,7 @@ class Summary:
         if self.groups.ndim != 2 or self.Hgroup.shape != (len(self.groups),):
             raise ValueError("groups must be a 2-d array with one Hgroup entry per row")
         K = len(self.uids)
-        if len(np.unique(self.uids)) != K:
+        if len(set(self.uids.tolist())) != K:
             raise ValueError(f"component ids must be unique: {self.uids.tolist()}")
         if self.N.shape != (K,) or self.H.shape != (K,):
             raise ValueError(f"N {self.N.shape} and H {self.H.shape} must have shape ({K},)")
@@ -238,13 +238,15 @@ class Summary:
                 N: np.ndarray | None = None, stats: dict[str, np.ndarray] | None = None
                 ) -> Summary:
         """Components at positions ``keep`` (a mask or an order), without the pairs and groups
-        that involve any id in ``touched``; N, H and stats optionally replaced first."""
+        that involve any id in ``touched``; N and H optionally replaced first, and ``stats``:
+        the kept components' statistics, when the caller has selected them."""
         N = self.N if N is None else N
         H = self.H if H is None else H
-        stats = self.stats if stats is None else stats
+        if stats is None:
+            stats = {k: ss.rows(v, keep) for k, v in self.stats.items()}
         pair_ok = ~np.isin(self.pairs, touched).any(axis=1)
         group_ok = ~np.isin(self.groups, touched).any(axis=1)
-        return Summary(self.uids[keep], N[keep], {k: ss.rows(v, keep) for k, v in stats.items()},
+        return Summary(self.uids[keep], N[keep], stats,
                        H[keep], self.n_items, self.pairs[pair_ok], self.Hpair[pair_ok],
                        self.groups[group_ok], self.Hgroup[group_ok], self._shared_copy())
 
@@ -318,8 +320,11 @@ def _absorb(s: Summary, keep: int, gone: tuple[int, ...], H_new: float) -> Summa
     N[ik] += N[ig].sum()
     H = s.H.copy()
     H[ik] = H_new
-    stats = {k: ss.fold(v, ik, ig) for k, v in s.stats.items()}
-    return s._select(~np.isin(s.uids, gone), np.array([keep, *gone]), H, N, stats)
+    kept = ~np.isin(s.uids, gone)
+    stats = {k: ss.folded_rows(v, ik, ig, kept) for k, v in s.stats.items()}
+    out = s._select(kept, np.array([keep, *gone]), H, N, {})
+    out.stats = stats
+    return out
 
 
 @dataclass(frozen=True)

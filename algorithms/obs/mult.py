@@ -71,7 +71,10 @@ def held_columns(wc: Any) -> sp.csc_matrix:
 
 
 def as_csr(X: Data) -> sp.csr_matrix:
-    """X as float CSR in canonical form (sorted, duplicates summed), never modifying X."""
+    """X as float CSR in canonical form (sorted, duplicates summed), never modifying X (X itself
+    when it is one)."""
+    if type(X) is sp.csr_matrix and X.dtype == np.float64 and X.has_canonical_format:
+        return X
     if sp.issparse(X):
         Xc = sp.csr_matrix(X, dtype=float)
         if not Xc.has_canonical_format:
@@ -317,7 +320,7 @@ class Mult(ObsModel):
         # a word path entry costs about twice a pair path's row entry (measured)
         if (by_word * (by_word - 1)).sum() <= (per_row[a] + per_row[b]).sum():
             return gains + self._gains_by_word(col, np.minimum(a, b), np.maximum(a, b))
-        return gains + self._gains_by_pair(dense(wc), col.tocsr(), a, b)
+        return gains + self._gains_by_pair(dense(wc), a, b)
 
     def _shared(self, word: np.ndarray, ca: np.ndarray, cb: np.ndarray) -> np.ndarray:
         """A shared word's term of Eq. 12: log Γ(λ0 + ca + cb) - log Γ(λ0 + ca) - log Γ(λ0 +
@@ -325,18 +328,18 @@ class Mult(ObsModel):
         l0 = self.lam0[word]
         return gammaln(l0 + ca + cb) - gammaln(l0 + ca) - gammaln(l0 + cb) + gammaln(l0)
 
-    def _gains_by_pair(self, wc: np.ndarray, held: sp.csr_matrix, a: np.ndarray,
-                       b: np.ndarray) -> np.ndarray:
-        """Σ over the words both rows a_i and b_i hold (the positive entries of ``held``, the
-        counts ``wc``) of the shared terms, per pair: the rows' intersection, chunks of pairs
-        at a time."""
+    def _gains_by_pair(self, wc: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Σ over the words both rows a_i and b_i hold (positive counts ``wc``) of the shared
+        terms, per pair: the rows' intersection (the pairs' held masks and-ed, read row by
+        row, words increasing), chunks of pairs at a time."""
         out = np.zeros(len(a))
-        mask = sp.csr_matrix((np.ones(held.nnz), held.indices, held.indptr), shape=held.shape)
+        held = wc > 0
         step = max(1, base.MERGE_CHUNK_ENTRIES // self.V)
         for s in range(0, len(a), step):
             ia, ib = a[s:s + step], b[s:s + step]
-            both = mask[ia].multiply(mask[ib]).tocoo()
-            pair, word = both.row, both.col
+            both = held[ia]
+            both &= held[ib]
+            pair, word = nonzero_entries(both)
             out[s:s + step] = np.bincount(
                 pair, self._shared(word, wc[ia[pair], word], wc[ib[pair], word]),
                 minlength=len(ia))
@@ -351,12 +354,16 @@ class Mult(ObsModel):
         word."""
         R = col.shape[0]
         asked, which = np.unique(lo * R + hi, return_inverse=True)
+        every = len(asked) == R * (R - 1) // 2  # every pair of the rows: nothing to filter
         slot = np.full(R * R, len(asked))  # a pair's place among the asked, else len(asked)
         slot[asked] = np.arange(len(asked))
         count = np.diff(col.indptr)
         l0 = np.repeat(self.lam0, count)  # per entry, in column order
         g0 = gammaln(l0)
-        g = gammaln(l0 + col.data) - g0
+        l0 += col.data  # λ0 + c per entry
+        g = gammaln(l0) - g0
+        row = col.indices.astype(np.int64)
+        row_R = row * R
         later = np.repeat(col.indptr[1:], count) - np.arange(col.nnz) - 1  # holders after it
         ends = np.cumsum(later)
         sums = np.zeros(len(asked) + 1)
@@ -365,12 +372,21 @@ class Mult(ObsModel):
             stop = max(e + 1, int(np.searchsorted(ends, ends[e] - later[e]
                                                   + base.MERGE_CHUNK_ENTRIES, side="right")))
             reps = later[e:stop]
-            first = np.repeat(np.arange(e, stop), reps)
-            second = first + 1 + np.arange(len(first)) - np.repeat(np.cumsum(reps) - reps, reps)
-            at = slot[col.indices[first].astype(np.int64) * R + col.indices[second]]
-            hit = at < len(asked)
-            first, second, at = first[hit], second[hit], at[hit]
-            shared = gammaln(l0[first] + col.data[first] + col.data[second])
+            starts = np.arange(e, stop)
+            first = np.repeat(starts, reps)
+            starts += 1
+            starts -= np.cumsum(reps) - reps
+            second = np.repeat(starts, reps)
+            second += np.arange(len(first))  # entry first + 1 + (its place among first's)
+            at = row_R[first]
+            at += row[second]
+            at = slot[at]
+            if not every:
+                hit = at < len(asked)
+                first, second, at = first[hit], second[hit], at[hit]
+            shared = l0[first]
+            shared += col.data[second]
+            shared = gammaln(shared, out=shared)
             shared -= g0[first]
             shared -= g[first]
             shared -= g[second]
