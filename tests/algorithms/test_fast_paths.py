@@ -9,12 +9,13 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import logsumexp
 
+from bnpmix.algorithms import sparse_stats as ss
 from bnpmix.algorithms.alloc import StickBreaking
 from bnpmix.algorithms.alloc.base import VariationalAllocation
 from bnpmix.algorithms.mixture import log_marginals, optimal_elbo
 from bnpmix.algorithms.obs.diag_gauss import DiagGauss
 from bnpmix.algorithms.obs.gauss import Gauss
-from bnpmix.algorithms.obs.mult import Mult, held_columns
+from bnpmix.algorithms.obs.mult import Mult, as_csr, held_columns
 from bnpmix.algorithms.obs.tied_gauss import TiedGauss
 from bnpmix.algorithms.summary import Delete, Merge, MergeGroup
 from bnpmix.algorithms.vb import init
@@ -91,6 +92,39 @@ def test_mult_merge_gains_are_eq_12_through_either_path():
 
 IDS = np.array([0, 1, 2, 3, 7, 8, 9, 10, 11])
 FAMILIES = [(0, (7, 8, 9)), (1, (10, 11))]
+
+
+def test_both_paths_of_the_merge_gains_give_the_shared_words_terms():
+    """The word path (every two holders of a word) and the pair path (the two rows' held
+    masks and-ed) each sum Eq. 12's terms over exactly the words both components hold."""
+    rng = np.random.default_rng(7)
+    V, K = 150, 9
+    obs = Mult(V, rng.uniform(0.05, 0.5, V))
+    wc = np.where(rng.random((K, V)) < 0.4, rng.gamma(0.5, 4.0, (K, V)), 0.0)
+    a, b = np.triu_indices(K, k=1)
+    want = [sum(obs._shared(np.array([w]), wc[i, w], wc[j, w])[0]
+                for w in range(V) if wc[i, w] > 0 and wc[j, w] > 0)
+            for i, j in zip(a, b, strict=True)]
+    np.testing.assert_allclose(obs._gains_by_pair(wc, a, b), want, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(obs._gains_by_word(held_columns(wc), a, b), want, rtol=1e-12,
+                               atol=1e-12)
+    some = np.arange(0, len(a), 3)  # the word path keeps only the pairs asked for
+    np.testing.assert_allclose(obs._gains_by_word(held_columns(wc), a[some], b[some]),
+                               np.array(want)[some], rtol=1e-12, atol=1e-12)
+
+
+def test_a_folded_dense_statistic_is_the_fold_then_the_selection():
+    rng = np.random.default_rng(8)
+    v = rng.normal(size=(7, 5))
+    for keep, gone in ((2, [5]), (6, [0, 3]), (0, [1])):
+        kept = ~np.isin(np.arange(7), gone)
+        np.testing.assert_array_equal(ss.folded_rows(v, keep, gone, kept),
+                                      ss.rows(ss.fold(v, keep, gone), kept))
+        sparse = ss.folded_rows(sp.csr_matrix(v), keep, gone, kept)
+        np.testing.assert_array_equal(sparse.toarray(), ss.rows(ss.fold(v, keep, gone), kept))
+    X = sp.csr_matrix(np.eye(3))
+    assert as_csr(X) is X
+    assert as_csr(X.astype(np.float32)) is not X
 
 
 def family_summary(obs_name: str, seed: int = 4):
