@@ -126,6 +126,7 @@ class Mult(ObsModel):
         self.lam0 = lam0
         self._log_B0 = float(log_B(lam0))
         self._dig0, self._gl0 = digamma(lam0), gammaln(lam0)  # a word no count has reached
+        self._gl0_sum = self._gl0.sum()
 
     @classmethod
     def default(cls, X: Data, lam0: float | np.ndarray = 0.1) -> Mult:
@@ -170,13 +171,16 @@ class Mult(ObsModel):
         values are kept."""
         wc = dense(stats["wc"])
         lam = self.lam0 + wc
-        rows, cols = nonzero_entries(wc)
-        at = lam[rows, cols]
-        dig = np.tile(self._dig0, (lam.shape[0], 1))
-        dig[rows, cols] = digamma(at)
+        flat = np.flatnonzero(np.ravel(wc) != 0)  # row-major, as nonzero_entries
+        rows = flat // self.V
+        at = lam.reshape(-1)[flat]
+        dig = np.empty_like(lam)
+        dig[...] = self._dig0
+        dig.reshape(-1)[flat] = digamma(at)
         gl = gammaln(at)
-        gl -= self._gl0[cols]
-        gl_sum = self._gl0.sum() + np.bincount(rows, gl, minlength=lam.shape[0])
+        flat -= rows * self.V  # the columns
+        gl -= self._gl0[flat]
+        gl_sum = self._gl0_sum + np.bincount(rows, gl, minlength=lam.shape[0])
         return {"lam": lam, "dig": dig, "lam_sum": lam.sum(-1), "gl_sum": gl_sum}
 
     def post_update(self, post: Arrays, N: np.ndarray, stats: Arrays,

@@ -97,49 +97,57 @@ def proposal_labels(F: Data, K: int, rng: np.random.Generator) -> list[np.ndarra
 
 def fresh_vb(X: Data, obs: ObsModel, alloc: VariationalAllocation, labels: np.ndarray, K: int,
              max_iter: int, tol: float, scale: float = 1.0, repeated: Data | None = None
-             ) -> Summary:
+             ) -> tuple[Summary, Mixture]:
     """Full-data VB for a K-component DP mixture on X (Sec. 2.2), from the hard partition
     ``labels``, with X's statistics amplified by ``scale`` in every global update (see
-    ``create``); its local steps read ``repeated`` (obs.repeated(X)) when given."""
+    ``create``); its local steps read ``repeated`` (obs.repeated(X)) when given. Returns X's
+    summary and the global update from it (amplified), as ``iterate``."""
     S = hard_summary(X, obs, labels, np.arange(K), dense=True)
     return iterate(X if repeated is None else repeated, obs, alloc, S, max_iter, tol, scale)
 
 
+def amplified(S: Summary, scale: float) -> Summary:
+    """S.scaled(scale), or S itself when scale is 1 (the same numbers: x · 1.0 = x), for
+    readers that do not write into it."""
+    return S if scale == 1.0 else S.scaled(scale)
+
+
 def iterate(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, max_iter: int,
-            tol: float, scale: float = 1.0) -> Summary:
+            tol: float, scale: float = 1.0) -> tuple[Summary, Mixture]:
     """Alternate global (Eq. 5, from the summary times ``scale``) and local (Eq. 4) updates on
     X from the summary S of X; stops after ``max_iter`` local steps or when the ELBO's relative
-    change falls below ``tol``. Returns X's own (unamplified) summary."""
+    change falls below ``tol``. Returns X's own (unamplified) summary and the global update
+    from it amplified (the next step's model)."""
     old = -np.inf
-    model = Mixture.from_summary(obs, alloc, S.scaled(scale))
+    model = Mixture.from_summary(obs, alloc, amplified(S, scale))
     for _ in range(max_iter):
         S = batch_step(X, obs, model.globals(), Plan(dense=True)).summary
-        amplified = S.scaled(scale)
-        model = Mixture.from_summary(obs, alloc, amplified)  # the next step's too
-        elbo = model.elbo(amplified, at_optimum=True)  # optimal_elbo
+        S_amp = amplified(S, scale)
+        model = Mixture.from_summary(obs, alloc, S_amp)  # the next step's too
+        elbo = model.elbo(S_amp, at_optimum=True)  # optimal_elbo
         if abs(elbo - old) <= tol * abs(elbo):
             break
         old = elbo
-    return S
+    return S, model
 
 
-def refine(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary,
+def refine(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, model: Mixture,
            rng: np.random.Generator, max_iter: int, tol: float, scale: float = 1.0) -> Summary:
     """Merge rounds inside a birth's fresh model: with every pair's exact merge entropy on the
     collected data (Sec. 3.2), merges that raise the fresh ELBO of the amplified statistics
     are accepted, then VB runs again from the merged model; until a round accepts nothing.
     Fresh VB from K' seeds often cuts one cluster into wedges that only a chain of merges puts
-    back together."""
+    back together. ``model``: the global update from S amplified (``iterate``'s)."""
     for _ in range(S.K):
-        model = Mixture.from_summary(obs, alloc, S.scaled(scale))
         iu, ju = np.triu_indices(S.K, k=1)
         pairs = np.stack([S.uids[iu], S.uids[ju]], axis=1)
         S_p = batch_step(X, obs, model.globals(), Plan(pairs, dense=True)).summary
-        merged, accepted, _ = merge_round(obs, alloc, S_p.scaled(scale), rng,
+        merged, accepted, _ = merge_round(obs, alloc, amplified(S_p, scale), rng,
                                           MergeConfig(max_attempts=len(pairs)))
         if not accepted:
             return S
-        S = iterate(X, obs, alloc, merged.without_pairs().scaled(1 / scale), max_iter, tol, scale)
+        S, model = iterate(X, obs, alloc, amplified(merged.without_pairs(), 1 / scale),
+                           max_iter, tol, scale)
     return S
 
 
@@ -149,8 +157,8 @@ def propose(X: Data, repeated: Data, obs: ObsModel, alloc: VariationalAllocation
     out = []
     for labels in proposal_labels(obs.features(X), cfg.fresh_K, rng):
         K = int(labels.max()) + 1
-        S = fresh_vb(X, obs, alloc, labels, K, cfg.max_iter, cfg.tol, scale, repeated)
-        out.append(refine(repeated, obs, alloc, S, rng, cfg.max_iter, cfg.tol, scale))
+        S, model = fresh_vb(X, obs, alloc, labels, K, cfg.max_iter, cfg.tol, scale, repeated)
+        out.append(refine(repeated, obs, alloc, S, model, rng, cfg.max_iter, cfg.tol, scale))
     return out
 
 
@@ -177,7 +185,7 @@ def create(X: Data, obs: ObsModel, alloc: VariationalAllocation, new_uids: np.nd
     for _ in range(cfg.attempts if attempts is None else attempts):  # new seeds each round
         for S in propose(X, repeated, obs, alloc, cfg, rng, scale):
             keep = np.flatnonzero(cfg.prune_fraction * n <= S.N)
-            elbo = optimal_elbo(obs, alloc, S.scaled(scale))
+            elbo = optimal_elbo(obs, alloc, amplified(S, scale))
             if len(keep) > 1 and (best is None or elbo > best[0]):
                 best = (elbo, S, keep)
         if best is not None:
