@@ -38,6 +38,19 @@ def _empty_groups() -> np.ndarray:
     return np.zeros((0, 0), dtype=np.int64)
 
 
+def positions(uids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Positions in ``uids`` (distinct component ids) of ``ids``, each of which must be there."""
+    uids = np.asarray(uids, dtype=np.int64)
+    ids = np.asarray(ids, dtype=np.int64)
+    order = np.argsort(uids, kind="stable")
+    at = np.minimum(np.searchsorted(uids, ids, sorter=order), max(len(uids) - 1, 0))
+    pos = order[at] if len(uids) else np.zeros(len(ids), dtype=np.int64)
+    if len(ids) and (len(uids) == 0 or np.any(uids[pos] != ids)):
+        missing = sorted(set(ids.tolist()) - set(uids.tolist()))
+        raise KeyError(f"component ids {missing} not in summary ({uids.tolist()})")
+    return pos
+
+
 @dataclass
 class Summary:
     """Per-component sums over a set of items, tagged with stable component ids."""
@@ -107,14 +120,7 @@ class Summary:
 
     def positions(self, uids: np.ndarray) -> np.ndarray:
         """Positions of components ``uids`` (each must be here): ``index`` for many at once."""
-        uids = np.asarray(uids, dtype=self.uids.dtype)
-        order = np.argsort(self.uids, kind="stable")
-        at = np.minimum(np.searchsorted(self.uids, uids, sorter=order), max(self.K - 1, 0))
-        pos = order[at] if self.K else np.zeros(len(uids), dtype=np.int64)
-        if len(uids) and (self.K == 0 or np.any(self.uids[pos] != uids)):
-            missing = sorted(set(uids.tolist()) - set(self.uids.tolist()))
-            raise KeyError(f"component ids {missing} not in summary ({self.uids.tolist()})")
-        return pos
+        return positions(self.uids, uids)
 
     def over(self, uids: np.ndarray) -> Summary:
         """The same sums over components ``uids`` in that order, zero for ids this summary lacks

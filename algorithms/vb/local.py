@@ -14,7 +14,7 @@ from scipy.special import logsumexp, xlogy
 
 from .. import sparse_stats as ss
 from ..obs.base import Arrays, Data, ObsModel
-from ..summary import Delete, Summary
+from ..summary import Delete, Summary, positions
 
 PAIR_BLOCK = 64  # pairs per block when computing merge entropies (bounds memory at 64 x n)
 # below this a responsibility's share of a pair's merge entropy is under 4e-14 nats an item
@@ -129,9 +129,7 @@ def pair_entropies(R: np.ndarray, H: np.ndarray, uids: np.ndarray,
     directly, pair by pair, over the whole batch."""
     if len(pairs) == 0:
         return np.zeros(0)
-    pos = {int(u): i for i, u in enumerate(uids)}
-    ia = np.array([pos[int(a)] for a in pairs[:, 0]])
-    ib = np.array([pos[int(b)] for b in pairs[:, 1]])
+    ia, ib = positions(uids, pairs[:, 0]), positions(uids, pairs[:, 1])
     held = (R >= PAIR_FLOOR).sum(axis=1)
     if (held * (held - 1) // 2).sum() <= R.shape[0] * len(pairs):
         return H[ia] + H[ib] - shared_parts(R)[ia, ib]

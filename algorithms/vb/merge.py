@@ -74,7 +74,7 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
     elbo = optimal_elbo(obs, alloc, S)
     accepted: list[Merge] = []
     untried = np.ones(len(S.pairs), bool)  # S.pairs not tried yet
-    score = rest = None
+    score = rest = ids = None
     before = allocation_terms(alloc, S.N)  # S's, for every candidate until one is accepted
     for attempt in range(cfg.max_attempts):
         if not untried.any():
@@ -85,11 +85,16 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
         if rest is None and cfg.max_attempts - attempt >= untried.sum():
             rest = np.zeros(len(S.pairs))
             rest[untried] = merge_rest_changes(alloc, S, np.flatnonzero(untried), before)
-        a = int(rng.choice(np.unique(S.pairs[untried])))
+        if ids is None:  # S's pair ids (sorted), each id's place and its untried pairs
+            ids, at = np.unique(S.pairs, return_inverse=True)
+            at = at.reshape(S.pairs.shape)
+            open_pairs = np.bincount(at[untried].ravel(), minlength=len(ids))
+        a = int(rng.choice(ids[open_pairs > 0]))  # np.unique(S.pairs[untried])
         mine = np.flatnonzero(untried & (S.pairs == a).any(axis=1))
         p = np.exp(score[mine] - score[mine].max())
         pick = int(mine[rng.choice(len(mine), p=p / p.sum())])
         untried[pick] = False
+        open_pairs[at[pick]] -= 1
         change = (rest[pick] if rest is not None
                   else merge_rest_changes(alloc, S, np.array([pick]), before)[0])
         cand_elbo = elbo + score[pick] + change
@@ -100,7 +105,7 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
             accepted.append(move)
             untried = untried[left]
             score = score[left] if obs.pairwise_gains else None
-            rest = None
+            rest = ids = None
             before = allocation_terms(alloc, S.N)
     return S, accepted, elbo
 

@@ -257,3 +257,26 @@ def test_kmeans_with_kept_norms_and_fast_rows_is_the_plain_one():
     unsorted = F.copy()
     unsorted.has_canonical_format = False
     np.testing.assert_array_equal(init._row(unsorted, 5), F[5].toarray())
+
+
+def test_positions_of_ids_and_the_pair_entropies_that_read_them():
+    """positions (the merge entropies' and Summary.positions's lookup) against a dict, on ids
+    in no order; an id that is not there is a KeyError; H_ab from it against the direct sum."""
+    from bnpmix.algorithms.summary import positions
+    from bnpmix.algorithms.vb.local import entropies, pair_entropies
+
+    rng = np.random.default_rng(9)
+    uids = rng.permutation(np.arange(100, 140))
+    ids = rng.choice(uids, 25)
+    where = {int(u): i for i, u in enumerate(uids)}
+    np.testing.assert_array_equal(positions(uids, ids), [where[int(u)] for u in ids])
+    with pytest.raises(KeyError):
+        positions(uids, np.array([5]))
+    R = rng.dirichlet(np.full(len(uids), 0.2), 50)
+    pairs = np.stack([ids[:12], ids[12:24]], axis=1)
+    pairs = pairs[pairs[:, 0] != pairs[:, 1]]
+    H = entropies(R, np.log(R))
+    got = pair_entropies(R, H, uids, pairs)
+    for (a, b), h in zip(pairs, got, strict=True):
+        s = R[:, where[int(a)]] + R[:, where[int(b)]]
+        assert h == pytest.approx(-np.sum(s * np.log(s)), rel=1e-12)
