@@ -328,9 +328,7 @@ def _absorb(s: Summary, keep: int, gone: tuple[int, ...], H_new: float) -> Summa
     H[ik] = H_new
     kept = ~np.isin(s.uids, gone)
     stats = {k: ss.folded_rows(v, ik, ig, kept) for k, v in s.stats.items()}
-    out = s._select(kept, np.array([keep, *gone]), H, N, {})
-    out.stats = stats
-    return out
+    return s._select(kept, np.array([keep, *gone]), H, N, stats)
 
 
 @dataclass(frozen=True)
