@@ -76,10 +76,10 @@ def responsibilities(X: Data, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np
 
 def logsumexp_rows(A: np.ndarray) -> np.ndarray:
     """log Σ_k exp(A_nk) per row, as a column (n, 1): with m_n the row's maximum, taken c_n
-    times, a_max + log c_n + log1p(s_n / c_n), s_n = Σ_{k: A_nk < m_n} exp(A_nk - m_n) (scipy's
-    logsumexp separates the maximum the same way, and gives these bits; this is its finite
-    real 2-d case without its checks and second, unshifted pass). Rows holding a non-finite
-    entry go to scipy's."""
+    times, m_n + log c_n + log1p(s_n / c_n), s_n = Σ_{k: A_nk < m_n} exp(A_nk - m_n) (scipy's
+    logsumexp separates the maximum the same way since 1.15, and gives these bits; this is
+    its finite real 2-d case without its checks and second, unshifted pass). Rows holding a
+    non-finite entry go to scipy's."""
     if A.shape[1] == 0 or not np.isfinite(A).all():
         return logsumexp(A, axis=1, keepdims=True)
     top = A.max(axis=1, keepdims=True)
