@@ -14,6 +14,7 @@ from typing import Any, ClassVar
 import numpy as np
 from scipy.special import logsumexp
 
+from . import sparse_stats as ss
 from .alloc import StickBreaking, VariationalAllocation, alloc_from_params
 from .obs import obs_from_prior
 from .obs.base import Arrays, Data, ObsModel
@@ -204,9 +205,35 @@ class Mixture(PredictiveMixture):
                    Summary.from_arrays(past) if past else None)
 
 
-def optimal_elbo(obs: ObsModel, alloc: VariationalAllocation, S: Summary) -> float:
+def optimal_elbo(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
+                 log_marginals: np.ndarray | None = None) -> float:
     """The ELBO after the global update from S: the criterion of merges and other moves. At the
     optimal q(phi) the observation terms are the log evidence log M(S) (Eq. 12), so no q(phi)
-    is formed: the allocation terms at their update, log M(S) and the entropy."""
-    return (alloc.elbo(S.N, alloc.post(S.N)) + obs.log_evidence(S.N, S.obs_stats)
-            + float(S.H.sum()))
+    is formed: the allocation terms at their update, log M(S) and the entropy.
+    ``log_marginals``: S's log M(S_k) per component (``log_marginals``), when the caller keeps
+    them; their sum is log M(S)."""
+    evidence = (obs.log_evidence(S.N, S.obs_stats) if log_marginals is None
+                else float(np.sum(log_marginals)))
+    return alloc.elbo(S.N, alloc.post(S.N)) + evidence + float(S.H.sum())
+
+
+def log_marginals(obs: ObsModel, S: Summary, before: tuple[np.ndarray, np.ndarray] | None = None,
+                  fresh: tuple[int, ...] = ()) -> np.ndarray | None:
+    """log M(S_k) per component of S (ObsModel.log_marginal), whose sum is the log evidence,
+    or None when the model's evidence is not that sum (components sharing a parameter).
+    ``before``: (ids, values) of a summary that moves turned into S: a component keeps its
+    value unless it is new or listed in ``fresh`` (its row changed), the rest are computed, a
+    component's log M depending on its own row alone (the same numbers as the whole S's)."""
+    if type(obs).log_evidence is not ObsModel.log_evidence:
+        return None
+    if before is None:
+        return obs.log_marginal(S.N, S.obs_stats)
+    known = {int(u): float(v) for u, v in zip(*before, strict=True)}
+    for u in fresh:
+        known.pop(int(u), None)
+    out = np.array([known.get(int(u), np.nan) for u in S.uids])
+    todo = np.flatnonzero([int(u) not in known for u in S.uids])
+    if len(todo):
+        out[todo] = obs.log_marginal(S.N[todo], {**{k: ss.rows(v, todo)
+                                                    for k, v in S.stats.items()}, **S.shared})
+    return out

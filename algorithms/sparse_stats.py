@@ -101,6 +101,16 @@ def fold(v: Stat, keep: int, gone: list[int]) -> Stat:
     return out
 
 
+def folded_rows(v: Stat, keep: int, gone: list[int], rows_kept: np.ndarray) -> Stat:
+    """rows(fold(v, keep, gone), rows_kept) (``rows_kept``: a mask holding ``keep``), with
+    one copy of a dense v: the kept rows, then row keep plus the rows gone."""
+    if sp.issparse(v):
+        return rows(fold(v, keep, gone), rows_kept)
+    out = v[rows_kept]
+    out[np.count_nonzero(rows_kept[:keep])] += v[gone].sum(axis=0)
+    return out
+
+
 def stack(a: Stat, b: Stat) -> Stat:
     """The rows of a, then the rows of b (an insert of components)."""
     if sp.issparse(a) and sp.issparse(b):

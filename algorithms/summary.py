@@ -38,6 +38,19 @@ def _empty_groups() -> np.ndarray:
     return np.zeros((0, 0), dtype=np.int64)
 
 
+def positions(uids: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Positions in ``uids`` (distinct component ids) of ``ids``, each of which must be there."""
+    uids = np.asarray(uids, dtype=np.int64)
+    ids = np.asarray(ids, dtype=np.int64)
+    order = np.argsort(uids, kind="stable")
+    at = np.minimum(np.searchsorted(uids, ids, sorter=order), max(len(uids) - 1, 0))
+    pos = order[at] if len(uids) else np.zeros(len(ids), dtype=np.int64)
+    if len(ids) and (len(uids) == 0 or np.any(uids[pos] != ids)):
+        missing = sorted(set(ids.tolist()) - set(uids.tolist()))
+        raise KeyError(f"component ids {missing} not in summary ({uids.tolist()})")
+    return pos
+
+
 @dataclass
 class Summary:
     """Per-component sums over a set of items, tagged with stable component ids."""
@@ -61,7 +74,7 @@ class Summary:
         if self.groups.ndim != 2 or self.Hgroup.shape != (len(self.groups),):
             raise ValueError("groups must be a 2-d array with one Hgroup entry per row")
         K = len(self.uids)
-        if len(np.unique(self.uids)) != K:
+        if len(set(self.uids.tolist())) != K:
             raise ValueError(f"component ids must be unique: {self.uids.tolist()}")
         if self.N.shape != (K,) or self.H.shape != (K,):
             raise ValueError(f"N {self.N.shape} and H {self.H.shape} must have shape ({K},)")
@@ -107,14 +120,7 @@ class Summary:
 
     def positions(self, uids: np.ndarray) -> np.ndarray:
         """Positions of components ``uids`` (each must be here): ``index`` for many at once."""
-        uids = np.asarray(uids, dtype=self.uids.dtype)
-        order = np.argsort(self.uids, kind="stable")
-        at = np.minimum(np.searchsorted(self.uids, uids, sorter=order), max(self.K - 1, 0))
-        pos = order[at] if self.K else np.zeros(len(uids), dtype=np.int64)
-        if len(uids) and (self.K == 0 or np.any(self.uids[pos] != uids)):
-            missing = sorted(set(uids.tolist()) - set(self.uids.tolist()))
-            raise KeyError(f"component ids {missing} not in summary ({self.uids.tolist()})")
-        return pos
+        return positions(self.uids, uids)
 
     def over(self, uids: np.ndarray) -> Summary:
         """The same sums over components ``uids`` in that order, zero for ids this summary lacks
@@ -238,13 +244,15 @@ class Summary:
                 N: np.ndarray | None = None, stats: dict[str, np.ndarray] | None = None
                 ) -> Summary:
         """Components at positions ``keep`` (a mask or an order), without the pairs and groups
-        that involve any id in ``touched``; N, H and stats optionally replaced first."""
+        that involve any id in ``touched``; N and H optionally replaced first, and ``stats``:
+        the kept components' statistics, when the caller has selected them."""
         N = self.N if N is None else N
         H = self.H if H is None else H
-        stats = self.stats if stats is None else stats
+        if stats is None:
+            stats = {k: ss.rows(v, keep) for k, v in self.stats.items()}
         pair_ok = ~np.isin(self.pairs, touched).any(axis=1)
         group_ok = ~np.isin(self.groups, touched).any(axis=1)
-        return Summary(self.uids[keep], N[keep], {k: ss.rows(v, keep) for k, v in stats.items()},
+        return Summary(self.uids[keep], N[keep], stats,
                        H[keep], self.n_items, self.pairs[pair_ok], self.Hpair[pair_ok],
                        self.groups[group_ok], self.Hgroup[group_ok], self._shared_copy())
 
@@ -318,8 +326,9 @@ def _absorb(s: Summary, keep: int, gone: tuple[int, ...], H_new: float) -> Summa
     N[ik] += N[ig].sum()
     H = s.H.copy()
     H[ik] = H_new
-    stats = {k: ss.fold(v, ik, ig) for k, v in s.stats.items()}
-    return s._select(~np.isin(s.uids, gone), np.array([keep, *gone]), H, N, stats)
+    kept = ~np.isin(s.uids, gone)
+    stats = {k: ss.folded_rows(v, ik, ig, kept) for k, v in s.stats.items()}
+    return s._select(kept, np.array([keep, *gone]), H, N, stats)
 
 
 @dataclass(frozen=True)

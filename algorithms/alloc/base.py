@@ -58,3 +58,8 @@ class VariationalAllocation(Allocation):
     @abstractmethod
     def elbo(self, N: np.ndarray, post: Arrays) -> float:
         """Allocation terms of the ELBO for any q: Σ_k N_k E[log w_k] + E[log p(w) - log q(w)]."""
+
+    def optimal_terms(self, N: np.ndarray) -> np.ndarray:
+        """The allocation terms at their global update, ``elbo(n, post(n))``, for each row n of
+        N (M, K): (M,). A model may compute the rows together (the same numbers)."""
+        return np.array([self.elbo(n, self.post(n)) for n in np.asarray(N, dtype=float)])

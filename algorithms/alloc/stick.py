@@ -58,6 +58,20 @@ class StickBreaking(VariationalAllocation):
         before = np.concatenate([[1.0], rest[:-1]])
         return ev * before, float(rest[-1]) if len(rest) else 1.0
 
+    def optimal_terms(self, N: np.ndarray) -> np.ndarray:
+        """``elbo(n, post(n))`` for every row n of N (M, K) at once, with the same arithmetic
+        row by row (cumulative sums along the rows, each row's dot product and sum alone)."""
+        N = np.asarray(N, dtype=float)
+        tail = np.zeros_like(N)
+        tail[:, :-1] = np.cumsum(N[:, ::-1], axis=1)[:, ::-1][:, 1:]
+        a1, a0 = 1.0 + N, self.alpha0 + tail
+        elog_v, elog_1mv = self.E_log_v({"a1": a1, "a0": a0})
+        elog_w = elog_v.copy()
+        elog_w[:, 1:] += np.cumsum(elog_1mv, axis=1)[:, :-1]
+        prior = -betaln(1.0, self.alpha0) + (self.alpha0 - 1.0) * elog_1mv
+        entropy_q = betaln(a1, a0) - (a1 - 1.0) * elog_v - (a0 - 1.0) * elog_1mv
+        return (N[:, None, :] @ elog_w[:, :, None])[:, 0, 0] + np.sum(prior + entropy_q, axis=1)
+
     def elbo(self, N: np.ndarray, post: Arrays) -> float:
         """Allocation terms of Eq. 8 for any q(v): Σ_k N_k E[log w_k] + E[log Beta(v_k|1, α0)
         - log q(v_k)]. At the optimum (Eq. 10) this equals Σ_k log B(a1_k, a0_k) - log B(1, α0)."""

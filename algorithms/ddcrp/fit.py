@@ -102,7 +102,7 @@ def vb_labels(X: Data, obs: ObsModel, alpha: float, rng: np.random.Generator,
     to convergence, each item at its most probable component."""
     K = min(K, X.shape[0])
     alloc = StickBreaking(alpha)
-    S = fresh_vb(X, obs, alloc, nearest_seed(obs.features(X), K, rng), K, max_iter, tol)
+    S, _ = fresh_vb(X, obs, alloc, nearest_seed(obs.features(X), K, rng), K, max_iter, tol)
     R, _ = responsibilities(X, obs, Mixture.from_summary(obs, alloc, S).globals())
     return R.argmax(1)
 

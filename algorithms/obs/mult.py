@@ -52,8 +52,29 @@ def nonzero_entries(wc: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return rows, flat
 
 
+def held_columns(wc: Any) -> sp.csc_matrix:
+    """The positive entries of counts ``wc`` (dense or sparse) as CSC, row indices increasing
+    within each column: what ``tocsc`` gives of them, read off a dense array in column-major
+    order directly (no CSR in between)."""
+    if sp.issparse(wc):
+        held = sp.csr_matrix(wc.multiply(wc > 0))
+        held.eliminate_zeros()
+        return held.tocsc()
+    wc = np.asarray(wc, dtype=float)
+    R, V = wc.shape
+    flat = wc.T.ravel()  # column-major
+    at = np.flatnonzero(flat > 0)
+    cols = at // R
+    indptr = np.zeros(V + 1, dtype=np.int64)
+    np.cumsum(np.bincount(cols, minlength=V), out=indptr[1:])
+    return sp.csc_matrix((flat[at], at - cols * R, indptr), shape=(R, V))
+
+
 def as_csr(X: Data) -> sp.csr_matrix:
-    """X as float CSR in canonical form (sorted, duplicates summed), never modifying X."""
+    """X as float CSR in canonical form (sorted, duplicates summed), never modifying X (X itself
+    when it is one)."""
+    if type(X) is sp.csr_matrix and X.dtype == np.float64 and X.has_canonical_format:
+        return X
     if sp.issparse(X):
         Xc = sp.csr_matrix(X, dtype=float)
         if not Xc.has_canonical_format:
@@ -105,6 +126,7 @@ class Mult(ObsModel):
         self.lam0 = lam0
         self._log_B0 = float(log_B(lam0))
         self._dig0, self._gl0 = digamma(lam0), gammaln(lam0)  # a word no count has reached
+        self._gl0_sum = self._gl0.sum()
 
     @classmethod
     def default(cls, X: Data, lam0: float | np.ndarray = 0.1) -> Mult:
@@ -149,13 +171,16 @@ class Mult(ObsModel):
         values are kept."""
         wc = dense(stats["wc"])
         lam = self.lam0 + wc
-        rows, cols = nonzero_entries(wc)
-        at = lam[rows, cols]
-        dig = np.tile(self._dig0, (lam.shape[0], 1))
-        dig[rows, cols] = digamma(at)
+        flat = np.flatnonzero(np.ravel(wc) != 0)  # row-major, as nonzero_entries
+        rows = flat // self.V
+        at = lam.reshape(-1)[flat]
+        dig = np.empty_like(lam)
+        dig[...] = self._dig0
+        dig.reshape(-1)[flat] = digamma(at)
         gl = gammaln(at)
-        gl -= self._gl0[cols]
-        gl_sum = self._gl0.sum() + np.bincount(rows, gl, minlength=lam.shape[0])
+        flat -= rows * self.V  # the columns
+        gl -= self._gl0[flat]
+        gl_sum = self._gl0_sum + np.bincount(rows, gl, minlength=lam.shape[0])
         return {"lam": lam, "dig": dig, "lam_sum": lam.sum(-1), "gl_sum": gl_sum}
 
     def post_update(self, post: Arrays, N: np.ndarray, stats: Arrays,
@@ -288,19 +313,18 @@ class Mult(ObsModel):
             return np.zeros(0)
         rows, at = np.unique(np.concatenate([a, b]), return_inverse=True)
         wc = stats["wc"][rows]  # the components the pairs name, at positions ``at``
-        held = sp.csr_matrix(wc.multiply(wc > 0) if sp.issparse(wc) else np.where(wc > 0, wc, 0))
-        held.eliminate_zeros()
+        col = held_columns(wc)
         total = np.asarray(wc.sum(-1)).ravel()
         a, b = at[: len(a)], at[len(a):]
         L0 = self.lam0.sum()
         gains = (gammaln(L0 + total[a]) + gammaln(L0 + total[b]) - gammaln(L0)
                  - gammaln(L0 + total[a] + total[b]))
-        by_word = np.diff(held.tocsc().indptr)
-        per_row = np.diff(held.indptr)
+        by_word = np.diff(col.indptr)
+        per_row = np.bincount(col.indices, minlength=len(rows))
         # a word path entry costs about twice a pair path's row entry (measured)
         if (by_word * (by_word - 1)).sum() <= (per_row[a] + per_row[b]).sum():
-            return gains + self._gains_by_word(held, np.minimum(a, b), np.maximum(a, b))
-        return gains + self._gains_by_pair(dense(wc), held, a, b)
+            return gains + self._gains_by_word(col, np.minimum(a, b), np.maximum(a, b))
+        return gains + self._gains_by_pair(dense(wc), a, b)
 
     def _shared(self, word: np.ndarray, ca: np.ndarray, cb: np.ndarray) -> np.ndarray:
         """A shared word's term of Eq. 12: log Γ(λ0 + ca + cb) - log Γ(λ0 + ca) - log Γ(λ0 +
@@ -308,38 +332,42 @@ class Mult(ObsModel):
         l0 = self.lam0[word]
         return gammaln(l0 + ca + cb) - gammaln(l0 + ca) - gammaln(l0 + cb) + gammaln(l0)
 
-    def _gains_by_pair(self, wc: np.ndarray, held: sp.csr_matrix, a: np.ndarray,
-                       b: np.ndarray) -> np.ndarray:
-        """Σ over the words both rows a_i and b_i hold (the positive entries of ``held``, the
-        counts ``wc``) of the shared terms, per pair: the rows' intersection, chunks of pairs
-        at a time."""
+    def _gains_by_pair(self, wc: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        """Σ over the words both rows a_i and b_i hold (positive counts ``wc``) of the shared
+        terms, per pair: the rows' intersection (the pairs' held masks and-ed, read row by
+        row, words increasing), chunks of pairs at a time."""
         out = np.zeros(len(a))
-        mask = sp.csr_matrix((np.ones(held.nnz), held.indices, held.indptr), shape=held.shape)
+        held = wc > 0
         step = max(1, base.MERGE_CHUNK_ENTRIES // self.V)
         for s in range(0, len(a), step):
             ia, ib = a[s:s + step], b[s:s + step]
-            both = mask[ia].multiply(mask[ib]).tocoo()
-            pair, word = both.row, both.col
+            both = held[ia]
+            both &= held[ib]
+            pair, word = nonzero_entries(both)
             out[s:s + step] = np.bincount(
                 pair, self._shared(word, wc[ia[pair], word], wc[ib[pair], word]),
                 minlength=len(ia))
         return out
 
-    def _gains_by_word(self, held: sp.csr_matrix, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        """The same sums per pair (lo_i < hi_i), from the words' columns: every two components
-        holding a word form a pair sharing it (Σ_w c_w (c_w - 1) / 2 entries for c_w holders),
-        kept when the pair is asked for; chunks of about MERGE_CHUNK_ENTRIES entries. With
-        g(c) = log Γ(λ0 + c) - log Γ(λ0) per held entry, a shared term is g(ca + cb) - g(ca) -
-        g(cb): one log Γ per pair and word."""
-        R = held.shape[0]
+    def _gains_by_word(self, col: sp.csc_matrix, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        """The same sums per pair (lo_i < hi_i), from the words' columns (``col``: the positive
+        counts, held_columns): every two components holding a word form a pair sharing it
+        (Σ_w c_w (c_w - 1) / 2 entries for c_w holders), kept when the pair is asked for;
+        chunks of about MERGE_CHUNK_ENTRIES entries. With g(c) = log Γ(λ0 + c) - log Γ(λ0)
+        per held entry, a shared term is g(ca + cb) - g(ca) - g(cb): one log Γ per pair and
+        word."""
+        R = col.shape[0]
         asked, which = np.unique(lo * R + hi, return_inverse=True)
+        every = len(asked) == R * (R - 1) // 2  # every pair of the rows: nothing to filter
         slot = np.full(R * R, len(asked))  # a pair's place among the asked, else len(asked)
         slot[asked] = np.arange(len(asked))
-        col = held.tocsc()  # row indices sorted within each column
         count = np.diff(col.indptr)
         l0 = np.repeat(self.lam0, count)  # per entry, in column order
         g0 = gammaln(l0)
-        g = gammaln(l0 + col.data) - g0
+        l0 += col.data  # λ0 + c per entry
+        g = gammaln(l0) - g0
+        row = col.indices.astype(np.int64)
+        row_R = row * R
         later = np.repeat(col.indptr[1:], count) - np.arange(col.nnz) - 1  # holders after it
         ends = np.cumsum(later)
         sums = np.zeros(len(asked) + 1)
@@ -348,12 +376,21 @@ class Mult(ObsModel):
             stop = max(e + 1, int(np.searchsorted(ends, ends[e] - later[e]
                                                   + base.MERGE_CHUNK_ENTRIES, side="right")))
             reps = later[e:stop]
-            first = np.repeat(np.arange(e, stop), reps)
-            second = first + 1 + np.arange(len(first)) - np.repeat(np.cumsum(reps) - reps, reps)
-            at = slot[col.indices[first].astype(np.int64) * R + col.indices[second]]
-            hit = at < len(asked)
-            first, second, at = first[hit], second[hit], at[hit]
-            shared = gammaln(l0[first] + col.data[first] + col.data[second])
+            starts = np.arange(e, stop)
+            first = np.repeat(starts, reps)
+            starts += 1
+            starts -= np.cumsum(reps) - reps
+            second = np.repeat(starts, reps)
+            second += np.arange(len(first))  # entry first + 1 + (its place among first's)
+            at = row_R[first]
+            at += row[second]
+            at = slot[at]
+            if not every:
+                hit = at < len(asked)
+                first, second, at = first[hit], second[hit], at[hit]
+            shared = l0[first]
+            shared += col.data[second]
+            shared = gammaln(shared, out=shared)
             shared -= g0[first]
             shared -= g[first]
             shared -= g[second]

@@ -8,12 +8,19 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..alloc import VariationalAllocation
-from ..mixture import Mixture, optimal_elbo
+from ..mixture import Mixture, log_marginals, optimal_elbo
 from ..obs.base import Data, ObsModel
 from ..summary import Delete, Merge, MergeGroup, Summary
 from .init import hard_summary, nearest_seed, proposal_splits
 from .local import Plan, batch_step
-from .merge import MergeConfig, allocation_terms, merge_rest_change, merge_round, merge_scores
+from .merge import (
+    MergeConfig,
+    allocation_terms,
+    merge_move,
+    merge_rest_changes,
+    merge_round,
+    merge_scores,
+)
 
 
 @dataclass(frozen=True)
@@ -90,49 +97,57 @@ def proposal_labels(F: Data, K: int, rng: np.random.Generator) -> list[np.ndarra
 
 def fresh_vb(X: Data, obs: ObsModel, alloc: VariationalAllocation, labels: np.ndarray, K: int,
              max_iter: int, tol: float, scale: float = 1.0, repeated: Data | None = None
-             ) -> Summary:
+             ) -> tuple[Summary, Mixture]:
     """Full-data VB for a K-component DP mixture on X (Sec. 2.2), from the hard partition
     ``labels``, with X's statistics amplified by ``scale`` in every global update (see
-    ``create``); its local steps read ``repeated`` (obs.repeated(X)) when given."""
+    ``create``); its local steps read ``repeated`` (obs.repeated(X)) when given. Returns X's
+    summary and the global update from it (amplified), as ``iterate``."""
     S = hard_summary(X, obs, labels, np.arange(K), dense=True)
     return iterate(X if repeated is None else repeated, obs, alloc, S, max_iter, tol, scale)
 
 
+def amplified(S: Summary, scale: float) -> Summary:
+    """S.scaled(scale), or S itself when scale is 1 (the same numbers: x · 1.0 = x), for
+    readers that do not write into it."""
+    return S if scale == 1.0 else S.scaled(scale)
+
+
 def iterate(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, max_iter: int,
-            tol: float, scale: float = 1.0) -> Summary:
+            tol: float, scale: float = 1.0) -> tuple[Summary, Mixture]:
     """Alternate global (Eq. 5, from the summary times ``scale``) and local (Eq. 4) updates on
     X from the summary S of X; stops after ``max_iter`` local steps or when the ELBO's relative
-    change falls below ``tol``. Returns X's own (unamplified) summary."""
+    change falls below ``tol``. Returns X's own (unamplified) summary and the global update
+    from it amplified (the next step's model)."""
     old = -np.inf
-    model = Mixture.from_summary(obs, alloc, S.scaled(scale))
+    model = Mixture.from_summary(obs, alloc, amplified(S, scale))
     for _ in range(max_iter):
         S = batch_step(X, obs, model.globals(), Plan(dense=True)).summary
-        amplified = S.scaled(scale)
-        model = Mixture.from_summary(obs, alloc, amplified)  # the next step's too
-        elbo = model.elbo(amplified, at_optimum=True)  # optimal_elbo
+        S_amp = amplified(S, scale)
+        model = Mixture.from_summary(obs, alloc, S_amp)  # the next step's too
+        elbo = model.elbo(S_amp, at_optimum=True)  # optimal_elbo
         if abs(elbo - old) <= tol * abs(elbo):
             break
         old = elbo
-    return S
+    return S, model
 
 
-def refine(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary,
+def refine(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, model: Mixture,
            rng: np.random.Generator, max_iter: int, tol: float, scale: float = 1.0) -> Summary:
     """Merge rounds inside a birth's fresh model: with every pair's exact merge entropy on the
     collected data (Sec. 3.2), merges that raise the fresh ELBO of the amplified statistics
     are accepted, then VB runs again from the merged model; until a round accepts nothing.
     Fresh VB from K' seeds often cuts one cluster into wedges that only a chain of merges puts
-    back together."""
+    back together. ``model``: the global update from S amplified (``iterate``'s)."""
     for _ in range(S.K):
-        model = Mixture.from_summary(obs, alloc, S.scaled(scale))
         iu, ju = np.triu_indices(S.K, k=1)
         pairs = np.stack([S.uids[iu], S.uids[ju]], axis=1)
         S_p = batch_step(X, obs, model.globals(), Plan(pairs, dense=True)).summary
-        merged, accepted, _ = merge_round(obs, alloc, S_p.scaled(scale), rng,
+        merged, accepted, _ = merge_round(obs, alloc, amplified(S_p, scale), rng,
                                           MergeConfig(max_attempts=len(pairs)))
         if not accepted:
             return S
-        S = iterate(X, obs, alloc, merged.without_pairs().scaled(1 / scale), max_iter, tol, scale)
+        S, model = iterate(X, obs, alloc, amplified(merged.without_pairs(), 1 / scale),
+                           max_iter, tol, scale)
     return S
 
 
@@ -142,8 +157,8 @@ def propose(X: Data, repeated: Data, obs: ObsModel, alloc: VariationalAllocation
     out = []
     for labels in proposal_labels(obs.features(X), cfg.fresh_K, rng):
         K = int(labels.max()) + 1
-        S = fresh_vb(X, obs, alloc, labels, K, cfg.max_iter, cfg.tol, scale, repeated)
-        out.append(refine(repeated, obs, alloc, S, rng, cfg.max_iter, cfg.tol, scale))
+        S, model = fresh_vb(X, obs, alloc, labels, K, cfg.max_iter, cfg.tol, scale, repeated)
+        out.append(refine(repeated, obs, alloc, S, model, rng, cfg.max_iter, cfg.tol, scale))
     return out
 
 
@@ -170,7 +185,7 @@ def create(X: Data, obs: ObsModel, alloc: VariationalAllocation, new_uids: np.nd
     for _ in range(cfg.attempts if attempts is None else attempts):  # new seeds each round
         for S in propose(X, repeated, obs, alloc, cfg, rng, scale):
             keep = np.flatnonzero(cfg.prune_fraction * n <= S.N)
-            elbo = optimal_elbo(obs, alloc, S.scaled(scale))
+            elbo = optimal_elbo(obs, alloc, amplified(S, scale))
             if len(keep) > 1 and (best is None or elbo > best[0]):
                 best = (elbo, S, keep)
         if best is not None:
@@ -185,32 +200,28 @@ def create(X: Data, obs: ObsModel, alloc: VariationalAllocation, new_uids: np.nd
 
 
 def settle_family(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
-                  members: tuple[int, ...]) -> tuple[Summary, list[Merge], float]:
+                  members: tuple[int, ...], marginals: np.ndarray | None = None
+                  ) -> tuple[Summary, list[Merge], float]:
     """Greedy merges inside a birth's family: while some pair of its members whose merge
     entropy was planned raises the exact ELBO, the pair that raises it most is merged (the
     larger keeps its id; a merged component's other pairs are void): a fresh run may cut one
     cluster in wedges that only the full data shows to be one. A merge's optimal ELBO is the
     current one plus the pair's Eq. 12 score and the change of the allocation terms and
-    entropy (as in merge_round). Returns the summary, the merges and its optimal ELBO."""
-    elbo = optimal_elbo(obs, alloc, S)
+    entropy (as in merge_round). ``marginals``: S's log M(S_k), if known (log_marginals).
+    Returns the summary, the merges and its optimal ELBO."""
+    elbo = optimal_elbo(obs, alloc, S, marginals)
     merges: list[Merge] = []
-    members = list(members)
     while True:
-        pairs = np.array([(a, b) for i, a in enumerate(members) for b in members[i + 1:]
-                          if S.pair_entropy(a, b) is not None], dtype=np.int64).reshape(-1, 2)
-        best, best_elbo = None, elbo
-        before = allocation_terms(alloc, S.N)
-        for (a, b), gain in zip(pairs.tolist(), merge_scores(obs, S, pairs), strict=True):
-            keep, gone = (a, b) if S.N[S.index(a)] >= S.N[S.index(b)] else (b, a)
-            move = Merge(keep, gone)
-            cand = elbo + gain + merge_rest_change(alloc, S, move, before)
-            if cand > best_elbo:
-                best, best_elbo = move, cand
-        if best is None:
+        at = np.flatnonzero(np.isin(S.pairs, members).all(axis=1))  # in (lo, hi) order
+        cand = (elbo + merge_scores(obs, S, S.pairs[at])
+                + merge_rest_changes(alloc, S, at, allocation_terms(alloc, S.N)))
+        best = int(np.argmax(cand)) if len(at) else -1
+        if best < 0 or not cand[best] > elbo:
             return S, merges, elbo
-        S, elbo = best.apply(S), best_elbo
-        merges.append(best)
-        members.remove(best.b)
+        move = merge_move(S, int(at[best]))
+        S, elbo = move.apply(S), float(cand[best])
+        merges.append(move)
+        members = tuple(u for u in members if u != move.b)
 
 
 def verify(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
@@ -224,16 +235,27 @@ def verify(obs: ObsModel, alloc: VariationalAllocation, S: Summary,
     family's origin, empty, is deleted first (exact at zero mass). Returns the summary after
     the chosen moves and the moves."""
     moves: list[MergeGroup | Merge | Delete] = []
+    marginals = log_marginals(obs, S)  # carried from summary to summary: O(changed rows)
     for origin, newborns in families:
         undo = MergeGroup(origin, newborns)
         undone = undo.apply(S)
         drop = [Delete(origin)] if drop_origins else []
         members = newborns if drop_origins else (origin, *newborns)
-        kept, merges, elbo = settle_family(obs, alloc, drop[0].apply(S) if drop else S, members)
-        if optimal_elbo(obs, alloc, undone) >= elbo:
-            S = undone
+        start = drop[0].apply(S) if drop else S
+        at_start = _carry(obs, start, S, marginals)
+        kept, merges, elbo = settle_family(obs, alloc, start, members, at_start)
+        at_undone = _carry(obs, undone, S, marginals, (origin,))
+        if optimal_elbo(obs, alloc, undone, at_undone) >= elbo:
+            S, marginals = undone, at_undone
             moves.append(undo)
         else:
-            S = kept
+            S, marginals = kept, _carry(obs, kept, start, at_start, tuple(m.a for m in merges))
             moves.extend([*drop, *merges])
     return S, moves
+
+
+def _carry(obs: ObsModel, S: Summary, before: Summary, marginals: np.ndarray | None,
+           fresh: tuple[int, ...] = ()) -> np.ndarray | None:
+    """S's log M(S_k), from ``before``'s (``marginals``) where moves left a component's row
+    as it was (log_marginals)."""
+    return None if marginals is None else log_marginals(obs, S, (before.uids, marginals), fresh)

@@ -19,28 +19,45 @@ AXES_SAMPLE = 1000  # rows they are estimated from
 RANK_TOL = 1e-9  # variances below this fraction of the largest are dropped
 
 
-def sq_distances(F: Data, C: np.ndarray) -> np.ndarray:
-    """|f_n - c_m|² for rows of F (dense or CSR) and dense centres C: |f|² - 2 f·c + |c|²."""
-    f2 = np.asarray(F.multiply(F).sum(1)).ravel() if sp.issparse(F) else (F**2).sum(1)
+def sq_norms(F: Data) -> np.ndarray:
+    """|f_n|² for the rows of F (dense or CSR)."""
+    return np.asarray(F.multiply(F).sum(1)).ravel() if sp.issparse(F) else (F**2).sum(1)
+
+
+def sq_distances(F: Data, C: np.ndarray, f2: np.ndarray | None = None) -> np.ndarray:
+    """|f_n - c_m|² for rows of F (dense or CSR) and dense centres C: |f|² - 2 f·c + |c|²
+    (``f2``: F's sq_norms, when the caller keeps them for many calls)."""
+    f2 = sq_norms(F) if f2 is None else f2
     cross = np.asarray(F @ C.T)
     return np.maximum(f2[:, None] - 2.0 * cross + (C**2).sum(1)[None, :], 0.0)
 
 
 def _row(F: Data, i: int) -> np.ndarray:
-    return F[i].toarray() if sp.issparse(F) else F[i][None, :]
+    """Row i of F as a dense (1, d) array (of a canonical CSR matrix, from its stored
+    entries)."""
+    if not sp.issparse(F):
+        return F[i][None, :]
+    if not (sp.isspmatrix_csr(F) and F.has_canonical_format):
+        return F[i].toarray()
+    row = np.zeros((1, F.shape[1]))
+    a, b = F.indptr[i], F.indptr[i + 1]
+    row[0, F.indices[a:b]] = F.data[a:b]
+    return row
 
 
-def kmeanspp(F: Data, K: int, rng: np.random.Generator) -> np.ndarray:
+def kmeanspp(F: Data, K: int, rng: np.random.Generator,
+             f2: np.ndarray | None = None) -> np.ndarray:
     """Indices of K seeds: the first uniform, each next with probability ∝ squared distance to
-    the nearest seed so far (Arthur & Vassilvitskii 2007)."""
+    the nearest seed so far (Arthur & Vassilvitskii 2007). ``f2``: F's sq_norms, if known."""
     n = F.shape[0]
+    f2 = sq_norms(F) if f2 is None else f2
     seeds = [int(rng.integers(n))]
-    d2 = sq_distances(F, _row(F, seeds[0]))[:, 0]
+    d2 = sq_distances(F, _row(F, seeds[0]), f2)[:, 0]
     for _ in range(1, min(K, n)):
         total = d2.sum()
         nxt = int(rng.choice(n, p=d2 / total)) if total > 0 else int(rng.integers(n))
         seeds.append(nxt)
-        d2 = np.minimum(d2, sq_distances(F, _row(F, nxt))[:, 0])
+        d2 = np.minimum(d2, sq_distances(F, _row(F, nxt), f2)[:, 0])
     return np.array(seeds)
 
 
@@ -48,9 +65,12 @@ def _dense_rows(F: Data, idx: np.ndarray) -> np.ndarray:
     return F[idx].toarray() if sp.issparse(F) else F[idx]
 
 
-def nearest_seed(F: Data, K: int, rng: np.random.Generator) -> np.ndarray:
-    """Each row's nearest of K k-means++ seeds (labels 0..K-1)."""
-    return sq_distances(F, _dense_rows(F, kmeanspp(F, K, rng))).argmin(1)
+def nearest_seed(F: Data, K: int, rng: np.random.Generator,
+                 f2: np.ndarray | None = None) -> np.ndarray:
+    """Each row's nearest of K k-means++ seeds (labels 0..K-1). ``f2``: F's sq_norms, if
+    known."""
+    f2 = sq_norms(F) if f2 is None else f2
+    return sq_distances(F, _dense_rows(F, kmeanspp(F, K, rng, f2)), f2).argmin(1)
 
 
 def _centres(F: Data, labels: np.ndarray, K: int) -> np.ndarray:
@@ -65,14 +85,15 @@ def two_means(F: Data, rng: np.random.Generator, iters: int = LLOYD_ITER,
     the rows of F with the least within-cluster sum of squares (a cut along a unimodal
     direction is a fixed point of Lloyd's iterations too)."""
     best, best_ss = None, np.inf
+    f2 = sq_norms(F)
     for _ in range(starts):
-        labels = nearest_seed(F, 2, rng)
+        labels = nearest_seed(F, 2, rng, f2)
         for _ in range(iters):
-            new = sq_distances(F, _centres(F, labels, 2)).argmin(1)
+            new = sq_distances(F, _centres(F, labels, 2), f2).argmin(1)
             if np.array_equal(new, labels):
                 break
             labels = new
-        ss = sq_distances(F, _centres(F, labels, 2))[np.arange(len(labels)), labels].sum()
+        ss = sq_distances(F, _centres(F, labels, 2), f2)[np.arange(len(labels)), labels].sum()
         if ss < best_ss:
             best, best_ss = labels, ss
     return best
@@ -105,7 +126,7 @@ def principal_axes(F: Data, rng: np.random.Generator, rank: int = AXES,
     λ ≤ RANK_TOL λ_max are dropped."""
     n, d = F.shape
     rows = np.sort(rng.choice(n, size=sample, replace=False)) if n > sample else np.arange(n)
-    S = F[rows]
+    S = F[rows] if n > sample else F
     mean = np.asarray(S.mean(0)).ravel()
 
     def times(M: np.ndarray, A: Data = S) -> np.ndarray:  # (A - 1 f̄ᵀ) M

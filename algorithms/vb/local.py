@@ -14,7 +14,7 @@ from scipy.special import logsumexp, xlogy
 
 from .. import sparse_stats as ss
 from ..obs.base import Arrays, Data, ObsModel
-from ..summary import Delete, Summary
+from ..summary import Delete, Summary, positions
 
 PAIR_BLOCK = 64  # pairs per block when computing merge entropies (bounds memory at 64 x n)
 # below this a responsibility's share of a pair's merge entropy is under 4e-14 nats an item
@@ -69,9 +69,30 @@ def responsibilities(X: Data, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np
     """Eq. 9: r_nk ∝ exp(E[log w_k] + E[log p(x_n|phi_k)]); returns (R, log R), in log space;
     truncated below the model's responsibility floor."""
     log_r = obs.E_loglik(X, g.post) + g.Elogw
-    log_r -= logsumexp(log_r, axis=1, keepdims=True)
+    log_r -= logsumexp_rows(log_r)
     R = np.exp(log_r)
     return truncate(R, log_r, obs.responsibility_floor) if obs.responsibility_floor else (R, log_r)
+
+
+def logsumexp_rows(A: np.ndarray) -> np.ndarray:
+    """log Σ_k exp(A_nk) per row, as a column (n, 1): with m_n the row's maximum, taken c_n
+    times, m_n + log c_n + log1p(s_n / c_n), s_n = Σ_{k: A_nk < m_n} exp(A_nk - m_n) (scipy's
+    logsumexp separates the maximum the same way since 1.15, and gives these bits; this is
+    its finite real 2-d case without its checks and second, unshifted pass). Rows holding a
+    non-finite entry go to scipy's."""
+    if A.shape[1] == 0 or not np.isfinite(A).all():
+        return logsumexp(A, axis=1, keepdims=True)
+    top = A.max(axis=1, keepdims=True)
+    at_top = np.equal(A, top)
+    E = np.exp(A - top)
+    E[at_top] = 0.0
+    s = E.sum(axis=1, keepdims=True)
+    m = at_top.sum(axis=1, keepdims=True, dtype=float)
+    np.divide(s, m, out=s, where=s != 0)
+    out = np.log1p(s)
+    out += np.log(m)
+    out += top
+    return out
 
 
 def truncate(R: np.ndarray, log_r: np.ndarray, floor: float) -> tuple[np.ndarray, np.ndarray]:
@@ -108,9 +129,7 @@ def pair_entropies(R: np.ndarray, H: np.ndarray, uids: np.ndarray,
     directly, pair by pair, over the whole batch."""
     if len(pairs) == 0:
         return np.zeros(0)
-    pos = {int(u): i for i, u in enumerate(uids)}
-    ia = np.array([pos[int(a)] for a in pairs[:, 0]])
-    ib = np.array([pos[int(b)] for b in pairs[:, 1]])
+    ia, ib = positions(uids, pairs[:, 0]), positions(uids, pairs[:, 1])
     held = (R >= PAIR_FLOOR).sum(axis=1)
     if (held * (held - 1) // 2).sum() <= R.shape[0] * len(pairs):
         return H[ia] + H[ib] - shared_parts(R)[ia, ib]

@@ -68,35 +68,53 @@ def merge_round(obs: ObsModel, alloc: VariationalAllocation, S: Summary, rng: np
     q(phi)) and the change of the allocation terms and entropy (O(K)); the open pairs' scores
     are computed together, at the start and, unless a pair's gain depends on its two
     components alone (ObsModel.pairwise_gains: the open pairs after a merge are untouched
-    ones, their scores unchanged), after each accepted merge."""
+    ones, their scores unchanged), after each accepted merge. While the attempts left cover
+    every open pair (a birth's rounds try them all), the open pairs' allocation and entropy
+    changes are computed together too, again after an accepted merge."""
     elbo = optimal_elbo(obs, alloc, S)
     accepted: list[Merge] = []
     untried = np.ones(len(S.pairs), bool)  # S.pairs not tried yet
-    score = None
+    score = rest = ids = None
     before = allocation_terms(alloc, S.N)  # S's, for every candidate until one is accepted
-    for _ in range(cfg.max_attempts):
+    for attempt in range(cfg.max_attempts):
         if not untried.any():
             break
         if score is None:  # every open pair's score in one call
             score = np.zeros(len(S.pairs))
             score[untried] = merge_scores(obs, S, S.pairs[untried])
-        a = int(rng.choice(np.unique(S.pairs[untried])))
+        if rest is None and cfg.max_attempts - attempt >= untried.sum():
+            rest = np.zeros(len(S.pairs))
+            rest[untried] = merge_rest_changes(alloc, S, np.flatnonzero(untried), before)
+        if ids is None:  # S's pair ids (sorted), each id's place and its untried pairs
+            ids, at = np.unique(S.pairs, return_inverse=True)
+            at = at.reshape(S.pairs.shape)
+            open_pairs = np.bincount(at[untried].ravel(), minlength=len(ids))
+        a = int(rng.choice(ids[open_pairs > 0]))  # np.unique(S.pairs[untried])
         mine = np.flatnonzero(untried & (S.pairs == a).any(axis=1))
         p = np.exp(score[mine] - score[mine].max())
         pick = int(mine[rng.choice(len(mine), p=p / p.sum())])
-        lo, hi = (int(v) for v in S.pairs[pick])
         untried[pick] = False
-        keep, gone = (lo, hi) if S.N[S.index(lo)] >= S.N[S.index(hi)] else (hi, lo)
-        move = Merge(keep, gone)
-        cand_elbo = elbo + score[pick] + merge_rest_change(alloc, S, move, before)
+        open_pairs[at[pick]] -= 1
+        change = (rest[pick] if rest is not None
+                  else merge_rest_changes(alloc, S, np.array([pick]), before)[0])
+        cand_elbo = elbo + score[pick] + change
         if cand_elbo > elbo:
-            left = ~np.isin(S.pairs, (keep, gone)).any(axis=1)  # the merged S's pairs, in order
+            move = merge_move(S, pick)
+            left = ~np.isin(S.pairs, (move.a, move.b)).any(axis=1)  # the merged S's pairs
             S, elbo = move.apply(S), cand_elbo
             accepted.append(move)
             untried = untried[left]
             score = score[left] if obs.pairwise_gains else None
+            rest = ids = None
             before = allocation_terms(alloc, S.N)
     return S, accepted, elbo
+
+
+def merge_move(S: Summary, at: int) -> Merge:
+    """The merge of S's planned pair at position ``at``: the component with the larger mass
+    (the pair's first on a tie) keeps its id."""
+    lo, hi = (int(v) for v in S.pairs[at])
+    return Merge(lo, hi) if S.N[S.index(lo)] >= S.N[S.index(hi)] else Merge(hi, lo)
 
 
 def allocation_terms(alloc: VariationalAllocation, N: np.ndarray) -> float:
@@ -104,19 +122,21 @@ def allocation_terms(alloc: VariationalAllocation, N: np.ndarray) -> float:
     return alloc.elbo(N, alloc.post(N))
 
 
-def merge_rest_change(alloc: VariationalAllocation, S: Summary, move: Merge,
-                      before: float | None = None) -> float:
-    """The change of the allocation terms of Eq. 8 at their global update, plus the entropy,
-    when ``move`` applies to S: b's mass joins a's (N_b leaves its place) and H_a + H_b becomes
-    the pair's merge entropy H_ab (Sec. 3.2). O(K + pairs), from the masses alone; ``before``:
-    S's allocation terms (allocation_terms(alloc, S.N)) when the caller has them."""
-    Hab = S.pair_entropy(move.a, move.b)
-    if Hab is None:
-        raise ValueError(f"no merge entropy recorded for pair ({move.a}, {move.b})")
-    ia, ib = S.index(move.a), S.index(move.b)
-    N = S.N.copy()
-    N[ia] += N[ib]
-    N = np.delete(N, ib)
+def merge_rest_changes(alloc: VariationalAllocation, S: Summary, at: np.ndarray,
+                       before: float | None = None) -> np.ndarray:
+    """For S's planned pairs at positions ``at``, each merged as ``merge_move`` merges it: the
+    change of the allocation terms of Eq. 8 at their global update, plus the entropy's (the
+    gone component's mass joins the kept one's and leaves its place; H_a + H_b becomes the
+    pair's merge entropy H_ab, Sec. 3.2). O(K) per pair from the masses alone, the pairs'
+    allocation terms in one call (VariationalAllocation.optimal_terms); ``before``: S's
+    allocation terms (allocation_terms(alloc, S.N)) when the caller has them."""
+    at = np.asarray(at, dtype=np.int64)
+    lo, hi = S.positions(S.pairs[at, 0]), S.positions(S.pairs[at, 1])
+    flip = S.N[lo] < S.N[hi]
+    keep, gone = np.where(flip, hi, lo), np.where(flip, lo, hi)
+    rows = np.arange(len(at))
+    N = np.repeat(S.N[None, :], len(at), axis=0)
+    N[rows, keep] += N[rows, gone]
+    merged = N[np.arange(S.K)[None, :] != gone[:, None]].reshape(len(at), S.K - 1)
     before = allocation_terms(alloc, S.N) if before is None else before
-    return (allocation_terms(alloc, N) - before
-            + Hab - float(S.H[ia]) - float(S.H[ib]))
+    return alloc.optimal_terms(merged) - before + S.Hpair[at] - S.H[keep] - S.H[gone]

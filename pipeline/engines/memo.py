@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from bnpmix.algorithms import sparse_stats
-from bnpmix.algorithms.mixture import Mixture, optimal_elbo
+from bnpmix.algorithms.mixture import Mixture, log_marginals, optimal_elbo
 from bnpmix.algorithms.summary import (
     Delete,
     Insert,
@@ -651,8 +651,10 @@ class MemoEngine(Engine):
             return
         move = Reorder(tuple(int(u) for u in self.S0.uids[order]))
         candidate = move.apply(self.S0)
-        if optimal_elbo(self.ctx.obs, self.ctx.alloc, candidate) > optimal_elbo(
-                self.ctx.obs, self.ctx.alloc, self.S0):
+        obs, alloc = self.ctx.obs, self.ctx.alloc
+        marginals = log_marginals(obs, self.S0)  # the candidate's are the same, reordered
+        if optimal_elbo(obs, alloc, candidate, None if marginals is None else marginals[order]
+                        ) > optimal_elbo(obs, alloc, self.S0, marginals):
             self._log(move)
 
     # checkpoints -----------------------------------------------------------------------------
