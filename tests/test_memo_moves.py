@@ -22,7 +22,7 @@ from bnpmix.algorithms.vb import birth, init
 from bnpmix.algorithms.vb.local import summarize, truncate
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.storage import ingest_array
-from helpers import engine_for, run_lap, run_to_end
+from helpers import blobs, engine_for, run_lap, run_to_end
 
 
 def assert_summary_close(got: Summary, want: Summary, rtol: float) -> None:
@@ -197,40 +197,132 @@ def test_a_delete_is_exact_and_accepted_only_when_the_elbo_rises(obs, tmp_path):
 def test_every_component_fails_two_births_from_new_seeds_before_the_run_converges(
         tmp_path, monkeypatch):
     """Three blobs from K = 1: the run converges only after every final component holding at
-    least 2 K' items has been the target of 1 + retries births (each from its own state of the
-    birth stream, so new seeds) since its mass last changed by a tenth, all failed."""
+    least 2 K' items has failed 1 + retries rounds of fresh VB (each round from its own state
+    of the birth stream, so new seeds; in a settled lap a birth makes its retries' rounds at
+    once) since its mass last changed by a tenth."""
     from bnpmix.pipeline.engines import memo
 
-    states: list[str] = []  # the birth stream's state at each creation
+    calls: list[tuple[int, int]] = []  # (creation, rounds it may try) in creation order
     create = memo.create
 
-    def recorded(X, obs, alloc, new_uids, cfg, rng, *args):
-        states.append(str(rng.bit_generator.state))
-        return create(X, obs, alloc, new_uids, cfg, rng, *args)
+    def recorded(X, obs, alloc, new_uids, cfg, rng, scale, attempts):
+        calls.append((len(calls), attempts))
+        return create(X, obs, alloc, new_uids, cfg, rng, scale, attempts)
 
     monkeypatch.setattr(memo, "create", recorded)
     ingest_array(blob_data(6, n=900), tmp_path / "c", partition_rows=150)
     run = engine_for(tmp_path / "c", obs="gauss", algorithm="memo", K=1, laps=60, seed=2)
-    calls: list[tuple[int, str]] = []  # (target, state)
+    rounds: dict[int, int] = {}  # target -> failed rounds since its last success
     while not run.done:
-        before = len(states)
+        before = len(calls)
         run_lap(run)
-        targets = [b.target for b in run.births if b.n]  # created in this order at the lap end
-        assert len(targets) == len(states) - before
-        calls += zip(targets, states[before:], strict=True)
+        made = [b for b in run.births if b.n]  # created in this order at the lap end
+        assert len(made) == len(calls) - before
+        for b, (_, attempts) in zip(made, calls[before:], strict=True):
+            rounds[b.target] = 0 if b.S_new is not None else rounds.get(b.target, 0) + attempts
     assert run.stopped.startswith("converged"), run.stopped
     floor = 2 * run.cfg.birth.fresh_K
     checked = 0
     for u, n in zip(run.S0.uids.tolist(), run.S0.N, strict=True):
         if n < floor:
             continue
-        mine = [state for target, state in calls if target == u]
-        assert len(mine) >= 1 + run.cfg.birth.retries, (u, len(mine))
-        assert len(set(mine)) == len(mine)  # a new seed each time
+        assert rounds.get(u, 0) >= 1 + run.cfg.birth.retries, (u, rounds.get(u))
         mass, _, count = run.failed[u]
         assert count >= 1 + run.cfg.birth.retries and abs(n - mass) <= 0.1 * mass
         checked += 1
     assert checked == 3
+
+
+def test_a_settled_lap_makes_its_births_retries_at_once(tmp_path, monkeypatch):
+    """Births targeted in a settled lap (the last lap moved nothing) would collect the same rows
+    a lap later, so their creation tries every retry's round now (attempts_at(K) x (1 +
+    retries), new seeds each round) and a failure closes its component at once; births of
+    other laps try attempts_at(K) rounds and count one failure."""
+    from bnpmix.pipeline.engines import memo
+
+    seen: list[int] = []
+    create = memo.create
+
+    def recorded(X, obs, alloc, new_uids, cfg, rng, scale, attempts):
+        seen.append(attempts)
+        return create(X, obs, alloc, new_uids, cfg, rng, scale, attempts)
+
+    monkeypatch.setattr(memo, "create", recorded)
+    rng = np.random.default_rng(4)  # twelve clusters, found by the initialisation
+    centres = rng.normal(0, 30, (12, 2))
+    ingest_array(centres[rng.integers(0, 12, 1200)] + rng.normal(size=(1200, 2)),
+                 tmp_path / "c", partition_rows=200)
+    run = engine_for(tmp_path / "c", obs="gauss", algorithm="memo", K=12, laps=60, seed=0,
+                     birth_per_lap=1)
+    retries = run.cfg.birth.retries
+    failures = {True: 0, False: 0}  # in settled laps, in others
+    while not run.done:
+        settled, before = run.settled, len(seen)
+        counts = {u: f[2] for u, f in run.failed.items()}
+        run_lap(run)
+        made = [b for b in run.births if b.n]
+        tries = 1 + retries if settled else 1
+        assert seen[before:] == [run.cfg.birth.attempts_at(run.S0.K) * tries] * len(made)
+        for b in made:
+            if b.S_new is not None:
+                continue
+            mass, lap, count = run.failed[b.target]
+            assert lap == run.next_lap - 1 and mass == run._mass(b.target)
+            assert count in (counts.get(b.target, 0) + tries, tries)  # the same mass, or new
+            closed = run._still_failed(b.target, run._mass(b.target), run.next_lap)
+            assert closed == (count > retries)
+            failures[settled] += 1
+    assert run.stopped.startswith("converged"), run.stopped
+    assert failures[True] and failures[False], failures
+
+
+def test_newborns_are_birth_targets_in_their_adoption_lap(tmp_path):
+    """From K = 1 the first adoption lap's only old component is the origin, which takes no
+    item then: the lap's birth targets are newborns, chosen at the mass S' gives them (in S^0
+    they start empty), so the next births are created at its end rather than a lap later."""
+    rng = np.random.default_rng(0)
+    centres = np.array([[x, y] for x in (0, 12, 24) for y in (0, 12, 24)][:8], float)
+    ingest_array(centres[rng.integers(0, 8, 1600)] + rng.normal(size=(1600, 2)),
+                 tmp_path / "c", partition_rows=200)
+    run = engine_for(tmp_path / "c", obs="gauss", algorithm="memo", K=1, laps=20, seed=0,
+                     learn_prior=False)
+    run_lap(run)
+    run.step()  # lap 2's first wave: the lap adopts lap 1's birth
+    st = run.lap_state
+    newborns = {u for _, family in st.families for u in family}
+    assert [origin for origin, _ in st.families] == [int(run.S0.uids[0])] and newborns
+    assert st.targets and set(st.targets) <= newborns
+    run_lap(run)
+    assert run.births and all(b.n for b in run.births)  # collected during the adoption lap
+
+
+def test_births_of_newborns_whose_family_is_undone_are_dropped(tmp_path, monkeypatch):
+    """A newborn targeted in its adoption lap is gone when verification undoes its family:
+    the birth collected for it is dropped with it (its rows were its parent's, whose birth just
+    failed), so no later lap adopts a family whose origin does not exist. Births here propose
+    wedges (each target's rows cut at its first coordinate's median), which verification undoes
+    on these three round blobs."""
+    from bnpmix.algorithms.vb.init import hard_summary
+    from bnpmix.pipeline.engines import memo
+
+    def wedges(X, obs, alloc, new_uids, cfg, rng, scale, attempts):
+        labels = (X[:, 0] > np.median(X[:, 0])).astype(int)
+        return hard_summary(X, obs, labels, new_uids[:2]).scaled(scale)
+
+    monkeypatch.setattr(memo, "create", wedges)
+    ingest_array(blobs(1200, 2)[0], tmp_path / "c", partition_rows=200)
+    run = engine_for(tmp_path / "c", obs="gauss", algorithm="memo", K=3, laps=10, seed=0,
+                     moves="birth", learn_prior=False)
+    dropped = 0
+    while not run.done:
+        run.step()  # the lap's first wave: its targets are chosen
+        st = run.lap_state
+        newborn_targets = [t for t in st.targets if any(t in f for _, f in st.families)]
+        run_lap(run)
+        assert all(b.target in run.S0.uids for b in run.births)
+        dropped += sum(t not in run.S0.uids for t in newborn_targets)
+    assert run.stopped.startswith("converged"), run.stopped
+    assert dropped, "no targeted newborn was undone"
 
 
 # ------------------------------------------------------------------------- partitions

@@ -64,8 +64,9 @@ class BirthConfig:
         "range": "[1, inf)"})
     retries: int = field(default=1, metadata={
         "help": "times a component whose birth failed is targeted again (new seeds) before it "
-                "waits for its mass to change by a tenth; a run converges only once every "
-                "component large enough has failed this many times more",
+                "waits for its mass to change by a tenth: from the next lap, or at once after a "
+                "lap that moved nothing; a run converges only once every component large "
+                "enough has failed this many times more",
         "range": "[0, inf)"})
     attempts_grown: int = field(default=1, metadata={
         "help": "fresh VB runs a birth tries once the model has more than one component (a "

@@ -356,19 +356,26 @@ class MemoEngine(Engine):
             return False
         return lap <= failed_at + 1 or abs(n - mass) <= 0.1 * mass
 
-    def _record_failure(self, uid: int, mass: float, lap: int) -> None:
-        """A failed birth on ``uid`` at ``mass``: one more failure in a row if the previous one
-        was at about the same mass, else the first."""
+    def _record_failure(self, uid: int, mass: float, lap: int, tries: int = 1) -> None:
+        """A failed birth on ``uid`` at ``mass`` that stood for ``tries`` failures (its
+        retries made at once): that many more in a row if the previous one was at about the
+        same mass, else the first ones."""
         prev = self.failed.get(uid)
         same = prev is not None and abs(mass - prev[0]) <= 0.1 * prev[0]
-        self.failed[uid] = mass, lap, prev[2] + 1 if same else 1
+        self.failed[uid] = mass, lap, (prev[2] if same else 0) + tries
 
-    def _choose_birth_targets(self, lap: int, adopting: set[int]) -> tuple[int, ...]:
-        """Targets ∝ N_k L_k² (suppl. Eq. 22) among the open components."""
+    def _choose_birth_targets(self, lap: int, adopting: set[int],
+                              S_prime: Summary | None) -> tuple[int, ...]:
+        """Targets ∝ N_k L_k² (suppl. Eq. 22) among the open components. In a lap adopting
+        births the newborns may be targets too, at the mass S' gives them (in S^0 they start
+        empty): when every component is an origin, the lap still collects for the next
+        births, so K can grow every lap instead of every other one."""
         if not self.births_on or lap > self.cfg.laps - 3:
             return ()  # a birth collected now could not be adopted and then judged by merges
         laps = np.array([self.laps_since[int(u)] for u in self.S0.uids])
         N = self.S0.N if self._complete() else np.ones(self.S0.K)
+        if S_prime is not None:
+            N = N + S_prime.N
         open_ = self._open(N, adopting, lap)
         if not open_.any():
             return ()
@@ -393,7 +400,7 @@ class MemoEngine(Engine):
             self.model = Mixture.from_summary(ctx.obs, ctx.alloc, self.S0 + S_prime)
             self.model_is_S0, self.model_is_prime = False, True
         pairs = plan_pairs(ctx.obs, self.S0, self.cfg.merge) if self.merges_on else None
-        targets = self._choose_birth_targets(lap, {origin for origin, _ in families})
+        targets = self._choose_birth_targets(lap, {origin for origin, _ in families}, S_prime)
         order = ctx.rng.order.permutation(ctx.corpus.n_partitions)
         groups = family_groups(families)
         deletes = () if families else self._choose_deletes()
@@ -530,8 +537,8 @@ class MemoEngine(Engine):
                 # failed at the mass it had before the adoption lap, to which it returns: the
                 # lap's S' lets the newborns draw in neighbours' items, merged back into it now
                 self._record_failure(move.keep, float(origin_N[move.keep]), st.lap)
-                for u in move.gone:
-                    self.laps_since.pop(u, None)
+                for u in move.gone:  # with any birth this lap collected for them
+                    self._drop(u)
             for origin, _ in st.families:
                 if not any(m.keep == origin for m in undone):
                     self.failed.pop(origin, None)
@@ -559,16 +566,19 @@ class MemoEngine(Engine):
         after_moves = Mixture.from_summary(ctx.obs, ctx.alloc, self.S0)
         self.model = learn_prior(ctx, after_moves, self.S0)
         self.model_is_S0, self.model_is_prime = True, False
+        # births targeted in a settled lap (nothing moved) make their retries now, with new
+        # seeds: a lap later the same components would hold the same rows
+        cfg = self.cfg.birth
+        tries = 1 + cfg.retries if self.settled else 1
         for birth in self.births:
             if birth.n:
                 X = stack_rows(birth.rows)
-                cfg = self.cfg.birth
                 birth.S_new = create(X, ctx.obs, ctx.alloc, ctx.new_uids(cfg.fresh_K), cfg,
                                      ctx.rng.birth, birth.seen / birth.n,
-                                     cfg.attempts_at(self.S0.K))
+                                     cfg.attempts_at(self.S0.K) * tries)
                 birth.mass = self._mass(birth.target)
             if birth.S_new is None and birth.target in self.laps_since:
-                self._record_failure(birth.target, self._mass(birth.target), st.lap)
+                self._record_failure(birth.target, self._mass(birth.target), st.lap, tries)
             birth.rows = []
         for u in self.laps_since:
             self.laps_since[u] += 1
