@@ -17,7 +17,7 @@ from bnpmix.algorithms.alloc import StickBreaking
 from bnpmix.algorithms.mixture import optimal_elbo
 from bnpmix.algorithms.obs import obs_class
 from bnpmix.algorithms.sparse_stats import dense
-from bnpmix.algorithms.summary import Delete, Summary
+from bnpmix.algorithms.summary import Delete, Merge, Summary
 from bnpmix.algorithms.vb import birth, init
 from bnpmix.algorithms.vb.local import summarize, truncate
 from bnpmix.pipeline.fit import fit, job_config, resume
@@ -198,46 +198,62 @@ def test_every_component_fails_two_births_from_new_seeds_before_the_run_converge
         tmp_path, monkeypatch):
     """Three blobs from K = 1: the run converges only after every final component holding at
     least 2 K' items has failed 1 + retries rounds of fresh VB (each round from its own state
-    of the birth stream, so new seeds; in a settled lap a birth makes its retries' rounds at
-    once) since its mass last changed by a tenth."""
+    of the birth stream, so new seeds; after a settled lap a birth makes its retries' rounds at
+    once) since its last successful birth."""
     from bnpmix.pipeline.engines import memo
 
-    calls: list[tuple[int, int]] = []  # (creation, rounds it may try) in creation order
-    create = memo.create
+    calls: list[list[str]] = []  # per creation: the birth stream's state at each round run
+    create, propose = memo.create, birth.propose
 
-    def recorded(X, obs, alloc, new_uids, cfg, rng, scale, attempts):
-        calls.append((len(calls), attempts))
-        return create(X, obs, alloc, new_uids, cfg, rng, scale, attempts)
+    def recorded(*args):
+        calls.append([])
+        return create(*args)
+
+    def round_run(X, repeated, obs, alloc, cfg, rng, scale):
+        calls[-1].append(str(rng.bit_generator.state))
+        return propose(X, repeated, obs, alloc, cfg, rng, scale)
 
     monkeypatch.setattr(memo, "create", recorded)
+    monkeypatch.setattr(birth, "propose", round_run)
     ingest_array(blob_data(6, n=900), tmp_path / "c", partition_rows=150)
     run = engine_for(tmp_path / "c", obs="gauss", algorithm="memo", K=1, laps=60, seed=2)
-    rounds: dict[int, int] = {}  # target -> failed rounds since its last success
+    rounds: dict[int, list[str]] = {}  # target -> the rounds it failed since its last success
     while not run.done:
         before = len(calls)
         run_lap(run)
         made = [b for b in run.births if b.n]  # created in this order at the lap end
         assert len(made) == len(calls) - before
-        for b, (_, attempts) in zip(made, calls[before:], strict=True):
-            rounds[b.target] = 0 if b.S_new is not None else rounds.get(b.target, 0) + attempts
+        for b, states in zip(made, calls[before:], strict=True):
+            rounds[b.target] = [] if b.S_new is not None else rounds.get(b.target, []) + states
     assert run.stopped.startswith("converged"), run.stopped
     floor = 2 * run.cfg.birth.fresh_K
     checked = 0
     for u, n in zip(run.S0.uids.tolist(), run.S0.N, strict=True):
         if n < floor:
             continue
-        assert rounds.get(u, 0) >= 1 + run.cfg.birth.retries, (u, rounds.get(u))
+        mine = rounds.get(u, [])
+        assert len(mine) >= 1 + run.cfg.birth.retries, (u, len(mine))
+        assert len(set(mine)) == len(mine)  # a new seed each round
         mass, _, count = run.failed[u]
         assert count >= 1 + run.cfg.birth.retries and abs(n - mass) <= 0.1 * mass
         checked += 1
     assert checked == 3
 
 
-def test_a_settled_lap_makes_its_births_retries_at_once(tmp_path, monkeypatch):
-    """Births targeted in a settled lap (the last lap moved nothing) would collect the same rows
-    a lap later, so their creation tries every retry's round now (attempts_at(K) x (1 +
-    retries), new seeds each round) and a failure closes its component at once; births of
-    other laps try attempts_at(K) rounds and count one failure."""
+def twelve_clusters(path) -> None:
+    """Twelve round clusters far apart, in six partitions."""
+    rng = np.random.default_rng(4)
+    centres = rng.normal(0, 30, (12, 2))
+    ingest_array(centres[rng.integers(0, 12, 1200)] + rng.normal(size=(1200, 2)), path,
+                 partition_rows=200)
+
+
+def test_births_after_a_settled_lap_make_their_retries_at_once(tmp_path, monkeypatch):
+    """Births targeted after a settled lap (it moved nothing) would collect the same rows a lap
+    later, so when their own lap's end moves nothing either their creation tries every retry's
+    round now (attempts_at(K) x (1 + retries)) and a failure closes its component at once;
+    births of other laps try attempts_at(K) rounds, and a first failure leaves the component
+    open for its retry. From K = 12 seeds on twelve clusters, one target a lap until settled."""
     from bnpmix.pipeline.engines import memo
 
     seen: list[int] = []
@@ -248,20 +264,17 @@ def test_a_settled_lap_makes_its_births_retries_at_once(tmp_path, monkeypatch):
         return create(X, obs, alloc, new_uids, cfg, rng, scale, attempts)
 
     monkeypatch.setattr(memo, "create", recorded)
-    rng = np.random.default_rng(4)  # twelve clusters, found by the initialisation
-    centres = rng.normal(0, 30, (12, 2))
-    ingest_array(centres[rng.integers(0, 12, 1200)] + rng.normal(size=(1200, 2)),
-                 tmp_path / "c", partition_rows=200)
+    twelve_clusters(tmp_path / "c")
     run = engine_for(tmp_path / "c", obs="gauss", algorithm="memo", K=12, laps=60, seed=0,
                      birth_per_lap=1)
     retries = run.cfg.birth.retries
-    failures = {True: 0, False: 0}  # in settled laps, in others
+    failures = {True: 0, False: 0}  # after a settled lap, after others
     while not run.done:
         settled, before = run.settled, len(seen)
         counts = {u: f[2] for u, f in run.failed.items()}
         run_lap(run)
         made = [b for b in run.births if b.n]
-        tries = 1 + retries if settled else 1
+        tries = 1 + retries if settled else 1  # this run's settled laps' ends move nothing
         assert seen[before:] == [run.cfg.birth.attempts_at(run.S0.K) * tries] * len(made)
         for b in made:
             if b.S_new is not None:
@@ -269,11 +282,55 @@ def test_a_settled_lap_makes_its_births_retries_at_once(tmp_path, monkeypatch):
             mass, lap, count = run.failed[b.target]
             assert lap == run.next_lap - 1 and mass == run._mass(b.target)
             assert count in (counts.get(b.target, 0) + tries, tries)  # the same mass, or new
-            closed = run._still_failed(b.target, run._mass(b.target), run.next_lap)
-            assert closed == (count > retries)
+            closed = run._still_failed(b.target, mass, run.next_lap)
+            if settled:
+                assert closed
+            elif b.target not in counts:
+                assert not closed  # its retry comes next lap
             failures[settled] += 1
     assert run.stopped.startswith("converged"), run.stopped
     assert failures[True] and failures[False], failures
+
+
+def test_a_lap_end_that_moves_keeps_the_retries_for_later(tmp_path, monkeypatch):
+    """After a settled lap, a lap end whose merge (forced here) joins a birth target and another
+    component gives the merged one rows its collection lacks: the birth, moved to the merged
+    component, tries attempts_at(K) rounds, and a failure leaves that component open for its
+    retry."""
+    from bnpmix.pipeline.engines import memo
+
+    seen: list[int] = []
+    create, merge_round = memo.create, memo.merge_round
+    forced: dict[str, int] = {}
+
+    def recorded(X, obs, alloc, new_uids, cfg, rng, scale, attempts):
+        seen.append(attempts)
+        return create(X, obs, alloc, new_uids, cfg, rng, scale, attempts)
+
+    def forcing(obs, alloc, S, rng, cfg):  # merge the first pair joining a target to another
+        targets = {b.target for b in run.births}
+        if run.settled and not forced:
+            for a, b in S.pairs.tolist():
+                if (a in targets) != (b in targets):
+                    forced.update(a=a, b=b, lap=run.lap_state.lap)
+                    move = Merge(a, b)
+                    return move.apply(S), [move], 0.0
+        return merge_round(obs, alloc, S, rng, cfg)
+
+    monkeypatch.setattr(memo, "create", recorded)
+    monkeypatch.setattr(memo, "merge_round", forcing)
+    twelve_clusters(tmp_path / "c")
+    run = engine_for(tmp_path / "c", obs="gauss", algorithm="memo", K=12, laps=60, seed=0,
+                     birth_per_lap=1, birth_settled_per_lap=6)  # targets and others
+    while not run.done and not forced:
+        before = len(seen)
+        run_lap(run)
+    assert forced, "no lap after a settled one"
+    assert seen[before:] and set(seen[before:]) == {run.cfg.birth.attempts_at(run.S0.K)}
+    kept = forced["a"]
+    assert any(b.target == kept for b in run.births)  # the target's birth, moved to a
+    if kept in run.failed:
+        assert not run._still_failed(kept, run._mass(kept), run.next_lap)
 
 
 def test_newborns_are_birth_targets_in_their_adoption_lap(tmp_path):
@@ -291,7 +348,7 @@ def test_newborns_are_birth_targets_in_their_adoption_lap(tmp_path):
     st = run.lap_state
     newborns = {u for _, family in st.families for u in family}
     assert [origin for origin, _ in st.families] == [int(run.S0.uids[0])] and newborns
-    assert st.targets and set(st.targets) <= newborns
+    assert st.targets  # newborns, the lap's only components that may be targets
     run_lap(run)
     assert run.births and all(b.n for b in run.births)  # collected during the adoption lap
 

@@ -347,8 +347,9 @@ class MemoEngine(Engine):
 
     def _still_failed(self, uid: int, n: float, lap: int) -> bool:
         """Closed: its birth failed 1 + birth.retries times in a row at about its mass (within
-        10 %; until then it is retried from the next lap, with new seeds), and either the last
-        failure was at the end of the previous lap or its mass has not changed by 10 % since."""
+        10 %; until then it is retried from the next lap, with new seeds, or at once after a
+        settled lap), and either the last failure was at the end of the previous lap or its mass
+        has not changed by 10 % since."""
         if uid not in self.failed:
             return False
         mass, failed_at, count = self.failed[uid]
@@ -566,10 +567,11 @@ class MemoEngine(Engine):
         after_moves = Mixture.from_summary(ctx.obs, ctx.alloc, self.S0)
         self.model = learn_prior(ctx, after_moves, self.S0)
         self.model_is_S0, self.model_is_prime = True, False
-        # births targeted in a settled lap (nothing moved) make their retries now, with new
-        # seeds: a lap later the same components would hold the same rows
+        # births targeted after a settled lap make their retries now, with new seeds, when this
+        # lap's end moved nothing either: a lap later their targets would hold the same rows
+        # (a merge or a delete gives a target rows its collection lacks)
         cfg = self.cfg.birth
-        tries = 1 + cfg.retries if self.settled else 1
+        tries = 1 + cfg.retries if self.settled and not moved else 1
         for birth in self.births:
             if birth.n:
                 X = stack_rows(birth.rows)
