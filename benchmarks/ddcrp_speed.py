@@ -1,5 +1,5 @@
-"""Speed of variational inference for the sequential distance-dependent CRP (issue 12,
-``bnpmix.algorithms.ddcrp``) on this machine.
+"""Speed of variational inference for the sequential distance-dependent CRP
+(``bnpmix.algorithms.ddcrp``) on this machine.
 
 per iteration: one sequence of 2-D data (five unit Gaussians at (0, 0) and (±5, ±5), items in
 random order), α = 1, decay none and exponential (a = 50), N = 1,000 and 3,000; four
@@ -40,13 +40,17 @@ the ELBO by at most 1.6e-11 and no item's most probable table. Engine, 200 x 300
 sequences a partition: synchronous 30.0 s, threads 44.8 s (0.67x: the coordinate steps are
 small numpy calls under the GIL), Dask 1 worker 35.4 s (0.85x), 2 workers 19.5 s (1.54x); one
 sequence a partition: 25.9, 40.4, 35.4, 19.9 s (1.30x); the same ELBO bit for bit on all.
-These engine figures predate issue 34: the engine now starts restart 0 from DP VB tables and
-climbs by table moves after every start's ascent (``--starts``, ``--table-rounds``), which costs
-about 1.2-1.4x the plain fit's time at this size (measured outside this script, README). The
-iteration figures are unchanged by it (``ascend`` is the same code): at the branch point and
-after, back to back under a load of 12-15, the same ELBOs to the last digit and seconds per
-iteration 0.80 vs 0.90 (N = 1,000, pruned), 7.97 vs 9.92 (N = 3,000, pruned), 1.90 vs 2.42
-(N = 3,000, W = 50) after vs before.
+These engine figures are of fits without the engine's DP VB start and table moves (a drawn start
+and its ascent alone, as ``--starts drawn --table-rounds 0`` fits). With its defaults, which
+this script runs, the engine starts restart 0 from DP VB tables and climbs by table moves after
+every start's ascent (``--starts``, ``--table-rounds``), at about 1.2-1.4x that time at this
+size (measured outside this script: a whole fit of 40 sequences of 300 items, ``fit_restarts``
+with 1 restart and 10 iterations, under load, takes 166 s with them against 135 s without,
+1.23x, for 23.6 nats more bound a sequence on average). The iteration figures time ``ascend``
+alone, which the starts and the moves leave as it is: with and without them, back to back under
+a load of 12-15, the same ELBOs to the last digit and seconds per iteration 0.80 vs 0.90
+(N = 1,000, pruned), 7.97 vs 9.92 (N = 3,000, pruned), 1.90 vs 2.42 (N = 3,000, W = 50) with vs
+without.
 """
 
 from __future__ import annotations

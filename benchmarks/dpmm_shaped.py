@@ -12,11 +12,13 @@ assignments are nearly exact (printed: oracle) while Euclidean k-means with the 
 reaches NMI 0.88. The script also prints bnpmix's objective at three fixed hard labellings
 (one cluster, the 12 superclasses, the 79 classes): on this data the full Gaussian's ELBO
 prefers the superclasses to the classes (measured: -137.2 against -161.5 per item; one cluster
--141.6), so its optimum cannot recover the 79 classes whatever the search: each class's
-128 x 128 covariance, estimated from 157-3,135 items, costs more evidence than its mean gains.
+-141.6), so a full-covariance fit cannot recover the 79 classes whatever the search: each
+class's 128 x 128 covariance, estimated from 157-3,135 items, costs more evidence than its mean
+gains. The tied Gaussian (one shared covariance) does not pay that, and --obs auto chooses it
+here on the corpus bound.
 
-Default mode: bnpmix with its defaults (``job_config(algorithm="memo")``: K = 1, births and
-merges, at most 100 laps; the dense corpus's default observation model, --obs auto) on
+Default mode: bnpmix with its defaults (``job_config(algorithm="memo")``: K = 1 on dense data,
+births, merges and deletes, at most 100 laps; --obs auto, the dense default) on
 a corpus from ``ingest_array`` with its default partition size; prints ingest and fit seconds,
 K, NMI, ARI, laps and convergence, next to the latest scikit-learn figures from
 results/dpmm_shaped_sklearn.json. Targets: fit within 120 s on 2 cores, NMI at least

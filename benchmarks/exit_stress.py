@@ -1,10 +1,11 @@
 """Does every command exit 0 when it succeeds? A short command run many times.
 
-Native thread pools (pyarrow's Parquet readers) alive at interpreter teardown used to abort
-about 1 command in 300 after it had printed its result ("terminate called without an active
-exception", exit 134). This runs a short real command (`bnpmix fit` of one lap on a small
-Parquet corpus, then `bnpmix evaluate`, whose JSON must parse) N times, two at a time, and
-counts the exits that are not 0.
+Native thread pools (pyarrow's Parquet readers) still alive at interpreter teardown can abort a
+command after it has printed its result ("terminate called without an active exception", exit 134;
+about 1 command in 300 when the teardown runs), which is why the console script exits without it
+(``bnpmix.pipeline.cli.entry``). This runs a short real command (`bnpmix fit` of one lap on a small
+Parquet corpus, then `bnpmix evaluate`, whose JSON must parse) N times, two at a time, and counts
+the exits that are not 0.
 
     python benchmarks/exit_stress.py [--runs 500] [--parallel 2]
 """

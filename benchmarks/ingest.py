@@ -37,6 +37,9 @@ How the peak RSS is taken
 
 MB means 10**6 bytes throughout. Exit status: 0 if every limit holds, 1 if a limit is exceeded,
 2 if an ingestion fails or produces a corpus that does not match its source.
+
+    python benchmarks/ingest.py [--rows 1000000] [--docs 100000] [--vocab 10000]
+        [--partition-rows 10000] [--seed 0] [--workdir DIR] [--keep]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""Tank, Foti & Fox (2015), Sec. 4, with bnpmix's ``adf`` and ``ep`` engines (issue 10): the bars,
-the Pitman-Yor power-law clusters and a KOS-shaped corpus (generators in nrm_data.py). Every
-acceptance bar is checked here and printed as PASS or FAIL with its figures.
+"""Tank, Foti & Fox (2015), Sec. 4, with bnpmix's ``adf`` and ``ep`` engines: the bars, the
+Pitman-Yor power-law clusters and a KOS-shaped corpus (generators in nrm_data.py). Every acceptance
+bar is checked here and printed as PASS or FAIL with its figures.
 
 bars (Sec. 4.1): ``nrm_data.bars(seed)``, 200 8x8 images (64 words, 16 bar topics plus a 0.05
   baseline, x ~ Mult(50, theta_z)), IG prior, Dirichlet lam0 = 0.5, per seed. Two NRM settings:

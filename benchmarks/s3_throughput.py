@@ -1,10 +1,9 @@
-"""Partitions read per second from an S3-compatible server against the local file system
-(issue 14): the same corpus (dense, N items × D, partitions of P rows) read partition by
-partition with ``Corpus.read`` (bytes, size and SHA-256 check, Parquet decode) from a local
-directory and from a bucket on a moto server started here on 127.0.0.1 (a Python server, so an
-upper bound on the store's own cost; a real S3 endpoint adds network latency), repeated R times
-in fresh Corpus objects; and the time of ``Corpus(url)`` itself (the manifest). Prints
-partitions/s and MB/s for both and their ratio.
+"""Partitions read per second from an S3-compatible server against the local file system: the same
+corpus (dense, N items × D, partitions of P rows) read partition by partition with ``Corpus.read``
+(bytes, size and SHA-256 check, Parquet decode) from a local directory and from a bucket on a moto
+server started here on 127.0.0.1 (a Python server, so an upper bound on the store's own cost; a real
+S3 endpoint adds network latency), repeated R times in fresh Corpus objects; and the time of
+``Corpus(url)`` itself (the manifest). Prints partitions/s and MB/s for both and their ratio.
 
     python benchmarks/s3_throughput.py [--items 200000] [--dim 16] [--rows 10000] [--repeat 3]
 """

@@ -1,9 +1,9 @@
 """Scaling of the distributed memo driver, measured in one run on this machine.
 
 N = 1,000,000 toy patches (D = 25) in partitions of the ingest default (50,000 rows: 20
-partitions) or --partition-rows; memo with its default moves (birth, merge) from K = 25 k-means++
-seeds (the full Gaussian), run until it converges or --laps laps, at memo's default wave
-(W = 4, none ahead, whatever the executor: every run gives the same model) or --wave W.
+partitions) or --partition-rows; memo with its default moves (birth, merge, delete) from K = 25
+k-means++ seeds (the full Gaussian), run until it converges or --laps laps, at memo's default
+wave (W = 4, none ahead, whatever the executor: every run gives the same model) or --wave W.
 Printed, for local threads, one single-threaded Dask worker, one with as many threads as cores
 (what `dask worker` starts by default) and two single-threaded workers:
 - seconds per lap, the median over laps 2.. (partitions are cached by then): the whole lap, and
@@ -160,7 +160,7 @@ def main() -> int:
     corpus = make_corpus(args.n, args.partition_rows, "big")
     partitions = Corpus(corpus).manifest.partitions
     P = len(partitions)
-    print(f"corpus: N={args.n}, D=25, {P} partitions; memo (birth, merge) from K=25, "
+    print(f"corpus: N={args.n}, D=25, {P} partitions; memo (birth, merge, delete) from K=25, "
           f"until it converges or {args.laps} laps; W {args.wave or 'by default'}", flush=True)
 
     def cfg(**kw) -> JobConfig:

@@ -1,4 +1,4 @@
-"""The temporal DP mixture's chain moves (issue 34): how often a short run ends with one cluster
+"""The temporal DP mixture's chain moves: how often a short run ends with one cluster
 held as two parallel chains, and what a sweep costs on a tiny corpus.
 
 Parallel chains. Data of Ahmed & Xing (2008) Sec. 7 (``bnpmix.datasets.tdpm_gaussian``: 30
@@ -8,20 +8,19 @@ seeds 0..) of --sweeps sweeps each from the empty start; a run *ends with a clus
 parallel chains* if its last sample has two chains a ≠ b and a true chain k such that at two
 or more epochs both a and b hold items of k and k is the majority of each one's items there.
 --data engine-test: the tdpm engine test's corpus instead (8 epochs x 40 points, three
-clusters; the engine's default hyperparameters, Σ and ρ learnt), where the issue-11 note saw
-the mode in about half of 12-sweep runs. Printed (and in the JSON): the share of such runs, the
-number of such pairs per run, GVI and LVI of the last samples, the accepted split-merge and cut
-moves by kind, with the moves (``algorithms/tdpm/splitmerge.py``) and without (--moves off:
-``split_merge=False``, the sampler before the moves existed). Each pair's profile is in the
-JSON and summarised: the size of its smaller chain, and whether the whole merge of the two has
-an MH ratio above 1 (joint gain + the reverse split's log q, anchors the two chains' first
-items).
+clusters; the engine's default hyperparameters, Σ and ρ learnt). Printed (and in the JSON):
+the share of such runs, the number of such pairs per run, GVI and LVI of the last samples,
+the accepted split-merge and cut moves by kind, with the moves
+(``algorithms/tdpm/splitmerge.py``) and without (--moves off: ``split_merge=False``: item
+moves and relinking only). Each pair's profile is in the JSON and summarised: the size of
+its smaller chain, and whether the whole merge of the two has an MH ratio above 1 (joint gain
++ the reverse split's log q, anchors the two chains' first items).
 
 --start truth: runs start at the true labels and states instead of the empty start. The data
 are drawn from the model the sampler targets, so the truth is an exact draw from the posterior
 given them, and so is every later sample of an exact sampler: what these runs show is what the
-posterior itself holds, which no correct move can remove (Sec. 7 data, 20 runs of 12 sweeps:
-every run ends with such a pair, 4.75 a run, against 5.65 from the empty start).
+posterior itself holds, which no correct move can remove. --start both runs from each start;
+the docs' Benchmarks page shows the committed results/tdpm_chains.json.
 
 Speed. 21,000 sweeps of the enumeration tests' corpus (``tests/algorithms/test_tdpm_gibbs.py``:
 6 items over 2 epochs, 1-D, σ = 4, ρ = 0.3, Σ = 0.5, α = 1, W = 1, λ = 0.8) as 3 chains of 7,000
@@ -29,12 +28,13 @@ sweeps in --jobs processes: the wall time, and the CPU seconds (the processes' o
 shared machine inflates less than the wall's).
 
     python benchmarks/tdpm_chains.py [--data sec7] [--runs 40] [--sweeps 12] [--moves both]
-        [--start empty] [--jobs 2] [--skip-parallel] [--skip-speed] [--json PATH]
+        [--start empty|truth|both] [--jobs 2] [--skip-parallel] [--skip-speed] [--json PATH]
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import platform
 import time
@@ -203,8 +203,9 @@ def main() -> None:
     p.add_argument("--data", choices=("sec7", "engine-test"), default="sec7")
     p.add_argument("--moves", choices=("on", "off", "both"), default="both",
                    help="with the split-merge moves, without them (the sampler before), both")
-    p.add_argument("--start", choices=("empty", "truth"), default="empty",
-                   help="Sec. 7 data: start at the true labels and states (a posterior draw)")
+    p.add_argument("--start", choices=("empty", "truth", "both"), default="empty",
+                   help="Sec. 7 data: start at the true labels and states (a posterior draw), "
+                        "or run from both starts")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--skip-parallel", action="store_true")
     p.add_argument("--skip-speed", action="store_true")
@@ -215,14 +216,16 @@ def main() -> None:
                  "settings": vars(args) | {"json": str(args.json)}}
     if not args.skip_parallel:
         out["parallel"] = {}
-        for on in {"on": [True], "off": [False], "both": [True, False]}[args.moves]:
+        starts = ("empty", "truth") if args.start == "both" else (args.start,)
+        for start, on in itertools.product(
+                starts, {"on": [True], "off": [False], "both": [True, False]}[args.moves]):
             runs = run_all([(chain_run, (seed, args.sweeps, on, args.data, args.data_seed,
-                                         args.start)) for seed in range(args.runs)], args.jobs)
+                                         start)) for seed in range(args.runs)], args.jobs)
             for r in runs:
                 r["sweeps"] = args.sweeps
             key = "split_merge" if on else "no_split_merge"
-            out["parallel"][f"{args.data}_{args.start}_{key}"] = summary = summarise(runs)
-            print(f"{args.data} data, {args.start} start, {args.runs} runs of {args.sweeps} "
+            out["parallel"][f"{args.data}_{start}_{key}"] = summary = summarise(runs)
+            print(f"{args.data} data, {start} start, {args.runs} runs of {args.sweeps} "
                   f"sweeps, {key}: {summary['share_with_parallel_chains']:.0%} end with a "
                   f"cluster held by two parallel chains ({summary['pairs_per_run']:.2f} such "
                   f"pairs a run; smaller chain {summary['smaller_chain']} items, whole merge's "

@@ -1,5 +1,5 @@
-"""tdpm's online mode (issue 11): seconds per new epoch against a full refit, and how the new
-epochs' clustering compares.
+"""tdpm's online mode: seconds per new epoch against a full refit, and how the new epochs'
+clustering compares.
 
 Data: the Sec. 7 generator (``bnpmix.datasets.tdpm_gaussian``: α = 2.5, W = 1, λ = 0.8, σ = 10,
 ρ = 0.1, Σ = 0.1, D = 2), 100 points per epoch. A run is fitted to the first ``--history``

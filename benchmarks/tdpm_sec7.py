@@ -7,10 +7,10 @@ D = 2 (--dim).
 
 TDPM: ``ChainSampler`` with the RCRP prior and the true hyperparameters, its item moves and the
 relinking moves across epoch boundaries (both samplers have them; --no-relink: item moves only,
-the sampler of the results committed before relinking existed), and the split-merge moves
-over whole chains (--no-split-merge: without; the fixed-K chains never die or split). The paper
-runs 1000 Gibbs sweeps, then keeps 10 samples 100 sweeps apart (2000 sweeps, ~35 min here at ~1 s a
-sweep); our default is --burn-in 300 sweeps, then --samples 10 every --thin 20 sweeps (500
+the samplers as the paper describes them), and the split-merge moves over whole chains
+(--no-split-merge: without; the fixed-K chains never die or split). The paper runs 1000 Gibbs
+sweeps, then keeps 10 samples 100 sweeps apart (2000 sweeps: about 35 min at ~1 s a sweep on a
+2-core machine); our default is --burn-in 300 sweeps, then --samples 10 every --thin 20 sweeps (500
 sweeps); --paper uses the paper's 1000 + 10 x 100. The first sweep seats the items sequentially.
 GVI and LVI (Sec. 7: the variation of information of the chain labels over all items, and its
 average over epochs; lower is better) against the true labels: mean and standard error over the
@@ -193,7 +193,7 @@ def plot(path: Path, result: dict) -> str:
     except ImportError:
         return "matplotlib is not importable: no plot"
     tdpm, truth, baselines = result["tdpm"], result["truth"], result["fixed"]
-    if isinstance(baselines, list):  # results written before --baselines: Dir(α/K) per epoch
+    if isinstance(baselines, list):  # a list: the independent baseline alone, Dir(α/K) per epoch
         baselines = {"independent": baselines}
     fig, ax = plt.subplots(1, 3, figsize=(15, 4))
     for a, key in zip(ax[:2], ("gvi", "lvi"), strict=True):
@@ -254,10 +254,9 @@ def main() -> None:
     p.add_argument("--baselines", nargs="*", choices=sorted(BASELINES),
                    default=["eq45", "independent"])
     p.add_argument("--no-relink", action="store_true",
-                   help="item moves only (both samplers): the sampler before relinking")
+                   help="item moves only (both samplers): no relinking across epoch boundaries")
     p.add_argument("--no-split-merge", action="store_true",
-                   help="the TDPM without the split-merge moves over whole chains (the sampler "
-                   "before issue 34)")
+                   help="the TDPM without the split-merge moves over whole chains")
     p.add_argument("--jobs", type=int, default=1, help="processes for the runs")
     p.add_argument("--json", type=Path, default=None)
     p.add_argument("--plot", type=Path, default=None, help="only redraw the plot of this JSON")

@@ -48,7 +48,9 @@ Measures, against the truth:
 --init truth starts the sampler at the true labels and states instead (is the truth stable under
 the sampler? separates the posterior from mixing).
 
-Findings (data seed 0, sampler seed 1, 60 sweeps; see the JSON for the default run):
+Findings (data seed 0, sampler seed 1, 60 sweeps: the run of benchmarks/results/tdpm_text.json,
+with item moves only, without the relinking moves across epoch boundaries that ChainSampler
+makes by default):
 - default (boost 3): all 5 births and 5 deaths at the right epochs, no chain mixes topics
   (H(truth | chains) = 0), precision@10 0.948 (the smoother at the true labels: 0.950; per-epoch
   counts: 0.921); GVI 0.137 / LVI 0.090, all of it one topic (A) followed by two parallel chains
@@ -62,7 +64,8 @@ Findings (data seed 0, sampler seed 1, 60 sweeps; see the JSON for the default r
   and cannot split them again (2 chains left for 5 topics; GVI 1.15 and 1.30), while started at
   the truth it stays there (GVI 0.000 and 0.101, all births and deaths exact). So this is a
   mixing failure of the sequential start, not the (approximate) posterior; the paper started its
-  NIPS run from a global clustering, and split-merge moves would be the other remedy. The
+  NIPS run from a global clustering, and split-merge moves over whole chains would be the other
+  remedy (``splitmerge.py`` has them for Gaussian emissions only, not for text). The
   Laplace new-chain marginals, ~3-4 nats too low (``text`` module docstring), and α = 0.1 both
   make opening chains harder.
 

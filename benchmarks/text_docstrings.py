@@ -1,5 +1,5 @@
-"""memo on real text against ADF and EP (issue 34): docstrings of the installed scientific Python
-packages as short documents.
+"""memo on real text against ADF and EP: docstrings of the installed scientific Python packages
+as short documents.
 
 The corpus: the docstrings (functions, classes, modules) found by parsing — never importing —
 the ``.py`` files of numpy, scipy, pandas, dask, distributed, pyarrow and scikit-learn (when
@@ -13,7 +13,7 @@ Fits, each with its defaults and nothing else but the seed: memo (the plain `bnp
 ep. Printed per fit: K, laps, wall seconds (the median of --repeats fits: ADF's second is short
 and one timing of it swings by a quarter on a shared machine; the repeats must agree on every
 other figure), held-out log-likelihood per document (`bnpmix evaluate`), and for memo the K at
-each lap end. Issue 34's target: memo converged in <= 15 laps and <= 3x ADF's time, at held-out
+each lap end. The target: memo converged in <= 15 laps and <= 3x ADF's time, at held-out
 >= ADF's.
 
     python benchmarks/text_docstrings.py [--seed 0] [--docs 1500] [--repeats 3] [--json [PATH]]

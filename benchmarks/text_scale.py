@@ -1,11 +1,11 @@
-"""Text at corpus scale (issue 15): bag-of-words memo on a Dask cluster, then one PubMed-shaped
-visit, measured in one run on this machine.
+"""Text at corpus scale: bag-of-words memo on a Dask cluster, then one PubMed-shaped visit,
+measured in one run on this machine.
 
 Part 1, NYT-shaped: 266,000 documents over V = 7,841 words from 100 topics (one topic per
 document, topics θ_k ~ Dir(0.05) over a Zipfian base measure, lengths log-normal around 230
 words), in 100 partitions, plus 10,000 held-out documents. A `dask scheduler` and two
 single-threaded `dask worker` processes on 127.0.0.1; `bnpmix fit` with the default settings
-(memo from its one-pass start, births and merges, W = 4, no waves ahead) in its own
+(memo from its one-pass start, births, merges and deletes, W = 4, no waves ahead) in its own
 process, and vb at the true K = 100 for reference. Printed: K, held-out log-likelihood per
 document (`bnpmix evaluate --heldout`), laps, seconds per lap, documents per second, and the
 peak RSS of the driver and of each worker (psutil, every 0.2 s). Target: driver ≤ 1 GiB.

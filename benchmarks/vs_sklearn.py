@@ -2,9 +2,9 @@
 (D = 25, 8 true components) at N = 25,000, 100,000 and 400,000, and the Gaussian E-step's rate.
 
 Fits. Each N: X and a held-out set of 20,000 items are one draw of toy_patches(N + 20,000),
-split. bnpmix: ``bnpmix.BayesianMixture(random_state=seed)``, nothing else set (memo with births
-and merges from K = 1, the full Gaussian, its default laps and tolerance); its time includes
-writing X as a corpus. scikit-learn: dirichlet_process prior, covariance_type="full",
+split. bnpmix: ``bnpmix.BayesianMixture(random_state=seed)``, nothing else set (memo with
+births, merges and deletes from K = 1, the full Gaussian, its default laps and tolerance); its
+time includes writing X as a corpus. scikit-learn: dirichlet_process prior, covariance_type="full",
 n_components=25, max_iter raised to 1,000 (its tol 1e-3 otherwise) so that it converges; whether
 it did is printed. Per method: wall seconds, ARI of the training items' labels against the true
 ones, held-out log-likelihood per item (bnpmix: its posterior predictive with the new
@@ -13,8 +13,9 @@ estimates) and the components above 1 % of the mass. Target: bnpmix at least 10x
 ARI no more than 0.005 below scikit-learn's, at every N. bnpmix runs first, so that its times do
 not share the process with the thread pools scikit-learn's fit leaves behind. Before its timed
 fits each library fits 2,000 items once, untimed, so that neither time includes importing
-modules (bnpmix's estimator subclasses scikit-learn's base classes, whose import took 0.8 s and
-was charged to bnpmix's first fit before). Each fit's figures are printed when it ends.
+modules (bnpmix's estimator subclasses scikit-learn's base classes, whose import takes about
+0.8 s and would otherwise count against bnpmix's first fit). Each fit's figures are printed when
+it ends.
 
 E-step. One batch, N = 100,000, D = 25, K = 25, full Gaussian: ``batch_step`` (the whole local
 step: E[log p(x|φ)] + E[log w], the log normaliser, exp, the entropies H_k = -Σ r log r and
@@ -26,8 +27,9 @@ executes fewer: the same quantities as two products with the P = D(D+1)/2 + D + 
 quadratic features of each item, 4 N K P = 3.51 GFLOP; both rates are printed. The reference is
 numpy's float64 matmul of two 2,000 x 2,000 matrices measured just before (2 · 2000³ FLOP), and
 beside it the fused code's own matrix products run alone, and the unfused computation
-(responsibilities, then summarize: what batch_step ran before). Target: the E-step at 0.8 of the
-matmul rate by the direct count. Medians of 5; the load average is printed beside them.
+(responsibilities, then summarize: the direct formulation, one step after the other). Target:
+the E-step at 0.8 of the matmul rate by the direct count. Medians of 5; the load average is
+printed beside them.
 
     python benchmarks/vs_sklearn.py [--sizes 25000,100000,400000] [--seed 0] [--estep-only]
 """

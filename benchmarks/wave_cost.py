@@ -1,4 +1,4 @@
-"""The ELBO a wider wave costs per lap (issue 15, item 2), measured on this machine.
+"""The ELBO a wider wave costs per lap, measured on this machine.
 
 Memo with W > 1 computes W partitions against the same globals, and with ``ahead`` A each wave
 against the globals after wave j − 1 − A: the global update after a visit reaches fewer of the
@@ -9,7 +9,8 @@ the same K = 25 k-means++ seeds with the same seed, for each (W, A) in --setting
 - without moves (K stays 25), so every run climbs the same objective from the same start and
   the only difference is which globals each visit saw: the ELBO per item at the end of each
   of the first --laps laps, and its shortfall against W = 1, A = 0 at that lap;
-- with the default moves (birth, merge) to convergence: laps, K and the final ELBO per item.
+- with the default moves (birth, merge, delete) to convergence: laps, K and the final ELBO per
+  item.
 
 Local threads run the same arithmetic as a Dask cluster for the same (W, A) (the tests check
 threads = Dask to 1e-9), so no cluster is started: the figures are ELBO, not seconds.
@@ -72,8 +73,8 @@ def main() -> int:
             diff = sum(m - b for m, b in zip(mine, base, strict=True)) / args.seeds
             cells += f"{sum(mine) / args.seeds:12.5f} ({diff:+9.2e})"
         print(f"{int(lap):3d}  {cells}")
-    print("\nwith the default moves (birth, merge), to convergence (laps, K, ELBO per item; in "
-          f"brackets the difference from W:A = {ref[0]}:{ref[1]} with the same seed):")
+    print("\nwith the default moves (birth, merge, delete), to convergence (laps, K, ELBO per "
+          f"item; in brackets the difference from W:A = {ref[0]}:{ref[1]} with the same seed):")
     for W, A in settings:
         runs = []
         for s in range(args.seeds):

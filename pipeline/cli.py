@@ -352,7 +352,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         corpus, run = Path(where) / "toy-patches", Path(where) / "run"
         ingest_array(X, corpus, partition_rows=max(1, args.n // 20), columns={"label": labels})
         print(f"demo: {args.n} synthetic 5x5 patches from 8 zero-mean edge components, "
-              f"20 partitions; memoized VB with births and merges from K = 1")
+              f"20 partitions; memoized VB with births, merges and deletes from K = 1")
         laps = {} if args.laps is None else {"laps": args.laps}
         summary = fit(corpus, run, job_config(obs=TOY_PATCHES_OBS, seed=args.seed, **laps))
         print(format_fit(summary, run if args.out is not None else "(temporary)"))

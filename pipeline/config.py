@@ -264,8 +264,9 @@ class ModelConfig:
 
     obs: str | None = opt(None, "observation model (default: mult for bag-of-words; for dense "
                           "corpora auto, the Gaussian covariance structure (full, tied or "
-                          "diagonal) whose fit of the initialisation sample has the highest "
-                          "ELBO per item, for memo, vb, sovb, adf and ep; gauss for the others)",
+                          "diagonal) whose fit of 2,000 items of the initialisation sample has "
+                          "the highest ELBO per item after one VB step over the corpus, for "
+                          "memo, vb, sovb, adf and ep; gauss for the others)",
                           parse=_str, choices=OBS_CHOICES)
     prior: dict[str, Any] = field(default_factory=dict, metadata=meta(
         "observation prior parameters, keyed by the model's names (mult: lam0; gauss and "
@@ -275,7 +276,8 @@ class ModelConfig:
         prior_value))
     learn_prior: bool = opt(True, "learn the Gaussian observation prior's hyperparameters from "
                             "the components between laps (empirical Bayes: memo, vb, sovb; "
-                            "gauss, zm-gauss, diag-gauss; mult keeps its prior); also "
+                            "gauss, zm-gauss, diag-gauss, and tied-gauss's kappa0; mult keeps "
+                            "its prior); also "
                             "[prior] learn = false in a job file")
     alloc: str = opt("dp", "allocation prior over the mixture weights",
                      choices=lambda: sorted(ALLOCATIONS))

@@ -198,8 +198,9 @@ class BayesianMixture(*BASES):
 
         The engine says how a block joins the past (``Engine.stream_start`` before the run,
         ``Engine.stream_join`` after it). adf: streaming ADF (Tank et al. Alg. 1), one more
-        pass, so that blocks X_1, X_2, ... give exactly one ADF run over their rows in that
-        order. memo: the earlier blocks stay as their summary S_past (memoized VB keeps
+        pass, so that with ``merges="none"`` blocks X_1, X_2, ... give exactly one ADF run over
+        their rows in that order (the default merges pool clusters after each block's pass).
+        memo: the earlier blocks stay as their summary S_past (memoized VB keeps
         summaries, not data; Hughes & Sudderth Eq. 11), taken at the end of their call under a
         one-hot q(z) (``Mixture.one_hot_summary``): memo then runs on X to convergence with
         S_past in S^0, never revisited, its births and merges accepted on the exact ELBO of

@@ -53,14 +53,16 @@ class BirthConfig:
     prune_fraction: float = field(default=1 / 1000, metadata={
         "help": "keep new components with at least this fraction of the collected items",
         "range": "(0, 0.5]"})
+    # 1e-4 took 1.8x the local steps on toy patches for the same model
     tol: float = field(default=1e-3, metadata={
         "help": "relative ELBO change that stops a birth's fresh VB (a proposal: its "
-                "components are refined by the adoption lap and judged on the exact ELBO; "
-                "1e-4 took 1.8x the local steps on toy patches for the same model)",
+                "components are refined by the adoption lap and judged on the exact ELBO)",
         "range": "[0, inf)"})
+    # a failure at K = 1 ends the run there: digits did, from one bad run
     attempts: int = field(default=3, metadata={
-        "help": "fresh VB runs a birth tries before it counts as failed, while the model has one "
-                "component (a failure there ends the run at K = 1: digits did, from one bad run)",
+        "help": "rounds of fresh VB runs (new seeds each) a birth tries before it counts as "
+                "failed, while the model has one component (a failure there ends the run at "
+                "K = 1)",
         "range": "[1, inf)"})
     retries: int = field(default=1, metadata={
         "help": "times a component whose birth failed is targeted again (new seeds) before it "
@@ -68,10 +70,10 @@ class BirthConfig:
                 "lap that moved nothing; a run converges only once every component large "
                 "enough has failed this many times more",
         "range": "[0, inf)"})
+    # 3 cost 2.7x the birth time on toy patches for the same model
     attempts_grown: int = field(default=1, metadata={
-        "help": "fresh VB runs a birth tries once the model has more than one component (a "
-                "failed component is targeted again when its mass changes; 3 tries cost 2.7x "
-                "the birth time on toy patches for the same model)",
+        "help": "rounds of fresh VB runs a birth tries once the model has more than one "
+                "component (a failed component is targeted again: --birth-retries)",
         "range": "[1, inf)"})
 
     def attempts_at(self, K: int) -> int:

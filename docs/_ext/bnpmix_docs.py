@@ -131,20 +131,25 @@ class SettingsDirective(SphinxDirective):
 # -- benchmark results -------------------------------------------------------------------------
 
 def command(script: Path) -> str:
-    """The usage lines of a benchmark script's docstring (``python benchmarks/...`` and its
-    indented continuation lines), or the plain invocation when it has none."""
+    """The usage lines of a benchmark script's docstring: each line that starts
+    ``python benchmarks/<script>`` (with the line before it when that ends in a backslash, as
+    an environment or ``nice`` prefix does) and its indented continuation lines; the plain
+    invocation when there are none."""
     doc = ast.get_docstring(ast.parse(script.read_text())) or ""
     lines = doc.splitlines()
+    blocks = []
     for i, line in enumerate(lines):
-        if line.strip().startswith(f"python benchmarks/{script.name}"):
-            indent = len(line) - len(line.lstrip())
-            block = [line.strip()]
-            for more in lines[i + 1:]:
-                if not more.strip() or len(more) - len(more.lstrip()) <= indent:
-                    break
-                block.append("    " + more.strip())
-            return "\n".join(block)
-    return f"python benchmarks/{script.name}"
+        if not line.strip().startswith(f"python benchmarks/{script.name}"):
+            continue
+        first = i - 1 if i and lines[i - 1].rstrip().endswith("\\") else i
+        indent = len(lines[first]) - len(lines[first].lstrip())
+        block = [lines[first].strip(), *("    " + line.strip() for _ in range(i - first))]
+        for more in lines[i + 1:]:
+            if not more.strip() or len(more) - len(more.lstrip()) <= indent:
+                break
+            block.append("    " + more.strip())
+        blocks.append("\n".join(block))
+    return "\n".join(blocks) or f"python benchmarks/{script.name}"
 
 
 def committed(path: Path) -> str:
@@ -206,13 +211,15 @@ def rows_of(data: Any, path: str) -> list[dict[str, Any]]:
 
 
 class BenchmarkDirective(SphinxDirective):
-    """Figures of ``benchmarks/results/<json>``: the command that wrote them, the date, and
-    a table of ``:columns:`` over the rows at ``:rows:`` and/or the values at ``:values:``."""
+    """Figures of ``benchmarks/results/<json>``: the command that wrote them (``:command:``,
+    where the script's usage lines are not it), the date, and a table of ``:columns:`` over
+    the rows at ``:rows:`` and/or the values at ``:values:``."""
 
     required_arguments = 1  # the script's name, without .py
     option_spec: ClassVar = {"json": directives.unchanged, "rows": directives.unchanged,
                    "columns": directives.unchanged, "values": directives.unchanged,
-                   "caption": directives.unchanged, "no-command": directives.flag}
+                   "caption": directives.unchanged, "no-command": directives.flag,
+                   "command": directives.unchanged}
 
     def run(self) -> list[nodes.Node]:
         script = ROOT / "benchmarks" / f"{self.arguments[0]}.py"
@@ -224,8 +231,9 @@ class BenchmarkDirective(SphinxDirective):
             self.env.note_dependency(str(path))
         data = json.loads(result.read_text())
         out: list[nodes.Node] = []
-        if "no-command" not in self.options:
-            out.append(nodes.literal_block(text=command(script), language="bash"))
+        if "no-command" not in self.options:  # the exact command, or the script's usage
+            text = self.options.get("command") or command(script)
+            out.append(nodes.literal_block(text=text, language="bash"))
         caption = self.options.get("caption", "")
         source = f"benchmarks/results/{result.name}, committed {committed(result)}"
         out.append(nodes.paragraph(text=f"{caption}{' — ' if caption else ''}from {source}:"))

@@ -2,7 +2,7 @@
 The scikit-learn estimator on iris
 ==================================
 
-:class:`bnpmix.BayesianMixture` with its defaults (memo: births and merges from one
+:class:`bnpmix.BayesianMixture` with its defaults (memo: births, merges and deletes from one
 component) on scikit-learn's iris, standardised. The number of clusters is inferred; the
 labels are only used to score the clustering afterwards.
 """

@@ -174,7 +174,7 @@ class MemoEngine(Engine):
     name = "memo"
     mixes_obs = True
     Config = MemoConfig
-    summary = "memoized online VB: births, merges, exact ELBO"
+    summary = "memoized online VB: births, merges, deletes, exact ELBO"
     # four batches a wave, none ahead: up to four workers busy, each visit missing at most
     # three updates, and the result independent of how many workers there are
     # (benchmarks/scaling.py and wave_cost.py measure the trade)
