@@ -91,33 +91,22 @@ experiment prints tables and writes benchmarks/results/ddcrp_<name><--suffix>.js
 ddcrp_sec53.png. --quick: a smoke run (3 restarts, R = 1, 3, 5, 150 training items in sec53, 2
 runs of 20 sweeps). --plot PATH redraws the PNG of a saved JSON.
 
-Measured with DP VB starts and table moves (``sec521 sec522 --restarts 10 --plain`` and ``sec53``,
-seed 0, data seed 0; 2 cores under a load of 10-15, so seconds are several times the idle ones):
-sec521: the best of 10 restarts minus DP VB's best of 10 (its k-means++ starts) is 0.00, +14.42,
-+0.12, +45.04, +32.94 at R = 1..5 (the ascent alone from drawn starts: 0.00, +14.42, −22.38,
-+7.60, +32.94); at R = 5 the seqCRP is at the true partition's bound, +4.79 above DP VB's best
-from any start (the true labels), and at R = 3 1.27 below DP VB started from the seqCRP's drawn
-tables. sec53 (4 runs, two from DP VB tables and two drawn): VI's final held-out is
-−2.206 ± 0.005 per test item against the collapsed sampler's −2.205 ± 0.007 after 300 sweeps
-(−2.210 its last-half mean) and the uncollapsed sampler's −2.220; VI's bounds (−1129.5 to
-−1143.0) match those of VI started from the Gibbs chains' last states (−1134.6 to −1144.4).
-
-Measured without table moves, from drawn starts only (benchmarks/results/ddcrp_sec521.json,
-ddcrp_sec522.json and ddcrp_sec53.json: the other settings the defaults, 2 cores shared, ~9 min):
-sec521: seqCRP − DP VB best bounds 0.00 / 4.82 / −5.73 / 13.62 / 4.79 at R = 1..5 (log 5! = 4.79);
-from the true labels −27.1 / −36.9 / −3.82 / 4.52 / 4.79: the log K! advantage is there once the
-clusters separate (R >= 4), while at R = 3 DP VB's soft assignments bound higher; the DP VB from the
-seqCRP's own drawn starts beats the seqCRP at R = 2, 3, 4. Mean iterations: seqCRP 6-20, DP VB
-142-269 (from its drawn starts 11-54). sec522: held-out gain of the decay +0.123 / +0.164 / +0.018
-at R = 2, 3, 4, −0.004 at R = 1, 0 at R = 5, mostly the seqCRP's restarts missing the 5-table
-optimum (from the true labels the seqCRP is within 0.003 of the decay at R >= 3). sec53 (82 s): VI
-converges (relative ELBO change 1e-8) in 16 iterations, 0.86 ± 0.16 s, and is within 0.01 of its
-final held-out after 0.09 ± 0.02 s; the collapsed Gibbs chains settle (within 0.01 of their
-last-half mean) after 0.39 ± 0.12 s, the uncollapsed (the paper's kind) after 2.6 ± 1.3 s: VI
-converges faster in time, as the paper says, but to a worse held-out (−2.293 ± 0.018 per test item
-against −2.21 and −2.20; oracle −1.861), a level both samplers pass within 0.12-0.21 s; VI from the
-collapsed chains' last states bounds 22-107 nats higher than from its own starts, so VI stops at
-worse local optima (the paper: Gibbs "may achieve better test likelihood in time depending on the
+Measured (``python benchmarks/ddcrp_paper.py sec521 sec522 sec53 --restarts 10 --plain``, seed 0,
+data seed 0, 2 cores; the run of benchmarks/results/ddcrp_sec521.json, ddcrp_sec522.json and
+ddcrp_sec53.json, 2 min 15 s): sec521: the best of 10 restarts minus DP VB's best of 10 (its
+k-means++ starts) is 0.00, +14.42, +0.12, +45.04, +32.94 at R = 1..5 (the ascent alone from drawn
+starts: 0.00, +14.42, −22.38, +7.60, +32.94); at R = 5 the seqCRP is at the true partition's
+bound, +4.79 (log 5!) above DP VB started from the true labels; at R = 3 DP VB's soft assignments
+bound 3.8 nats above the seqCRP at the true labels, and 1.27 above it from the seqCRP's own drawn
+tables. Mean iterations: seqCRP 5-20, DP VB 137-318. sec522: held-out gain of the window decay over
+the seqCRP +0.126 / +0.029 at R = 2, 3, −0.002 at R = 1, 0 at R = 4, 5 (from the true labels the
+seqCRP is within 0.003 of the decay at R >= 3). sec53 (4 runs, two from DP VB tables and two
+drawn): VI converges in 10.5 ± 2.1 iterations, 1.29 s, to held-out −2.209 ± 0.007 per test item,
+against the collapsed sampler's −2.205 ± 0.007 after 300 sweeps (it settles after 0.42 ± 0.09 s)
+and the uncollapsed sampler's (the paper's kind) −2.220 ± 0.013 (settled after 3.6 ± 1.7 s);
+oracle −1.861. VI's bounds (−1129.5 to −1147.4) match those of VI started from the Gibbs chains'
+last states (−1134.6 to −1144.4), so the table moves have closed the gap to the samplers that
+plain VI left (the paper: Gibbs "may achieve better test likelihood in time depending on the
 initialization").
 
 Z is clipped at 0 before every held-out score, a guard against the rank-one updates' rounding

@@ -29,28 +29,27 @@ Prints tables; writes JSON (--json, default benchmarks/results/ddcrp_speed.json)
         [--iterations 5 2] [--dense-iterations 5 0] [--windows 50 200] [--layouts 3000 300]
         [--seq-iterations 10] [--restarts 1] [--seed 0] [--json PATH]
 
---dense-iterations 0 skips (a) at that size (by default at N = 3,000: about 27 x 2.3 s = 60 s
+--dense-iterations 0 skips (a) at that size (by default at N = 3,000: about 27 x 2.35 s = 64 s
 an iteration); the table's "N³ est" column scales the smallest size's seconds by (N / N_0)³. A
 run of some --parts keeps the other parts of an existing JSON.
 
-Measured (2 idle cores, 5 min): seconds per iteration, f ≡ 1 | exponential a = 50:
-N = 1,000 dense 2.31 | 0.80, pruned 0.146 | 0.194, W = 50 0.070 | 0.076, W = 200 0.088 |
-0.110; N = 3,000 pruned 2.09 | 3.86, W = 50 0.47 | 0.54, W = 200 0.78 | 0.98. Pruning changes
-the ELBO by at most 1.6e-11 and no item's most probable table. Engine, 200 x 300 items: 10
-sequences a partition: synchronous 30.0 s, threads 44.8 s (0.67x: the coordinate steps are
-small numpy calls under the GIL), Dask 1 worker 35.4 s (0.85x), 2 workers 19.5 s (1.54x); one
-sequence a partition: 25.9, 40.4, 35.4, 19.9 s (1.30x); the same ELBO bit for bit on all.
-These engine figures are of fits without the engine's DP VB start and table moves (a drawn start
-and its ascent alone, as ``--starts drawn --table-rounds 0`` fits). With its defaults, which
-this script runs, the engine starts restart 0 from DP VB tables and climbs by table moves after
-every start's ascent (``--starts``, ``--table-rounds``), at about 1.2-1.4x that time at this
-size (measured outside this script: a whole fit of 40 sequences of 300 items, ``fit_restarts``
-with 1 restart and 10 iterations, under load, takes 166 s with them against 135 s without,
-1.23x, for 23.6 nats more bound a sequence on average). The iteration figures time ``ascend``
-alone, which the starts and the moves leave as it is: with and without them, back to back under
-a load of 12-15, the same ELBOs to the last digit and seconds per iteration 0.80 vs 0.90
-(N = 1,000, pruned), 7.97 vs 9.92 (N = 3,000, pruned), 1.90 vs 2.42 (N = 3,000, W = 50) with vs
-without.
+Measured (2 cores at a load average of 1.3-2.0, 5.5 min): seconds per iteration, f ≡ 1 |
+exponential a = 50: N = 1,000 dense 2.35 | 0.54, pruned 0.120 | 0.129, W = 50 0.060 | 0.063,
+W = 200 0.080 | 0.084; N = 3,000 pruned 2.97 | 3.17, W = 50 0.31 | 0.37, W = 200 0.39 | 0.48.
+Pruning changes the ELBO by at most 2.6e-11 and no item's most probable table. Engine, 200 x 300
+items: 10 sequences a partition: synchronous 32.4 s, threads 44.9 s (0.72x: the coordinate steps
+are small numpy calls under the GIL), Dask 1 worker 38.2 s (0.85x), 2 workers 21.1 s (1.54x);
+one sequence a partition: 31.3, 40.0, 37.2, 22.4 s (1.40x); the same ELBO bit for bit on all.
+These engine figures are of fits with the engine's defaults, which this script runs: restart 0
+starts from DP VB tables and every start's ascent is followed by table moves (``--starts``,
+``--table-rounds``). Measured outside this script: a whole fit of 40 sequences of 300 items,
+``fit_restarts`` with 1 restart and 10 iterations, under load, takes 166 s with them against
+135 s without (a drawn start and its ascent alone, as ``--starts drawn --table-rounds 0``
+fits), 1.23x, for 23.6 nats more bound a sequence on average. The iteration figures time
+``ascend`` alone, which the starts and the moves leave as it is: with and without them, back to
+back under a load of 12-15, the same ELBOs to the last digit and seconds per iteration 0.80 vs
+0.90 (N = 1,000, pruned), 7.97 vs 9.92 (N = 3,000, pruned), 1.90 vs 2.42 (N = 3,000, W = 50)
+with vs without.
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ Per set and seed:
   parameters, and its own plug-in `score` (lower);
 - a single Gaussian: bnpmix with K = 1 and no moves (its Student-t predictive); and, where
   bnpmix ends at K = 1 on labelled data, bnpmix with K = the number of classes and no moves;
-- on the digits sets, the observation models' candidates: each of gauss, diag-gauss (and
-  tied-gauss once bnpmix has it) fitted with --obs explicitly (the default's own obs model is
+- on the digits sets, the observation models' candidates: each of gauss, tied-gauss and
+  diag-gauss (those this bnpmix has) fitted with --obs explicitly (the default's own obs model is
   not fitted twice): ELBO per item, K, ARI, held-out; and the bounds the default fit lists in
   summary.json under CANDIDATES_KEY (`--obs auto`), when it lists any.
 Then the means over seeds and one PASS/FAIL line per criterion of issue 32, on the sets run:

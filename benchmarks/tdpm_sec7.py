@@ -9,9 +9,10 @@ TDPM: ``ChainSampler`` with the RCRP prior and the true hyperparameters, its ite
 relinking moves across epoch boundaries (both samplers have them; --no-relink: item moves only,
 the samplers as the paper describes them), and the split-merge moves over whole chains
 (--no-split-merge: without; the fixed-K chains never die or split). The paper runs 1000 Gibbs
-sweeps, then keeps 10 samples 100 sweeps apart (2000 sweeps: about 35 min at ~1 s a sweep on a
-2-core machine); our default is --burn-in 300 sweeps, then --samples 10 every --thin 20 sweeps (500
-sweeps); --paper uses the paper's 1000 + 10 x 100. The first sweep seats the items sequentially.
+sweeps, then keeps 10 samples 100 sweeps apart (2000 sweeps: about 43 min at ~1.3 s a sweep on
+a 2-core machine); our default is --burn-in 300 sweeps, then --samples 10 every --thin 20 sweeps
+(500 sweeps); --paper uses the paper's 1000 + 10 x 100. The first sweep seats the items
+sequentially.
 GVI and LVI (Sec. 7: the variation of information of the chain labels over all items, and its
 average over epochs; lower is better) against the true labels: mean and standard error over the
 kept samples (successive samples of one Markov chain: the standard error ignores their

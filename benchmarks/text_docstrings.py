@@ -10,11 +10,11 @@ and their versions decide the text, printed with V). The vocabulary: words in at
 training documents. Both sets are ingested as bag-of-words corpora in 6 partitions.
 
 Fits, each with its defaults and nothing else but the seed: memo (the plain `bnpmix fit`), adf,
-ep. Printed per fit: K, laps, wall seconds (the median of --repeats fits: ADF's second is short
-and one timing of it swings by a quarter on a shared machine; the repeats must agree on every
-other figure), held-out log-likelihood per document (`bnpmix evaluate`), and for memo the K at
-each lap end. The target: memo converged in <= 15 laps and <= 3x ADF's time, at held-out
->= ADF's.
+ep. Printed per fit: K, laps, wall seconds (the median of --repeats fits: ADF's fit takes a
+fraction of a second and its timings swing on a shared machine, 0.22 to 0.51 s over three
+repeats; the repeats must agree on every other figure), held-out log-likelihood per document
+(`bnpmix evaluate`), and for memo the K at each lap end. The target: memo converged in <= 15
+laps and <= 3x ADF's time, at held-out >= ADF's.
 
     python benchmarks/text_docstrings.py [--seed 0] [--docs 1500] [--repeats 3] [--json [PATH]]
 
