@@ -48,21 +48,20 @@ Measures, against the truth:
 --init truth starts the sampler at the true labels and states instead (is the truth stable under
 the sampler? separates the posterior from mixing).
 
-Findings (data seed 0, sampler seed 1, 60 sweeps: the run of benchmarks/results/tdpm_text.json,
-with item moves only, without the relinking moves across epoch boundaries that ChainSampler
-makes by default):
+Findings (data seed 0, sampler seed 1, 60 sweeps: ``python benchmarks/tdpm_text.py``, the run
+of benchmarks/results/tdpm_text.json):
 - default (boost 3): all 5 births and 5 deaths at the right epochs, no chain mixes topics
-  (H(truth | chains) = 0), precision@10 0.948 (the smoother at the true labels: 0.950; per-epoch
-  counts: 0.921); GVI 0.137 / LVI 0.090, all of it one topic (A) followed by two parallel chains
-  (~16% of its documents in the second, which swaps popularity with the first over the epochs),
-  hence one chain too many at every epoch. Item-wise Gibbs merges such duplicates only by a slow
-  random walk of documents (each chain's state, drawn given its members, keeps fitting them):
-  GVI 0.109 after 200 sweeps, the duplicate still there. The first sweep opens ~140 chains
-  (a one-document chain's drawn state explains the next document poorly), merged to ~19 by
-  sweep 2 and 6 by sweep 10.
-- --boost 1.5 and --boost 1: started empty, the sampler merges topics during the first sweeps
-  and cannot split them again (2 chains left for 5 topics; GVI 1.15 and 1.30), while started at
-  the truth it stays there (GVI 0.000 and 0.101, all births and deaths exact). So this is a
+  (H(truth | chains) = 0), precision@10 0.950 (the smoother at the true labels: 0.950;
+  per-epoch counts: 0.921); GVI 0.051 / LVI 0.044 over the last 5 samples, all of it one topic
+  (A) with a short parallel chain beside its main one (8 of its documents, epochs 0-7), hence
+  one chain too many in the early epochs. The first sweep opens ~140 chains (a one-document
+  chain's drawn state explains the next document poorly), merged to ~17 by sweep 2 and 6 by
+  sweep 10; relinking across epoch boundaries then lowers GVI from 0.18 at sweep 10 to 0.04.
+- --boost 1.5 and --boost 1 (the same seeds, ``--boost 1.5 --init empty`` and so on): started
+  empty, the sampler merges topics during the first sweeps and cannot split them again (1 chain
+  left for 5 topics at boost 1.5, GVI 1.518, P@10 0.548; 2 chains at boost 1, GVI 1.301, P@10
+  0.732; 3 of the 5 births and deaths exact), while started at the truth it stays there (GVI
+  0.000 and 0.076, P@10 0.895 and 0.894, all births and deaths exact). So this is a
   mixing failure of the sequential start, not the (approximate) posterior; the paper started its
   NIPS run from a global clustering, and split-merge moves over whole chains would be the other
   remedy (``splitmerge.py`` has them for Gaussian emissions only, not for text). The
