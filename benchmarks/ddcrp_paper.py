@@ -105,9 +105,8 @@ drawn): VI converges in 10.5 ± 2.1 iterations, 1.29 s, to held-out −2.209 ± 
 against the collapsed sampler's −2.205 ± 0.007 after 300 sweeps (it settles after 0.42 ± 0.09 s)
 and the uncollapsed sampler's (the paper's kind) −2.220 ± 0.013 (settled after 3.6 ± 1.7 s);
 oracle −1.861. VI's bounds (−1129.5 to −1147.4) match those of VI started from the Gibbs chains'
-last states (−1134.6 to −1144.4), so the table moves have closed the gap to the samplers that
-plain VI left (the paper: Gibbs "may achieve better test likelihood in time depending on the
-initialization").
+last states (−1134.6 to −1144.4): VI's optima are as good as those the samplers lead it to (the
+paper: Gibbs "may achieve better test likelihood in time depending on the initialization").
 
 Z is clipped at 0 before every held-out score, a guard against the rank-one updates' rounding
 (entries of about −1e−23, on which ``heldout_logpdf`` returns NaN); ``vi.Links.responsibilities``
