@@ -83,6 +83,7 @@ class MFA(ObsModel):
     noise."""
 
     name = "mfa"
+    warm_start = True
 
     @classmethod
     def component_params(cls, D: int) -> int:
@@ -221,6 +222,7 @@ class MFA(ObsModel):
                 alpha[worse] = self._ard({k: v[worse] for k, v in rows.items()},
                                          old["alpha"][worse])
                 elbo = np.where(worse, self._elbo(N[a], s[a], S[a], mom, rows, alpha), elbo)
+            rows, alpha, elbo = self._rotate(N[a], s[a], S[a], rows, alpha, elbo)
             rows, alpha, elbo = self._prune(N[a], s[a], S[a], T, Xt, rows, alpha, elbo)
             done = elbo - old["elbo"] <= INNER_TOL * (1.0 + np.abs(elbo))
             for k, v in {**rows, "alpha": alpha, "elbo": elbo}.items():
@@ -230,6 +232,35 @@ class MFA(ObsModel):
         T, Xt = self._factor_stats(N, s, S, mom)
         out["resid"] = self._residuals(S, out, T, Xt)
         return {**out, "N": N, "s": s, "S": S}
+
+    def _rotate(self, N: np.ndarray, s: np.ndarray, S: np.ndarray, rows: Arrays,
+                alpha: np.ndarray, elbo: np.ndarray) -> tuple[Arrays, np.ndarray, np.ndarray]:
+        """The factors' rotation that ARD prefers, kept where it raises the bound. An orthogonal
+        R (Λ → Λ R, y → Rᵀ y) leaves p(x) and p(y) unchanged, so only the ARD terms move, and
+        with α at its argmax they are -D/2 Σ_j log (Rᵀ E R)_jj + const, E = Σ_d E[λ_d λ_dᵀ];
+        by Hadamard's inequality the eigenvectors of E minimise it (Luttinen & Ilin 2010 speed
+        up VB factor analysis by such rotations). Without it the ascent drifts along the
+        rotations for thousands of rounds (1,797 digits, q = 10: 10 nats in 20,000 rounds).
+        Columns switched off stay off and last."""
+        on = np.isfinite(alpha)
+        mean = rows["mean"]
+        E = (_row_cov_sum(rows)[:, 1:, 1:]
+             + np.einsum("kdi,kdj->kij", mean[:, :, 1:], mean[:, :, 1:]))
+        E = np.where(on[:, :, None] & on[:, None, :], E, 0.0)
+        idx = np.arange(self.q)
+        E[:, idx, idx] = np.where(on, E[:, idx, idx], -1.0)  # off columns: eigenvalue -1
+        lam, U = np.linalg.eigh(E)
+        lam, U = lam[:, ::-1], U[:, :, ::-1]  # the largest first, the off columns last
+        cand = {**rows, "mean": np.concatenate([mean[:, :, :1], mean[:, :, 1:] @ U], axis=-1),
+                "V": np.concatenate([rows["V"][:, :1], np.swapaxes(U, -1, -2)
+                                     @ rows["V"][:, 1:]], axis=1)}
+        cand_alpha = np.where(lam < 0, np.inf, self._ard(cand, None))
+        cand_elbo = self._elbo(N, s, S, self._moments(cand), cand, cand_alpha)
+        better = cand_elbo > elbo
+        for k in rows:
+            rows[k] = np.where(_expand(better, rows[k].ndim), cand[k], rows[k])
+        return (rows, np.where(better[:, None], cand_alpha, alpha),
+                np.where(better, cand_elbo, elbo))
 
     def _prune(self, N: np.ndarray, s: np.ndarray, S: np.ndarray, T: np.ndarray,
                Xt: np.ndarray, rows: Arrays, alpha: np.ndarray, elbo: np.ndarray
@@ -257,7 +288,9 @@ class MFA(ObsModel):
         w, mean = self._w, rows["mean"]
         Ew = _row_cov_sum(rows, w) + np.einsum("kdi,kdj,d->kij", mean, mean, w)
         L = np.linalg.cholesky(Ew[:, 1:, 1:] + np.eye(self.q))
-        return {"c": Ew[:, 1:, 0], "e": Ew[:, 0, 0], "L": L,
+        Li = np.linalg.inv(L)
+        return {"c": Ew[:, 1:, 0], "e": Ew[:, 0, 0], "Li": Li,
+                "Gi": np.swapaxes(Li, -1, -2) @ Li,  # Γ⁻¹
                 "logdet_Gamma": 2.0 * np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum(-1),
                 "B": np.swapaxes(mean[:, :, 1:] * w[None, :, None], -1, -2)}
 
@@ -265,10 +298,9 @@ class MFA(ObsModel):
                       mom: Arrays) -> tuple[np.ndarray, np.ndarray]:
         """T = Σ r E[ỹ ỹᵀ] (K, q+1, q+1) and X̃ = Σ r x E[ỹ]ᵀ (K, D, q+1) under the optimal q(y)
         (module docstring: A = Γ⁻¹ B, a = Γ⁻¹ c)."""
-        L = mom["L"]
-        A = _chol_solve(L, mom["B"])  # (K, q, D)
-        a = _chol_solve(L, mom["c"][..., None])[..., 0]  # (K, q)
-        V = _chol_solve(L, np.broadcast_to(np.eye(self.q), L.shape))
+        V = mom["Gi"]
+        A = V @ mom["B"]  # (K, q, D)
+        a = np.einsum("kij,kj->ki", V, mom["c"])
         As = np.einsum("kqd,kd->kq", A, s)
         SA = S @ np.swapaxes(A, -1, -2)  # (K, D, q)
         ASA = A @ SA
@@ -325,11 +357,11 @@ class MFA(ObsModel):
         E log q(λ̃_d)) = Σ_d [½ log|P| - ½ tr(P E_d) + ½ log|C_d| + (q+1)/2], over the columns
         switched on (one switched off is exactly 0 under q and the prior: it adds 0)."""
         w, mean = self._w, rows["mean"]
-        L, B, c = mom["L"], mom["B"], mom["c"]
+        B, c = mom["B"], mom["c"]
         Bs = np.einsum("kqd,kd->kq", B, s)
         Q = (B @ S @ np.swapaxes(B, -1, -2) - Bs[:, :, None] * c[:, None, :]
              - c[:, :, None] * Bs[:, None, :] + N[:, None, None] * c[:, :, None] * c[:, None, :])
-        trQ = np.trace(_chol_solve(L, Q), axis1=-2, axis2=-1)
+        trQ = np.einsum("kij,kij->k", mom["Gi"], Q)
         diagS = np.diagonal(S, axis1=-2, axis2=-1)
         data = (N * (self._const - 0.5 * mom["logdet_Gamma"])
                 - 0.5 * ((diagS * w).sum(1) - 2.0 * (s * mean[:, :, 0] * w).sum(1) + N * mom["e"])
@@ -387,8 +419,8 @@ class MFA(ObsModel):
         one (n x D)(D x K(q+1)) product, O(n K D q)."""
         Y = self._standard_items(X)
         mom = self._moments(post)
-        F = _tri_solve_lower(mom["L"], mom["B"])  # L⁻¹ B: (K, q, D)
-        g = _tri_solve_lower(mom["L"], mom["c"][..., None])[..., 0]  # (K, q)
+        F = mom["Li"] @ mom["B"]  # L⁻¹ B, Γ = L Lᵀ: (K, q, D)
+        g = np.einsum("kij,kj->ki", mom["Li"], mom["c"])
         K, q = F.shape[0], self.q
         W = np.concatenate([(post["mean"][:, :, 0] * self._w)[:, None, :], F], axis=1)
         Z = (Y @ W.reshape(K * (q + 1), self.D).T).reshape(len(Y), K, q + 1)
@@ -501,7 +533,7 @@ def lowrank_logpdf(Y: np.ndarray, mu: np.ndarray, M: np.ndarray, dvar: np.ndarra
     iw = 1.0 / dvar
     core = np.eye(q) + np.swapaxes(M, -1, -2) @ (M * iw[:, :, None])
     L = np.linalg.cholesky(core)
-    F = _tri_solve_lower(L, np.swapaxes(M * iw[:, :, None], -1, -2))  # L⁻¹ Mᵀ D⁻¹ (K, q, D)
+    F = np.linalg.solve(L, np.swapaxes(M * iw[:, :, None], -1, -2))  # L⁻¹ Mᵀ D⁻¹ (K, q, D)
     logdet = np.log(dvar).sum(1) + 2.0 * np.log(np.diagonal(L, axis1=-2, axis2=-1)).sum(-1)
     out = np.empty((len(Y), K))
     for k in range(K):  # O(n D q) each
@@ -515,18 +547,14 @@ def lowrank_logpdf(Y: np.ndarray, mu: np.ndarray, M: np.ndarray, dvar: np.ndarra
 Q_KEYS = ("mean", "V", "f", "logdet", "alpha")
 
 
+def _expand(mask: np.ndarray, ndim: int) -> np.ndarray:
+    """A per-component mask (K,) shaped to broadcast over arrays of ``ndim`` dimensions."""
+    return mask.reshape(mask.shape + (1,) * (ndim - 1))
+
+
 def _row_cov_sum(rows: Arrays, weights: np.ndarray | None = None) -> np.ndarray:
     """Σ_d g_d C_d = V diag(Σ_d g_d f_d) Vᵀ per component (g = ``weights``, else 1)."""
     f = rows["f"].sum(1) if weights is None else np.einsum("kdj,d->kj", rows["f"], weights)
     V = rows["V"]
     return (V * f[:, None, :]) @ np.swapaxes(V, -1, -2)
 
-
-def _tri_solve_lower(L: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """L⁻¹ B for stacked lower-triangular L."""
-    return np.linalg.solve(L, B)
-
-
-def _chol_solve(L: np.ndarray, B: np.ndarray) -> np.ndarray:
-    """(L Lᵀ)⁻¹ B for stacked Cholesky factors L."""
-    return np.linalg.solve(np.swapaxes(L, -1, -2), np.linalg.solve(L, B))
