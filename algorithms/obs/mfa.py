@@ -21,10 +21,11 @@ N = Σ r_n, s = Σ r_n x_n and S = Σ r_n x_n x_nᵀ — the statistics ``gauss`
 Σ r E[y] = A s - N a, Σ r E[y yᵀ] = N Γ⁻¹ + A S Aᵀ - A s aᵀ - a sᵀ Aᵀ + N a aᵀ,
 Σ r x E[y]ᵀ = S Aᵀ - s aᵀ. q(y) is therefore never stored: it is the optimum under the current
 q(Λ̃) (the bound with q(y) maximised out, L*), and the global update (``post``) is coordinate
-ascent on L* — q(y) given q(Λ̃), q(Λ̃) given q(y), α given q(Λ̃) (type-II: α_j = D / Σ_d E[λ_dj²]) —
-each step raising it, from a spectral start (factor analysis of the component's covariance in
-Ψ's metric) or, within a lap, from the previous q (``post_update``), until it gains less than
-INNER_TOL. The ELBO of a component is Σ_n r_n ℓ_n + Σ_d (E log N(λ̃_d | 0, P⁻¹) - E log q(λ̃_d)).
+ascent on L*: q(y) given q(Λ̃), q(Λ̃) given q(y), the factors' rotation that ARD prefers
+(``_rotate``) and α given q(Λ̃) (type-II: α_j = D / Σ_d E[λ_dj²]), each step raising it, from a
+spectral start (factor analysis of the component's covariance in Ψ's metric) or from the
+previous q (``post_update``), until it gains less than INNER_TOL. The ELBO of a component is
+Σ_n r_n ℓ_n + Σ_d (E log N(λ̃_d | 0, P⁻¹) - E log q(λ̃_d)).
 
 Ψ is a hyperparameter learned between laps (``learn_prior``): ψ_d = Σ_k R_kd / Σ_k N_k, with
 R_kd = Σ_n r_nk E[(x_nd - λ̃_dᵀ ỹ_n)²], the argmax at fixed q, floored at PSI_FLOOR σ_d².
@@ -196,52 +197,46 @@ class MFA(ObsModel):
                 :, None, :]
         rows = {"mean": mean, "V": np.broadcast_to(np.eye(q + 1), (K, q + 1, q + 1)).copy(),
                 "f": np.zeros((K, D, q + 1)), "logdet": np.full(K, -np.inf)}
-        return {**rows, "alpha": self._ard(rows, None)}
+        return {**rows, "alpha": self._start_alpha(rows)}
 
     def _ascend(self, N: np.ndarray, s: np.ndarray, S: np.ndarray, start: Arrays) -> Arrays:
-        """Rounds of (q(y), q(Λ̃), α) updates per component until each gains less than
-        INNER_TOL; a converged component is left alone, so each one's result depends on its
-        own statistics only. α takes MacKay's step where it raises the bound, else EM's."""
+        """Rounds of (q(y), q(Λ̃), rotation and α) updates per component until each gains
+        less than INNER_TOL (1 + |L_k|); a converged component is left alone, so each one's
+        result depends on its own statistics only. Every step is a coordinate maximum, so no
+        round lowers the bound."""
         K = len(N)
         out = {k: np.array(start[k], dtype=float) for k in Q_KEYS}
-        out["elbo"] = self._elbo(N, s, S, self._moments(out), out, out["alpha"]) if K else (
-            np.zeros(0))  # -inf from a spectral start (its rows have no covariance)
+        mom = self._moments(out)
+        out["elbo"] = self._elbo(N, s, S, mom, out, out["alpha"])  # -inf from a spectral start
         active = np.arange(K)
         for _ in range(INNER_ITER):
             if not len(active):
                 break
             a = active
-            old = {k: v[a] for k, v in out.items()}
-            T, Xt = self._factor_stats(N[a], s[a], S[a], self._moments(old))
-            rows = self._rows(T, Xt, old["alpha"])
-            mom = self._moments(rows)
-            alpha = self._ard(rows, old["alpha"], mackay=True)
-            elbo = self._elbo(N[a], s[a], S[a], mom, rows, alpha)
-            worse = elbo < old["elbo"]  # MacKay's step overshot: the EM step instead
-            if np.any(worse):
-                alpha[worse] = self._ard({k: v[worse] for k, v in rows.items()},
-                                         old["alpha"][worse])
-                elbo = np.where(worse, self._elbo(N[a], s[a], S[a], mom, rows, alpha), elbo)
-            rows, alpha, elbo = self._rotate(N[a], s[a], S[a], rows, alpha, elbo)
-            rows, alpha, elbo = self._prune(N[a], s[a], S[a], T, Xt, rows, alpha, elbo)
-            done = elbo - old["elbo"] <= INNER_TOL * (1.0 + np.abs(elbo))
+            T, Xt = self._factor_stats(N[a], s[a], S[a], {k: v[a] for k, v in mom.items()})
+            rows, alpha = self._rotate(self._rows(T, Xt, out["alpha"][a]), out["alpha"][a])
+            mom_a = self._moments(rows)
+            elbo = self._elbo(N[a], s[a], S[a], mom_a, rows, alpha)
+            rows, alpha, elbo, mom_a = self._prune(N[a], s[a], S[a], T, Xt, rows, alpha, elbo,
+                                                   mom_a)
+            done = elbo - out["elbo"][a] <= INNER_TOL * (1.0 + np.abs(elbo))
             for k, v in {**rows, "alpha": alpha, "elbo": elbo}.items():
                 out[k][a] = v
+            for k, v in mom_a.items():
+                mom[k][a] = v
             active = a[~done]
-        mom = self._moments(out)
         T, Xt = self._factor_stats(N, s, S, mom)
         out["resid"] = self._residuals(S, out, T, Xt)
         return {**out, "N": N, "s": s, "S": S}
 
-    def _rotate(self, N: np.ndarray, s: np.ndarray, S: np.ndarray, rows: Arrays,
-                alpha: np.ndarray, elbo: np.ndarray) -> tuple[Arrays, np.ndarray, np.ndarray]:
-        """The factors' rotation that ARD prefers, kept where it raises the bound. An orthogonal
-        R (Λ → Λ R, y → Rᵀ y) leaves p(x) and p(y) unchanged, so only the ARD terms move, and
-        with α at its argmax they are -D/2 Σ_j log (Rᵀ E R)_jj + const, E = Σ_d E[λ_d λ_dᵀ];
-        by Hadamard's inequality the eigenvectors of E minimise it (Luttinen & Ilin 2010 speed
-        up VB factor analysis by such rotations). Without it the ascent drifts along the
-        rotations for thousands of rounds (1,797 digits, q = 10: 10 nats in 20,000 rounds).
-        Columns switched off stay off and last."""
+    def _rotate(self, rows: Arrays, alpha: np.ndarray) -> tuple[Arrays, np.ndarray]:
+        """The factors' rotation that ARD prefers, and α at its argmax (the EM step). An
+        orthogonal R (Λ → Λ R, y → Rᵀ y) leaves p(x) and p(y) unchanged, so only the ARD terms
+        move, and with α at its argmax α_j = D / (Rᵀ E R)_jj they are -D/2 Σ_j log (Rᵀ E R)_jj
+        + const, E = Σ_d E[λ_d λ_dᵀ]: by Hadamard's inequality E's eigenvectors maximise them
+        (Luttinen & Ilin 2010 speed up VB factor analysis by such rotations; without one the
+        ascent drifted along the rotations, 10 nats in 20,000 rounds on 1,797 digits). Columns
+        switched off stay off, and last."""
         on = np.isfinite(alpha)
         mean = rows["mean"]
         E = (_row_cov_sum(rows)[:, 1:, 1:]
@@ -251,36 +246,34 @@ class MFA(ObsModel):
         E[:, idx, idx] = np.where(on, E[:, idx, idx], -1.0)  # off columns: eigenvalue -1
         lam, U = np.linalg.eigh(E)
         lam, U = lam[:, ::-1], U[:, :, ::-1]  # the largest first, the off columns last
-        cand = {**rows, "mean": np.concatenate([mean[:, :, :1], mean[:, :, 1:] @ U], axis=-1),
+        rows = {**rows, "mean": np.concatenate([mean[:, :, :1], mean[:, :, 1:] @ U], axis=-1),
                 "V": np.concatenate([rows["V"][:, :1], np.swapaxes(U, -1, -2)
                                      @ rows["V"][:, 1:]], axis=1)}
-        cand_alpha = np.where(lam < 0, np.inf, self._ard(cand, None))
-        cand_elbo = self._elbo(N, s, S, self._moments(cand), cand, cand_alpha)
-        better = cand_elbo > elbo
-        for k in rows:
-            rows[k] = np.where(_expand(better, rows[k].ndim), cand[k], rows[k])
-        return (rows, np.where(better[:, None], cand_alpha, alpha),
-                np.where(better, cand_elbo, elbo))
+        with np.errstate(divide="ignore"):
+            alpha = np.where(lam < 0, np.inf, np.clip(self.D / lam, ALPHA_MIN, ALPHA_MAX))
+        return rows, alpha
 
     def _prune(self, N: np.ndarray, s: np.ndarray, S: np.ndarray, T: np.ndarray,
-               Xt: np.ndarray, rows: Arrays, alpha: np.ndarray, elbo: np.ndarray
-               ) -> tuple[Arrays, np.ndarray, np.ndarray]:
+               Xt: np.ndarray, rows: Arrays, alpha: np.ndarray, elbo: np.ndarray, mom: Arrays
+               ) -> tuple[Arrays, np.ndarray, np.ndarray, Arrays]:
         """Components with a column past ALPHA_PRUNE: the rows' update with those columns off
         (α = ∞) from the same q(y), kept where its bound is higher."""
         try_ = np.flatnonzero(((alpha > ALPHA_PRUNE) & np.isfinite(alpha)).any(1))
         if not len(try_):
-            return rows, alpha, elbo
+            return rows, alpha, elbo, mom
         cand_alpha = np.where(alpha[try_] > ALPHA_PRUNE, np.inf, alpha[try_])
         cand = self._rows(T[try_], Xt[try_], cand_alpha)
-        cand_elbo = self._elbo(N[try_], s[try_], S[try_], self._moments(cand), cand, cand_alpha)
+        cand_mom = self._moments(cand)
+        cand_elbo = self._elbo(N[try_], s[try_], S[try_], cand_mom, cand, cand_alpha)
         better = cand_elbo > elbo[try_]
         keep = try_[better]
-        rows = {k: v.copy() for k, v in rows.items()}
-        for k in rows:
-            rows[k][keep] = cand[k][better]
+        rows, mom = {k: v.copy() for k, v in rows.items()}, {k: v.copy() for k, v in mom.items()}
+        for new, old in ((cand, rows), (cand_mom, mom)):
+            for k in old:
+                old[k][keep] = new[k][better]
         alpha, elbo = alpha.copy(), elbo.copy()
         alpha[keep], elbo[keep] = cand_alpha[better], cand_elbo[better]
-        return rows, alpha, elbo
+        return rows, alpha, elbo, mom
 
     def _moments(self, rows: Arrays) -> Arrays:
         """The sums over rows that q(y) reads, Σ_d E_d/ψ_d (E_d = C_d + m_d m_dᵀ) split into
@@ -335,21 +328,11 @@ class MFA(ObsModel):
         return {"mean": mean, "V": V, "f": f,
                 "logdet": -self.D * logP + np.log(f).sum((1, 2))}
 
-    def _ard(self, rows: Arrays, alpha: np.ndarray | None, mackay: bool = False) -> np.ndarray:
-        """The ARD precisions within [ALPHA_MIN, ALPHA_MAX], ∞ where ``alpha`` (the precisions
-        the rows were updated with; None at a start) has a column switched off. α_j = D / Σ_d
-        E[λ_dj²], the argmax of Σ_d E log N(λ_dj | 0, 1/α_j) at fixed q(Λ̃) (the EM step); with
-        ``mackay``, MacKay's step α_j = γ_j / Σ_d m_dj², γ_j = D - α_j Σ_d C_d[jj] (the same fixed
-        points, reached in far fewer rounds; the caller keeps it only where the bound rose)."""
-        var = np.diagonal(_row_cov_sum(rows), axis1=-2, axis2=-1)[:, 1:]
-        sq = (rows["mean"][:, :, 1:] ** 2).sum(1)
-        off = np.zeros(sq.shape, bool) if alpha is None else ~np.isfinite(alpha)
-        with np.errstate(invalid="ignore"):
-            if not mackay:
-                new = self.D / np.maximum(var + sq, 1e-300)
-            else:
-                new = np.maximum(self.D - alpha * var, 0.0) / np.maximum(sq, 1e-300)
-        return np.where(off, np.inf, np.clip(new, ALPHA_MIN, ALPHA_MAX))
+    def _start_alpha(self, rows: Arrays) -> np.ndarray:
+        """α_j = D / Σ_d E[λ_dj²] for the start's loadings (the argmax at fixed q(Λ̃))."""
+        second = (np.diagonal(_row_cov_sum(rows), axis1=-2, axis2=-1)[:, 1:]
+                  + (rows["mean"][:, :, 1:] ** 2).sum(1))
+        return np.clip(self.D / np.maximum(second, 1e-300), ALPHA_MIN, ALPHA_MAX)
 
     def _elbo(self, N: np.ndarray, s: np.ndarray, S: np.ndarray, mom: Arrays, rows: Arrays,
               alpha: np.ndarray) -> np.ndarray:
