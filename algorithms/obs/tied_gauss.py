@@ -22,6 +22,10 @@ B (κ_k + 1) / (κ_k ν').
 One item x with weight w into k: κ' = κ + w, m' = m + (w/κ')(x - m), ν' = ν + w and
 B' = B + (w κ/κ')(x - m)(x - m)ᵀ: a rank-one update of the one shared Cholesky factor, after
 which every component's whitened mean is re-whitened in O(D) (wishart.rewhiten).
+Integer-valued columns (``delta``, dequant.py): T gains n diag(δ), the local step the constant
+-½ ν Σ_d δ_d (B⁻¹)_dd (the same for every component: it moves no responsibility), the
+predictive's distance Σ_d δ_d (B⁻¹)_dd, and one item's B' also w diag(δ) (one rank-one update
+and re-whitening per integer column).
 """
 
 from __future__ import annotations
@@ -43,7 +47,14 @@ from .base import (
     dense_item,
     dense_items,
 )
-from .gauss import Gauss, normal_wishart_default, set_normal_wishart, student_t_logpdf
+from .dequant import chol_inverse_diag, gram_diag, precision_diag
+from .gauss import (
+    Gauss,
+    normal_wishart_default,
+    normal_wishart_prior,
+    set_normal_wishart,
+    student_t_bound,
+)
 from .prior_learning import KAPPA_MAX, identifiable, widened
 
 # the entries of a posterior or one-item state with a component axis; the others are shared
@@ -123,21 +134,23 @@ class TiedGauss(ObsModel):
         """A mean (the one covariance is shared by all components)."""
         return D
 
-    def __init__(self, D: int, m0: np.ndarray, kappa0: float, nu0: float, B0: np.ndarray) -> None:
-        set_normal_wishart(self, D, m0, kappa0, nu0, B0)
+    def __init__(self, D: int, m0: np.ndarray, kappa0: float, nu0: float, B0: np.ndarray,
+                 delta: np.ndarray | None = None) -> None:
+        """``delta``: each column's step Δ_d, 0 for a continuous one (None: all 0); integer
+        columns are dequantised (dequant.py)."""
+        set_normal_wishart(self, D, m0, kappa0, nu0, B0, delta)
         self._logZW0 = float(W.log_Z(self.nu0, self._logdet_B0, D))
 
     @classmethod
     def default(cls, X: Data, kappa0: float = 0.01, nu0: float | None = None, scale: float = 0.1,
                 m0: np.ndarray | None = None, B0: np.ndarray | None = None,
-                shrinkage: float = SHRINKAGE) -> TiedGauss:
+                shrinkage: float = SHRINKAGE, delta: np.ndarray | None = None) -> TiedGauss:
         """Gauss's data-scaled Normal-Wishart prior (normal_wishart_default), here over the one
         shared precision."""
-        return cls(**normal_wishart_default(X, kappa0, nu0, scale, m0, B0, shrinkage))
+        return cls(**normal_wishart_default(X, kappa0, nu0, scale, m0, B0, shrinkage), delta=delta)
 
     def prior(self) -> dict[str, Any]:
-        return {"D": self.D, "m0": self.m0.tolist(), "kappa0": self.kappa0, "nu0": self.nu0,
-                "B0": self.B0.tolist()}
+        return normal_wishart_prior(self)
 
     prior_figures = Gauss.prior_figures
 
@@ -158,7 +171,7 @@ class TiedGauss(ObsModel):
         spread = self.D / post["kappa"] + float(post["nu"]) * (Z * Z).sum(1)
         kappa0 = float(np.clip(len(N) * self.D / spread.sum(),
                                *widened(0.0, KAPPA_MAX, self.kappa0)))
-        return TiedGauss(self.D, self.m0, kappa0, self.nu0, self.B0)
+        return TiedGauss(self.D, self.m0, kappa0, self.nu0, self.B0, self.delta)
 
     def check_data(self, X: Data) -> None:
         check_dense(X, self.D)
@@ -175,7 +188,12 @@ class TiedGauss(ObsModel):
         """x_k = Σ_n r_nk x_n; n and T = Σ_n (x_n - m0)(x_n - m0)ᵀ, whatever R."""
         X = np.asarray(X, dtype=float)
         Y = X - self.m0
-        return {"x": R.T @ X, "n": np.asarray(float(len(X))), "scatter": Y.T @ Y}
+        return {"x": R.T @ X, "n": np.asarray(float(len(X))),
+                "scatter": self._cells(Y.T @ Y, len(X))}
+
+    def _cells(self, scatter: np.ndarray, n: int) -> np.ndarray:
+        """The pooled scatter of n items, with integer columns plus n diag(δ) (dequant.py)."""
+        return scatter if self.dq is None else scatter + self.dq.second_moments(float(n))
 
     def post(self, N: np.ndarray, stats: Arrays) -> Arrays:
         """κ = κ0 + N, m = m0 + g/κ, ν = ν0 + n, B = B0 + T - Σ_k g_k g_kᵀ / κ_k (g = x - N m0)."""
@@ -192,9 +210,11 @@ class TiedGauss(ObsModel):
     # the local step ------------------------------------------------------------------------
 
     def _E_loglik_offset(self, post: Arrays) -> np.ndarray:
-        """E_loglik's terms free of x: -D/2 log 2π + ½ E[log|Λ|] - ½ D/κ_k (K,)."""
+        """E_loglik's terms free of x: -D/2 log 2π + ½ E[log|Λ|] - ½ D/κ_k (K,), and with integer
+        columns Σ log Δ_d - ½ Σ_d δ_d E[Λ]_dd."""
         elogdet = W.E_logdet(post["nu"], post["logdet_B"], self.D)
-        return -0.5 * self.D * W.LOG2PI + 0.5 * elogdet - 0.5 * self.D / post["kappa"]
+        offset = -0.5 * self.D * W.LOG2PI + 0.5 * elogdet - 0.5 * self.D / post["kappa"]
+        return offset if self.dq is None else offset + self.dq.offset(precision_diag(post))
 
     def E_loglik(self, X: Data, post: Arrays) -> np.ndarray:
         """-D/2 log 2π + ½ E[log|Λ|] - ½ (D/κ_k + ν |U (x - m_k)|²), B⁻¹ = Uᵀ U: (n, K)."""
@@ -220,7 +240,7 @@ class TiedGauss(ObsModel):
     def _scatter_about_m0(self, F: TiedItems) -> np.ndarray:
         """Σ (x - m0)(x - m0)ᵀ from the scatter about the mean c: + n d dᵀ, d = c - m0."""
         d = F.center - self.m0
-        return F.scatter + F.X.shape[0] * np.outer(d, d)
+        return self._cells(F.scatter + F.X.shape[0] * np.outer(d, d), F.X.shape[0])
 
     def repeated(self, X: Data) -> TiedItems:
         """X with its mean kept, and its scatter once the first step has made it."""
@@ -247,14 +267,18 @@ class TiedGauss(ObsModel):
                       - 0.5 * (N + self.kappa0) * D / kappa)
         wishart = (float(W.log_Z(nu, logdet, D)) - self._logZW0 + 0.5 * nu * (D - tr)
                    + 0.5 * (n + self.nu0 - nu) * elogdet)
-        return float(-0.5 * n * D * W.LOG2PI + components.sum() + wishart)
+        return float(-0.5 * n * D * W.LOG2PI + components.sum() + wishart + self._cell(n))
+
+    def _cell(self, n: float) -> float:
+        """n Σ log Δ_d, the bound's cell term (0 without integer columns, or every Δ_d = 1)."""
+        return 0.0 if self.dq is None else float(self.dq.cell(n))
 
     def _evidence(self, n: float, post: Arrays) -> float:
         """log M(S) from the optimal q's parameters (module docstring)."""
         D = self.D
         return float(-0.5 * n * D * W.LOG2PI
                      + 0.5 * D * np.log(self.kappa0 / post["kappa"]).sum()
-                     + W.log_Z(post["nu"], post["logdet_B"], D) - self._logZW0)
+                     + W.log_Z(post["nu"], post["logdet_B"], D) - self._logZW0 + self._cell(n))
 
     def elbo_at_optimum(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:
         return self._evidence(float(stats["n"]), post)
@@ -287,9 +311,11 @@ class TiedGauss(ObsModel):
         return 0.5 * self.D * np.log(ka * kb / (k0 * kab)) - 0.5 * float(post["nu"]) * np.log(det)
 
     def predictive_logpdf(self, X: Data, post: Arrays) -> np.ndarray:
-        """Student-t: ν - D + 1 dof, location m_k, scale B (κ_k + 1) / (κ_k (ν - D + 1))."""
+        """Student-t: ν - D + 1 dof, location m_k, scale B (κ_k + 1) / (κ_k (ν - D + 1)); with
+        integer columns the bound on E_u of it (dequant.py)."""
         d2 = sq_distances(np.asarray(X, dtype=float), post["U"], post["m"])
-        return student_t_logpdf(d2, post["kappa"], post["nu"], post["logdet_B"], self.D)
+        return student_t_bound(self.dq, d2, gram_diag(post["U"]), post["kappa"], post["nu"],
+                               post["logdet_B"], self.D)
 
     # components of posteriors and states -------------------------------------------------
 
@@ -328,7 +354,8 @@ class TiedGauss(ObsModel):
     def loglik(self, X: Data, theta: Arrays) -> np.ndarray:
         """log N(x | μ_k, Λ⁻¹) = -D/2 log 2π + ½ log|Λ| - ½ |P (x - μ_k)|²: (n, K)."""
         d2 = sq_distances(np.asarray(X, dtype=float), theta["U"], theta["mu"])
-        return -0.5 * self.D * W.LOG2PI + 0.5 * float(theta["logdet"]) - 0.5 * d2
+        out = -0.5 * self.D * W.LOG2PI + 0.5 * float(theta["logdet"]) - 0.5 * d2
+        return out if self.dq is None else out + self.dq.offset(gram_diag(theta["U"]))
 
     # the one-item path (ADF, EP) ----------------------------------------------------------
 
@@ -351,7 +378,9 @@ class TiedGauss(ObsModel):
         y = L⁻¹ (x - m0): O(D² + K D) per item."""
         Y = self._whiten(state, dense_items(X, self.D))
         d2 = ((Y[:, None, :] - state["W"][None, :, :]) ** 2).sum(-1)
-        return student_t_logpdf(d2, state["kappa"], state["nu"], state["logdet_B"], self.D)
+        return student_t_bound(self.dq, d2, None if self.dq is None else
+                               chol_inverse_diag(state["L"]), state["kappa"], state["nu"],
+                               state["logdet_B"], self.D)
 
     def absorb(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
         """κ' = κ + w, m' = m + (w/κ') (x - m), ν' = ν + w, B' = B + (w κ/κ') (x - m)(x - m)ᵀ as
@@ -362,6 +391,8 @@ class TiedGauss(ObsModel):
         kappa = state["kappa"][k]
         kappa_new = kappa + w
         self._rank1(state, k, x, np.sqrt(w * kappa / kappa_new), w / kappa_new, +1)
+        if self.dq is not None:
+            self._add_cells(state, w, +1)
         state["m"][k] += (w / kappa_new) * (x - state["m"][k])
         state["kappa"][k] = kappa_new
         state["nu"] += w
@@ -376,7 +407,19 @@ class TiedGauss(ObsModel):
         if not (kappa_new > 0 and nu_new > self.D - 1):
             raise ValueError(f"removing weight {w} leaves kappa = {kappa_new}, nu = {nu_new}: "
                              f"they must stay above 0 and D - 1")
-        self._rank1(state, k, x, np.sqrt(w * state["kappa"][k] / kappa_new), -w / kappa_new, -1)
+        if self.dq is None:
+            self._rank1(state, k, x, np.sqrt(w * state["kappa"][k] / kappa_new),
+                        -w / kappa_new, -1)
+        else:  # B' - w diag(δ) first (every step's result is at least B); all or nothing
+            kept = {key: np.array(state[key]) for key in ("L", "W", "logdet_B")}
+            try:
+                self._add_cells(state, w, -1)
+                self._rank1(state, k, x, np.sqrt(w * state["kappa"][k] / kappa_new),
+                            -w / kappa_new, -1)
+            except ValueError:
+                for key, value in kept.items():
+                    state[key][...] = value
+                raise
         state["m"][k] -= (w / kappa_new) * (x - state["m"][k])
         state["kappa"][k] = kappa_new
         state["nu"][...] = nu_new
@@ -391,6 +434,16 @@ class TiedGauss(ObsModel):
         q = W.chol_rank1(state["L"], None, sign, p=p)
         state["W"][k] += step * d
         W.rewhiten(state["W"], p, q, sign)
+        state["logdet_B"][...] = W.logdet_from_chol(state["L"])
+
+    def _add_cells(self, state: Arrays, w: float, sign: int) -> None:
+        """B ± w diag(δ) (an item's integer cells): a rank-one update of L per integer column,
+        each followed by the re-whitening of every W_j, as in _rank1."""
+        def rank1(L: np.ndarray, v: np.ndarray, sign: int) -> None:
+            p = W.solve_lower(L[None], v[None, None, :])[0, 0]
+            W.rewhiten(state["W"], p, W.chol_rank1(L, None, sign, p=p), sign)
+
+        self.dq.chol_add(state["L"], w, sign, rank1)
         state["logdet_B"][...] = W.logdet_from_chol(state["L"])
 
     # summaries of the fit -----------------------------------------------------------------
