@@ -11,7 +11,7 @@ Draws (draw): Λ = Pᵀ P by Bartlett's decomposition (P = Aᵀ U, wishart.wisha
 μ = m + P⁻¹ z / √κ with z ~ N(0, I), so Cov(μ | Λ) = P⁻¹ P⁻ᵀ / κ = (κ Λ)⁻¹.
 Integer-valued columns (``delta``, dequant.py): S_k gains N_k diag(δ), the local step
 -½ Σ_d δ_d E[Λ_k]_dd = -½ ν_k Σ_d δ_d (B_k⁻¹)_dd, the predictive's Mahalanobis distance
-Σ_d δ_d (B_k⁻¹)_dd, and one item's B' also w diag(δ) (one rank-one update per integer column).
+Σ_d δ_d (B_k⁻¹)_dd, and one item's B' also w diag(δ) (L_k refactored: Dequant.update_state).
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ from .base import (
     dense_items,
     weighted_outer,
 )
-from .dequant import Dequant, chol_inverse_diag, gram_diag, precision_diag, set_steps
+from .dequant import Dequant, gram_diag, precision_diag, set_steps
 from .prior_learning import KAPPA_MAX, identifiable, learn_wishart, widened
 
 
@@ -219,11 +219,13 @@ class Gauss(ObsModel):
         return (np.asarray(X, dtype=float) - self.m0) @ self._U0.T
 
     def predictive_state(self, post: Arrays) -> Arrays:
-        """κ, m, ν, the lower Cholesky factor L of B (B = L Lᵀ) and log|B| = 2 Σ log diag L."""
+        """κ, m, ν, the lower Cholesky factor L of B (B = L Lᵀ) and log|B| = 2 Σ log diag L;
+        with integer columns the diagonals of B⁻¹ (dequant.py)."""
         L = np.linalg.cholesky(post["B"])
-        return {"kappa": np.array(post["kappa"], dtype=float),
-                "m": np.array(post["m"], dtype=float), "nu": np.array(post["nu"], dtype=float),
-                "L": L, "logdet_B": W.logdet_from_chol(L)}
+        state = {"kappa": np.array(post["kappa"], dtype=float),
+                 "m": np.array(post["m"], dtype=float), "nu": np.array(post["nu"], dtype=float),
+                 "L": L, "logdet_B": W.logdet_from_chol(L)}
+        return state if self.dq is None else {**state, **self.dq.state_entries(L)}
 
     def predictive_logpdf_state(self, state: Arrays, X: Data) -> np.ndarray:
         """The Student-t of predictive_logpdf with (x - m)ᵀ B⁻¹ (x - m) = |z|², L z = x - m:
@@ -231,21 +233,22 @@ class Gauss(ObsModel):
         X = dense_items(X, self.D)
         Z = W.solve_lower(state["L"], X[:, None, :] - state["m"][None, :, :])
         mahal = np.einsum("nkd,nkd->nk", Z, Z)
-        return student_t_bound(self.dq, mahal, None if self.dq is None else
-                               chol_inverse_diag(state["L"]), state["kappa"], state["nu"],
-                               state["logdet_B"], self.D)
+        return student_t_bound(self.dq, mahal, state.get("inv_diag"), state["kappa"],
+                               state["nu"], state["logdet_B"], self.D)
 
     def absorb(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
         """κ' = κ + w, m' = m + (w / κ') (x - m), ν' = ν + w and B' = B + (w κ / κ') (x - m)(x - m)ᵀ
-        as a rank-one update of L_k, O(D²); log|B_k| from the new diagonal."""
+        as a rank-one update of L_k, O(D²) (with integer columns B' also gains w diag(δ):
+        L_k refactored, O(D³), Dequant.update_state); log|B_k| from the new diagonal."""
         k = check_component(k, len(state["kappa"]))
         x, w = dense_item(x, self.D), check_weight(w)
         kappa = state["kappa"][k]
         kappa_new = kappa + w
         d = x - state["m"][k]
-        W.chol_rank1(state["L"][k], np.sqrt(w * kappa / kappa_new) * d, +1)
-        if self.dq is not None:
-            self.dq.chol_add(state["L"][k], w, +1, W.chol_rank1)
+        if self.dq is None:
+            W.chol_rank1(state["L"][k], np.sqrt(w * kappa / kappa_new) * d, +1)
+        else:
+            self.dq.update_state(state, k, np.sqrt(w * kappa / kappa_new) * d, w, +1)
         state["m"][k] += (w / kappa_new) * d
         state["kappa"][k] = kappa_new
         state["nu"][k] += w
@@ -262,13 +265,11 @@ class Gauss(ObsModel):
             raise ValueError(f"removing weight {w} leaves kappa = {kappa_new}, nu = {nu_new}: "
                              f"they must stay above 0 and D - 1")
         d = x - state["m"][k]
+        v = np.sqrt(w * state["kappa"][k] / kappa_new) * d
         if self.dq is None:
-            W.chol_rank1(state["L"][k], np.sqrt(w * state["kappa"][k] / kappa_new) * d, -1)
-        else:  # B' - w diag(δ) first: every step's result is at least B, positive definite
-            L = state["L"][k].copy()
-            self.dq.chol_add(L, w, -1, W.chol_rank1)
-            W.chol_rank1(L, np.sqrt(w * state["kappa"][k] / kappa_new) * d, -1)
-            state["L"][k] = L
+            W.chol_rank1(state["L"][k], v, -1)
+        else:  # and - w diag(δ)
+            self.dq.update_state(state, k, v, w, -1)
         state["m"][k] -= (w / kappa_new) * d
         state["kappa"][k] = kappa_new
         state["nu"][k] = nu_new

@@ -24,8 +24,8 @@ B' = B + (w κ/κ')(x - m)(x - m)ᵀ: a rank-one update of the one shared Choles
 which every component's whitened mean is re-whitened in O(D) (wishart.rewhiten).
 Integer-valued columns (``delta``, dequant.py): T gains n diag(δ), the local step the constant
 -½ ν Σ_d δ_d (B⁻¹)_dd (the same for every component: it moves no responsibility), the
-predictive's distance Σ_d δ_d (B⁻¹)_dd, and one item's B' also w diag(δ) (one rank-one update
-and re-whitening per integer column).
+predictive's distance Σ_d δ_d (B⁻¹)_dd, and one item's B' also w diag(δ) (L refactored,
+Dequant.update_state, and the means re-whitened).
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from .base import (
     dense_item,
     dense_items,
 )
-from .dequant import chol_inverse_diag, gram_diag, precision_diag
+from .dequant import gram_diag, precision_diag
 from .gauss import (
     Gauss,
     normal_wishart_default,
@@ -361,13 +361,15 @@ class TiedGauss(ObsModel):
 
     def predictive_state(self, post: Arrays) -> Arrays:
         """κ, m and the whitened means W_k = L⁻¹ (m_k - m0) per component; ν, the lower Cholesky
-        factor L of B and log|B| once."""
+        factor L of B and log|B| once, and with integer columns the diagonals of B⁻¹
+        (dequant.py)."""
         L = np.linalg.cholesky(post["B"])
         m = np.array(post["m"], dtype=float)
-        return {"kappa": np.array(post["kappa"], dtype=float), "m": m,
-                "W": W.solve_lower(L[None], (m - self.m0)[:, None, :])[:, 0],
-                "nu": np.array(post["nu"], dtype=float), "L": L,
-                "logdet_B": np.array(W.logdet_from_chol(L))}
+        state = {"kappa": np.array(post["kappa"], dtype=float), "m": m,
+                 "W": W.solve_lower(L[None], (m - self.m0)[:, None, :])[:, 0],
+                 "nu": np.array(post["nu"], dtype=float), "L": L,
+                 "logdet_B": np.array(W.logdet_from_chol(L))}
+        return state if self.dq is None else {**state, **self.dq.state_entries(L)}
 
     def _whiten(self, state: Arrays, X: np.ndarray) -> np.ndarray:
         """L⁻¹ (x - m0) for rows x of X: one triangular solve each, O(D²)."""
@@ -378,21 +380,19 @@ class TiedGauss(ObsModel):
         y = L⁻¹ (x - m0): O(D² + K D) per item."""
         Y = self._whiten(state, dense_items(X, self.D))
         d2 = ((Y[:, None, :] - state["W"][None, :, :]) ** 2).sum(-1)
-        return student_t_bound(self.dq, d2, None if self.dq is None else
-                               chol_inverse_diag(state["L"]), state["kappa"], state["nu"],
+        return student_t_bound(self.dq, d2, state.get("inv_diag"), state["kappa"], state["nu"],
                                state["logdet_B"], self.D)
 
     def absorb(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
         """κ' = κ + w, m' = m + (w/κ') (x - m), ν' = ν + w, B' = B + (w κ/κ') (x - m)(x - m)ᵀ as
         a rank-one update of L with p = L⁻¹ v = √(w κ/κ') (y - W_k); W_k moves by (w/κ')(y - W_k)
-        and then every W_j is re-whitened for L'. O(D² + K D)."""
+        and then every W_j is re-whitened for L'. O(D² + K D); with integer columns B' also
+        gains w diag(δ) (_rank1)."""
         k = check_component(k, len(state["kappa"]))
         x, w = dense_item(x, self.D), check_weight(w)
         kappa = state["kappa"][k]
         kappa_new = kappa + w
-        self._rank1(state, k, x, np.sqrt(w * kappa / kappa_new), w / kappa_new, +1)
-        if self.dq is not None:
-            self._add_cells(state, w, +1)
+        self._rank1(state, k, x, np.sqrt(w * kappa / kappa_new), w / kappa_new, +1, w)
         state["m"][k] += (w / kappa_new) * (x - state["m"][k])
         state["kappa"][k] = kappa_new
         state["nu"] += w
@@ -407,43 +407,30 @@ class TiedGauss(ObsModel):
         if not (kappa_new > 0 and nu_new > self.D - 1):
             raise ValueError(f"removing weight {w} leaves kappa = {kappa_new}, nu = {nu_new}: "
                              f"they must stay above 0 and D - 1")
-        if self.dq is None:
-            self._rank1(state, k, x, np.sqrt(w * state["kappa"][k] / kappa_new),
-                        -w / kappa_new, -1)
-        else:  # B' - w diag(δ) first (every step's result is at least B); all or nothing
-            kept = {key: np.array(state[key]) for key in ("L", "W", "logdet_B")}
-            try:
-                self._add_cells(state, w, -1)
-                self._rank1(state, k, x, np.sqrt(w * state["kappa"][k] / kappa_new),
-                            -w / kappa_new, -1)
-            except ValueError:
-                for key, value in kept.items():
-                    state[key][...] = value
-                raise
+        self._rank1(state, k, x, np.sqrt(w * state["kappa"][k] / kappa_new), -w / kappa_new, -1,
+                    w)
         state["m"][k] -= (w / kappa_new) * (x - state["m"][k])
         state["kappa"][k] = kappa_new
         state["nu"][...] = nu_new
 
     def _rank1(self, state: Arrays, k: int, x: np.ndarray, scale: float, step: float,
-               sign: int) -> None:
+               sign: int, w: float) -> None:
         """L L'ᵀ = L Lᵀ + sign · v vᵀ with v = scale · (x - m_k) and W_k += step · L⁻¹ (x - m_k),
-        both in the old whitening; then every W_j is re-whitened for the new L. L is
-        untouched if a downdate would leave B not positive definite (ValueError)."""
+        both in the old whitening; then every W_j is re-whitened for the new L. With integer
+        columns B' also gains sign · w diag(δ): L' from Dequant.update_state, O(D³), and the
+        means re-whitened as L'⁻¹ (L W_j), O(K D²). L is untouched if a downdate would leave
+        B not positive definite (ValueError)."""
         d = self._whiten(state, x[None])[0] - state["W"][k]  # L⁻¹ (x - m_k)
         p = scale * d
-        q = W.chol_rank1(state["L"], None, sign, p=p)
-        state["W"][k] += step * d
-        W.rewhiten(state["W"], p, q, sign)
-        state["logdet_B"][...] = W.logdet_from_chol(state["L"])
-
-    def _add_cells(self, state: Arrays, w: float, sign: int) -> None:
-        """B ± w diag(δ) (an item's integer cells): a rank-one update of L per integer column,
-        each followed by the re-whitening of every W_j, as in _rank1."""
-        def rank1(L: np.ndarray, v: np.ndarray, sign: int) -> None:
-            p = W.solve_lower(L[None], v[None, None, :])[0, 0]
-            W.rewhiten(state["W"], p, W.chol_rank1(L, None, sign, p=p), sign)
-
-        self.dq.chol_add(state["L"], w, sign, rank1)
+        if self.dq is None:
+            q = W.chol_rank1(state["L"], None, sign, p=p)
+            state["W"][k] += step * d
+            W.rewhiten(state["W"], p, q, sign)
+        else:
+            L = state["L"].copy()
+            self.dq.update_state(state, ..., L @ p, w, sign)
+            state["W"][k] += step * d
+            state["W"][...] = W.solve_lower(state["L"][None], (state["W"] @ L.T)[:, None, :])[:, 0]
         state["logdet_B"][...] = W.logdet_from_chol(state["L"])
 
     # summaries of the fit -----------------------------------------------------------------

@@ -6,7 +6,7 @@ One item x with weight w: ν' = ν + w, B' = B + w x xᵀ (a rank-one update of 
 Draws (draw): Λ = Pᵀ P by Bartlett's decomposition (P = Aᵀ U, wishart.wishart_draw).
 Integer-valued columns (``delta``, dequant.py): S_k gains N_k diag(δ), the local step
 -½ ν_k Σ_d δ_d (B_k⁻¹)_dd, the predictive's xᵀ B⁻¹ x also Σ_d δ_d (B_k⁻¹)_dd, and one item's B'
-also w diag(δ) (one rank-one update per integer column).
+also w diag(δ) (L_k refactored: Dequant.update_state).
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ from .base import (
     dense_items,
     weighted_outer,
 )
-from .dequant import chol_inverse_diag, gram_diag, precision_diag, set_steps
+from .dequant import gram_diag, precision_diag, set_steps
 from .prior_learning import identifiable, learn_wishart
 
 
@@ -199,10 +199,12 @@ class ZeroMeanGauss(ObsModel):
         return (X[:, :, None] * X[:, None, :]).reshape(len(X), -1) / norm2[:, None]
 
     def predictive_state(self, post: Arrays) -> Arrays:
-        """ν, the lower Cholesky factor L of B (B = L Lᵀ) and log|B| = 2 Σ log diag L."""
+        """ν, the lower Cholesky factor L of B (B = L Lᵀ) and log|B| = 2 Σ log diag L; with
+        integer columns the diagonals of B⁻¹ (dequant.py)."""
         L = np.linalg.cholesky(post["B"])
-        return {"nu": np.array(post["nu"], dtype=float), "L": L,
-                "logdet_B": W.logdet_from_chol(L)}
+        state = {"nu": np.array(post["nu"], dtype=float), "L": L,
+                 "logdet_B": W.logdet_from_chol(L)}
+        return state if self.dq is None else {**state, **self.dq.state_entries(L)}
 
     def predictive_logpdf_state(self, state: Arrays, X: Data) -> np.ndarray:
         """The Student-t of predictive_logpdf with xᵀ B⁻¹ x = |z|², L z = x: one triangular
@@ -211,17 +213,18 @@ class ZeroMeanGauss(ObsModel):
         L = state["L"]
         Z = W.solve_lower(L, np.broadcast_to(X[:, None, :], (len(X), L.shape[0], self.D)))
         quad = np.einsum("nkd,nkd->nk", Z, Z)
-        return self._student_t(quad, state["nu"], state["logdet_B"],
-                               None if self.dq is None else chol_inverse_diag(L))
+        return self._student_t(quad, state["nu"], state["logdet_B"], state.get("inv_diag"))
 
     def absorb(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
-        """ν' = ν + w and B' = B + w x xᵀ as a rank-one update of L_k, O(D²); log|B_k| from the
-        new diagonal."""
+        """ν' = ν + w and B' = B + w x xᵀ as a rank-one update of L_k, O(D²) (with integer
+        columns B' also gains w diag(δ): L_k refactored, O(D³), Dequant.update_state); log|B_k|
+        from the new diagonal."""
         k = check_component(k, len(state["nu"]))
         x, w = dense_item(x, self.D), check_weight(w)
-        W.chol_rank1(state["L"][k], np.sqrt(w) * x, +1)
-        if self.dq is not None:
-            self.dq.chol_add(state["L"][k], w, +1, W.chol_rank1)
+        if self.dq is None:
+            W.chol_rank1(state["L"][k], np.sqrt(w) * x, +1)
+        else:
+            self.dq.update_state(state, k, np.sqrt(w) * x, w, +1)
         state["nu"][k] += w
         state["logdet_B"][k] = W.logdet_from_chol(state["L"][k])
 
@@ -235,11 +238,8 @@ class ZeroMeanGauss(ObsModel):
             raise ValueError(f"removing weight {w} leaves nu = {nu_new}: it must exceed D - 1")
         if self.dq is None:
             W.chol_rank1(state["L"][k], np.sqrt(w) * x, -1)
-        else:  # B' - w diag(δ) first: every step's result is at least B, positive definite
-            L = state["L"][k].copy()
-            self.dq.chol_add(L, w, -1, W.chol_rank1)
-            W.chol_rank1(L, np.sqrt(w) * x, -1)
-            state["L"][k] = L
+        else:  # and - w diag(δ)
+            self.dq.update_state(state, k, np.sqrt(w) * x, w, -1)
         state["nu"][k] = nu_new
         state["logdet_B"][k] = W.logdet_from_chol(state["L"][k])
 
