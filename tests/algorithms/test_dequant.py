@@ -223,7 +223,8 @@ def test_zero_steps_change_nothing(name):
 def test_one_item_path_adds_the_cells(name):
     """Absorbing the items one by one (weights r_nk) into the prior's state gives the state of
     the batch posterior post(N, stats) with the dequantised statistics, and its predictive is
-    predictive_logpdf's bound; remove is absorb's inverse."""
+    predictive_logpdf's bound; remove is absorb's inverse, and a removal that would leave no
+    valid posterior changes nothing."""
     model, _plain, X, R, _post = setup(name)
     state = model.predictive_state(model.prior_post(K))
     for i in range(N_ITEMS):
@@ -240,6 +241,10 @@ def test_one_item_path_adds_the_cells(name):
     model.absorb(state, 2, X[3], 0.8)
     model.remove(state, 2, X[3], 0.8)
     for key in before:
+        np.testing.assert_allclose(state[key], before[key], rtol=1e-9, atol=1e-9)
+    with pytest.raises(ValueError):  # an item far from anything the state holds
+        model.remove(state, 0, X[0] + 1e4, 1.0)
+    for key in before:  # untouched
         np.testing.assert_allclose(state[key], before[key], rtol=1e-9, atol=1e-9)
 
 
