@@ -210,8 +210,8 @@ class Gauss(ObsModel):
         """Student-t: ν' = ν - D + 1 dof, location m, scale Σ = B (κ + 1) / (κ ν'); with integer
         columns the bound on E_u of it (dequant.py): the distance plus Σ_d δ_d (B⁻¹)_dd."""
         mahal = W.mahalanobis(np.asarray(X, dtype=float), post["U"], post["m"])
-        return student_t_bound(self.dq, mahal, gram_diag(post["U"]), post["kappa"],
-                               post["nu"], post["logdet_B"], self.D)
+        return student_t_bound(self.dq, mahal, None if self.dq is None else gram_diag(post["U"]),
+                               post["kappa"], post["nu"], post["logdet_B"], self.D)
 
     def features(self, X: Data) -> np.ndarray:
         """The items whitened by the prior's scale, U0 (x - m0) with B0⁻¹ = U0ᵀ U0: components

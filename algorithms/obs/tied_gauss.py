@@ -314,8 +314,8 @@ class TiedGauss(ObsModel):
         """Student-t: ν - D + 1 dof, location m_k, scale B (κ_k + 1) / (κ_k (ν - D + 1)); with
         integer columns the bound on E_u of it (dequant.py)."""
         d2 = sq_distances(np.asarray(X, dtype=float), post["U"], post["m"])
-        return student_t_bound(self.dq, d2, gram_diag(post["U"]), post["kappa"], post["nu"],
-                               post["logdet_B"], self.D)
+        return student_t_bound(self.dq, d2, None if self.dq is None else gram_diag(post["U"]),
+                               post["kappa"], post["nu"], post["logdet_B"], self.D)
 
     # components of posteriors and states -------------------------------------------------
 
