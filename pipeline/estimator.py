@@ -371,12 +371,13 @@ def write_corpus(X: Any, out: Path) -> Path:
                                  f"{manifest.dim}")
             if not sparse:
                 integer &= integer_columns(block)
-                manifest.steps = integer.astype(float).tolist()
                 w.add_dense(block)
             elif np.any(block.data < 0) or np.any(block.data != np.round(block.data)):
                 raise ValueError("sparse X must hold non-negative integer counts")
             else:
                 w.add_bow(block.indptr, block.indices, block.data.astype(np.int32))
+        if not sparse:  # the manifest is written as the block ends
+            manifest.steps = integer.astype(float).tolist()
     return out
 
 
