@@ -29,6 +29,7 @@ from bnpmix.storage.objectstore import is_url
 
 from .clusters import process_client
 from .config import JobConfig, resolve
+from .declared import heldout_kind
 from .engines import DEFAULT_ENGINE
 from .engines.common import corpus_summary
 from .labels import label_order, labels_of
@@ -159,13 +160,15 @@ def choose_obs(corpus: Corpus, job: JobConfig,
         sample = sample[np.sort(rng.choice(sample.shape[0], AUTO_ITEMS, replace=False))]
     scores, priors = {}, {}
     with tempfile.TemporaryDirectory(prefix="bnpmix-auto-") as tmp:
-        ingest_array(np.asarray(sample), Path(tmp) / "sample", partition_rows=len(sample))
+        ingest_array(np.asarray(sample), Path(tmp) / "sample", partition_rows=len(sample),
+                     steps=corpus.manifest.steps or [0.0] * corpus.dim)  # the corpus's columns
         for name in names:
             started = time.perf_counter()
             options = {"algorithm": DEFAULT_ENGINE, "obs": name, "seed": job.run.seed,
                        "scheduler": "synchronous", "alpha0": m.alpha0,
                        "laps": candidate_laps(name, len(sample), sample.shape[1]),
                        "alloc": m.alloc, "learn_prior": m.learn_prior,
+                       "dequantise": m.dequantise,
                        "prior": dict(m.prior)}
             summary = fit(Path(tmp) / "sample", Path(tmp) / name, job_config(**options))
             model = read_model(str(Path(tmp) / name))
@@ -382,6 +385,7 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
         "cache": cache,
         "config": job.to_dict(),
     })
+    summary["heldout_kind"] = heldout_kind(getattr(model, "obs", None))
     if ctx.obs_candidates:
         summary["obs_candidates"] = ctx.obs_candidates
     prior = prior_entry(ctx, model)
