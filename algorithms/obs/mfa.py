@@ -58,6 +58,7 @@ from .base import (
     shrinkage_target,
     weighted_outer,
 )
+from .dequant import set_steps
 
 LOG2PI = np.log(2 * np.pi)
 # the ARD precisions' finite range (standard units); a column whose α passes ALPHA_PRUNE (prior
@@ -99,15 +100,18 @@ class MFA(ObsModel):
         self.D, self.q, self.v0 = int(D), int(q), float(v0)
         vec = lambda v: np.broadcast_to(np.asarray(v, dtype=float), (self.D,)).copy()  # noqa: E731
         self.m0, self.sd, self.psi = vec(m0), vec(sd), vec(psi)
-        self.delta = vec(0.0 if delta is None else delta)
+        set_steps(self, self.D, delta)
         if not (self.q >= 1 and self.v0 > 0):
             raise ValueError("q must be at least 1 and v0 positive")
-        if np.any(self.sd <= 0) or np.any(self.psi <= 0) or np.any(self.delta < 0):
-            raise ValueError("sd and psi must be positive and delta non-negative")
+        if np.any(self.sd <= 0) or np.any(self.psi <= 0):
+            raise ValueError("sd and psi must be positive")
         self._w = self.sd**2 / self.psi  # 1/ψ_d in standard units
-        self._dq = (self.delta / self.sd) ** 2 / 12.0  # δ_d in standard units
-        self._const = -0.5 * self.D * LOG2PI + 0.5 * float(np.log(self._w).sum()) - float(
-            np.log(self.sd).sum())
+        steps = np.zeros(self.D) if self.dq is None else self.dq.delta
+        self._dq = (steps / self.sd) ** 2 / 12.0  # δ_d in standard units
+        # per item: -D/2 log 2π - ½ log|Ψ| (standard units), the Jacobian, the cells' Σ log Δ_d
+        self._log_cell = 0.0 if self.dq is None else self.dq.log_cell
+        self._const = (-0.5 * self.D * LOG2PI + 0.5 * float(np.log(self._w).sum())
+                       - float(np.log(self.sd).sum()) + self._log_cell)
 
     @classmethod
     def default(cls, X: Data, q: int | None = None, v0: float = 1.0, scale: float = 0.1,
@@ -128,9 +132,7 @@ class MFA(ObsModel):
     def prior(self) -> dict[str, Any]:
         out = {"D": self.D, "m0": self.m0.tolist(), "sd": self.sd.tolist(),
                "psi": self.psi.tolist(), "q": self.q, "v0": self.v0}
-        if np.any(self.delta):
-            out["delta"] = self.delta.tolist()
-        return out
+        return out if self.dq is None else {**out, **self.dq.saved()}
 
     def prior_figures(self) -> dict[str, float]:
         """q, and the shared noise as a share of each column's variance (mean, min, max)."""
@@ -424,8 +426,8 @@ class MFA(ObsModel):
         """log N(x | μ̄, M̄ M̄ᵀ + diag(ψ + v)) per component, dequantised where delta is set
         (E_u of it: -½ Σ_d δ_d (Σ⁻¹)_dd, a bound on the cell's probability): (n, K)."""
         mu, M, dvar = self._predictive(post)
-        return lowrank_logpdf(self._standard_items(X), mu, M, dvar, self._dq) - np.log(
-            self.sd).sum()
+        return (lowrank_logpdf(self._standard_items(X), mu, M, dvar, self._dq)
+                - np.log(self.sd).sum() + self._log_cell)
 
     def draw(self, post: Arrays, rng: np.random.Generator) -> Arrays:
         """λ̃_d ~ q(λ̃_d) per component and row: θ = {"mu": μ (K, D), "Lam": Λ (K, D, q),

@@ -64,7 +64,7 @@ def direct_elbo(model: MFA, X: np.ndarray, R: np.ndarray, post: dict) -> float:
 
         for n in range(len(Y)):
             total += R[n, k] * (np.mean([item_bound(Y[n] + u, mean, E, V, c, w) for u in shifts])
-                                - np.log(model.sd).sum())
+                                - np.log(model.sd).sum() + model._log_cell)
         P = np.r_[1.0 / model.v0, post["alpha"][k]]
         on = np.isfinite(P)
         for d in range(D):
@@ -86,7 +86,7 @@ def item_bound(y: np.ndarray, mean: np.ndarray, E: np.ndarray, V: np.ndarray, c:
     return ll - 0.5 * (np.trace(V) + yb @ yb - q - np.linalg.slogdet(V)[1])
 
 
-@pytest.mark.parametrize("delta", [None, 1.0])
+@pytest.mark.parametrize("delta", [None, 1.0, 2.0])
 def test_elbo_from_statistics_equals_item_by_item(delta):
     model, X, R, st, post = fitted(delta=delta)
     assert model.elbo(R.sum(0), st, post) == pytest.approx(direct_elbo(model, X, R, post),
@@ -105,16 +105,17 @@ def test_E_loglik_is_the_data_part_of_the_bound():
     assert data + rows == pytest.approx(model.elbo(R.sum(0), st, post), rel=1e-10)
 
 
-def test_dequantised_E_loglik_is_the_uniform_average():
-    """E_u ℓ(x + u), u ~ U(-Δ/2, Δ/2)^D, by Monte Carlo: ℓ is quadratic in x, so the average
-    over many u matches the closed form within its standard error."""
-    model, X, _R, _st, post = fitted(delta=1.0)
+@pytest.mark.parametrize("delta", [1.0, 2.0])
+def test_dequantised_E_loglik_is_the_uniform_average(delta):
+    """E_u ℓ(x + u) + Σ log Δ_d, u ~ U(-Δ/2, Δ/2)^D, by Monte Carlo: ℓ is quadratic in x, so
+    the average over many u matches the closed form within its standard error."""
+    model, X, _R, _st, post = fitted(delta=delta)
     plain = MFA(model.D, model.m0, model.sd, model.psi, model.q, model.v0)
     rng = np.random.default_rng(5)
     x = X[:3]
-    u = rng.uniform(-0.5, 0.5, size=(20000, model.D))
+    u = rng.uniform(-delta / 2, delta / 2, size=(20000, model.D))
     draws = np.stack([plain.E_loglik(xi + u, post) for xi in x])  # (3, n_u, K)
-    mc, se = draws.mean(1), draws.std(1) / np.sqrt(u.shape[0])
+    mc, se = draws.mean(1) + model.D * np.log(delta), draws.std(1) / np.sqrt(u.shape[0])
     exact = model.E_loglik(x, post)
     assert np.all(np.abs(mc - exact) < 5 * se + 1e-12)
 
