@@ -71,6 +71,8 @@ ALPHA_MIN, ALPHA_MAX, ALPHA_PRUNE = 1e-3, 1e12, 1e4
 INNER_TOL, INNER_ITER = 1e-8, 200
 # the shared noise's floor, as a share of each column's variance σ_d² (standard units)
 PSI_FLOOR = 1e-3
+# the most bytes of one block's products in the E-step
+ESTEP_BYTES = 1 << 24
 # a component with fewer items than this starts its loadings at 0 (no covariance to factor)
 MIN_START_ITEMS = 1e-8
 
@@ -401,19 +403,27 @@ class MFA(ObsModel):
 
     def E_loglik(self, X: Data, post: Arrays) -> np.ndarray:
         """ℓ_nk (module docstring) with the dequantisation's -½ Σ_d δ_d (ψ_d⁻¹ - (Bᵀ Γ⁻¹ B)_dd):
-        one (n x D)(D x K(q+1)) product, O(n K D q)."""
+        with Γ = L Lᵀ, ½ b_nᵀ Γ⁻¹ b_n = ½ |L⁻¹ B y_n - L⁻¹ c|², so one (n x D)(D x K(q+1))
+        product gives every item's K quadratic and linear terms: O(n K D q), in blocks of
+        ESTEP_BYTES of products."""
         Y = self._standard_items(X)
         mom = self._moments(post)
-        F = mom["Li"] @ mom["B"]  # L⁻¹ B, Γ = L Lᵀ: (K, q, D)
+        F = mom["Li"] @ mom["B"]  # L⁻¹ B: (K, q, D)
         g = np.einsum("kij,kj->ki", mom["Li"], mom["c"])
         K, q = F.shape[0], self.q
         W = np.concatenate([(post["mean"][:, :, 0] * self._w)[:, None, :], F], axis=1)
-        Z = (Y @ W.reshape(K * (q + 1), self.D).T).reshape(len(Y), K, q + 1)
+        W = np.ascontiguousarray(W.reshape(K * (q + 1), self.D).T)
         deq = -0.5 * ((self._w - (F * F).sum(1)) * self._dq).sum(1)
         const = self._const - 0.5 * mom["logdet_Gamma"] - 0.5 * mom["e"] + deq
-        quad = ((Z[:, :, 1:] - g[None]) ** 2).sum(-1)
-        return (const[None, :] - 0.5 * (Y * Y * self._w).sum(1)[:, None] + Z[:, :, 0]
-                + 0.5 * quad)
+        out = np.empty((len(Y), K))
+        block = max(1, ESTEP_BYTES // (8 * K * (q + 1)))
+        for s in range(0, len(Y), block):
+            y = Y[s:s + block]
+            Z = (y @ W).reshape(len(y), K, q + 1)
+            Z[:, :, 1:] -= g
+            out[s:s + block] = (const - 0.5 * (y * y * self._w).sum(1)[:, None] + Z[:, :, 0]
+                                + 0.5 * np.einsum("nkq,nkq->nk", Z[:, :, 1:], Z[:, :, 1:]))
+        return out
 
     # predictive, draws --------------------------------------------------------------------
 
