@@ -280,12 +280,17 @@ def _rows(name: str, seed: int) -> tuple[np.ndarray, np.ndarray | None]:
     return SETS[name].load(seed)
 
 
+def halves(name: str, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """The seed's 80/20 split of a set's rows: training and test row numbers."""
+    order = np.random.default_rng(seed).permutation(len(rows(name, seed)[0]))
+    cut = int(0.8 * len(order))
+    return order[:cut], order[cut:]
+
+
 def split(name: str, seed: int):
     """The seed's 80/20 split of a set, prepared as the set says: Xtr, ytr, Xte, yte."""
     X, y = rows(name, seed)
-    order = np.random.default_rng(seed).permutation(len(X))
-    cut = int(0.8 * len(X))
-    train, test = order[:cut], order[cut:]
+    train, test = halves(name, seed)
     Xtr, Xte = X[train], X[test]
     features = SETS[name].features
     if features in ("standardised", "pca20"):
@@ -432,8 +437,10 @@ def one_seed(name: str, seed: int) -> dict:
     row["k1_flag"] = (row["bnpmix"]["K"] == 1 and classes > 1
                       and any(h > row["bnpmix"]["heldout"] for h in wider))
     if name == "overlap16":  # the true parameters' own ARI, on the draw's rows and the test rows
-        row["truth_ari"] = overlap16_truth(*rows(name, seed))
-        row["truth_ari_test"] = overlap16_truth(split_[2], split_[3])
+        X, y = rows(name, seed)
+        test = halves(name, seed)[1]
+        row["truth_ari"] = overlap16_truth(X, y)
+        row["truth_ari_test"] = overlap16_truth(X[test], y[test])  # as drawn, not standardised
     return row
 
 
