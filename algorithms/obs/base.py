@@ -67,6 +67,9 @@ class ObsModel(ABC):
     # is cheaper than post and never lowers the bound, so loops of global updates over the same
     # components (a birth's fresh VB, the prior's learning rounds) start each from the last
     warm_start: ClassVar[bool] = False
+    # log_marginal is the closed-form evidence log M(S) (False: the bound of an iterative fit,
+    # mfa's, which ddCRP's link moves, exact by enumeration on the evidence, cannot use)
+    exact_evidence: ClassVar[bool] = True
 
     @classmethod
     def component_params(cls, D: int) -> int:

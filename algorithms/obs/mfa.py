@@ -90,6 +90,7 @@ class MFA(ObsModel):
 
     name = "mfa"
     warm_start = True
+    exact_evidence = False
 
     @classmethod
     def component_params(cls, D: int) -> int:

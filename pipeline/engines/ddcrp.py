@@ -224,6 +224,10 @@ class DDCRPEngine(Engine):
             raise BnpmixError(f"ddcrp fits each table's parameters on its own; the "
                               f"{self.ctx.obs.name} model's components share parameters "
                               "(choose gauss, zm-gauss, diag-gauss or mult)")
+        if not self.ctx.obs.exact_evidence:
+            raise BnpmixError(f"ddcrp's link moves need each table's exact evidence; the "
+                              f"{self.ctx.obs.name} model has only a bound from an iterative "
+                              "fit (choose gauss, zm-gauss, diag-gauss or mult)")
         self._layout()
         self.results: list[dict[str, Any]] = []
 
