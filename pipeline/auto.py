@@ -145,10 +145,11 @@ def candidates(job: JobConfig) -> list[str]:
     return names
 
 
-def judge(runners: list[Runner], budget: int) -> list[Runner]:
-    """The rule, after a round: each candidate in the race but the leader (highest bound; ties:
-    the first) leaves when the leader is ahead of it by more than its reach. Returns those
-    that left, their ``out`` saying why."""
+def judge(runners: list[Runner], budget: int, round_: int) -> list[Runner]:
+    """The rule, after round ``round_``: each candidate in the race but the leader (highest
+    bound; ties: the first) leaves when the leader is ahead of it by more than its reach.
+    Returns those that left, their ``out`` saying why (a converged candidate may leave rounds
+    after its last lap, once another has overtaken it)."""
     alive = [r for r in runners if not r.out]
     leader = max(alive, key=lambda r: r.bound)
     gone = []
@@ -158,8 +159,8 @@ def judge(runners: list[Runner], budget: int) -> list[Runner]:
             continue
         why = ("converged" if r.engine.done else
                f"pace {r.pace():.3g} per lap x {r.left(budget)} laps left")
-        r.out = (f"out after lap {r.laps}: {gap:.4f} per item behind {leader.name}, more than "
-                 f"it can make up ({why})")
+        r.out = (f"out at lap {round_}: {gap:.4f} per item behind {leader.name}, more than it "
+                 f"can make up ({why})")
         gone.append(r)
     return gone
 
@@ -201,7 +202,7 @@ def choose_obs(corpus: Corpus, job: JobConfig, executor: Executor) -> Choice:
             print(f"bnpmix: --obs auto: lap {round_}: " + ", ".join(
                 f"{r.name} {r.bound:.4f} (K = {r.Ks[-1]})" for r in alive)
                 + f" per item ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
-            for r in judge(runners, budget):
+            for r in judge(runners, budget, round_):
                 print(f"bnpmix: --obs auto: {r.name} {r.out}", file=sys.stderr)
                 r.engine.close()
         alive = [r for r in runners if not r.out]
@@ -209,7 +210,7 @@ def choose_obs(corpus: Corpus, job: JobConfig, executor: Executor) -> Choice:
         for r in alive:
             if r is not winner:
                 r.out = (f"behind {winner.name} by {winner.bound - r.bound:.4f} per item when "
-                         f"the race ended (lap {r.laps})")
+                         f"the race ended (its lap {r.laps})")
                 r.engine.close()
         winner.out = "chosen" + (", continues" if continues else "")
     except BaseException:

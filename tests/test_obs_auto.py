@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from bnpmix.algorithms.metrics import adjusted_rand_index
+from bnpmix.datasets import overlapping_covariances
 from bnpmix.pipeline import auto
 from bnpmix.pipeline.evaluate import load
 from bnpmix.pipeline.fit import AUTO_CANDIDATES, fit, job_config, resume
@@ -65,7 +66,7 @@ def test_auto_chooses_the_structure_the_data_were_drawn_from(tmp_path, structure
     for name, run in race["candidates"].items():
         assert run["elbo_per_item"] == scores[name]
         assert run["laps"] >= 1 and run["K"] >= 1 and run["seconds"] >= 0
-        assert run["result"].startswith("chosen" if name == expected else ("out after lap",
+        assert run["result"].startswith("chosen" if name == expected else ("out at lap",
                                                                             "behind"))
 
 
@@ -114,24 +115,6 @@ def test_engines_without_the_choice_keep_the_full_gaussian_and_text_refuses_it(t
 
 
 
-def overlapping_full_covariances(n: int, D: int = 25, K: int = 16, spread: float = 0.6,
-                                 seed: int = 0):
-    """K classes whose means lie within N(0, spread² I) of each other, each with its own random
-    anisotropic covariance (a random rotation, variances log-uniform over [0.05, 4]): they
-    overlap in every axis-aligned view and are told apart by their correlations (at N = 25,000
-    the true parameters' assignments have ARI 0.998, the true means with the covariances'
-    diagonals 0.80)."""
-    rng = np.random.default_rng(seed)
-    means = rng.normal(0, spread, (K, D))
-    covs = []
-    for _ in range(K):
-        Q, _ = np.linalg.qr(rng.normal(size=(D, D)))
-        covs.append((Q * np.exp(rng.uniform(np.log(0.05), np.log(4.0), D))) @ Q.T)
-    y = rng.integers(0, K, n)
-    L = np.linalg.cholesky(np.array(covs))
-    return means[y] + np.einsum("nij,nj->ni", L[y], rng.normal(size=(n, D))), y
-
-
 def axis_aligned(n: int, D: int = 30, K: int = 6, seed: int = 0):
     """K classes with diagonal covariances (standard deviations log-uniform over [0.2, 1.5]
     per class and dimension), means N(0, 1.5² I): n / D items per dimension."""
@@ -147,14 +130,14 @@ def test_sixteen_overlapping_full_covariances_in_25_d_choose_the_full_gaussian(t
     items, and on these 4,000): on the corpus the full covariances' bound rises past the
     others within a few laps, the other candidates leave the race, and the chosen run finds
     the sixteen classes."""
-    X, y = overlapping_full_covariances(4000, seed=1)
+    X, y = overlapping_covariances(4000, seed=1)
     ingest_array(X, tmp_path / "c")
     summary = fit(tmp_path / "c", tmp_path / "r", job_config(seed=0))
     race = summary["obs_auto"]["candidates"]
     assert summary["obs"] == "gauss", race
     for name in AUTO_CANDIDATES:
         if name != "gauss":
-            assert race[name]["result"].startswith("out after lap"), race
+            assert race[name]["result"].startswith("out at lap"), race
             assert race[name]["laps"] < auto.AUTO_LAPS
     assert adjusted_rand_index(y, load(tmp_path / "r").predict(X)) > 0.95
 
@@ -298,26 +281,26 @@ def test_the_rule_drops_a_candidate_the_leader_is_further_ahead_of_than_its_reac
     budget = 10
     # before two lap ends nobody has a pace
     early = [runner("a", [-1.0]), runner("b", [-50.0])]
-    assert auto.judge(early, budget) == [] and early[1].pace() == np.inf
+    assert auto.judge(early, budget, 5) == [] and early[1].pace() == np.inf
     # pace over the last 3 gains: b gained 0.5, 0.1, 0.2, 0.1 -> 0.2 (the 0.5 is too old)
     b = runner("b", [-12.0, -11.5, -11.4, -11.2, -11.1])
     assert b.pace() == pytest.approx(0.2) and b.left(budget) == 5
-    assert auto.judge([runner("a", [-2, -2, -2, -2, -10.1]), b], budget) == []  # 1.0 <= 1.0
+    assert auto.judge([runner("a", [-2, -2, -2, -2, -10.2]), b], budget, 5) == []  # 0.9 <= 1.0
     c = runner("c", [-12.0, -11.5, -11.4, -11.2, -11.1])
     lead = runner("a", [-2, -2, -2, -2, -10.0])
-    assert auto.judge([lead, c], budget) == [c]  # 1.1 > 0.2 x 5
-    assert c.out.startswith("out after lap 5: 1.1000 per item behind a") and not lead.out
+    assert auto.judge([lead, c], budget, 5) == [c]  # 1.1 > 0.2 x 5
+    assert c.out.startswith("out at lap 5: 1.1000 per item behind a") and not lead.out
     # a converged candidate (engine done) has no laps left: any gap drops it, whatever its pace
     d = runner("d", [-20.0, -10.0, -5.01], done=True)
     assert d.reach(budget) == 0
-    assert auto.judge([runner("a", [-9.0, -7.0, -5.0]), d], budget) == [d]
+    assert auto.judge([runner("a", [-9.0, -7.0, -5.0]), d], budget, 5) == [d]
     assert "(converged)" in d.out
     # a falling bound has pace 0: behind at all, it leaves
     e = runner("e", [-5.0, -5.5, -5.6])
-    assert e.pace() == 0.0 and auto.judge([runner("a", [-5.0, -5.0, -5.5]), e], budget) == [e]
+    assert e.pace() == 0.0 and auto.judge([runner("a", [-5.0, -5.0, -5.5]), e], budget, 3) == [e]
     # ties: the first in candidate order leads; the other, level with it, stays
     f, g = runner("f", [-3.0, -3.0]), runner("g", [-3.0, -3.0])
-    assert auto.judge([f, g], budget) == [] and max([f, g], key=lambda r: r.bound) is f
+    assert auto.judge([f, g], budget, 5) == [] and max([f, g], key=lambda r: r.bound) is f
 
 
 def test_the_rule_holds_for_any_number_of_candidates(tmp_path, monkeypatch):
