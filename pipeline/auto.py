@@ -45,7 +45,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bnpmix.algorithms.obs import AUTO_CANDIDATES, ObsModel
+from bnpmix.algorithms.obs import AUTO_CANDIDATES, ObsModel, obs_from_prior
 from bnpmix.storage import BnpmixError, Corpus
 
 from .config import JobConfig
@@ -132,8 +132,15 @@ class Choice:
     prior: ObsModel | None = None
 
     def notes(self) -> dict[str, Any]:
-        """What summary.json and the checkpoints keep of the choice."""
+        """What summary.json keeps of the choice."""
         return {CANDIDATES_KEY: self.scores, RACE_KEY: self.record}
+
+    def saved(self) -> dict[str, Any]:
+        """What the run's checkpoints keep (``auto``): the notes, and the prior another engine
+        started from, which its later restarts start from too."""
+        start = (None if self.prior is None
+                 else {"name": self.prior.name, "prior": self.prior.prior()})
+        return {**self.notes(), "start_prior": start}
 
 
 def candidates(job: JobConfig) -> list[str]:
@@ -232,7 +239,8 @@ def choose_obs(corpus: Corpus, job: JobConfig, executor: Executor) -> Choice:
 
 
 def from_checkpoint(meta: dict[str, Any]) -> Choice:
-    """The choice a run's checkpoint recorded (its engine's observation model; the race's
-    figures when the checkpoint kept them)."""
+    """The choice a run's checkpoint recorded (Choice.saved; the model is its engine's)."""
     notes = meta.get("auto") or {}
-    return Choice(meta["obs"]["name"], notes.get(CANDIDATES_KEY) or {}, notes.get(RACE_KEY) or {})
+    start = notes.get("start_prior")
+    return Choice(meta["obs"]["name"], notes.get(CANDIDATES_KEY) or {}, notes.get(RACE_KEY) or {},
+                  prior=None if start is None else obs_from_prior(start["name"], start["prior"]))

@@ -205,7 +205,7 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         handed = chosen.engine if chosen is not None else None  # the race's winner, continued
         ctx = make_context(corpus, job.run, model, executor) if handed is None else handed.ctx
         if chosen is not None:
-            ctx.obs_auto = chosen.notes()
+            ctx.obs_auto = chosen.notes() if chosen.scores else None  # (an older checkpoint)
             if chosen.prior is not None:  # another engine starts from the winner's prior
                 ctx.obs = chosen.prior
         # each restart starts from the run's initial prior (the handed engine's context holds
@@ -215,7 +215,7 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         runs = 1 if engine_class(job.algorithm).restarts_within else r.restarts
         for restart in range(first, runs):
             save = functools.partial(checkpoint.save, run, restart=restart, best=best,
-                                     auto=ctx.obs_auto)
+                                     auto=None if chosen is None else chosen.saved())
             if handed is not None and restart == first:
                 engine, laps_done = handed, chosen.laps
             else:

@@ -314,3 +314,27 @@ def test_the_rule_holds_for_any_number_of_candidates(tmp_path, monkeypatch):
         assert list(summary["obs_candidates"]) == list(names)
         assert list(summary["obs_auto"]["candidates"]) == list(names)
         assert summary["obs"] == "tied-gauss"
+
+
+def test_another_engine_resumed_in_a_later_restart_starts_it_from_the_winners_prior(tmp_path):
+    """vb with three restarts: each starts from the prior the winning memo run learned. Stopped
+    in the second restart and resumed (the checkpoint keeps that prior with the choice, so the
+    third restart starts from it too), the run ends as the uninterrupted one."""
+    X, _ = clusters("diag", n=300)
+    ingest_array(X, tmp_path / "c", partition_rows=50)
+    job = job_config(algorithm="vb", K=4, laps=6, restarts=3, seed=0)
+    steps = []
+    whole = fit(tmp_path / "c", tmp_path / "whole", job, on_step=lambda e, s: steps.append(s))
+
+    def stop(engine, step, seen=[]):  # noqa: B006 (the calls so far)
+        seen.append(step)
+        if len(seen) == len(steps) // 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        fit(tmp_path / "c", tmp_path / "r", job, on_step=stop)
+    resumed = resume(tmp_path / "r")
+    key = whole["objective"]
+    assert len(set(whole["restart_objectives"])) == 3
+    for name in (key, "K", "obs", "prior", "restart_objectives", "obs_candidates"):
+        assert resumed[name] == whole[name], name
