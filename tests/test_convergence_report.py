@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bnpmix.pipeline.engines.memo import RECENT_LAPS
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.storage import ingest_array
 from helpers import blobs, cli
@@ -70,6 +69,8 @@ def test_the_console_and_info_say_a_run_did_not_converge(tmp_path, corpus):
 
 
 def test_a_converged_run_says_nothing_more_and_keeps_its_last_laps(tmp_path, corpus):
+    from bnpmix.pipeline.engines.memo import RECENT_LAPS
+
     done = cli("fit", corpus, "--out", tmp_path / "r", "--obs", "gauss")
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "r" / "summary.json").read_text())
@@ -99,5 +100,5 @@ def test_the_figures_survive_a_checkpoint(tmp_path, corpus):
     with pytest.raises(Stop):
         fit(corpus, tmp_path / "r", job_config(obs="gauss", laps=7, tol=0, seed=0), on_step=stop)
     resumed = resume(tmp_path / "r")
-    assert len(whole["last_laps"]) == RECENT_LAPS
+    assert len(whole["last_laps"]) == 5
     assert resumed["last_laps"] == whole["last_laps"] and resumed["converged"] is False
