@@ -33,7 +33,11 @@ one run's. Deterministic: the candidates step in a fixed order, each engine redu
 partition order, so the choice is a function of the corpus, options and seed, the same on
 threads and on Dask. An interrupted race is not checkpointed: resume runs it again, to the same
 choice; once it is over the run's checkpoints record the choice (``auto`` in checkpoint.npz),
-and resume continues the winner without racing again.
+and resume continues the winner without racing again. The runtime's hooks (progress, on_step,
+checkpoints) see the winner's steps only after the race; stderr has a line per round instead.
+Measured (benchmarks/auto_obs.py, 25,000 x 25, 16 classes): a 47 s race, of which the winner's
+own laps 11.5 s; the peak memory was tied-gauss's (K = 203: 3.0 GB, as much as that model's
+explicit run of 7 laps), against 0.73 GB for the former rule's whole run.
 """
 
 from __future__ import annotations
