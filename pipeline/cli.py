@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from bnpmix.pipeline.declared import HELDOUT_DEQUANTISED, HELDOUT_NOTE
 from bnpmix.pipeline.report.cli import add_parsers as add_report_parsers
 from bnpmix.pipeline.usage import UsageError
 from bnpmix.storage import BnpmixError, local_path
@@ -281,6 +282,8 @@ def format_fit(summary: dict, out: str | Path) -> str:
               if key in summary and not (key == "stopped" and moving)]
     if moving is not None:
         lines.append(moving)
+    if summary.get("heldout_kind") == HELDOUT_DEQUANTISED:
+        lines.append(f"dequantised: the {declared.objective_label} and {HELDOUT_NOTE}")
     lines += [f"weights: {weights}{' ...' if summary['K'] > 12 else ''}", f"run directory: {out}"]
     return "\n".join(lines)
 
@@ -337,6 +340,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     with local_copy(args.run_dir) as run_dir:
         result = evaluate(run_dir, args.heldout, args.labels_column, scheduler=args.scheduler,
                           cluster=args.cluster)
+    if result["heldout_kind"] == HELDOUT_DEQUANTISED:
+        print(f"bnpmix evaluate: {HELDOUT_NOTE}", file=sys.stderr)
     print(json.dumps(result))
     return 0
 

@@ -280,6 +280,10 @@ class ModelConfig:
                             "gauss, zm-gauss, diag-gauss, and tied-gauss's kappa0; mult keeps "
                             "its prior); also "
                             "[prior] learn = false in a job file")
+    dequantise: bool = opt(True, "score the corpus's integer-valued columns (recorded at ingest) "
+                           "by the probability of their unit cells, the variational "
+                           "dequantisation bound, in the Gaussian observation models (false: "
+                           "as continuous values)")
     alloc: str = opt("dp", "allocation prior over the mixture weights",
                      choices=lambda: sorted(ALLOCATIONS))
     alpha0: float = opt(1.0, "DP concentration", within="(0, inf)")
@@ -421,7 +425,8 @@ class JobConfig:
     def from_dict(cls, d: dict[str, Any]) -> JobConfig:
         """The inverse of to_dict (what job.json holds)."""
         config = engine_class(d["algorithm"]).Config
-        model = {"learn_prior": False, **d["model"]}  # a run from before learning kept its prior
+        # a run from before learning kept its prior, one from before dequantisation its data
+        model = {"learn_prior": False, "dequantise": False, **d["model"]}
         return cls(d["algorithm"], RunConfig(**d["run"]), ModelConfig(**model),
                    _build(config, d["engine"]))
 

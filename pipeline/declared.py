@@ -48,3 +48,17 @@ class Declared:
         key = summary.get("objective", cls.objective)
         return cls(objective=key, objective_label=cls.objective_label if key == cls.objective
                    else key)
+
+
+# what a run's held-out scores are (summary.json's and bnpmix evaluate's heldout_kind)
+HELDOUT_DEQUANTISED = "dequantised"  # a bound on log P(x) of the integer data (its cells)
+HELDOUT_PLAIN = "plain"  # the predictive density (mass for counts) of the values as they are
+HELDOUT_NOTE = ("held-out scores are a dequantised bound on the log probability of the "
+                "integer-valued data (each item's cell), not a density (--dequantise false: "
+                "the density of the values)")
+
+
+def heldout_kind(obs: Any) -> str:
+    """HELDOUT_DEQUANTISED for an observation model that dequantises integer columns (its
+    ``dq``, algorithms/obs/dequant.py), else HELDOUT_PLAIN."""
+    return HELDOUT_PLAIN if getattr(obs, "dq", None) is None else HELDOUT_DEQUANTISED

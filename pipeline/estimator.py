@@ -23,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bnpmix.storage import BnpmixError, Corpus, Manifest, RunDir
+from bnpmix.storage.corpus import integer_columns
 from bnpmix.storage.writer import new_corpus, partition_rows
 
 from .config import options
@@ -101,7 +102,10 @@ class BayesianMixture(*BASES):
     random_state : int or None, default None
         The seed (None: a fresh one for each fit).
     **options
-        Engine options by their job-file names, e.g. ``K=1, laps=100, alpha0=1.0``.
+        Engine options by their job-file names, e.g. ``K=1, laps=100, alpha0=1.0``; among
+        them ``dequantise`` (default True): columns of X that hold only integers are scored
+        by the probability of their unit cells (the variational dequantisation bound,
+        algorithms/obs/dequant.py), found by ``fit`` itself; False treats them as continuous.
 
     Attributes
     ----------
@@ -350,7 +354,8 @@ def _blocks(X: Any) -> Any:
 
 def write_corpus(X: Any, out: Path) -> Path:
     """X as a corpus at ``out``: dense rows, or bag-of-words for sparse counts (the kind and
-    width from the first block)."""
+    width from the first block); dense columns holding only integers are recorded as such
+    (the manifest's steps, as ``bnpmix ingest`` records them)."""
     blocks = _blocks(X)
     first = next(blocks, None)
     if first is None:
@@ -359,17 +364,21 @@ def write_corpus(X: Any, out: Path) -> Path:
     manifest = Manifest(kind="bow" if sparse else "dense", dim=first.shape[1],
                         dtype="int32" if sparse else "float64",
                         vocab=[f"w{v}" for v in range(first.shape[1])] if sparse else None)
+    integer = np.ones(manifest.dim, dtype=bool)
     with new_corpus(out, manifest) as w:
         for block in itertools.chain([first], blocks):
             if block.shape[1] != manifest.dim:
                 raise ValueError(f"a block of X has {block.shape[1]} columns, not "
                                  f"{manifest.dim}")
             if not sparse:
+                integer &= integer_columns(block)
                 w.add_dense(block)
             elif np.any(block.data < 0) or np.any(block.data != np.round(block.data)):
                 raise ValueError("sparse X must hold non-negative integer counts")
             else:
                 w.add_bow(block.indptr, block.indices, block.data.astype(np.int32))
+        if not sparse:  # the manifest is written as the block ends
+            manifest.steps = integer.astype(float).tolist()
     return out
 
 

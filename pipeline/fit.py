@@ -28,6 +28,7 @@ from . import auto
 from .auto import choose_obs
 from .clusters import process_client
 from .config import JobConfig, resolve
+from .declared import heldout_kind
 from .labels import label_order, labels_of
 from .remote_run import fit_to_store, resume_from_store
 from .runtime import checkpoint
@@ -306,6 +307,7 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
         "cache": cache,
         "config": job.to_dict(),
     })
+    summary["heldout_kind"] = heldout_kind(getattr(model, "obs", None))
     if ctx.obs_auto:  # --obs auto: each candidate's bound, and the race's record
         summary.update(ctx.obs_auto)
     prior = prior_entry(ctx, model)

@@ -29,7 +29,7 @@ from bnpmix.storage import BnpmixError, Corpus
 from bnpmix.storage.corpus import MANIFEST, vocab_sha256
 from bnpmix.storage.rundir import run_path
 
-from .declared import Declared
+from .declared import HELDOUT_DEQUANTISED, HELDOUT_NOTE, Declared
 from .labels import label_order
 
 if TYPE_CHECKING:
@@ -115,6 +115,9 @@ def format_corpus_info(info: dict[str, Any]) -> str:
             lines.append(f"text          stop words {stop_text}; min_df {ingest.get('min_df')}, "
                          f"max_df_fraction {ingest.get('max_df_fraction')}, min_doc_length "
                          f"{ingest.get('min_doc_length')}")
+    if "integer_columns" in info:
+        lines.append(f"integers      {info['integer_columns']} of {info['dim']} columns hold "
+                     "only integers (dequantised unless --dequantise false)")
     labels = ingest.get("labels")
     if labels:
         k = labels["n_classes"]
@@ -218,7 +221,7 @@ def run_info(path: str | Path) -> dict[str, Any]:
         "vocab_file": str(run.vocab_path) if run.vocab_path.is_file() else None,
     }
     for key in ("converged", "stopped", "returned", "executor", "restart", "prior",
-                "obs_candidates", "obs_auto", "last_laps"):
+                "obs_candidates", "obs_auto", "last_laps", "heldout_kind"):
         if key in summary:
             info[key] = summary[key]
     if not summary.get("converged", True):  # the tolerance the last lap's change is held to
@@ -298,6 +301,9 @@ def format_run_info(info: dict[str, Any]) -> str:
         lines += auto_lines(info["obs_candidates"], info.get("obs_auto") or {})
     if "prior" in info:
         lines.append(f"prior         {prior_text(info['prior'])}")
+    if info.get("heldout_kind") == HELDOUT_DEQUANTISED:
+        lines.append(f"dequantised   {HELDOUT_NOTE}; the {info['objective_label']} bounds it "
+                     "too")
     if info["vocab_file"]:
         lines.append(f"vocabulary    {info['vocab_file']}")
     return "\n".join(lines)

@@ -77,10 +77,12 @@ SCORE = "heldout_loglik_per_item"
 
 @dataclass(frozen=True)
 class Split:
-    """The sample's training items (in the order ADF absorbs them) and its test items."""
+    """The sample's training items (in the order ADF absorbs them) and its test items, and the
+    corpus's integer columns as an observation model's ``delta`` (None: none)."""
 
     train: Any
     test: Any
+    delta: np.ndarray | None = None
 
 
 def sample_split(corpus: Corpus, n: int, test_fraction: float, seed: int) -> Split:
@@ -92,7 +94,7 @@ def sample_split(corpus: Corpus, n: int, test_fraction: float, seed: int) -> Spl
     if n_test < 1 or n_test >= len(order):
         raise BnpmixError(f"{corpus.path}: a sample of {len(order)} items cannot be split "
                           f"{1 - test_fraction:.0%}/{test_fraction:.0%}; raise --fraction")
-    return Split(X[order[n_test:]], X[order[:n_test]])
+    return Split(X[order[n_test:]], X[order[:n_test]], corpus.manifest.integer_steps)
 
 
 def sample_size(n_items: int, fraction: float | None, max_items: int) -> int:
@@ -200,7 +202,8 @@ def tune(corpus_dir: str | Path, *, prior: str = "ig", sigma: float | None = Non
     for scale in scales:
         given = with_value(obs_prior, key, scale)
         try:
-            model = obs_class(obs_name).default(split.train, **given)
+            model = obs_class(obs_name).default(  # dequantised as a fit's would be
+                split.train, **given, **({} if split.delta is None else {"delta": split.delta}))
         except TypeError as exc:
             raise BnpmixError(f"prior: {exc} (the {obs_name} model's prior parameters are "
                               f"{prior_keys(obs_name)})") from None

@@ -28,7 +28,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .atomic import fsync_dir, write_json_atomic
-from .corpus import MANIFEST, Corpus, Manifest, PartitionInfo, partition_name
+from .corpus import (
+    MANIFEST,
+    Corpus,
+    Manifest,
+    PartitionInfo,
+    combined_steps,
+    partition_name,
+)
 from .errors import BnpmixError, CorruptPartitionError, DataError
 
 
@@ -149,6 +156,9 @@ def _append_locked(target: str | Path, staged: str | Path, source: str | Path | 
     fsync_dir(corpus.path)
     manifest = json.loads((corpus.path / MANIFEST).read_text(encoding="utf-8"))
     corpus.manifest.partitions.extend(added)
+    corpus.manifest.steps = combined_steps(corpus.manifest.steps, new.manifest.steps)
+    if corpus.manifest.steps is None:  # an older corpus's manifest: still without the field
+        manifest.pop("steps", None)
     manifest.update(corpus.manifest.to_json())
     write_json_atomic(corpus.path / MANIFEST, manifest)
     shutil.rmtree(new.path, ignore_errors=True)

@@ -11,12 +11,18 @@ A corpus with a vocabulary (bag-of-words) also holds it as ``vocab.txt``, one wo
 ``w`` on line ``w + 1``: the file to pass as ``bnpmix ingest --vocab`` so that held-out text gets
 the same columns. The manifest's optional ``ingest`` object records how the source was read (the
 stop-word list, the document-frequency limits, where the labels came from).
+
+A dense corpus's manifest also records each column's ``steps``: 1 where every value ingested is
+an integer, 0 for a continuous column (the Gaussian models dequantise the integer columns:
+algorithms/obs/dequant.py). An append with a non-integer value in an integer column turns it
+continuous. A manifest without the field (written before it existed) reads as all continuous.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -37,6 +43,21 @@ VOCAB_FILE = "vocab.txt"
 KINDS = ("dense", "bow")
 OPTIONAL_COLUMNS = ("item", "label", "time", "sequence")
 DENSE_DTYPES = ("float32", "float64")
+
+
+def integer_columns(X: np.ndarray) -> np.ndarray:
+    """Which columns of X (n, D) hold only integers: (D,) bool (an integer dtype: all)."""
+    if X.dtype.kind in "iub":
+        return np.ones(X.shape[1], dtype=bool)
+    return np.all(np.round(X) == X, axis=0)
+
+
+def combined_steps(old: list[float] | None, new: list[float] | None) -> list[float] | None:
+    """The steps of a corpus after an append: a column keeps its step where the new rows have
+    the same, else it turns continuous (0); unknown (None) on either side stays unknown."""
+    if old is None or new is None:
+        return None
+    return [a if a == b else 0.0 for a, b in zip(old, new, strict=True)]
 
 
 def partition_name(index: int) -> str:
@@ -97,6 +118,14 @@ class Manifest:
     vocab: list[str] | None = None
     partitions: list[PartitionInfo] = field(default_factory=list)
     ingest: dict[str, Any] | None = None  # how the source was read (stop words, labels, ...)
+    steps: list[float] | None = None  # dense: each column's step (1: integers, 0: continuous)
+
+    @property
+    def integer_steps(self) -> np.ndarray | None:
+        """The columns' steps Δ (D,) when some column is integer-valued, else None."""
+        if self.steps is None or not any(self.steps):
+            return None
+        return np.asarray(self.steps, dtype=float)
 
     @property
     def n_items(self) -> int:
@@ -136,6 +165,8 @@ class Manifest:
         }
         if self.ingest is not None:
             out["ingest"] = self.ingest
+        if self.steps is not None:
+            out["steps"] = self.steps
         return out
 
     @classmethod
@@ -186,9 +217,16 @@ class Manifest:
         if ingest is not None and not isinstance(ingest, dict):
             raise BnpmixError(f"{path}: field 'ingest' must be an object, not a "
                               f"{type(ingest).__name__}")
+        steps = obj.get("steps")
+        if steps is not None and (
+                not isinstance(steps, list) or len(steps) != dim
+                or not all(isinstance(v, int | float) and not isinstance(v, bool)
+                           and math.isfinite(v) and v >= 0 for v in steps)):
+            raise BnpmixError(f"{path}: field 'steps' must be a list of {dim} non-negative "
+                              "numbers (dim)")
         return cls(kind=kind, dim=dim, dtype=dtype, columns=columns,
                    vocab=list(vocab) if vocab is not None else None, partitions=parts,
-                   ingest=ingest)
+                   ingest=ingest, steps=steps)
 
 
 @dataclass
@@ -449,6 +487,8 @@ class Corpus:
             out["vocab_file"] = None if vocab_file is None else str(vocab_file.resolve())
         if self.manifest.ingest is not None:
             out["ingest"] = self.manifest.ingest
+        if self.manifest.steps is not None:
+            out["integer_columns"] = int(np.count_nonzero(self.manifest.steps))
         return out
 
     @property

@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-from .corpus import DENSE_DTYPES, Manifest
+from .corpus import DENSE_DTYPES, Manifest, integer_columns
 from .errors import DataError, DataWarning
 from .labels import open_labels, streaming
 from .textio import numbered_lines
@@ -63,17 +63,23 @@ def _write_dense(
     chunks: Iterator[Chunk],
     overwrite: bool,
     ingest: dict[str, Any] | None = None,
+    steps: list[float] | None = None,
 ) -> Manifest:
+    """The corpus from chunks of rows, its manifest recording each column's step (``steps``
+    when given, else 1 for a column whose every value is an integer, 0 otherwise)."""
     if dim < 1:
         raise DataError(source, "no feature columns (the data has 0 columns)")
     manifest = Manifest(kind="dense", dim=dim, dtype=dtype, columns=columns, ingest=ingest)
+    integer = np.ones(dim, dtype=bool)
     with new_corpus(out, manifest, overwrite=overwrite) as writer:
         for first_row, X, cols in chunks:
             check_exact(X, source, first_row)
             check_finite(X, source, first_row)
+            integer &= integer_columns(X)
             writer.add_dense(X, cols)
         if manifest.n_items == 0:
             raise DataError(source, "empty source: no data rows")
+        manifest.steps = integer.astype(float).tolist() if steps is None else list(steps)
     return manifest
 
 
@@ -85,9 +91,12 @@ def ingest_array(
     columns: dict[str, np.ndarray] | None = None,
     overwrite: bool = False,
     source: str = "<array>",
+    steps: list[float] | None = None,
 ) -> Manifest:
     """Write an in-memory (N, D) array, with optional per-item columns, as a dense corpus of
     ``partition_rows`` rows a partition (None: storage.partition_rows' default for D).
+    ``steps``: the columns' steps to record where they are known from elsewhere (a sample of a
+    corpus keeps the corpus's); by default found from the values (1: integers only, else 0).
 
     With a ``sequence`` column (integers) each sequence's rows must be contiguous, and a
     partition closes at the first sequence boundary at or after ``partition_rows`` rows, so a
@@ -111,9 +120,10 @@ def ingest_array(
         for s, e in itertools.pairwise(bounds):
             yield s, X[s:e], {k: np.asarray(v[s:e]) for k, v in columns.items()}
 
-    return _write_dense(
-        out, source, X.shape[1], _dense_dtype(X.dtype), tuple(sorted(columns)), chunks(), overwrite
-    )
+    if steps is not None and len(steps) != X.shape[1]:
+        raise ValueError(f"steps: {len(steps)} values for {X.shape[1]} columns")
+    return _write_dense(out, source, X.shape[1], _dense_dtype(X.dtype), tuple(sorted(columns)),
+                        chunks(), overwrite, steps=steps)
 
 
 GROUPED = "the {what} must be grouped by sequence, each sequence's rows together"

@@ -83,11 +83,11 @@ def make_text_corpus(path: Path, n: int = 2000, V: int = 400, partitions: int = 
 @pytest.mark.parametrize("wave,ahead,kind", [
     pytest.param("1", "0", "dense", marks=pytest.mark.slow),  # dense: --obs auto's fits too
     pytest.param("2", "1", "dense", marks=pytest.mark.slow),
-    ("2", "1", "text")])
+    ("2", "1", "text"), ("2", "1", "mfa")])  # mfa: iterative global updates, warm starts
 def test_dask_run_equals_threaded_run(tmp_path, cluster, wave, ahead, kind):
-    make = make_corpus if kind == "dense" else make_text_corpus
+    make = make_text_corpus if kind == "text" else make_corpus
     corpus = make(tmp_path / "corpus")
-    same = (*FIT, "--wave", wave, "--ahead", ahead)
+    same = (*FIT, "--wave", wave, "--ahead", ahead, *(("--obs", "mfa") if kind == "mfa" else ()))
     local = bnpmix("fit", str(corpus), "--out", str(tmp_path / "threads"), *same)
     assert local.returncode == 0, local.stderr
     dist = bnpmix("fit", str(corpus), "--out", str(tmp_path / "dask"), *same,

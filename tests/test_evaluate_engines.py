@@ -184,13 +184,15 @@ def test_evaluate_every_engine(runs, name):
     logp, best, batch = independent(run, heldout)
     bow = corpus == "bow"
     expected = {"heldout_loglik_per_item", "K", "n_items", "scoring",
-                "multinomial_coefficient_included", "ari", "nmi", "vi", "accuracy"}
+                "multinomial_coefficient_included", "ari", "nmi", "vi", "accuracy",
+                "heldout_kind"}
     assert set(out) == expected | ({"heldout_loglik_per_item_with_coefficient"} if bow
                                    else set()), out
     assert out["n_items"] == len(batch) == 18
     assert out["K"] == bnpmix.load(run).n_components_
     assert out["scoring"].startswith(SCORING[name.removesuffix("-bow")]), out["scoring"]
     assert out["heldout_loglik_per_item"] == pytest.approx(logp.mean(), rel=1e-12)
+    assert out["heldout_kind"] == "plain"  # these corpora hold no integer-valued column
     if bow:
         assert out["multinomial_coefficient_included"] is False
         assert out["heldout_loglik_per_item_with_coefficient"] == pytest.approx(

@@ -7,7 +7,7 @@ from typing import Any
 from .base import ObsModel
 
 # the models' names (--obs), each its class's ``name``, in the order help lists them
-OBS_NAMES = ("gauss", "zm-gauss", "diag-gauss", "tied-gauss", "mult")
+OBS_NAMES = ("gauss", "zm-gauss", "diag-gauss", "tied-gauss", "mfa", "mult")
 # `--obs auto`'s candidates: the Gaussian covariance structures (mclust's choice among them,
 # made by the variational evidence bound of memo runs on the corpus; pipeline.auto.choose_obs,
 # which takes however many are listed, in this order)
@@ -18,12 +18,13 @@ def obs_class(name: str) -> type[ObsModel]:
     """The observation model class called ``name`` (one of OBS_NAMES)."""
     from .diag_gauss import DiagGauss
     from .gauss import Gauss
+    from .mfa import MFA
     from .mult import Mult
     from .tied_gauss import TiedGauss
     from .zm_gauss import ZeroMeanGauss
 
     classes: dict[str, type[ObsModel]] = {
-        c.name: c for c in (Gauss, ZeroMeanGauss, DiagGauss, TiedGauss, Mult)
+        c.name: c for c in (Gauss, ZeroMeanGauss, DiagGauss, TiedGauss, MFA, Mult)
     }
     if name not in classes:
         raise ValueError(f"unknown observation model {name!r}; choose from {sorted(classes)}")

@@ -63,6 +63,10 @@ class ObsModel(ABC):
     # a pair's merge gain (merge_gains) depends on the two components' statistics alone, so a
     # merge elsewhere leaves it unchanged (False: components share a parameter)
     pairwise_gains: ClassVar[bool] = True
+    # the global update is iterative (mfa): post_update from the last q of the same components
+    # is cheaper than post and never lowers the bound, so loops of global updates over the same
+    # components (a birth's fresh VB, the prior's learning rounds) start each from the last
+    warm_start: ClassVar[bool] = False
 
     @classmethod
     def component_params(cls, D: int) -> int:

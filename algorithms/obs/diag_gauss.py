@@ -9,6 +9,9 @@ One item x with weight w: κ' = κ + w, m' = (κ m + w x) / κ', a' = a + w/2,
 b' = b + ½ (w κ / κ') (x - m)².
 Draws (draw): λ_d = G_d / b_d with G_d ~ Gamma(a_d, 1) drawn in log space, then
 μ_d = m_d + z_d / √(κ λ_d) with z ~ N(0, I).
+Integer-valued columns (``delta``, dequant.py): x2 gains N_k δ, the local step
+-½ Σ_d δ_d a_d / b_d, each predictive factor's (x_d - m_d)² also δ_d, and one item's b' also
+½ w δ.
 """
 
 from __future__ import annotations
@@ -31,6 +34,7 @@ from .base import (
     log_gamma_draw,
     prior_variances,
 )
+from .dequant import set_steps
 from .prior_learning import FLOOR, KAPPA_MAX, identifiable, widened, wishart_scale_dof
 
 LOG2PI = np.log(2 * np.pi)
@@ -47,8 +51,10 @@ class DiagGauss(ObsModel):
         return 2 * D
 
     def __init__(self, D: int, m0: np.ndarray, kappa0: float, a0: float | np.ndarray,
-                 b0: np.ndarray) -> None:
-        """``a0``: one Gamma shape for every dimension, or one per dimension."""
+                 b0: np.ndarray, delta: np.ndarray | None = None) -> None:
+        """``a0``: one Gamma shape for every dimension, or one per dimension; ``delta``: each
+        column's step Δ_d, 0 for a continuous one (None: all 0); integer columns are
+        dequantised (dequant.py)."""
         self.D = D
         self.m0 = np.broadcast_to(np.asarray(m0, dtype=float), (D,)).copy()
         self.kappa0 = float(kappa0)
@@ -59,11 +65,12 @@ class DiagGauss(ObsModel):
         if np.any(self.b0 <= 0):
             raise ValueError("b0 must be positive")
         self._logZ0 = _log_Z_ng(self.kappa0, self.a0, self.b0).sum()
+        set_steps(self, D, delta)
 
     @classmethod
     def default(cls, X: Data, kappa0: float = 0.01, a0: float = 1.0, scale: float = 0.1,
                 m0: np.ndarray | None = None, b0: np.ndarray | None = None,
-                shrinkage: float = SHRINKAGE) -> DiagGauss:
+                shrinkage: float = SHRINKAGE, delta: np.ndarray | None = None) -> DiagGauss:
         """m0 = data mean and b0_d = a0 · scale · v_d, so 1/E[λ_d] = scale · v_d, with v the
         diagonal of data_scale_matrix: each column's own variance, a floor for constant ones."""
         X = np.asarray(X, dtype=float)
@@ -72,13 +79,14 @@ class DiagGauss(ObsModel):
         if b0 is None:
             var = X.var(0) if len(X) else np.ones(D)
             b0 = a0 * prior_variances(var, scale, shrinkage)
-        return cls(D, m0, kappa0, a0, b0)
+        return cls(D, m0, kappa0, a0, b0, delta)
 
     def prior(self) -> dict[str, Any]:
         a0 = self.a0.tolist()
         a0 = a0[0] if len(set(a0)) == 1 else a0  # one shape for all: the scalar
-        return {"D": self.D, "m0": self.m0.tolist(), "kappa0": self.kappa0, "a0": a0,
-                "b0": self.b0.tolist()}
+        out = {"D": self.D, "m0": self.m0.tolist(), "kappa0": self.kappa0, "a0": a0,
+               "b0": self.b0.tolist()}
+        return out if self.dq is None else {**out, **self.dq.saved()}
 
     def prior_figures(self) -> dict[str, float]:
         """κ0, the range of the shapes a0_d, |m0| and the scale mean_d b0_d / a0_d (1/E[λ_d])."""
@@ -110,7 +118,7 @@ class DiagGauss(ObsModel):
         floor = np.minimum(FLOOR * base.b0 / base.a0, self.b0 / self.a0)
         lo, hi = np.minimum(1.0, self.a0), np.maximum(1.0 + 0.5 * n, self.a0)  # widened
         s, nu = wishart_scale_dof(elog, e, 1, (2 * lo, 2 * hi), floor)
-        return DiagGauss(self.D, m0, kappa0, 0.5 * nu, 0.5 * s)
+        return DiagGauss(self.D, m0, kappa0, 0.5 * nu, 0.5 * s, self.delta)
 
     def check_data(self, X: Data) -> None:
         check_dense(X, self.D)
@@ -120,7 +128,10 @@ class DiagGauss(ObsModel):
 
     def stats(self, X: Data, R: np.ndarray) -> Arrays:
         X = np.asarray(X, dtype=float)
-        return {"x": R.T @ X, "x2": R.T @ X**2}
+        x2 = R.T @ X**2
+        if self.dq is not None:
+            x2 += self.dq.squares(R.sum(axis=0))
+        return {"x": R.T @ X, "x2": x2}
 
     def post(self, N: np.ndarray, stats: Arrays) -> Arrays:
         N = np.asarray(N, dtype=float)
@@ -139,7 +150,8 @@ class DiagGauss(ObsModel):
         e = a / b
         quad = (X**2) @ e.T - 2.0 * X @ (e * m).T + (e * m**2).sum(1)
         elog = (digamma(a) - np.log(b)).sum(1)
-        return -0.5 * self.D * LOG2PI + 0.5 * elog - 0.5 * (self.D / kappa + quad)
+        out = -0.5 * self.D * LOG2PI + 0.5 * elog - 0.5 * (self.D / kappa + quad)
+        return out if self.dq is None else out + self.dq.offset(e)
 
     def draw(self, post: Arrays, rng: np.random.Generator) -> Arrays:
         """(μ_kd, λ_kd) ~ NG(m_kd, κ_k, a_k, b_kd) as θ = {"mu": μ (K, D), "s": √λ (K, D),
@@ -161,7 +173,8 @@ class DiagGauss(ObsModel):
         X = np.asarray(X, dtype=float)
         Z = (X[:, None, :] - theta["mu"][None]) * theta["s"][None]
         quad = np.einsum("nkd,nkd->nk", Z, Z)
-        return -0.5 * self.D * LOG2PI + 0.5 * theta["logdet"] - 0.5 * quad
+        out = -0.5 * self.D * LOG2PI + 0.5 * theta["logdet"] - 0.5 * quad
+        return out if self.dq is None else out + self.dq.offset(theta["s"] ** 2)
 
     def elbo(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:
         """Σ_k E[log p(x | μ, λ)] + E[log NG(μ, λ | λ0)] - E[log q(μ, λ)] for any q.
@@ -179,6 +192,8 @@ class DiagGauss(ObsModel):
              + (N + self.kappa0)[:, None] * m**2)
         lin = (a / b * (0.5 * Q + self.b0)).sum(1)
         data = N * (-0.5 * D * LOG2PI + 0.5 * elog)
+        if self.dq is not None:
+            data += self.dq.cell(N)
         prior = -self._logZ0 + ((self.a0 - 0.5) * elog_d).sum(1)
         entropy = (_log_Z_ng(kappa[:, None], a, b) - (a - 0.5) * elog_d + a + 0.5).sum(1)
         quad = -0.5 * (N + self.kappa0) * D / kappa - lin
@@ -188,18 +203,21 @@ class DiagGauss(ObsModel):
         """-N D/2 log 2π + Σ_d [log Z_NG(λ_kd) - log Z_NG(λ0_d)] (Eq. 12)."""
         post = self.post(N, stats)
         logZ = _log_Z_ng(post["kappa"][:, None], post["a"], post["b"]).sum(1)
-        return -0.5 * np.asarray(N) * self.D * LOG2PI + logZ - self._logZ0
+        out = -0.5 * np.asarray(N) * self.D * LOG2PI + logZ - self._logZ0
+        return out if self.dq is None else out + self.dq.cell(N)
 
     def predictive_logpdf(self, X: Data, post: Arrays) -> np.ndarray:
-        """Π_d Student-t: 2a_d dof, location m_d, scale² s_d² = b_d (κ + 1) / (a_d κ)."""
+        """Π_d Student-t: 2a_d dof, location m_d, scale² s_d² = b_d (κ + 1) / (a_d κ); with integer
+        columns the bound on E_u of it (dequant.py): each (x_d - m_d)² plus δ_d."""
         X = np.asarray(X, dtype=float)
         kappa, m = post["kappa"], post["m"]
         dof, s2, const = _student(post)
         out = np.empty((X.shape[0], len(kappa)))
         for k in range(len(kappa)):
-            z2 = (X - m[k]) ** 2 / (dof[k] * s2[k])
+            sq = (X - m[k]) ** 2 if self.dq is None else (X - m[k]) ** 2 + self.dq.var
+            z2 = sq / (dof[k] * s2[k])
             out[:, k] = -0.5 * (np.log1p(z2) * (dof[k] + 1)).sum(1)
-        return out + const
+        return out + const if self.dq is None else out + const + self.dq.log_cell
 
     def features(self, X: Data) -> np.ndarray:
         """The items standardised by the prior's scale, (x - m0) / √b0: components differ in
@@ -215,7 +233,11 @@ class DiagGauss(ObsModel):
         once: O(K D) per item."""
         X = dense_items(X, self.D)
         dof, s2, const = _student(state)
-        z2 = (X[:, None, :] - state["m"][None]) ** 2 / (dof * s2)[None]
+        sq = (X[:, None, :] - state["m"][None]) ** 2
+        if self.dq is not None:
+            sq += self.dq.var
+            const = const + self.dq.log_cell
+        z2 = sq / (dof * s2)[None]
         return -0.5 * (np.log1p(z2) * (dof + 1)[None]).sum(2) + const
 
     def absorb(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
@@ -227,6 +249,8 @@ class DiagGauss(ObsModel):
         kappa_new = kappa + w
         d = x - state["m"][k]
         state["b"][k] += (0.5 * w * kappa / kappa_new) * d**2
+        if self.dq is not None:
+            state["b"][k] += 0.5 * w * self.dq.var
         state["m"][k] += (w / kappa_new) * d
         state["kappa"][k] = kappa_new
         state["a"][k] += 0.5 * w
@@ -244,6 +268,8 @@ class DiagGauss(ObsModel):
                              f"{np.min(a_new)}: they must stay positive")
         d = x - state["m"][k]
         b_new = state["b"][k] - (0.5 * w * kappa / kappa_new) * d**2
+        if self.dq is not None:
+            b_new -= 0.5 * w * self.dq.var
         if not np.all(b_new > 0):
             raise ValueError("the removal would leave a non-positive rate b")
         state["b"][k] = b_new

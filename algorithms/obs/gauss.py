@@ -9,6 +9,9 @@ One item x with weight w: κ' = κ + w, m' = (κ m + w x) / κ', ν' = ν + w,
 B' = B + (w κ / κ') (x - m)(x - m)ᵀ, a rank-one update of B's Cholesky factor.
 Draws (draw): Λ = Pᵀ P by Bartlett's decomposition (P = Aᵀ U, wishart.wishart_draw), then
 μ = m + P⁻¹ z / √κ with z ~ N(0, I), so Cov(μ | Λ) = P⁻¹ P⁻ᵀ / κ = (κ Λ)⁻¹.
+Integer-valued columns (``delta``, dequant.py): S_k gains N_k diag(δ), the local step
+-½ Σ_d δ_d E[Λ_k]_dd = -½ ν_k Σ_d δ_d (B_k⁻¹)_dd, the predictive's Mahalanobis distance
+Σ_d δ_d (B_k⁻¹)_dd, and one item's B' also w diag(δ) (L_k refactored: Dequant.update_state).
 """
 
 from __future__ import annotations
@@ -32,6 +35,7 @@ from .base import (
     dense_items,
     weighted_outer,
 )
+from .dequant import Dequant, gram_diag, precision_diag, set_steps
 from .prior_learning import KAPPA_MAX, identifiable, learn_wishart, widened
 
 
@@ -46,20 +50,22 @@ class Gauss(ObsModel):
         """A mean and a covariance: D + D (D + 1) / 2."""
         return D * (D + 3) // 2
 
-    def __init__(self, D: int, m0: np.ndarray, kappa0: float, nu0: float, B0: np.ndarray) -> None:
-        set_normal_wishart(self, D, m0, kappa0, nu0, B0)
+    def __init__(self, D: int, m0: np.ndarray, kappa0: float, nu0: float, B0: np.ndarray,
+                 delta: np.ndarray | None = None) -> None:
+        """``delta``: each column's step Δ_d, 0 for a continuous one (None: all 0); integer
+        columns are dequantised (dequant.py)."""
+        set_normal_wishart(self, D, m0, kappa0, nu0, B0, delta)
         self._logZ0 = _log_Z_nw(self.kappa0, self.nu0, self._logdet_B0, D)
 
     @classmethod
     def default(cls, X: Data, kappa0: float = 0.01, nu0: float | None = None, scale: float = 0.1,
                 m0: np.ndarray | None = None, B0: np.ndarray | None = None,
-                shrinkage: float = SHRINKAGE) -> Gauss:
+                shrinkage: float = SHRINKAGE, delta: np.ndarray | None = None) -> Gauss:
         """The data-scaled Normal-Wishart prior (normal_wishart_default)."""
-        return cls(**normal_wishart_default(X, kappa0, nu0, scale, m0, B0, shrinkage))
+        return cls(**normal_wishart_default(X, kappa0, nu0, scale, m0, B0, shrinkage), delta=delta)
 
     def prior(self) -> dict[str, Any]:
-        return {"D": self.D, "m0": self.m0.tolist(), "kappa0": self.kappa0, "nu0": self.nu0,
-                "B0": self.B0.tolist()}
+        return normal_wishart_prior(self)
 
     def prior_figures(self) -> dict[str, float]:
         """κ0, ν0, |m0| and the scale tr(B0) / (D ν0): the mean eigenvalue of E[Λ]⁻¹."""
@@ -88,7 +94,7 @@ class Gauss(ObsModel):
         n = float(N.sum())
         kappa0 = float(np.clip(len(N) * D / spread.sum(), *widened(0.0, KAPPA_MAX, self.kappa0)))
         nu0, B0 = learn_wishart(post, self.nu0, self.B0, base.nu0, base.B0, n)
-        return Gauss(D, m0, kappa0, nu0, B0)
+        return Gauss(D, m0, kappa0, nu0, B0, self.delta)
 
     def check_data(self, X: Data) -> None:
         check_dense(X, self.D)
@@ -98,7 +104,10 @@ class Gauss(ObsModel):
 
     def stats(self, X: Data, R: np.ndarray) -> Arrays:
         X = np.asarray(X, dtype=float)
-        return {"x": R.T @ X, "xxT": weighted_outer(X, R)}
+        xxT = weighted_outer(X, R)
+        if self.dq is not None:
+            xxT += self.dq.second_moments(R.sum(axis=0))
+        return {"x": R.T @ X, "xxT": xxT}
 
     def post(self, N: np.ndarray, stats: Arrays) -> Arrays:
         N = np.asarray(N, dtype=float)
@@ -116,10 +125,12 @@ class Gauss(ObsModel):
         return self._E_loglik_offset(post) - 0.5 * post["nu"] * quad
 
     def _E_loglik_offset(self, post: Arrays) -> np.ndarray:
-        """E_loglik's terms free of x: -D/2 log 2π + ½ E[log|Λ|] - ½ D/κ (K,)."""
+        """E_loglik's terms free of x: -D/2 log 2π + ½ E[log|Λ|] - ½ D/κ (K,), and with integer
+        columns Σ log Δ_d - ½ Σ_d δ_d E[Λ]_dd."""
         D = self.D
         elogdet = W.E_logdet(post["nu"], post["logdet_B"], D)
-        return -0.5 * D * W.LOG2PI + 0.5 * elogdet - 0.5 * D / post["kappa"]
+        offset = -0.5 * D * W.LOG2PI + 0.5 * elogdet - 0.5 * D / post["kappa"]
+        return offset if self.dq is None else offset + self.dq.offset(precision_diag(post))
 
     def local_step(self, X: Data, post: Arrays,
                    Elogw: np.ndarray) -> tuple[np.ndarray, np.ndarray, Arrays, np.ndarray]:
@@ -133,6 +144,8 @@ class Gauss(ObsModel):
         theta[:, -1] += self._E_loglik_offset(post) + Elogw
         R, G, H = W.feature_estep(F, theta)
         N, xxT, x = W.feature_stats(G, self.D, F.center)
+        if self.dq is not None:
+            xxT += self.dq.second_moments(N)
         return R, N, {"x": x, "xxT": xxT}, H
 
     def repeated(self, X: Data) -> W.QuadFeatures:
@@ -155,9 +168,11 @@ class Gauss(ObsModel):
         return theta["mu"] + (np.linalg.solve(theta["U"], z[..., None])[..., 0] if len(z) else z)
 
     def loglik(self, X: Data, theta: Arrays) -> np.ndarray:
-        """log N(x | μ, Λ⁻¹) = -D/2 log 2π + ½ log|Λ| - ½ |P (x - μ)|²: (n, K)."""
+        """log N(x | μ, Λ⁻¹) = -D/2 log 2π + ½ log|Λ| - ½ |P (x - μ)|²: (n, K); with integer
+        columns E_u log N(x + u | μ, Λ⁻¹) + Σ log Δ_d (dequant.py)."""
         quad = W.mahalanobis(np.asarray(X, dtype=float), theta["U"], theta["mu"])
-        return -0.5 * self.D * W.LOG2PI + 0.5 * theta["logdet"] - 0.5 * quad
+        out = -0.5 * self.D * W.LOG2PI + 0.5 * theta["logdet"] - 0.5 * quad
+        return out if self.dq is None else out + self.dq.offset(gram_diag(theta["U"]))
 
     def elbo(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:
         """Σ_k E[log p(x | μ, Λ)] + E[log NW(μ, Λ | λ0)] - E[log q(μ, Λ)] for any q.
@@ -180,18 +195,23 @@ class Gauss(ObsModel):
         entropy = (_log_Z_nw(kappa, nu, logdet, D) - 0.5 * (nu - D) * elogdet
                    + 0.5 * D * (1.0 + nu))
         quad = -0.5 * (N + self.kappa0) * D / kappa - 0.5 * nu * tr
+        if self.dq is not None:
+            data += self.dq.cell(N)
         return float(np.sum(data + prior + entropy + quad))
 
     def log_marginal(self, N: np.ndarray, stats: Arrays) -> np.ndarray:
-        """-N D/2 log 2π + log Z_NW(λ_k) - log Z_NW(λ0) (Eq. 12)."""
+        """-N D/2 log 2π + log Z_NW(λ_k) - log Z_NW(λ0) (Eq. 12) (+ N Σ log Δ_d)."""
         post = self.post(N, stats)
-        return (-0.5 * np.asarray(N) * self.D * W.LOG2PI
-                + _log_Z_nw(post["kappa"], post["nu"], post["logdet_B"], self.D) - self._logZ0)
+        out = (-0.5 * np.asarray(N) * self.D * W.LOG2PI
+               + _log_Z_nw(post["kappa"], post["nu"], post["logdet_B"], self.D) - self._logZ0)
+        return out if self.dq is None else out + self.dq.cell(N)
 
     def predictive_logpdf(self, X: Data, post: Arrays) -> np.ndarray:
-        """Student-t: ν' = ν - D + 1 dof, location m, scale Σ = B (κ + 1) / (κ ν')."""
+        """Student-t: ν' = ν - D + 1 dof, location m, scale Σ = B (κ + 1) / (κ ν'); with integer
+        columns the bound on E_u of it (dequant.py): the distance plus Σ_d δ_d (B⁻¹)_dd."""
         mahal = W.mahalanobis(np.asarray(X, dtype=float), post["U"], post["m"])
-        return student_t_logpdf(mahal, post["kappa"], post["nu"], post["logdet_B"], self.D)
+        return student_t_bound(self.dq, mahal, None if self.dq is None else gram_diag(post["U"]),
+                               post["kappa"], post["nu"], post["logdet_B"], self.D)
 
     def features(self, X: Data) -> np.ndarray:
         """The items whitened by the prior's scale, U0 (x - m0) with B0⁻¹ = U0ᵀ U0: components
@@ -199,11 +219,13 @@ class Gauss(ObsModel):
         return (np.asarray(X, dtype=float) - self.m0) @ self._U0.T
 
     def predictive_state(self, post: Arrays) -> Arrays:
-        """κ, m, ν, the lower Cholesky factor L of B (B = L Lᵀ) and log|B| = 2 Σ log diag L."""
+        """κ, m, ν, the lower Cholesky factor L of B (B = L Lᵀ) and log|B| = 2 Σ log diag L;
+        with integer columns the diagonals of B⁻¹ (dequant.py)."""
         L = np.linalg.cholesky(post["B"])
-        return {"kappa": np.array(post["kappa"], dtype=float),
-                "m": np.array(post["m"], dtype=float), "nu": np.array(post["nu"], dtype=float),
-                "L": L, "logdet_B": W.logdet_from_chol(L)}
+        state = {"kappa": np.array(post["kappa"], dtype=float),
+                 "m": np.array(post["m"], dtype=float), "nu": np.array(post["nu"], dtype=float),
+                 "L": L, "logdet_B": W.logdet_from_chol(L)}
+        return state if self.dq is None else {**state, **self.dq.state_entries(L)}
 
     def predictive_logpdf_state(self, state: Arrays, X: Data) -> np.ndarray:
         """The Student-t of predictive_logpdf with (x - m)ᵀ B⁻¹ (x - m) = |z|², L z = x - m:
@@ -211,17 +233,22 @@ class Gauss(ObsModel):
         X = dense_items(X, self.D)
         Z = W.solve_lower(state["L"], X[:, None, :] - state["m"][None, :, :])
         mahal = np.einsum("nkd,nkd->nk", Z, Z)
-        return student_t_logpdf(mahal, state["kappa"], state["nu"], state["logdet_B"], self.D)
+        return student_t_bound(self.dq, mahal, state.get("inv_diag"), state["kappa"],
+                               state["nu"], state["logdet_B"], self.D)
 
     def absorb(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
         """κ' = κ + w, m' = m + (w / κ') (x - m), ν' = ν + w and B' = B + (w κ / κ') (x - m)(x - m)ᵀ
-        as a rank-one update of L_k, O(D²); log|B_k| from the new diagonal."""
+        as a rank-one update of L_k, O(D²) (with integer columns B' also gains w diag(δ):
+        L_k refactored, O(D³), Dequant.update_state); log|B_k| from the new diagonal."""
         k = check_component(k, len(state["kappa"]))
         x, w = dense_item(x, self.D), check_weight(w)
         kappa = state["kappa"][k]
         kappa_new = kappa + w
         d = x - state["m"][k]
-        W.chol_rank1(state["L"][k], np.sqrt(w * kappa / kappa_new) * d, +1)
+        if self.dq is None:
+            W.chol_rank1(state["L"][k], np.sqrt(w * kappa / kappa_new) * d, +1)
+        else:
+            self.dq.update_state(state, k, np.sqrt(w * kappa / kappa_new) * d, w, +1)
         state["m"][k] += (w / kappa_new) * d
         state["kappa"][k] = kappa_new
         state["nu"][k] += w
@@ -238,7 +265,11 @@ class Gauss(ObsModel):
             raise ValueError(f"removing weight {w} leaves kappa = {kappa_new}, nu = {nu_new}: "
                              f"they must stay above 0 and D - 1")
         d = x - state["m"][k]
-        W.chol_rank1(state["L"][k], np.sqrt(w * state["kappa"][k] / kappa_new) * d, -1)
+        v = np.sqrt(w * state["kappa"][k] / kappa_new) * d
+        if self.dq is None:
+            W.chol_rank1(state["L"][k], v, -1)
+        else:  # and - w diag(δ)
+            self.dq.update_state(state, k, v, w, -1)
         state["m"][k] -= (w / kappa_new) * d
         state["kappa"][k] = kappa_new
         state["nu"][k] = nu_new
@@ -254,10 +285,10 @@ class Gauss(ObsModel):
 
 
 def set_normal_wishart(model: Any, D: int, m0: np.ndarray, kappa0: float, nu0: float,
-                       B0: np.ndarray) -> None:
+                       B0: np.ndarray, delta: np.ndarray | None) -> None:
     """Check a Normal-Wishart prior (ν0 > D - 1, κ0 > 0, B0 symmetric positive definite) and
-    set it on ``model``: D, m0, kappa0, nu0, B0, and B0's inverse Cholesky factor _U0 and
-    log-determinant _logdet_B0."""
+    set it on ``model``: D, m0, kappa0, nu0, B0, B0's inverse Cholesky factor _U0 and
+    log-determinant _logdet_B0, and the columns' steps (set_steps)."""
     if nu0 <= D - 1:
         raise ValueError(f"nu0 must exceed D - 1 = {D - 1}")
     if kappa0 <= 0:
@@ -268,6 +299,15 @@ def set_normal_wishart(model: Any, D: int, m0: np.ndarray, kappa0: float, nu0: f
     model.nu0 = float(nu0)
     prior = W.prior_factors(B0, D)
     model.B0, model._U0, model._logdet_B0 = prior["B"], prior["U"], prior["logdet_B"]
+    set_steps(model, D, delta)
+
+
+def normal_wishart_prior(model: Any) -> dict[str, Any]:
+    """``prior()`` of a Normal-Wishart model (gauss, tied-gauss): its constructor's arguments,
+    ``delta`` only where a column is integer-valued."""
+    out = {"D": model.D, "m0": model.m0.tolist(), "kappa0": model.kappa0, "nu0": model.nu0,
+           "B0": model.B0.tolist()}
+    return out if model.dq is None else {**out, **model.dq.saved()}
 
 
 def normal_wishart_default(X: Data, kappa0: float, nu0: float | None, scale: float,
@@ -287,6 +327,18 @@ def normal_wishart_default(X: Data, kappa0: float, nu0: float | None, scale: flo
         C = np.atleast_2d(np.cov(X, rowvar=False, bias=True)) if len(X) > 1 else np.eye(D)
         B0 = (nu0 - D - 1) * data_scale_matrix(C, scale, shrinkage)
     return {"D": D, "m0": m0, "kappa0": kappa0, "nu0": nu0, "B0": B0}
+
+
+def student_t_bound(dq: Dequant | None, mahal: np.ndarray, inverse_diag: np.ndarray | None,
+                    kappa: np.ndarray, nu: np.ndarray, logdet_B: np.ndarray,
+                    D: int) -> np.ndarray:
+    """student_t_logpdf, or with integer columns (``dq``) its bound on E_u log t(x + u) +
+    Σ log Δ_d: the distance mahal + Σ_d δ_d (B⁻¹)_dd (``inverse_diag``: the diagonals of
+    B_k⁻¹, (K, D) or (D,) for one shared B; dequant.py)."""
+    if dq is None:
+        return student_t_logpdf(mahal, kappa, nu, logdet_B, D)
+    return dq.log_cell + student_t_logpdf(mahal + dq.spread(inverse_diag), kappa, nu,
+                                          logdet_B, D)
 
 
 def student_t_logpdf(mahal: np.ndarray, kappa: np.ndarray, nu: np.ndarray,

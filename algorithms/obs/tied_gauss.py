@@ -22,6 +22,10 @@ B (κ_k + 1) / (κ_k ν').
 One item x with weight w into k: κ' = κ + w, m' = m + (w/κ')(x - m), ν' = ν + w and
 B' = B + (w κ/κ')(x - m)(x - m)ᵀ: a rank-one update of the one shared Cholesky factor, after
 which every component's whitened mean is re-whitened in O(D) (wishart.rewhiten).
+Integer-valued columns (``delta``, dequant.py): T gains n diag(δ), the local step the constant
+-½ ν Σ_d δ_d (B⁻¹)_dd (the same for every component: it moves no responsibility), the
+predictive's distance Σ_d δ_d (B⁻¹)_dd, and one item's B' also w diag(δ) (L refactored,
+Dequant.update_state, and the means re-whitened).
 """
 
 from __future__ import annotations
@@ -43,7 +47,14 @@ from .base import (
     dense_item,
     dense_items,
 )
-from .gauss import Gauss, normal_wishart_default, set_normal_wishart, student_t_logpdf
+from .dequant import gram_diag, precision_diag
+from .gauss import (
+    Gauss,
+    normal_wishart_default,
+    normal_wishart_prior,
+    set_normal_wishart,
+    student_t_bound,
+)
 from .prior_learning import KAPPA_MAX, identifiable, widened
 
 # the entries of a posterior or one-item state with a component axis; the others are shared
@@ -123,21 +134,23 @@ class TiedGauss(ObsModel):
         """A mean (the one covariance is shared by all components)."""
         return D
 
-    def __init__(self, D: int, m0: np.ndarray, kappa0: float, nu0: float, B0: np.ndarray) -> None:
-        set_normal_wishart(self, D, m0, kappa0, nu0, B0)
+    def __init__(self, D: int, m0: np.ndarray, kappa0: float, nu0: float, B0: np.ndarray,
+                 delta: np.ndarray | None = None) -> None:
+        """``delta``: each column's step Δ_d, 0 for a continuous one (None: all 0); integer
+        columns are dequantised (dequant.py)."""
+        set_normal_wishart(self, D, m0, kappa0, nu0, B0, delta)
         self._logZW0 = float(W.log_Z(self.nu0, self._logdet_B0, D))
 
     @classmethod
     def default(cls, X: Data, kappa0: float = 0.01, nu0: float | None = None, scale: float = 0.1,
                 m0: np.ndarray | None = None, B0: np.ndarray | None = None,
-                shrinkage: float = SHRINKAGE) -> TiedGauss:
+                shrinkage: float = SHRINKAGE, delta: np.ndarray | None = None) -> TiedGauss:
         """Gauss's data-scaled Normal-Wishart prior (normal_wishart_default), here over the one
         shared precision."""
-        return cls(**normal_wishart_default(X, kappa0, nu0, scale, m0, B0, shrinkage))
+        return cls(**normal_wishart_default(X, kappa0, nu0, scale, m0, B0, shrinkage), delta=delta)
 
     def prior(self) -> dict[str, Any]:
-        return {"D": self.D, "m0": self.m0.tolist(), "kappa0": self.kappa0, "nu0": self.nu0,
-                "B0": self.B0.tolist()}
+        return normal_wishart_prior(self)
 
     prior_figures = Gauss.prior_figures
 
@@ -158,7 +171,7 @@ class TiedGauss(ObsModel):
         spread = self.D / post["kappa"] + float(post["nu"]) * (Z * Z).sum(1)
         kappa0 = float(np.clip(len(N) * self.D / spread.sum(),
                                *widened(0.0, KAPPA_MAX, self.kappa0)))
-        return TiedGauss(self.D, self.m0, kappa0, self.nu0, self.B0)
+        return TiedGauss(self.D, self.m0, kappa0, self.nu0, self.B0, self.delta)
 
     def check_data(self, X: Data) -> None:
         check_dense(X, self.D)
@@ -175,7 +188,12 @@ class TiedGauss(ObsModel):
         """x_k = Σ_n r_nk x_n; n and T = Σ_n (x_n - m0)(x_n - m0)ᵀ, whatever R."""
         X = np.asarray(X, dtype=float)
         Y = X - self.m0
-        return {"x": R.T @ X, "n": np.asarray(float(len(X))), "scatter": Y.T @ Y}
+        return {"x": R.T @ X, "n": np.asarray(float(len(X))),
+                "scatter": self._cells(Y.T @ Y, len(X))}
+
+    def _cells(self, scatter: np.ndarray, n: int) -> np.ndarray:
+        """The pooled scatter of n items, with integer columns plus n diag(δ) (dequant.py)."""
+        return scatter if self.dq is None else scatter + self.dq.second_moments(float(n))
 
     def post(self, N: np.ndarray, stats: Arrays) -> Arrays:
         """κ = κ0 + N, m = m0 + g/κ, ν = ν0 + n, B = B0 + T - Σ_k g_k g_kᵀ / κ_k (g = x - N m0)."""
@@ -192,9 +210,11 @@ class TiedGauss(ObsModel):
     # the local step ------------------------------------------------------------------------
 
     def _E_loglik_offset(self, post: Arrays) -> np.ndarray:
-        """E_loglik's terms free of x: -D/2 log 2π + ½ E[log|Λ|] - ½ D/κ_k (K,)."""
+        """E_loglik's terms free of x: -D/2 log 2π + ½ E[log|Λ|] - ½ D/κ_k (K,), and with integer
+        columns Σ log Δ_d - ½ Σ_d δ_d E[Λ]_dd."""
         elogdet = W.E_logdet(post["nu"], post["logdet_B"], self.D)
-        return -0.5 * self.D * W.LOG2PI + 0.5 * elogdet - 0.5 * self.D / post["kappa"]
+        offset = -0.5 * self.D * W.LOG2PI + 0.5 * elogdet - 0.5 * self.D / post["kappa"]
+        return offset if self.dq is None else offset + self.dq.offset(precision_diag(post))
 
     def E_loglik(self, X: Data, post: Arrays) -> np.ndarray:
         """-D/2 log 2π + ½ E[log|Λ|] - ½ (D/κ_k + ν |U (x - m_k)|²), B⁻¹ = Uᵀ U: (n, K)."""
@@ -220,7 +240,7 @@ class TiedGauss(ObsModel):
     def _scatter_about_m0(self, F: TiedItems) -> np.ndarray:
         """Σ (x - m0)(x - m0)ᵀ from the scatter about the mean c: + n d dᵀ, d = c - m0."""
         d = F.center - self.m0
-        return F.scatter + F.X.shape[0] * np.outer(d, d)
+        return self._cells(F.scatter + F.X.shape[0] * np.outer(d, d), F.X.shape[0])
 
     def repeated(self, X: Data) -> TiedItems:
         """X with its mean kept, and its scatter once the first step has made it."""
@@ -247,14 +267,18 @@ class TiedGauss(ObsModel):
                       - 0.5 * (N + self.kappa0) * D / kappa)
         wishart = (float(W.log_Z(nu, logdet, D)) - self._logZW0 + 0.5 * nu * (D - tr)
                    + 0.5 * (n + self.nu0 - nu) * elogdet)
-        return float(-0.5 * n * D * W.LOG2PI + components.sum() + wishart)
+        return float(-0.5 * n * D * W.LOG2PI + components.sum() + wishart + self._cell(n))
+
+    def _cell(self, n: float) -> float:
+        """n Σ log Δ_d, the bound's cell term (0 without integer columns, or every Δ_d = 1)."""
+        return 0.0 if self.dq is None else float(self.dq.cell(n))
 
     def _evidence(self, n: float, post: Arrays) -> float:
         """log M(S) from the optimal q's parameters (module docstring)."""
         D = self.D
         return float(-0.5 * n * D * W.LOG2PI
                      + 0.5 * D * np.log(self.kappa0 / post["kappa"]).sum()
-                     + W.log_Z(post["nu"], post["logdet_B"], D) - self._logZW0)
+                     + W.log_Z(post["nu"], post["logdet_B"], D) - self._logZW0 + self._cell(n))
 
     def elbo_at_optimum(self, N: np.ndarray, stats: Arrays, post: Arrays) -> float:
         return self._evidence(float(stats["n"]), post)
@@ -287,9 +311,11 @@ class TiedGauss(ObsModel):
         return 0.5 * self.D * np.log(ka * kb / (k0 * kab)) - 0.5 * float(post["nu"]) * np.log(det)
 
     def predictive_logpdf(self, X: Data, post: Arrays) -> np.ndarray:
-        """Student-t: ν - D + 1 dof, location m_k, scale B (κ_k + 1) / (κ_k (ν - D + 1))."""
+        """Student-t: ν - D + 1 dof, location m_k, scale B (κ_k + 1) / (κ_k (ν - D + 1)); with
+        integer columns the bound on E_u of it (dequant.py)."""
         d2 = sq_distances(np.asarray(X, dtype=float), post["U"], post["m"])
-        return student_t_logpdf(d2, post["kappa"], post["nu"], post["logdet_B"], self.D)
+        return student_t_bound(self.dq, d2, None if self.dq is None else gram_diag(post["U"]),
+                               post["kappa"], post["nu"], post["logdet_B"], self.D)
 
     # components of posteriors and states -------------------------------------------------
 
@@ -328,19 +354,22 @@ class TiedGauss(ObsModel):
     def loglik(self, X: Data, theta: Arrays) -> np.ndarray:
         """log N(x | μ_k, Λ⁻¹) = -D/2 log 2π + ½ log|Λ| - ½ |P (x - μ_k)|²: (n, K)."""
         d2 = sq_distances(np.asarray(X, dtype=float), theta["U"], theta["mu"])
-        return -0.5 * self.D * W.LOG2PI + 0.5 * float(theta["logdet"]) - 0.5 * d2
+        out = -0.5 * self.D * W.LOG2PI + 0.5 * float(theta["logdet"]) - 0.5 * d2
+        return out if self.dq is None else out + self.dq.offset(gram_diag(theta["U"]))
 
     # the one-item path (ADF, EP) ----------------------------------------------------------
 
     def predictive_state(self, post: Arrays) -> Arrays:
         """κ, m and the whitened means W_k = L⁻¹ (m_k - m0) per component; ν, the lower Cholesky
-        factor L of B and log|B| once."""
+        factor L of B and log|B| once, and with integer columns the diagonals of B⁻¹
+        (dequant.py)."""
         L = np.linalg.cholesky(post["B"])
         m = np.array(post["m"], dtype=float)
-        return {"kappa": np.array(post["kappa"], dtype=float), "m": m,
-                "W": W.solve_lower(L[None], (m - self.m0)[:, None, :])[:, 0],
-                "nu": np.array(post["nu"], dtype=float), "L": L,
-                "logdet_B": np.array(W.logdet_from_chol(L))}
+        state = {"kappa": np.array(post["kappa"], dtype=float), "m": m,
+                 "W": W.solve_lower(L[None], (m - self.m0)[:, None, :])[:, 0],
+                 "nu": np.array(post["nu"], dtype=float), "L": L,
+                 "logdet_B": np.array(W.logdet_from_chol(L))}
+        return state if self.dq is None else {**state, **self.dq.state_entries(L)}
 
     def _whiten(self, state: Arrays, X: np.ndarray) -> np.ndarray:
         """L⁻¹ (x - m0) for rows x of X: one triangular solve each, O(D²)."""
@@ -351,17 +380,19 @@ class TiedGauss(ObsModel):
         y = L⁻¹ (x - m0): O(D² + K D) per item."""
         Y = self._whiten(state, dense_items(X, self.D))
         d2 = ((Y[:, None, :] - state["W"][None, :, :]) ** 2).sum(-1)
-        return student_t_logpdf(d2, state["kappa"], state["nu"], state["logdet_B"], self.D)
+        return student_t_bound(self.dq, d2, state.get("inv_diag"), state["kappa"], state["nu"],
+                               state["logdet_B"], self.D)
 
     def absorb(self, state: Arrays, k: int, x: Data, w: float = 1.0) -> None:
         """κ' = κ + w, m' = m + (w/κ') (x - m), ν' = ν + w, B' = B + (w κ/κ') (x - m)(x - m)ᵀ as
         a rank-one update of L with p = L⁻¹ v = √(w κ/κ') (y - W_k); W_k moves by (w/κ')(y - W_k)
-        and then every W_j is re-whitened for L'. O(D² + K D)."""
+        and then every W_j is re-whitened for L'. O(D² + K D); with integer columns B' also
+        gains w diag(δ) (_rank1)."""
         k = check_component(k, len(state["kappa"]))
         x, w = dense_item(x, self.D), check_weight(w)
         kappa = state["kappa"][k]
         kappa_new = kappa + w
-        self._rank1(state, k, x, np.sqrt(w * kappa / kappa_new), w / kappa_new, +1)
+        self._rank1(state, k, x, np.sqrt(w * kappa / kappa_new), w / kappa_new, +1, w)
         state["m"][k] += (w / kappa_new) * (x - state["m"][k])
         state["kappa"][k] = kappa_new
         state["nu"] += w
@@ -376,21 +407,30 @@ class TiedGauss(ObsModel):
         if not (kappa_new > 0 and nu_new > self.D - 1):
             raise ValueError(f"removing weight {w} leaves kappa = {kappa_new}, nu = {nu_new}: "
                              f"they must stay above 0 and D - 1")
-        self._rank1(state, k, x, np.sqrt(w * state["kappa"][k] / kappa_new), -w / kappa_new, -1)
+        self._rank1(state, k, x, np.sqrt(w * state["kappa"][k] / kappa_new), -w / kappa_new, -1,
+                    w)
         state["m"][k] -= (w / kappa_new) * (x - state["m"][k])
         state["kappa"][k] = kappa_new
         state["nu"][...] = nu_new
 
     def _rank1(self, state: Arrays, k: int, x: np.ndarray, scale: float, step: float,
-               sign: int) -> None:
+               sign: int, w: float) -> None:
         """L L'ᵀ = L Lᵀ + sign · v vᵀ with v = scale · (x - m_k) and W_k += step · L⁻¹ (x - m_k),
-        both in the old whitening; then every W_j is re-whitened for the new L. L is
-        untouched if a downdate would leave B not positive definite (ValueError)."""
+        both in the old whitening; then every W_j is re-whitened for the new L. With integer
+        columns B' also gains sign · w diag(δ): L' from Dequant.update_state, O(D³), and the
+        means re-whitened as L'⁻¹ (L W_j), O(K D²). L is untouched if a downdate would leave
+        B not positive definite (ValueError)."""
         d = self._whiten(state, x[None])[0] - state["W"][k]  # L⁻¹ (x - m_k)
         p = scale * d
-        q = W.chol_rank1(state["L"], None, sign, p=p)
-        state["W"][k] += step * d
-        W.rewhiten(state["W"], p, q, sign)
+        if self.dq is None:
+            q = W.chol_rank1(state["L"], None, sign, p=p)
+            state["W"][k] += step * d
+            W.rewhiten(state["W"], p, q, sign)
+        else:
+            L = state["L"].copy()
+            self.dq.update_state(state, ..., L @ p, w, sign)
+            state["W"][k] += step * d
+            state["W"][...] = W.solve_lower(state["L"][None], (state["W"] @ L.T)[:, None, :])[:, 0]
         state["logdet_B"][...] = W.logdet_from_chol(state["L"])
 
     # summaries of the fit -----------------------------------------------------------------

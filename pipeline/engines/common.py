@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -122,7 +122,8 @@ def learn_prior(ctx: FitContext, model: Mixture, S: Summary) -> Mixture:
         if obs is ctx.obs:
             break
         ctx.obs = obs
-        model = Mixture.from_summary(obs, ctx.alloc, S)
+        model = (replace(model, obs=obs).updated(S, None) if obs.warm_start
+                 else Mixture.from_summary(obs, ctx.alloc, S))
         before, elbo = elbo, model.elbo(S, at_optimum=True)
         if before is not None and elbo - before < LEARN_TOL * ctx.corpus.n_items:
             break

@@ -22,6 +22,7 @@ from bnpmix.algorithms.metrics import (
 from bnpmix.algorithms.obs.mult import log_multinomial_coefficient
 from bnpmix.storage import Batch, BnpmixError, Corpus, RunDir
 
+from ..declared import heldout_kind
 from ..runtime.context import check_heldout
 from ..runtime.executors import open_executor
 from ..runtime.models import read_model
@@ -190,7 +191,8 @@ def evaluate(run_dir: str | Path, heldout: str | Path, labels_column: str | None
     if n == 0:
         raise BnpmixError(f"{heldout}: no items to score")
     out: dict[str, Any] = {"heldout_loglik_per_item": total / n, "K": model.K, "n_items": n,
-                           "scoring": plan.scoring}
+                           "scoring": plan.scoring,
+                           "heldout_kind": heldout_kind(getattr(model, "obs", None))}
     # documents: say which scale, and give the other one too; dense data: None, not applicable
     out["multinomial_coefficient_included"] = False if plan.coefficient else None
     if plan.coefficient:

@@ -120,8 +120,9 @@ def check_obs(corpus: Corpus, obs_name: str | None) -> str:
 
 def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> FitContext:
     """Models with priors scaled to a sample of the data (overridable through ``model.prior``;
-    the observation prior is also the base that bounds a learned one, rebuilt alike on resume);
-    ``run`` and ``model`` are the resolved RunConfig and ModelConfig."""
+    the observation prior is also the base that bounds a learned one, rebuilt alike on resume)
+    and, unless ``model.dequantise`` is false, the corpus's integer columns dequantised
+    (corpus_steps); ``run`` and ``model`` are the resolved RunConfig and ModelConfig."""
     obs_name = check_obs(corpus, model.obs)
     if run.warm_start:
         check_warm_start(corpus, run.warm_start)
@@ -130,7 +131,8 @@ def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> Fi
     if corpus.manifest.kind == "dense":
         check_offsets(np.asarray(sample), corpus)
     try:
-        obs = obs_class(obs_name).default(sample, **model.prior)
+        obs = obs_class(obs_name).default(sample, **model.prior,
+                                          **corpus_steps(corpus, model.dequantise))
     except TypeError as exc:
         raise BnpmixError(f"prior: {exc} (the {obs_name} model's prior parameters are "
                           f"{prior_keys(obs_name)})") from None
@@ -141,6 +143,14 @@ def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> Fi
                       model.init_sample, run.wave,
                       run.summary_bytes, run.warm_start,
                       restarts=run.restarts, learn_prior=model.learn_prior, prior_base=obs)
+
+
+def corpus_steps(corpus: Corpus, dequantise: bool) -> dict[str, Any]:
+    """The observation model's ``delta`` argument: the steps the corpus's manifest records for
+    its integer-valued columns, when it has any and ``dequantise`` (--dequantise) holds; else
+    nothing (every column continuous)."""
+    steps = corpus.manifest.integer_steps if dequantise else None
+    return {} if steps is None else {"delta": steps}
 
 
 # a column's (mean / spread)² · items · float64's epsilon beyond which its sums of squares
@@ -215,4 +225,5 @@ def prior_keys(obs_name: str) -> list[str]:
     """The names a ``[prior]`` table may set for an observation model: its default()'s
     keyword parameters (the prior's own parameters, plus ``scale``)."""
     params = inspect.signature(obs_class(obs_name).default).parameters
-    return [n for n, p in params.items() if n != "X" and p.kind is p.POSITIONAL_OR_KEYWORD]
+    return [n for n, p in params.items()  # delta comes from the corpus (corpus_steps)
+            if n not in ("X", "delta") and p.kind is p.POSITIONAL_OR_KEYWORD]

@@ -18,6 +18,7 @@ from bnpmix.storage import BnpmixError, ingest_array
 SPECIAL = {"scheduler": "synchronous", "moves": ("merge",), "prior": {"kappa0": 0.5},
            "nrm_sigma": 0.3, "epsilon": 0.6, "damping": 0.5, "birth_var": 2.0, "drift_var": 0.2,
            "noise_var": 0.3, "fixed_k": 5, "restarts": 2, "learn_prior": False,
+           "dequantise": False,
            # default None: the Dask config key (bnpmix.cache-bytes, ...)
            "cache_bytes": 1000, "summary_bytes": 1000, "worker_wait": 5.0,
            # default None: resolved from the executor when the run starts
