@@ -268,6 +268,7 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
 def format_fit(summary: dict, out: str | Path) -> str:
     from bnpmix.pipeline.declared import Declared
+    from bnpmix.pipeline.inspect import convergence_text
 
     declared = Declared.of(summary)
     key = declared.objective
@@ -276,7 +277,11 @@ def format_fit(summary: dict, out: str | Path) -> str:
              f"({summary['K_effective']} with more than 1% of the mass), "
              f"{declared.objective_label} per item {summary[key + '_per_item']:.4f}, "
              f"{summary['wall_seconds']:.1f} s"]
-    lines += [f"{key}: {summary[key]}" for key in ("stopped", "returned") if key in summary]
+    moving = convergence_text(summary)  # not converged: says so, and what was still moving
+    lines += [f"{key}: {summary[key]}" for key in ("stopped", "returned")
+              if key in summary and not (key == "stopped" and moving)]
+    if moving is not None:
+        lines.append(moving)
     if summary.get("heldout_kind") == HELDOUT_DEQUANTISED:
         lines.append(f"dequantised: the {declared.objective_label} and {HELDOUT_NOTE}")
     lines += [f"weights: {weights}{' ...' if summary['K'] > 12 else ''}", f"run directory: {out}"]

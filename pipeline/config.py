@@ -264,9 +264,10 @@ class ModelConfig:
 
     obs: str | None = opt(None, "observation model (default: mult for bag-of-words; for dense "
                           "corpora auto, the Gaussian covariance structure (full, tied or "
-                          "diagonal) whose fit of 2,000 items of the initialisation sample has "
-                          "the highest ELBO per item after one VB step over the corpus, for "
-                          "memo, vb, sovb, adf and ep; gauss for the others)",
+                          "diagonal) whose memo run on the corpus has the highest ELBO per item "
+                          "in a race of laps (a candidate leaves once it cannot catch up; memo "
+                          "continues the winner), for memo, vb, sovb, adf and ep; gauss for "
+                          "the others)",
                           parse=_str, choices=OBS_CHOICES)
     prior: dict[str, Any] = field(default_factory=dict, metadata=meta(
         "observation prior parameters, keyed by the model's names (mult: lam0; gauss and "

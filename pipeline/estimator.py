@@ -97,7 +97,8 @@ class BayesianMixture(*BASES):
         zm-gauss, diag-gauss, tied-gauss, mult), or "auto". None: the
         corpus kind's default model (``ObsModel.default_for``: the multinomial for sparse
         counts); for dense data "auto" with the engines that mix any observation model (the
-        covariance structure whose fit of a sample has the highest ELBO per item).
+        covariance structure whose memo run on the data has the highest ELBO per item in a
+        race of laps; see pipeline.auto).
     random_state : int or None, default None
         The seed (None: a fresh one for each fit).
     **options

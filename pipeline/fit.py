@@ -12,8 +12,6 @@ from __future__ import annotations
 import functools
 import json
 import sys
-import tempfile
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -21,17 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from bnpmix.algorithms.mixture import Mixture
-from bnpmix.algorithms.obs import AUTO_CANDIDATES, ObsModel, obs_class
-from bnpmix.storage import BnpmixError, Corpus, RunDir, ingest_array
+from bnpmix.algorithms.obs import AUTO_CANDIDATES, ObsModel
+from bnpmix.storage import BnpmixError, Corpus, RunDir
 from bnpmix.storage.atomic import write_json_atomic
 from bnpmix.storage.objectstore import is_url
 
+from . import auto
+from .auto import choose_obs
 from .clusters import process_client
 from .config import JobConfig, resolve
 from .declared import heldout_kind
-from .engines import DEFAULT_ENGINE
-from .engines.common import corpus_summary
 from .labels import label_order, labels_of
 from .remote_run import fit_to_store, resume_from_store
 from .runtime import checkpoint
@@ -39,31 +36,15 @@ from .runtime.context import (
     AUTO,
     FitContext,
     Streams,
-    check_obs,
     default_obs_name,
     make_context,
-    prior_keys,
 )
-from .runtime.data import BatchSource
 from .runtime.engine import Best, Engine, Fitted, Step, engine_class
-from .runtime.executors import DaskExecutor, Executor, open_executor
+from .runtime.executors import DaskExecutor, open_executor
 from .runtime.models import read_model, write_model
 from .settings import setting
 
-# --obs auto's candidates (AUTO_CANDIDATES, beside the models) are each fitted to the
-# initialisation sample by memo (DEFAULT_ENGINE)
-AUTO_LAPS = 30  # laps of a candidate's fit at most
-# items of the initialisation sample the candidates are fitted to: a full covariance's local step
-# costs O(n K D²), and at D = 128 the 10,000-item sample kept one fit busy for minutes
-AUTO_ITEMS = 2_000
-# a candidate's laps fall in proportion to n / p below AUTO_RATIO (n sampled items, p one
-# component's free parameters, ObsModel.component_params), to no fewer than AUTO_MIN_LAPS. Its
-# lap ends (births: fresh VB and merge rounds, a global update each, O(K p D) for full
-# Gaussians) are its cost: at D = 128 the gauss candidate (p = 8,384 against n = 2,000) took
-# 423 s, loaded. The rule binds only where p > 2 n: not at any data set benchmarks/real_data.py
-# checks the choice on (largest p / n: digits' gauss, 2,144 against 1,437 items, 1.5)
-AUTO_RATIO = 0.5
-AUTO_MIN_LAPS = 5
+__all__ = ["AUTO_CANDIDATES", "choose_obs", "fit", "job_config", "resume"]
 
 ProgressHook = Callable[[Engine], None]
 StepHook = Callable[[Engine, Step], None]  # after every step and its checkpoint (tests)
@@ -116,78 +97,6 @@ def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *
 
 def mixes_obs(job: JobConfig) -> bool:
     return engine_class(job.algorithm).mixes_obs
-
-
-def candidate_laps(name: str, n: int, D: int) -> int:
-    """AUTO_LAPS, cut in proportion to n / p where that is below AUTO_RATIO (p: the
-    candidate's ObsModel.component_params): ⌊AUTO_LAPS (n / p) / AUTO_RATIO⌋, at least
-    AUTO_MIN_LAPS. Fewer laps stop that candidate's bound earlier on its way up (memo's lap-end
-    ELBO rises: moves and learned priors are kept only when they raise it), so the cut can move
-    the choice only away from a model with more than 1 / AUTO_RATIO parameters per component
-    per sampled item, which the sample hardly informs beyond the prior. Stopping a candidate once
-    its bound cannot beat the best so far would need an upper bound on its later ELBO, and none
-    is computable (a birth may raise it by any amount). Deterministic: n, D and the name only."""
-    share = n / obs_class(name).component_params(D)
-    if share >= AUTO_RATIO:
-        return AUTO_LAPS
-    return max(AUTO_MIN_LAPS, int(AUTO_LAPS * share / AUTO_RATIO))
-
-
-def choose_obs(corpus: Corpus, job: JobConfig,
-               executor: Executor) -> tuple[str, dict[str, float], ObsModel]:
-    """``--obs auto``: fit AUTO_ITEMS of the initialisation sample (the items make_context
-    scales the prior to) with memo (its default moves, candidate_laps laps; the run's seed and
-    prior options) under each candidate covariance structure; then take one VB step of each
-    fit over the whole corpus (local steps on every partition under its q, the global update of
-    Eq. 10) and keep the structure whose ELBO per item is highest there: a bound on the
-    corpus's log evidence, ln p(X) ≥ L(q), compared across models (with a learned prior,
-    type-II maximised). On the sample alone a structure with more parameters per component
-    pays more evidence per item than on the corpus (right_k's gauss16: tied led the full
-    covariance by 0.26 per item on 2,000 items; one step over the 100,000 puts the full one
-    3.4 ahead). Candidates are the models that take every parameter of the job's [prior]
-    table. Returns its name, every candidate's corpus bound per item and the prior its fit
-    ended with, which the run starts from. Deterministic: the fits run synchronously and the
-    corpus summaries are summed in partition order."""
-    check_obs(corpus, AUTO)
-    m = job.model
-    names = [n for n in AUTO_CANDIDATES if set(m.prior) <= set(prior_keys(n))]
-    if not names:
-        raise BnpmixError(f"--obs auto: no candidate model takes the prior parameters "
-                          f"{sorted(m.prior)}; name the model with --obs")
-    rng = np.random.default_rng(job.run.seed)
-    sample = BatchSource(corpus, job.run.cache_bytes).sample(m.init_sample, rng)
-    if sample.shape[0] > AUTO_ITEMS:  # uniformly among the sample's rows
-        sample = sample[np.sort(rng.choice(sample.shape[0], AUTO_ITEMS, replace=False))]
-    scores, priors = {}, {}
-    with tempfile.TemporaryDirectory(prefix="bnpmix-auto-") as tmp:
-        ingest_array(np.asarray(sample), Path(tmp) / "sample", partition_rows=len(sample),
-                     steps=corpus.manifest.steps or [0.0] * corpus.dim)  # the corpus's columns
-        for name in names:
-            started = time.perf_counter()
-            options = {"algorithm": DEFAULT_ENGINE, "obs": name, "seed": job.run.seed,
-                       "scheduler": "synchronous", "alpha0": m.alpha0,
-                       "laps": candidate_laps(name, len(sample), sample.shape[1]),
-                       "alloc": m.alloc, "learn_prior": m.learn_prior,
-                       "dequantise": m.dequantise,
-                       "prior": dict(m.prior)}
-            summary = fit(Path(tmp) / "sample", Path(tmp) / name, job_config(**options))
-            model = read_model(str(Path(tmp) / name))
-            scores[name] = corpus_bound(executor, corpus, model)
-            priors[name] = model.obs
-            print(f"bnpmix: --obs auto: {name} on {len(sample):,} sampled items: K = "
-                  f"{summary['K']}, ELBO {summary['elbo_per_item']:.4f} per item; one step over "
-                  f"the corpus: {scores[name]:.4f} per item "
-                  f"({time.perf_counter() - started:.1f} s)", file=sys.stderr)
-    best = max(names, key=scores.__getitem__)
-    print(f"bnpmix: --obs auto chose {best}", file=sys.stderr)
-    return best, scores, priors[best]
-
-
-def corpus_bound(executor: Executor, corpus: Corpus, model: Mixture) -> float:
-    """ELBO per item after one VB step of ``model`` over the corpus: q(z) from local steps
-    under its globals (Eq. 9), then q(φ) and q(w) from their summed statistics (Eq. 10)."""
-    S = corpus_summary(executor, corpus.n_partitions, model.obs, model)
-    return Mixture.from_summary(model.obs, model.alloc, S).elbo(S) / corpus.n_items
 
 
 def write_job(run: RunDir, corpus: Corpus, job: JobConfig) -> None:
@@ -284,35 +193,48 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         where = executor.describe()
         if isinstance(executor, DaskExecutor):
             print(f"bnpmix: running on {where}", file=sys.stderr)
-        chosen = None
+        chosen: auto.Choice | None = None
         if job.model.obs == AUTO and job.run.warm_start:  # the saved model's own, if it fits
             saved = read_model(job.run.warm_start).obs  # (else the engine refuses it)
             job = job.replace(model_obs=saved.name if saved.text == (corpus.kind == "bow")
                               else default_obs_name(corpus))
+        elif job.model.obs == AUTO and ckpt is not None:  # chosen before the checkpoint
+            chosen = auto.from_checkpoint(ckpt.meta)
         elif job.model.obs == AUTO:
             chosen = choose_obs(corpus, job, executor)
-        model = job.model if chosen is None else job.replace(model_obs=chosen[0]).model
-        ctx = make_context(corpus, job.run, model, executor)
-        if chosen is not None:  # the run starts from the prior the chosen model's fit ended at
-            ctx.obs, ctx.obs_candidates = chosen[2], chosen[1]
-        obs = ctx.obs
+        model = job.model if chosen is None else job.replace(model_obs=chosen.name).model
+        handed = chosen.engine if chosen is not None else None  # the race's winner, continued
+        ctx = make_context(corpus, job.run, model, executor) if handed is None else handed.ctx
+        if chosen is not None:
+            ctx.obs_auto = chosen.notes() if chosen.scores else None  # (an older checkpoint)
+            if chosen.prior is not None:  # another engine starts from the winner's prior
+                ctx.obs = chosen.prior
+        # each restart starts from the run's initial prior (the handed engine's context holds
+        # the prior it has learned so far)
+        obs = ctx.obs if handed is None else ctx.prior_base
         first, best = (0, None) if ckpt is None else checkpoint.restarts(ckpt, ctx)
         runs = 1 if engine_class(job.algorithm).restarts_within else r.restarts
         for restart in range(first, runs):
-            ctx.obs, ctx.next_uid = obs, 0
-            ctx.rng = Streams.from_seed(r.seed + restart)
-            engine = engine_class(job.algorithm)(ctx, job.engine)
+            save = functools.partial(checkpoint.save, run, restart=restart, best=best,
+                                     auto=None if chosen is None else chosen.saved())
+            if handed is not None and restart == first:
+                engine, laps_done = handed, chosen.laps
+            else:
+                ctx.obs, ctx.next_uid = obs, 0
+                ctx.rng = Streams.from_seed(r.seed + restart)
+                engine = engine_class(job.algorithm)(ctx, job.engine)
             try:
-                laps_done = 0
-                if ckpt is not None and restart == first:
+                if engine is handed:
+                    save(engine, laps_done)  # a resume continues it, not the race
+                elif ckpt is not None and restart == first:
                     laps_done = checkpoint.restore(engine, ckpt)
                 else:
+                    laps_done = 0
                     engine.start()
                 if begun is not None:
                     begun.append(True)
                 laps_done = drive(engine, run, laps_done, r.checkpoint_every, progress, on_step,
-                                  functools.partial(checkpoint.save, run, restart=restart,
-                                                    best=best))
+                                  save)
                 fitted = engine.result()
             finally:
                 engine.close()
@@ -386,8 +308,8 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
         "config": job.to_dict(),
     })
     summary["heldout_kind"] = heldout_kind(getattr(model, "obs", None))
-    if ctx.obs_candidates:
-        summary["obs_candidates"] = ctx.obs_candidates
+    if ctx.obs_auto:  # --obs auto: each candidate's bound, and the race's record
+        summary.update(ctx.obs_auto)
     prior = prior_entry(ctx, model)
     if prior is not None:
         summary["prior"] = prior

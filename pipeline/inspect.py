@@ -220,11 +220,38 @@ def run_info(path: str | Path) -> dict[str, Any]:
         "wall_seconds": summary["wall_seconds"],
         "vocab_file": str(run.vocab_path) if run.vocab_path.is_file() else None,
     }
-    for key in ("stopped", "returned", "executor", "restart", "prior", "obs_candidates",
-                "heldout_kind"):
+    for key in ("converged", "stopped", "returned", "executor", "restart", "prior",
+                "obs_candidates", "obs_auto", "last_laps", "heldout_kind"):
         if key in summary:
             info[key] = summary[key]
+    if not summary.get("converged", True):  # the tolerance the last lap's change is held to
+        info["tol"] = (config.get("engine") or {}).get("tol")
     return info
+
+
+def convergence_text(summary: dict[str, Any]) -> str | None:
+    """For a run that stopped before its convergence test held (summary.json's ``converged``
+    false): one line saying so, why it stopped and, when the engine recorded its last lap ends
+    (``last_laps``: memo), what was still moving: the last lap's ELBO change per item against
+    the tolerance, K over those laps, and the moves accepted in them. None for a converged run
+    (or one written before summary.json said)."""
+    if summary.get("converged", True):
+        return None
+    text = f"NOT converged: stopped at {summary.get('stopped', 'its iteration limit')}"
+    laps = [lap for lap in summary.get("last_laps") or [] if isinstance(lap, dict)]
+    if laps:
+        last = laps[-1]
+        change = last.get("elbo_change_per_item")
+        tol = summary.get("tol", ((summary.get("config") or {}).get("engine") or {}).get("tol"))
+        text += (f"; lap {last['lap']}: ELBO change "
+                 + ("-" if change is None else f"{change:+.3g}") + " per item"
+                 + ("" if tol is None else f" (tol {tol:g})"))
+        Ks = [lap["K"] for lap in laps]
+        moves = {name: sum(lap.get(name, 0) for lap in laps)
+                 for name in ("births", "merges", "deletes")}
+        text += (f"; laps {laps[0]['lap']}-{last['lap']}: K " + " ".join(str(k) for k in Ks)
+                 + ", accepted " + ", ".join(f"{name} {n}" for name, n in moves.items()))
+    return text + "; more laps (--laps) would go on"
 
 
 def format_run_info(info: dict[str, Any]) -> str:
@@ -262,13 +289,16 @@ def format_run_info(info: dict[str, Any]) -> str:
         f"{info['objective']:<14}{_number(info['objective_value'])} ({name}; per item "
         f"{_number(info['objective_per_item'], '.4f')})",
         f"laps          {info['laps']}" + (f" ({info['stopped']})" if "stopped" in info else ""),
+    ]
+    moving = convergence_text(info)
+    if moving is not None:
+        lines.append(f"converged     no: {moving.split(': ', 1)[1]}")
+    lines += [
         f"items         {info['n_items']}",
         f"wall seconds  {info['wall_seconds']:.1f}",
     ]
     if "obs_candidates" in info:  # --obs auto: each model's bound on the corpus
-        ranked = sorted(info["obs_candidates"].items(), key=lambda kv: -kv[1])
-        lines.append("obs auto      " + ", ".join(f"{name} {value:.4f}" for name, value in ranked)
-                     + " (ELBO per item: one VB step over the corpus from each sample fit)")
+        lines += auto_lines(info["obs_candidates"], info.get("obs_auto") or {})
     if "prior" in info:
         lines.append(f"prior         {prior_text(info['prior'])}")
     if info.get("heldout_kind") == HELDOUT_DEQUANTISED:
@@ -277,6 +307,24 @@ def format_run_info(info: dict[str, Any]) -> str:
     if info["vocab_file"]:
         lines.append(f"vocabulary    {info['vocab_file']}")
     return "\n".join(lines)
+
+
+def auto_lines(scores: dict[str, float], race: dict[str, Any]) -> list[str]:
+    """``--obs auto``'s lines: the candidates ranked by their bound (ELBO per item on the
+    corpus), the chosen first, and, for runs that record the race (``obs_auto``), each one's
+    laps, K, seconds and how it left the race."""
+    ranked = sorted(scores.items(), key=lambda kv: -kv[1])
+    lines = ["obs auto      " + ", ".join(f"{name} {value:.4f}" for name, value in ranked)
+             + " (ELBO per item on the corpus)"]
+    runs = race.get("candidates") or {}
+    for name, _ in ranked:
+        run = runs.get(name)
+        if run:
+            lines.append(f"  {name:<12}{run['laps']} laps, K = {run['K']}, "
+                         f"{run['seconds']:.1f} s: {run['result']}")
+    if "seconds" in race:
+        lines.append(f"  race         {race['seconds']:.1f} s (lap budget {race['budget']})")
+    return lines
 
 
 def prior_text(prior: dict[str, Any]) -> str:

@@ -210,7 +210,7 @@ def test_a_dead_scheduler_is_named_as_the_cause(tmp_path):
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=ENV)
     try:
         fit = start_bnpmix("fit", str(corpus), "--out", str(tmp_path / "run"), "--laps", "200",
-                           "--tol", "0", "--scheduler", address)
+                           "--tol", "0", "--obs", "gauss", "--scheduler", address)
         deadline = time.time() + 120
         # the run is under way on the cluster: job.json is written with the claim, before the
         # executor connects; the first checkpoint comes after a lap
@@ -295,7 +295,8 @@ def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, own_dask_clu
 @pytest.mark.slow  # kill/resume of a real driver process
 def test_driver_sigkill_then_resume_matches_uninterrupted(tmp_path):
     corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
-    args = ("--K", "1", "--laps", "8", "--moves", "birth,merge", "--seed", "5",
+    # the model named: --obs auto's race would run the laps before the first checkpoint
+    args = ("--obs", "gauss", "--K", "1", "--laps", "8", "--moves", "birth,merge", "--seed", "5",
             "--checkpoint-every", "7")
     ref = bnpmix("fit", str(corpus), "--out", str(tmp_path / "ref"), *args)
     assert ref.returncode == 0, ref.stderr

@@ -410,8 +410,8 @@ def test_a_run_stopped_in_a_deleting_lap_resumes_exactly(tmp_path):
     changes stored, others not), the resumed run ends as the uninterrupted one, step for
     step."""
     ingest_array(blob_data(7, n=900), tmp_path / "c", partition_rows=150)
-    options = {"K": 5, "laps": 6, "seed": 1, "checkpoint_every": 1, "scheduler": "synchronous",
-               "delete_max_share": 10.0}
+    options = {"obs": "gauss", "K": 5, "laps": 6, "seed": 1, "checkpoint_every": 1,
+               "scheduler": "synchronous", "delete_max_share": 10.0}
     seen = []
 
     def stop(engine, step):

@@ -1,22 +1,26 @@
-"""`--obs auto`, the default observation model of dense corpora for the mixture engines: memo
-fits of the initialisation sample under gauss, tied-gauss and diag-gauss, each taken one VB
-step over the corpus, the highest ELBO per item there kept. On data drawn from each covariance
-structure the evidence picks that structure; the run records every candidate's bound and
-starts from the prior the chosen fit learned; the engines without the choice keep the full
-Gaussian; bag-of-words corpora refuse it."""
+"""`--obs auto`, the default observation model of dense corpora for the mixture engines: a race
+of memo runs on the whole corpus, one per candidate structure (AUTO_CANDIDATES), a lap each in
+turn, a candidate leaving once the leader is further ahead than its recent pace times its laps
+left (pipeline/auto.py); the winner's memo run continues. On data drawn from each covariance
+structure the evidence picks that structure, also where a sample could not tell (sixteen
+overlapping full covariances in 25-D) and where the corpus has few items per dimension
+(axis-aligned classes: not the full covariance); the run records every candidate's bound,
+laps, K and seconds; the winner's run is the explicit run of its structure; threads and
+synchronous give the same race; an interrupted race or run resumes to the same result; the
+engines without the choice keep the full Gaussian; bag-of-words corpora refuse it."""
 
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import pytest
 
 from bnpmix.algorithms.metrics import adjusted_rand_index
-from bnpmix.algorithms.obs import obs_class
+from bnpmix.datasets import overlapping_covariances
+from bnpmix.pipeline import auto
 from bnpmix.pipeline.evaluate import load
-from bnpmix.pipeline.fit import AUTO_CANDIDATES, fit, job_config
+from bnpmix.pipeline.fit import AUTO_CANDIDATES, fit, job_config, resume
 from bnpmix.storage import BnpmixError, ingest_array, ingest_docword
 from helpers import cli, random_counts, write_docword
 
@@ -46,9 +50,9 @@ def clusters(structure: str, n: int = 600, D: int = 3, seed: int = 0):
 @pytest.mark.parametrize(("structure", "expected"),
                          [("full", "gauss"), ("tied", "tied-gauss"), ("diag", "diag-gauss")])
 def test_auto_chooses_the_structure_the_data_were_drawn_from(tmp_path, structure, expected):
-    """Plain memo (no --obs): summary.json lists each candidate's ELBO per item, the run's model
-    is their argmax, and it is the structure that generated the data; the fit finds the
-    clusters."""
+    """Plain memo (no --obs): summary.json lists each candidate's ELBO per item and the race's
+    record of it, the run's model is their argmax, and it is the structure that generated the
+    data; the fit finds the clusters."""
     X, y = clusters(structure)
     ingest_array(X, tmp_path / "c", partition_rows=200)
     summary = fit(tmp_path / "c", tmp_path / "r", job_config(algorithm="memo", seed=0))
@@ -57,12 +61,19 @@ def test_auto_chooses_the_structure_the_data_were_drawn_from(tmp_path, structure
     assert summary["obs"] == max(scores, key=scores.get) == expected, scores
     assert summary["config"]["model"]["obs"] == "auto"
     assert adjusted_rand_index(y, load(tmp_path / "r").predict(X)) > 0.95
+    race = summary["obs_auto"]
+    assert race["budget"] == auto.AUTO_LAPS and race["rule"] == auto.RULE
+    for name, run in race["candidates"].items():
+        assert run["elbo_per_item"] == scores[name]
+        assert run["laps"] >= 1 and run["K"] >= 1 and run["seconds"] >= 0
+        assert run["result"].startswith("chosen" if name == expected else ("out at lap",
+                                                                            "behind"))
 
 
-def test_an_auto_run_starts_from_the_prior_its_sample_fit_learned(tmp_path):
-    """The candidate fits see the whole corpus here (fewer items than init_sample): the chosen
-    model's run begins at the prior that fit ended with, so summary.json's initial prior
-    differs from the default, and an explicit --obs run begins at the default."""
+def test_an_auto_run_of_another_engine_starts_from_the_prior_the_winner_learned(tmp_path):
+    """The race's memo runs choose for any engine; another engine's run (adf here) begins at
+    the prior the winning memo run ended with, so its model's prior differs from the default,
+    and an explicit --obs run begins at the default."""
     X, _ = clusters("diag")
     ingest_array(X, tmp_path / "c", partition_rows=200)
     auto = fit(tmp_path / "c", tmp_path / "a", job_config(algorithm="adf"))
@@ -72,53 +83,6 @@ def test_an_auto_run_starts_from_the_prior_its_sample_fit_learned(tmp_path):
     model_auto, model_plain = load(tmp_path / "a"), load(tmp_path / "p")
     assert model_auto.model.obs.prior() != model_plain.model.obs.prior()
     assert model_plain.model.obs.prior_figures()["kappa0"] == pytest.approx(0.01)
-
-
-def full_covariance_clusters(n: int, D: int, seed: int = 0) -> np.ndarray:
-    """Three clusters 10 apart, each with its own random correlated covariance."""
-    rng = np.random.default_rng(seed)
-    A = rng.normal(size=(K_TRUE, D, D))
-    L = np.linalg.cholesky(A @ A.transpose(0, 2, 1) / D + 0.1 * np.eye(D))
-    y = rng.integers(0, K_TRUE, n)
-    return 10.0 * np.eye(K_TRUE, D)[y] + np.einsum("nij,nj->ni", L[y], rng.normal(size=(n, D)))
-
-
-def test_auto_compares_the_candidates_on_the_corpus_not_the_sample(tmp_path, monkeypatch,
-                                                                   capsys):
-    """On 60 sampled items of 8-D full-covariance clusters the sample fits' bounds prefer the
-    diagonal model (a full covariance costs more evidence per item on few items); one VB step
-    of each fit over the 2,400-item corpus prefers the full one, which generated the data, and
-    the choice follows the corpus. Each candidate's score is that step's ELBO per item,
-    recomputed here on the whole array at once (the partitions' summaries add up to it)."""
-    import bnpmix.pipeline.fit as F
-    from bnpmix.algorithms.mixture import Mixture
-    from bnpmix.algorithms.vb.local import batch_step
-
-    monkeypatch.setattr(F, "AUTO_ITEMS", 60)
-    models = {}
-
-    def keep(run_dir):
-        model = real_read(run_dir)
-        models[model.obs.name] = model
-        return model
-
-    real_read = F.read_model
-    monkeypatch.setattr(F, "read_model", keep)
-    X = full_covariance_clusters(2400, 8)
-    ingest_array(X, tmp_path / "c", partition_rows=400)
-    corpus = F.Corpus(tmp_path / "c")
-    with F.open_executor(corpus, "threads") as executor:
-        best, scores, _ = F.choose_obs(corpus, job_config(algorithm="memo", seed=0), executor)
-    sample = {name: float(v) for name, v in re.findall(r"auto: (\S+) on 60 sampled items: K = "
-                                                       r"\d+, ELBO (-?[\d.]+) per item;",
-                                                       capsys.readouterr().err)}
-    assert max(sample, key=sample.get) == "diag-gauss", sample
-    assert best == "gauss" == max(scores, key=scores.get), scores
-    for name, model in models.items():
-        S = batch_step(X, model.obs, model.globals()).summary
-        step = Mixture.from_summary(model.obs, model.alloc, S).elbo(S) / len(X)
-        assert scores[name] == pytest.approx(step, rel=1e-10)
-        assert scores[name] > sample[name]  # more items per parameter: a higher bound per item
 
 
 def test_info_lists_the_candidates(tmp_path):
@@ -150,47 +114,227 @@ def test_engines_without_the_choice_keep_the_full_gaussian_and_text_refuses_it(t
         fit(tmp_path / "t", tmp_path / "m", job_config(algorithm="memo", obs="auto"))
 
 
-def test_candidates_laps_fall_only_where_a_component_outnumbers_the_sample():
-    """AUTO_LAPS while n / p ≥ AUTO_RATIO (every shape benchmarks/real_data.py checks the choice
-    on, digits' 64-D gauss included), then in proportion to n / p, never below AUTO_MIN_LAPS;
-    the tied and diagonal candidates keep theirs at D = 128."""
-    from bnpmix.pipeline.fit import (
-        AUTO_LAPS,
-        AUTO_MIN_LAPS,
-        AUTO_RATIO,
-        candidate_laps,
-    )
 
-    assert obs_class("gauss").component_params(128) == 128 * 131 // 2
-    for n, D in ((120, 4), (142, 13), (455, 30), (1437, 64), (1437, 20), (2000, 2)):
-        for name in AUTO_CANDIDATES:
-            assert candidate_laps(name, n, D) == AUTO_LAPS, (name, n, D)
-    p = obs_class("gauss").component_params(128)
-    assert candidate_laps("gauss", 2000, 128) == int(AUTO_LAPS * 2000 / p / AUTO_RATIO) == 14
-    assert candidate_laps("gauss", 10, 128) == AUTO_MIN_LAPS
-    assert candidate_laps("tied-gauss", 2000, 128) == AUTO_LAPS
-    assert candidate_laps("diag-gauss", 2000, 128) == AUTO_LAPS
-    n = np.arange(100, 4300, 100)  # p / 2 = 4,192
-    laps = [candidate_laps("gauss", int(k), 128) for k in n]
-    assert np.all(np.diff(laps) >= 0) and laps[-1] == AUTO_LAPS
+def axis_aligned(n: int, D: int = 30, K: int = 6, seed: int = 0):
+    """K classes with diagonal covariances (standard deviations log-uniform over [0.2, 1.5]
+    per class and dimension), means N(0, 1.5² I): n / D items per dimension."""
+    rng = np.random.default_rng(seed)
+    means = rng.normal(0, 1.5, (K, D))
+    sd = np.exp(rng.uniform(np.log(0.2), np.log(1.5), (K, D)))
+    y = rng.integers(0, K, n)
+    return means[y] + sd[y] * rng.normal(size=(n, D)), y
 
 
-def test_auto_fits_each_candidate_for_its_laps(tmp_path, monkeypatch):
-    """choose_obs runs each candidate for candidate_laps laps (here made to differ by name)."""
-    import bnpmix.pipeline.fit as F
+def test_sixteen_overlapping_full_covariances_in_25_d_choose_the_full_gaussian(tmp_path):
+    """The case the sample-then-one-step rule got wrong (it chose diag-gauss on 25,000 such
+    items, and on these 4,000): on the corpus the full covariances' bound rises past the
+    others within a few laps, the other candidates leave the race, and the chosen run finds
+    the sixteen classes."""
+    X, y = overlapping_covariances(4000, seed=1)
+    ingest_array(X, tmp_path / "c")
+    summary = fit(tmp_path / "c", tmp_path / "r", job_config(seed=0))
+    race = summary["obs_auto"]["candidates"]
+    assert summary["obs"] == "gauss", race
+    for name in AUTO_CANDIDATES:
+        if name != "gauss":
+            assert race[name]["result"].startswith("out at lap"), race
+            assert race[name]["laps"] < auto.AUTO_LAPS
+    assert adjusted_rand_index(y, load(tmp_path / "r").predict(X)) > 0.95
 
-    monkeypatch.setattr(F, "candidate_laps", lambda name, n, D: 1 + AUTO_CANDIDATES.index(name))
+
+def test_axis_aligned_classes_with_few_items_per_dimension_do_not_choose_the_full_gaussian(
+        tmp_path):
+    """Twenty items per dimension of six axis-aligned classes in 30-D: a full covariance per
+    component costs more evidence than the corpus repays; the diagonal (or tied) structure
+    wins and finds the classes."""
+    X, y = axis_aligned(600)
+    ingest_array(X, tmp_path / "c", partition_rows=200)
+    summary = fit(tmp_path / "c", tmp_path / "r", job_config(seed=0))
+    assert summary["obs"] in ("diag-gauss", "tied-gauss"), summary["obs_auto"]
+    assert summary["obs_candidates"]["gauss"] < summary["obs_candidates"][summary["obs"]]
+    assert adjusted_rand_index(y, load(tmp_path / "r").predict(X)) > 0.95
+
+
+def trace_rows(run_dir) -> list[dict]:
+    return trace(run_dir).to_dict("records")
+
+
+def trace(run_dir):
+    import pandas as pd
+
+    return pd.read_csv(run_dir / "trace.csv")
+
+
+def test_the_bounds_are_memo_runs_on_the_corpus_and_the_winner_is_its_explicit_run(tmp_path):
+    """Each candidate's recorded bound is the lap-end ELBO per item of an explicit memo run of
+    that structure (same job and seed) at the lap it left the race: the full-corpus bound, not
+    a sample's. The winner's run continues its race laps, so it is that explicit run, bit for
+    bit: model, trace, laps, assignments."""
+    X, _ = clusters("full")
+    ingest_array(X, tmp_path / "c", partition_rows=200)
+    chosen = fit(tmp_path / "c", tmp_path / "auto", job_config(seed=0))
+    race = chosen["obs_auto"]["candidates"]
+    n = len(X)
+    for name in AUTO_CANDIDATES:
+        explicit = fit(tmp_path / "c", tmp_path / name, job_config(seed=0, obs=name))
+        ends = {int(r["lap"]): r["elbo"] for r in trace_rows(tmp_path / name) if r["batch"] == -1}
+        assert race[name]["elbo_per_item"] == pytest.approx(ends[race[name]["laps"]] / n,
+                                                            rel=1e-12, abs=0)
+        if name != chosen["obs"]:
+            continue
+        for key in ("elbo", "K", "laps", "weights", "sizes", "component_ids", "converged",
+                    "stopped", "last_laps", "prior"):
+            assert chosen[key] == explicit[key], key
+        ours, theirs = trace(tmp_path / "auto"), trace(tmp_path / name)
+        assert ours.drop(columns="seconds").equals(theirs.drop(columns="seconds"))
+        assert np.array_equal(load(tmp_path / "auto").predict(X), load(tmp_path / name).predict(X))
+
+
+def without_seconds(record: dict) -> dict:
+    return {**record, "seconds": None,
+            "candidates": {n: {**c, "seconds": None} for n, c in record["candidates"].items()}}
+
+
+def test_the_race_is_the_same_on_threads_synchronously_and_on_dask(tmp_path, dask_client):
+    """The candidates step in a fixed order and each reduces in partition order: every
+    scheduler gives the same race (bounds, laps, K, results) and the same run."""
+    X, _ = clusters("tied", n=450)
+    ingest_array(X, tmp_path / "c", partition_rows=150)
+    runs = {scheduler: fit(tmp_path / "c", tmp_path / scheduler,
+                           job_config(seed=2, scheduler=scheduler))
+            for scheduler in ("threads", "synchronous")}
+    runs["dask"] = fit(tmp_path / "c", tmp_path / "dask", job_config(seed=2), client=dask_client)
+    first = runs["threads"]
+    for summary in runs.values():
+        assert without_seconds(summary["obs_auto"]) == without_seconds(first["obs_auto"])
+        assert summary["obs_candidates"] == first["obs_candidates"]
+        assert (summary["obs"], summary["elbo"], summary["K"]) == (first["obs"], first["elbo"],
+                                                                 first["K"])
+
+
+class Stop(BaseException):  # an interruption (Ctrl-C, a kill), not a refused option
+    pass
+
+
+def test_an_interrupted_race_or_run_resumes_to_the_same_result(tmp_path, monkeypatch):
+    """Killed during the race (no checkpoint yet), resume races again to the same choice;
+    killed after it, resume continues the winner from its checkpoint, which records the
+    choice, without racing again. Both end as the uninterrupted run (tol 0: the winner runs
+    on after the race, to its lap cap)."""
+    X, _ = clusters("diag")
+    ingest_array(X, tmp_path / "c", partition_rows=200)
+    whole = fit(tmp_path / "c", tmp_path / "whole", job_config(seed=0, tol=0, laps=8))
+
+    real_lap, laps = auto.Runner.lap, []
+
+    def lap_then_stop(self, n_items):
+        laps.append(self.name)
+        if len(laps) == 4:  # in the race's second round
+            raise Stop
+        real_lap(self, n_items)
+
+    monkeypatch.setattr(auto.Runner, "lap", lap_then_stop)
+    with pytest.raises(Stop):
+        fit(tmp_path / "c", tmp_path / "race", job_config(seed=0, tol=0, laps=8))
+    monkeypatch.setattr(auto.Runner, "lap", real_lap)
+    assert not (tmp_path / "race" / "checkpoint.npz").exists()
+    again = resume(tmp_path / "race")
+
+    def stop_at_lap_end(engine, step):
+        if step.lap_end:
+            raise Stop
+
+    with pytest.raises(Stop):  # the first lap end after the race
+        fit(tmp_path / "c", tmp_path / "run", job_config(seed=0, tol=0, laps=8),
+            on_step=stop_at_lap_end)
+    assert (tmp_path / "run" / "checkpoint.npz").exists()
+
+    def no_race(*args):
+        raise AssertionError("resume raced again")
+
+    monkeypatch.setattr(auto, "choose_obs", no_race)
+    monkeypatch.setattr("bnpmix.pipeline.fit.choose_obs", no_race)
+    continued = resume(tmp_path / "run")
+    assert whole["laps"] > whole["obs_auto"]["candidates"][whole["obs"]]["laps"]
+    for summary in (again, continued):
+        for key in ("obs", "elbo", "K", "laps", "weights", "obs_candidates", "last_laps"):
+            assert summary[key] == whole[key], key
+        assert without_seconds(summary["obs_auto"]) == without_seconds(whole["obs_auto"])
+
+
+class FakeEngine:
+    def __init__(self, done: bool = False) -> None:
+        self.done = done
+
+
+def runner(name: str, bounds: list[float], laps: int | None = None,
+           done: bool = False) -> auto.Runner:
+    return auto.Runner(name, FakeEngine(done), bounds=bounds,
+                       laps=len(bounds) if laps is None else laps)
+
+
+def test_the_rule_drops_a_candidate_the_leader_is_further_ahead_of_than_its_reach():
+    """Reach = pace (largest lap-end gain per item over the last AUTO_WINDOW laps) x laps left
+    of the budget; 0 once converged; unmeasured (nobody leaves) before two lap ends. The leader
+    (ties: the first) never leaves."""
+    assert auto.AUTO_WINDOW == 3
+    budget = 10
+    # before two lap ends nobody has a pace
+    early = [runner("a", [-1.0]), runner("b", [-50.0])]
+    assert auto.judge(early, budget, 5) == [] and early[1].pace() == np.inf
+    # pace over the last 3 gains: b gained 0.5, 0.1, 0.2, 0.1 -> 0.2 (the 0.5 is too old)
+    b = runner("b", [-12.0, -11.5, -11.4, -11.2, -11.1])
+    assert b.pace() == pytest.approx(0.2) and b.left(budget) == 5
+    assert auto.judge([runner("a", [-2, -2, -2, -2, -10.2]), b], budget, 5) == []  # 0.9 <= 1.0
+    c = runner("c", [-12.0, -11.5, -11.4, -11.2, -11.1])
+    lead = runner("a", [-2, -2, -2, -2, -10.0])
+    assert auto.judge([lead, c], budget, 5) == [c]  # 1.1 > 0.2 x 5
+    assert c.out.startswith("out at lap 5: 1.1000 per item behind a") and not lead.out
+    # a converged candidate (engine done) has no laps left: any gap drops it, whatever its pace
+    d = runner("d", [-20.0, -10.0, -5.01], done=True)
+    assert d.reach(budget) == 0
+    assert auto.judge([runner("a", [-9.0, -7.0, -5.0]), d], budget, 5) == [d]
+    assert "(converged)" in d.out
+    # a falling bound has pace 0: behind at all, it leaves
+    e = runner("e", [-5.0, -5.5, -5.6])
+    assert e.pace() == 0.0 and auto.judge([runner("a", [-5.0, -5.0, -5.5]), e], budget, 3) == [e]
+    # ties: the first in candidate order leads; the other, level with it, stays
+    f, g = runner("f", [-3.0, -3.0]), runner("g", [-3.0, -3.0])
+    assert auto.judge([f, g], budget, 5) == [] and max([f, g], key=lambda r: r.bound) is f
+
+
+def test_the_rule_holds_for_any_number_of_candidates(tmp_path, monkeypatch):
+    """choose_obs takes AUTO_CANDIDATES as they are (another structure may join them): with
+    two, and with the three in another order, it races those and records those."""
     X, _ = clusters("tied", n=300)
     ingest_array(X, tmp_path / "c")
-    seen = {}
-    real_fit = F.fit
+    for names in (("diag-gauss", "tied-gauss"), ("tied-gauss", "diag-gauss", "gauss")):
+        monkeypatch.setattr(auto, "AUTO_CANDIDATES", names)
+        summary = fit(tmp_path / "c", tmp_path / "-".join(names), job_config(seed=0))
+        assert list(summary["obs_candidates"]) == list(names)
+        assert list(summary["obs_auto"]["candidates"]) == list(names)
+        assert summary["obs"] == "tied-gauss"
 
-    def spy(corpus, out, job=None, **kw):
-        seen[job.model.obs] = job.engine.laps
-        return real_fit(corpus, out, job, **kw)
 
-    monkeypatch.setattr(F, "fit", spy)
-    corpus = F.Corpus(tmp_path / "c")
-    with F.open_executor(corpus, "synchronous") as executor:
-        F.choose_obs(corpus, job_config(algorithm="memo", seed=0), executor)
-    assert seen == {name: 1 + i for i, name in enumerate(AUTO_CANDIDATES)}
+def test_another_engine_resumed_in_a_later_restart_starts_it_from_the_winners_prior(tmp_path):
+    """vb with three restarts: each starts from the prior the winning memo run learned. Stopped
+    in the second restart and resumed (the checkpoint keeps that prior with the choice, so the
+    third restart starts from it too), the run ends as the uninterrupted one."""
+    X, _ = clusters("diag", n=300)
+    ingest_array(X, tmp_path / "c", partition_rows=50)
+    job = job_config(algorithm="vb", K=4, laps=6, restarts=3, seed=0)
+    steps = []
+    whole = fit(tmp_path / "c", tmp_path / "whole", job, on_step=lambda e, s: steps.append(s))
+
+    def stop(engine, step, seen=[]):  # noqa: B006 (the calls so far)
+        seen.append(step)
+        if len(seen) == len(steps) // 2:
+            raise Stop
+
+    with pytest.raises(Stop):
+        fit(tmp_path / "c", tmp_path / "r", job, on_step=stop)
+    resumed = resume(tmp_path / "r")
+    key = whole["objective"]
+    assert len(set(whole["restart_objectives"])) == 3
+    for name in (key, "K", "obs", "prior", "restart_objectives", "obs_candidates"):
+        assert resumed[name] == whole[name], name

@@ -122,7 +122,8 @@ def test_ingest_fit_evaluate_entirely_in_the_bucket_with_a_worker_killed(tmp_pat
         done = bnpmix(s3, "ingest", str(tmp_path / f"{name}.npy"), where, "--labels",
                       str(tmp_path / f"{labels}.txt"), "--partition-rows", "2000")
         assert done.returncode == 0, done.stderr
-    args = ("--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "3",
+    # the model named: --obs auto's race would run the laps before the first checkpoint
+    args = ("--obs", "gauss", "--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "3",
             "--checkpoint-every", "5", "--wave", "1", "--ahead", "0")
     ref = bnpmix({}, "fit", str(tmp_path / "train"), "--out", str(tmp_path / "ref"), *args)
     assert ref.returncode == 0, ref.stderr
@@ -224,7 +225,8 @@ def test_a_run_directory_in_the_bucket_survives_a_killed_driver(tmp_path, s3):
     the uninterrupted local run; evaluate, info and show read it from the bucket."""
     url = upload(corpus(tmp_path / "corpus", 12000, 8), "train-for-runs")
     run_url = f"s3://{BUCKET}/runs/killed"
-    args = ("--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "5",
+    # the model named: --obs auto's race would run the laps before the first checkpoint
+    args = ("--obs", "gauss", "--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "5",
             "--checkpoint-every", "3", "--scheduler", "synchronous")
     ref = bnpmix(s3, "fit", url, "--out", str(tmp_path / "ref"), *args)
     assert ref.returncode == 0, ref.stderr

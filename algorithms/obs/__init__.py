@@ -9,7 +9,8 @@ from .base import ObsModel
 # the models' names (--obs), each its class's ``name``, in the order help lists them
 OBS_NAMES = ("gauss", "zm-gauss", "diag-gauss", "tied-gauss", "mfa", "mult")
 # `--obs auto`'s candidates: the Gaussian covariance structures (mclust's choice among them,
-# made by the variational evidence bound; pipeline.fit.choose_obs)
+# made by the variational evidence bound of memo runs on the corpus; pipeline.auto.choose_obs,
+# which takes however many are listed, in this order)
 AUTO_CANDIDATES = ("gauss", "tied-gauss", "diag-gauss")
 
 

@@ -73,6 +73,9 @@ MOVES = ("birth", "merge", "delete")
 # fail a birth before the run converges) does not spend a lap per component
 SETTLED = 1e-3
 SUMMARIES: Codec[Summary] = Codec(Summary.to_arrays, Summary.from_arrays)
+# lap ends whose figures summary.json keeps (``last_laps``: ELBO change per item, K, moves
+# accepted), so that a run stopped at its lap cap says what was still moving
+RECENT_LAPS = 5
 
 # called after every batch visit with (lap, batch, globals used, result): for tests
 VisitHook = Callable[[int, int, Globals, BatchResult], None]
@@ -217,6 +220,7 @@ class MemoEngine(Engine):
         self.last_elbo: float | None = None  # the previous lap end's
         self.settled = False  # the last lap moved nothing and changed the ELBO < SETTLED
         self.births_kept = 0  # birth families the last verification kept
+        self.recent: list[dict[str, Any]] = []  # the last RECENT_LAPS lap ends (lap_record)
         self.stopped = ""
         self.W = self.ctx.wave or self.default_wave
         self.ahead = self.cfg.ahead
@@ -262,7 +266,8 @@ class MemoEngine(Engine):
         """The final state, or the best lap-end state if a later lap ended lower."""
         elbo = self.model.elbo(self.S0)
         self.model.past = self.past
-        info = {"stopped": self.stopped or f"the maximum of {self.cfg.laps} laps"}
+        info = {"stopped": self.stopped or f"the maximum of {self.cfg.laps} laps",
+                "last_laps": list(self.recent)}
         if self.best is not None and self.best[0] > elbo:
             best_elbo, lap, model = self.best
             info["returned"] = f"the best lap-end state (lap {lap}), not the last"
@@ -552,7 +557,8 @@ class MemoEngine(Engine):
         # while births are kept, twice as many targets next lap (up to settled_per_lap): K far
         # below what the data support grows geometrically, not by one component a lap
         self.births_kept = len(st.groups) - len(undone) if len(st.groups) else 0
-        if st.deletes and self._delete():
+        deleted = bool(st.deletes) and self._delete()
+        if deleted:
             S, moved = self.S0, True  # no merge this lap: the pair entropies were S^0's
         if self.merges_on and len(S.pairs):
             S, accepted, _ = merge_round(ctx.obs, ctx.alloc, S, ctx.rng.merge, self.cfg.merge)
@@ -587,6 +593,7 @@ class MemoEngine(Engine):
         elbo = self.model.elbo(self.S0)
         if self.cfg.moves or self.model is not after_moves:  # moved, learned
             self.trace.append(ctx.trace_row(st.lap + 1, -1, elbo, self.model.K))
+        self._record_lap(st.lap + 1, elbo, self.births_kept, len(accepted), int(deleted))
         self._check_convergence(st, elbo, moved)
         if self.best is None or elbo > self.best[0]:
             self.best = (elbo, st.lap + 1, replace(self.model.copy(), past=self.past))
@@ -638,6 +645,19 @@ class MemoEngine(Engine):
         """A component's N in S^0 (0 if it is not there)."""
         return float(self.S0.N[self.S0.index(uid)]) if uid in self.S0.uids else 0.0
 
+    def _record_lap(self, lap: int, elbo: float, births: int, merges: int, deletes: int) -> None:
+        """Keep the lap end's figures among the last RECENT_LAPS (summary.json's
+        ``last_laps``): its ELBO change per item since the previous lap end (None for the
+        first, or while some batch has no summary yet), K, and the births kept, merges and
+        deletions accepted at it."""
+        previous = self.last_elbo
+        change = (None if previous is None or not self._complete()
+                  else (elbo - previous) / self.ctx.corpus.n_items)
+        self.recent = [*self.recent, {"lap": lap, "elbo_change_per_item": change,
+                                      "K": int(self.model.K), "births": int(births),
+                                      "merges": int(merges), "deletes": int(deletes)}
+                       ][-RECENT_LAPS:]
+
     def _check_convergence(self, st: LapState, elbo: float, moved: bool) -> None:
         """Converged: a complete lap that adopted, kept, merged and deleted nothing, has no
         birth waiting and none left to try (every component's birth failed, retries included),
@@ -682,6 +702,7 @@ class MemoEngine(Engine):
             "last_elbo": self.last_elbo,
             "settled": self.settled,
             "births_kept": self.births_kept,
+            "recent": self.recent,
             "stopped": self.stopped,
             "W": self.W,
             "ahead": self.ahead,
@@ -758,6 +779,7 @@ class MemoEngine(Engine):
         self.last_elbo = meta["last_elbo"]
         self.settled = bool(meta.get("settled", False))
         self.births_kept = int(meta.get("births_kept", 0))
+        self.recent = list(meta.get("recent", []))
         self.stopped = meta["stopped"]
         self.W, self.ahead = int(meta["W"]), int(meta["ahead"])
         self.model_is_S0 = bool(meta["model_is_S0"])

@@ -106,8 +106,8 @@ class EPConfig(NRMConfig):
 def observation_model(ctx: FitContext) -> ObsModel:
     """The observation model, with its prior, that ADF and EP absorb every item with: chosen
     once when a run starts (not warm-started) and kept in ctx.obs, which checkpoints, the model
-    and summary.json carry: on dense data under ``--obs auto`` the prior the chosen
-    candidate's memo fit of the initialisation sample learned, otherwise the prior
+    and summary.json carry: on dense data under ``--obs auto`` the prior the winning
+    candidate's memo run on the corpus learned (pipeline.auto), otherwise the prior
     make_context scaled to that sample (``obs_class(name).default(sample)``, overridable by
     ``[prior]``)."""
     return ctx.obs

@@ -14,6 +14,7 @@ from __future__ import annotations
 import itertools
 import time
 from pathlib import Path
+from typing import Any
 
 from bnpmix.algorithms.obs import obs_from_prior
 from bnpmix.storage import BnpmixError, RunDir
@@ -38,9 +39,10 @@ def exists(run: RunDir) -> bool:
 
 
 def save(run: RunDir, engine: Engine, laps_done: int, restart: int = 0,
-         best: Best | None = None) -> None:
-    """Atomically write the engine's and the context's state, the restart it belongs to and
-    the best finished restart before it."""
+         best: Best | None = None, auto: dict[str, Any] | None = None) -> None:
+    """Atomically write the engine's and the context's state, the restart it belongs to, the
+    best finished restart before it and (``auto``) the --obs auto choice's record, which a
+    resume takes instead of choosing again."""
     ctx = engine.ctx
     state, arrays = engine.state()
     kept = None
@@ -65,6 +67,8 @@ def save(run: RunDir, engine: Engine, laps_done: int, restart: int = 0,
         "obs": {"name": ctx.obs.name, "prior": ctx.obs.prior()},
         "elapsed": ctx.elapsed(),
     }
+    if auto is not None:
+        meta["auto"] = auto
     write_arrays_atomic(checkpoint_path(run), meta, arrays)
 
 

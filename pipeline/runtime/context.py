@@ -70,7 +70,9 @@ class FitContext:
     restarts: int = 1
     learn_prior: bool = False  # the variational engines learn obs's prior between laps
     prior_base: ObsModel | None = None  # the run's initial prior (bounds of the learned one)
-    obs_candidates: dict[str, float] | None = None  # --obs auto: each model's corpus bound per item
+    # --obs auto: what summary.json keeps of the choice (pipeline.auto.Choice.notes: each
+    # candidate's bound per item, the race's record)
+    obs_auto: dict[str, Any] | None = None
 
     def new_uids(self, n: int) -> np.ndarray:
         uids = np.arange(self.next_uid, self.next_uid + n, dtype=np.int64)

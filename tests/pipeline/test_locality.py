@@ -253,10 +253,13 @@ def test_a_local_fit_writes_its_cache_figures(tmp_path):
     summary = fit(tmp_path / "c", tmp_path / "run",
                   job_config(K=3, laps=2, tol=0, moves="", scheduler="synchronous"))
     assert summary["laps"] == 2
-    # --obs auto's step over the corpus for each of 3 candidates, two laps and the
-    # assignments: every partition 6 times; read once, then hits
-    assert summary["cache"] == {"tasks": 36, "hits": 30, "misses": 6, "hit_rate": 30 / 36,
-                                "warm_hit_rate": 1.0, "home_rate": None}
+    # --obs auto's race: the two laps of each candidate (nobody leaves before two lap ends,
+    # and the run's 2 laps are the budget), the winner's being the run's; then the
+    # assignments: every partition 2 c + 1 times; read once, then hits
+    visits = 6 * (2 * len(summary["obs_candidates"]) + 1)
+    assert summary["cache"] == {"tasks": visits, "hits": visits - 6, "misses": 6,
+                                "hit_rate": (visits - 6) / visits, "warm_hit_rate": 1.0,
+                                "home_rate": None}
     assert RunDir(tmp_path / "run").load_summary()["cache"] == summary["cache"]
 
 
