@@ -121,3 +121,14 @@ class LocalDaskCluster:
             p.terminate()
         for p in [*self.workers, self.scheduler]:
             p.wait(timeout=20)
+
+
+def best_time(f, repeat: int) -> float:
+    """The shortest of ``repeat`` timings of f(), after one call that is not timed (warm-up)."""
+    f()
+    times = []
+    for _ in range(repeat):
+        t = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t)
+    return min(times)

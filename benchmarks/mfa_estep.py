@@ -17,23 +17,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
 
-from _common import RESULTS
+from _common import RESULTS, best_time
 from bnpmix.algorithms.obs.mfa import MFA
-
-
-def best_time(f, repeat: int) -> float:
-    f()
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def matmul_rate(repeat: int) -> float:

@@ -56,9 +56,9 @@ from .base import (
     dense_item,
     dense_items,
     shrinkage_target,
-    weighted_outer,
 )
 from .dequant import set_steps
+from .gauss import Gauss
 
 LOG2PI = np.log(2 * np.pi)
 # the ARD precisions' finite range (standard units); a column whose α passes ALPHA_PRUNE (prior
@@ -150,24 +150,19 @@ class MFA(ObsModel):
 
     # statistics ----------------------------------------------------------------------------
 
-    def stat_shapes(self) -> dict[str, tuple[int, ...]]:
-        return {"x": (self.D,), "xxT": (self.D, self.D)}
-
-    def stats(self, X: Data, R: np.ndarray) -> Arrays:
-        """x_k = Σ_n r_nk x_n and S_k = Σ_n r_nk x_n x_nᵀ (Eq. 7), as for ``gauss``."""
-        X = np.asarray(X, dtype=float)
-        return {"x": R.T @ X, "xxT": weighted_outer(X, R)}
+    # x_k = Σ_n r_nk x_n and S_k = Σ_n r_nk x_n x_nᵀ (Eq. 7; + N_k diag(Δ²/12) for integer
+    # columns), the statistics of ``gauss``
+    stat_shapes = Gauss.stat_shapes
+    stats = Gauss.stats
 
     def _standard(self, N: np.ndarray, stats: Arrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(N, s, S) in standard units, S with the dequantisation's N diag(δ)."""
+        """(N, s, S) in standard units (S holds the dequantisation's N diag(δ) from ``stats``)."""
         N = np.asarray(N, dtype=float)
         x, S = stats["x"], stats["xxT"]
         sm = x[:, :, None] * self.m0[None, None, :]
         S = (S - sm - np.swapaxes(sm, -1, -2)
              + N[:, None, None] * np.outer(self.m0, self.m0)) / np.outer(self.sd, self.sd)
         S = 0.5 * (S + np.swapaxes(S, -1, -2))
-        idx = np.arange(self.D)
-        S[:, idx, idx] += N[:, None] * self._dq
         return N, (x - N[:, None] * self.m0) / self.sd, S
 
     # the global update: coordinate ascent on L* --------------------------------------------
