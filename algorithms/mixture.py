@@ -138,6 +138,15 @@ class Mixture(PredictiveMixture):
         return Mixture(self.obs, self.alloc, self.uids, self.obs.post_update(
             self.post, S.N, S.obs_stats, changed), self.alloc.post(S.N), self.past)
 
+    def refit(self, S: Summary, obs: ObsModel | None = None) -> Mixture:
+        """The global update (Eq. 10) from S, a summary of the same components, under ``obs``
+        (this model's by default): from this q where the observation model's update is
+        iterative (ObsModel.warm_start: never below this q's bound), else from S alone."""
+        obs = self.obs if obs is None else obs
+        if obs.warm_start:
+            return replace(self, obs=obs).updated(S, None)
+        return Mixture.from_summary(obs, self.alloc, S)
+
     def copy(self) -> Mixture:
         """A model with its own arrays (``updated`` writes into q(θ)'s)."""
         return replace(self, post={k: v.copy() for k, v in self.post.items()})

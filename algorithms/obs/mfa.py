@@ -544,11 +544,6 @@ def lowrank_logpdf(Y: np.ndarray, mu: np.ndarray, M: np.ndarray, dvar: np.ndarra
 Q_KEYS = ("mean", "V", "f", "logdet", "alpha")
 
 
-def _expand(mask: np.ndarray, ndim: int) -> np.ndarray:
-    """A per-component mask (K,) shaped to broadcast over arrays of ``ndim`` dimensions."""
-    return mask.reshape(mask.shape + (1,) * (ndim - 1))
-
-
 def _row_cov_sum(rows: Arrays, weights: np.ndarray | None = None) -> np.ndarray:
     """Σ_d g_d C_d = V diag(Σ_d g_d f_d) Vᵀ per component (g = ``weights``, else 1)."""
     f = rows["f"].sum(1) if weights is None else np.einsum("kdj,d->kj", rows["f"], weights)

@@ -126,8 +126,7 @@ def iterate(X: Data, obs: ObsModel, alloc: VariationalAllocation, S: Summary, ma
     for _ in range(max_iter):
         S = batch_step(X, obs, model.globals(), Plan(dense=True)).summary
         S_amp = amplified(S, scale)
-        model = (model.updated(S_amp, None) if obs.warm_start  # the next step's too
-                 else Mixture.from_summary(obs, alloc, S_amp))
+        model = model.refit(S_amp)  # the next step's too
         elbo = model.elbo(S_amp, at_optimum=True)  # optimal_elbo
         if abs(elbo - old) <= tol * abs(elbo):
             break

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -122,8 +122,7 @@ def learn_prior(ctx: FitContext, model: Mixture, S: Summary) -> Mixture:
         if obs is ctx.obs:
             break
         ctx.obs = obs
-        model = (replace(model, obs=obs).updated(S, None) if obs.warm_start
-                 else Mixture.from_summary(obs, ctx.alloc, S))
+        model = model.refit(S, obs)
         before, elbo = elbo, model.elbo(S, at_optimum=True)
         if before is not None and elbo - before < LEARN_TOL * ctx.corpus.n_items:
             break
