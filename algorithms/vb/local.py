@@ -19,6 +19,9 @@ from ..summary import Delete, Summary, positions
 PAIR_BLOCK = 64  # pairs per block when computing merge entropies (bounds memory at 64 x n)
 # below this a responsibility's share of a pair's merge entropy is under 4e-14 nats an item
 PAIR_FLOOR = 1e-15
+# shared_parts' cost per (item, pair of held components) over the direct path's per (item,
+# planned pair): its gathers against contiguous rows (measured 69 ns against 4.4 ns, n = 6,250)
+SHARED_COST = 16
 
 
 @dataclass
@@ -126,12 +129,12 @@ def pair_entropies(R: np.ndarray, H: np.ndarray, uids: np.ndarray,
     """H_ab = -Σ_n s_n log s_n, s_n = r_na + r_nb, for each planned pair of ids (Sec. 3.2).
     Where the items hold few components each (R ≥ PAIR_FLOOR sparse, as in any well-separated
     fit), H_a + H_b - C_ab from every item's pairs of held components (shared_parts); otherwise
-    directly, pair by pair, over the whole batch."""
+    directly, pair by pair, over the whole batch: whichever costs less (SHARED_COST)."""
     if len(pairs) == 0:
         return np.zeros(0)
     ia, ib = positions(uids, pairs[:, 0]), positions(uids, pairs[:, 1])
     held = (R >= PAIR_FLOOR).sum(axis=1)
-    if (held * (held - 1) // 2).sum() <= R.shape[0] * len(pairs):
+    if SHARED_COST * (held * (held - 1) // 2).sum() <= R.shape[0] * len(pairs):
         return H[ia] + H[ib] - shared_parts(R)[ia, ib]
     RT = np.ascontiguousarray(R.T)  # components' rows: the pairs' gathers read contiguously
     out = np.empty(len(pairs))
@@ -145,14 +148,18 @@ def shared_parts(R: np.ndarray) -> np.ndarray:
     ≥ 0 (s_n = r_na + r_nb), so that H_ab = H_a + H_b - C_ab; summed over the items where both
     r ≥ PAIR_FLOOR (elsewhere c_n ≤ r_min (1 + ln(1 + 1/r_min)) < 4e-14 nats, r_min the
     smaller). Each item's held components are contiguous in row-major order, so entry i pairs
-    with entry i + d of the same item, d = 1, 2, ...: O(Σ_n m_n²) for m_n held components."""
+    with entry i + d of the same item, d = 1, 2, ...; only entries paired at d are tried at
+    d + 1: O(Σ_n m_n²) for m_n held components."""
     K = R.shape[1]
     item, comp = np.nonzero(R >= PAIR_FLOOR)  # by item, components increasing within one
     r = R[item, comp]
     rlogr = xlogy(r, r)
     keys, parts = [], []
+    i = np.arange(len(item))
     for d in range(1, K):
-        i = np.flatnonzero(item[d:] == item[:-d])
+        # entries with a same-item partner d ahead: a subset of those with one d - 1 ahead
+        i = i[i + d < len(item)]
+        i = i[item[i + d] == item[i]]
         if not len(i):  # no item holds more than d components
             break
         s = r[i] + r[i + d]

@@ -282,3 +282,25 @@ def test_positions_of_ids_and_the_pair_entropies_that_read_them():
     for (a, b), h in zip(pairs, got, strict=True):
         s = R[:, where[int(a)]] + R[:, where[int(b)]]
         assert h == pytest.approx(-np.sum(s * np.log(s)), rel=1e-12)
+
+
+@pytest.mark.parametrize("held", [1, 3, 40])
+def test_pair_entropies_on_sparse_and_dense_responsibilities(held):
+    """H_ab for every pair against the direct sum, where each item holds ``held`` of the 40
+    components (few: the shared-parts path, which pairs each item's held components; all: the
+    direct path); the entries below PAIR_FLOOR that the shared parts leave out included."""
+    from bnpmix.algorithms.vb.local import PAIR_FLOOR, entropies, pair_entropies
+
+    rng = np.random.default_rng(held)
+    n, K = 300, 40
+    R = np.zeros((n, K))
+    for row in R:
+        row[rng.choice(K, held, replace=False)] = rng.dirichlet(np.ones(held))
+    R = np.where(R > 0, R, PAIR_FLOOR / 10)  # the floor's own tail: under 4e-14 an item
+    R /= R.sum(axis=1, keepdims=True)
+    uids = np.arange(K) + 7
+    iu, ju = np.triu_indices(K, k=1)
+    pairs = np.stack([uids[iu], uids[ju]], axis=1)
+    got = pair_entropies(R, entropies(R, np.log(R)), uids, pairs)
+    S = R[:, iu] + R[:, ju]
+    np.testing.assert_allclose(got, -np.sum(S * np.log(S), axis=0), rtol=1e-12, atol=n * 4e-14)
