@@ -110,14 +110,18 @@ class Gauss(ObsModel):
         return {"x": R.T @ X, "xxT": xxT}
 
     def post(self, N: np.ndarray, stats: Arrays) -> Arrays:
+        kappa, m, B = self._update(N, stats)
+        return {"kappa": kappa, "m": m, "nu": self.nu0 + np.asarray(N, dtype=float),
+                **W.factorize(B)}
+
+    def _update(self, N: np.ndarray, stats: Arrays) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """κ = κ0 + N, m = (κ0 m0 + Σ r x) / κ, B = B0 + Σ r x xᵀ + κ0 m0 m0ᵀ - κ m mᵀ."""
         N = np.asarray(N, dtype=float)
         kappa = self.kappa0 + N
-        h = self.kappa0 * self.m0 + stats["x"]
-        m = h / kappa[:, None]
+        m = (self.kappa0 * self.m0 + stats["x"]) / kappa[:, None]
         B = (self.B0 + stats["xxT"] + self.kappa0 * np.outer(self.m0, self.m0)
              - kappa[:, None, None] * m[:, :, None] * m[:, None, :])
-        B = 0.5 * (B + np.swapaxes(B, -1, -2))
-        return {"kappa": kappa, "m": m, "nu": self.nu0 + N, **W.factorize(B)}
+        return kappa, m, 0.5 * (B + np.swapaxes(B, -1, -2))
 
     def E_loglik(self, X: Data, post: Arrays) -> np.ndarray:
         """-D/2 log 2π + ½ E[log|Λ|] - ½ (D/κ + ν (x - m)ᵀ B⁻¹ (x - m))."""
@@ -201,9 +205,10 @@ class Gauss(ObsModel):
 
     def log_marginal(self, N: np.ndarray, stats: Arrays) -> np.ndarray:
         """-N D/2 log 2π + log Z_NW(λ_k) - log Z_NW(λ0) (Eq. 12) (+ N Σ log Δ_d)."""
-        post = self.post(N, stats)
+        kappa, _, B = self._update(N, stats)
+        nu = self.nu0 + np.asarray(N, dtype=float)
         out = (-0.5 * np.asarray(N) * self.D * W.LOG2PI
-               + _log_Z_nw(post["kappa"], post["nu"], post["logdet_B"], self.D) - self._logZ0)
+               + _log_Z_nw(kappa, nu, W.logdet(B), self.D) - self._logZ0)
         return out if self.dq is None else out + self.dq.cell(N)
 
     def predictive_logpdf(self, X: Data, post: Arrays) -> np.ndarray:

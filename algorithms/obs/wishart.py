@@ -66,6 +66,11 @@ def factorize(B: np.ndarray) -> dict[str, np.ndarray]:
     return {"B": B, "U": np.linalg.inv(L), "logdet_B": logdet_from_chol(L)}
 
 
+def logdet(B: np.ndarray) -> np.ndarray:
+    """log|B_k| alone, from the Cholesky factors (what an evidence needs: no inverse)."""
+    return logdet_from_chol(np.linalg.cholesky(B))
+
+
 def trace_inv(U: np.ndarray, M: np.ndarray) -> np.ndarray:
     """tr(B_k⁻¹ M_k) = Σ_ij (U_k M_k)_ij (U_k)_ij for every k."""
     return np.einsum("kij,kij->k", U @ M, U)
