@@ -8,24 +8,17 @@ births, merges and deletes). The race goes in rounds: each candidate still in it
 in the fixed candidate order, and after the round every candidate's bound is its lap-end ELBO
 per item, the exact full-corpus bound on ln p(X) under that structure (at its learned prior),
 comparable across structures. A candidate leaves the race when the leader's bound is more
-ahead of it than its *reach*, what it is assumed to gain in the laps it has left (the race's
-budget, AUTO_LAPS or the run's lap cap if lower, minus its laps; 0 once its engine has
-converged): its pace (its largest lap-end ELBO gain per item over its last AUTO_WINDOW laps;
-none is measured before its second lap end, so nobody leaves before then) times those laps,
-or, when each of its last AUTO_WINDOW gains is smaller than the one before, by a ratio ρ < 1
-at least, the geometric sum g ρ (1 - ρ^left) / (1 - ρ) of its last gain g shrinking so, if
-that is less. The race ends when one candidate is left, or when every candidate still in it
-has run the budget or converged: then the highest bound wins (ties: the first in candidate
-order).
+ahead of it than its *reach*: its pace (its largest lap-end ELBO gain per item over its last
+AUTO_WINDOW laps; none is measured before its second lap end, so nobody leaves before then)
+times the laps it has left (the race's budget, AUTO_LAPS or the run's lap cap if lower, minus
+its laps; 0 once its engine has converged). The race ends when one candidate is left, or when
+every candidate still in it has run the budget or converged: then the highest bound wins (ties:
+the first in candidate order).
 
-The reach is a heuristic, not a bound: no upper bound on a later memo ELBO is computable (a
+The pace is a heuristic, not a bound: no upper bound on a later memo ELBO is computable (a
 birth may raise it by any amount). Assuming a candidate gains no more per lap than it did
-recently, or, once its gains shrink, that they go on shrinking no faster than they have, while
-the leader gains nothing, is generous to the one behind; a structure that has stopped rising
-(converged, or settling below the leader) is what leaves. The geometric reach lets a settling
-candidate leave a few laps after its births have stopped paying, instead of after the budget's
-worth of its last gain: on the 25,000 x 25 overlap16 set the race's losers leave at laps 4-5,
-not 7-8.
+recently while the leader gains nothing is generous to the one behind; a structure that has
+stopped rising (converged, or gaining less than gap / laps left) is what leaves.
 
 When the job's engine is memo the winner's engine is the run's: it continues from its state
 (its race laps count among the run's laps and are bit for bit those of an explicit ``--obs
@@ -72,10 +65,9 @@ AUTO_WINDOW = 3  # a candidate's pace: its largest lap-end gain per item over th
 CANDIDATES_KEY = "obs_candidates"
 RACE_KEY = "obs_auto"
 RULE = ("memo laps on the whole corpus, all candidates in turn; a candidate leaves when the "
-        f"leader's ELBO per item is ahead of it by more than its reach: its pace (largest lap gain "
-        f"over its last {AUTO_WINDOW} laps) times its laps left of the budget, or, while those "
-        "gains shrink by a ratio rho < 1 a lap at least, their geometric sum, if less; the "
-        "highest bound at the end wins")
+        f"leader's ELBO per item is ahead of it by more than its pace (largest lap gain over its "
+        f"last {AUTO_WINDOW} laps) times its laps left of the budget; the highest bound at the "
+        "end wins")
 
 
 @dataclass
@@ -108,42 +100,21 @@ class Runner:
         self.bounds.append(float(row[key]) / n_items)
         self.Ks.append(int(row["K"]))
 
-    def gains(self) -> list[float]:
-        """Its lap-end gains per item over the last AUTO_WINDOW laps, oldest first (a fall
-        counts as 0)."""
-        recent = self.bounds[-(AUTO_WINDOW + 1):]
-        return [max(0.0, b - a) for a, b in itertools.pairwise(recent)]
-
     def pace(self) -> float:
         """Largest lap-end gain per item over the last AUTO_WINDOW laps (inf before two lap
-        ends)."""
-        return max(self.gains()) if len(self.bounds) >= 2 else math.inf
-
-    def shrink(self) -> float | None:
-        """ρ, the largest ratio of a gain to the one before it over a full window of
-        AUTO_WINDOW gains, when every gain there is smaller than the one before (ρ < 1); else
-        None (too few laps, or a gain that grew or followed none)."""
-        g = self.gains()
-        if len(g) < AUTO_WINDOW or any(a <= 0 for a in g[:-1]):
-            return None
-        rho = max(b / a for a, b in itertools.pairwise(g))
-        return rho if rho < 1 else None
+        ends; never below 0)."""
+        if len(self.bounds) < 2:
+            return math.inf
+        recent = self.bounds[-(AUTO_WINDOW + 1):]
+        return max(0.0, *(b - a for a, b in itertools.pairwise(recent)))
 
     def left(self, budget: int) -> int:
         """Laps it may still run in the race (0 once its engine is done: converged)."""
         return 0 if self.engine.done else max(0, budget - self.laps)
 
     def reach(self, budget: int) -> float:
-        """The most it is assumed to gain in its laps left: its pace times those laps, or,
-        while its gains shrink by ρ a lap at least (shrink), the geometric sum of its last gain
-        shrinking so, g ρ (1 - ρ^left) / (1 - ρ), if that is less."""
         left = self.left(budget)
-        if left == 0:
-            return 0.0
-        reach, rho = self.pace() * left, self.shrink()
-        if rho is not None:
-            reach = min(reach, self.gains()[-1] * rho * (1 - rho**left) / (1 - rho))
-        return reach
+        return 0.0 if left == 0 else self.pace() * left
 
     def record(self) -> dict[str, Any]:
         return {"elbo_per_item": self.bound, "laps": self.laps, "K": self.Ks[-1] if self.Ks
@@ -197,11 +168,8 @@ def judge(runners: list[Runner], budget: int, round_: int) -> list[Runner]:
         gap = leader.bound - r.bound
         if r is leader or not gap > r.reach(budget):
             continue
-        rho = r.shrink()
         why = ("converged" if r.engine.done else
-               f"pace {r.pace():.3g} per lap x {r.left(budget)} laps left" if rho is None else
-               f"gains {', '.join(f'{g:.3g}' for g in r.gains())} shrinking by {rho:.2f} a lap "
-               f"at least: {r.reach(budget):.3g} in {r.left(budget)} laps left")
+               f"pace {r.pace():.3g} per lap x {r.left(budget)} laps left")
         r.out = (f"out at lap {round_}: {gap:.4f} per item behind {leader.name}, more than it "
                  f"can make up ({why})")
         gone.append(r)

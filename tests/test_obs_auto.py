@@ -1,14 +1,13 @@
-"""`--obs auto`, the default observation model of dense corpora for the mixture engines: a race of
-memo runs on the whole corpus, one per candidate structure (AUTO_CANDIDATES), a lap each in
-turn, a candidate leaving once the leader is further ahead than its reach (its recent pace
-times its laps left, or the geometric sum of its shrinking gains; pipeline/auto.py); the
-winner's memo run continues. On data drawn from each covariance structure the evidence picks
-that structure, also where a sample could not tell (sixteen overlapping full covariances in
-25-D) and where the corpus has few items per dimension (axis-aligned classes: not the full
-covariance); the run records every candidate's bound, laps, K and seconds; the winner's run is
-the explicit run of its structure; threads and synchronous give the same race; an interrupted
-race or run resumes to the same result; the engines without the choice keep the full Gaussian;
-bag-of-words corpora refuse it."""
+"""`--obs auto`, the default observation model of dense corpora for the mixture engines: a race
+of memo runs on the whole corpus, one per candidate structure (AUTO_CANDIDATES), a lap each in
+turn, a candidate leaving once the leader is further ahead than its recent pace times its laps
+left (pipeline/auto.py); the winner's memo run continues. On data drawn from each covariance
+structure the evidence picks that structure, also where a sample could not tell (sixteen
+overlapping full covariances in 25-D) and where the corpus has few items per dimension
+(axis-aligned classes: not the full covariance); the run records every candidate's bound,
+laps, K and seconds; the winner's run is the explicit run of its structure; threads and
+synchronous give the same race; an interrupted race or run resumes to the same result; the
+engines without the choice keep the full Gaussian; bag-of-words corpora refuse it."""
 
 from __future__ import annotations
 
@@ -302,33 +301,6 @@ def test_the_rule_drops_a_candidate_the_leader_is_further_ahead_of_than_its_reac
     # ties: the first in candidate order leads; the other, level with it, stays
     f, g = runner("f", [-3.0, -3.0]), runner("g", [-3.0, -3.0])
     assert auto.judge([f, g], budget, 5) == [] and max([f, g], key=lambda r: r.bound) is f
-
-
-def test_a_candidate_whose_gains_shrink_reaches_their_geometric_sum():
-    """Once each of its last AUTO_WINDOW gains is smaller than the one before (largest ratio
-    ρ < 1), the reach is the last gain shrinking by ρ a lap over the laps left, g ρ (1 - ρ^L)
-    / (1 - ρ), when that is below pace x L; a gain that grew, or one after no gain, keeps the
-    linear reach. The leader's lead against either decides who leaves."""
-    budget = 30
-    settling = runner("s", [-20.0, -19.0, -18.5, -18.375])  # gains 1, 0.5, 0.125
-    rho = max(0.5 / 1.0, 0.125 / 0.5)
-    assert settling.shrink() == rho
-    geometric = 0.125 * rho * (1 - rho**27) / (1 - rho)
-    assert settling.reach(budget) == pytest.approx(geometric) and geometric < 1.0 * 27
-    lead = runner("a", [-16.0, -16.0, -16.0, -18.375 + 2 * geometric])
-    assert auto.judge([lead, settling], budget, 4) == [settling]
-    assert "shrinking by 0.50 a lap at least" in settling.out
-    near = runner("a", [-16.0, -16.0, -16.0, -18.375 + 0.5 * geometric])
-    again = runner("s", [-20.0, -19.0, -18.5, -18.375])
-    assert auto.judge([near, again], budget, 4) == []
-    # the window not full, a gain that grew, a gain after none: linear
-    for bounds in ([-20.0, -18.75, -17.95], [-20.0, -19.9, -19.4, -19.3],
-                   [-20.0, -20.0, -19.5, -19.45]):
-        r = runner("r", bounds)
-        assert r.shrink() is None and r.reach(budget) == r.pace() * r.left(budget)
-    # a candidate whose last lap gained nothing: nothing more to reach
-    flat = runner("f", [-20.0, -19.0, -18.5, -18.5])
-    assert flat.shrink() == pytest.approx(0.5) and flat.reach(budget) == 0.0
 
 
 def test_the_rule_holds_for_any_number_of_candidates(tmp_path, monkeypatch):
