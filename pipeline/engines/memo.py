@@ -202,7 +202,8 @@ class MemoEngine(Engine):
                                 self.ctx.obs.shared_shapes())
         self.past: Summary | None = None  # the warm start's past blocks (Mixture.past)
         self.store: StateStore[Summary] = StateStore(SUMMARIES, self.ctx.summary_bytes,
-                                                     replay=Replay())
+                                                     replay=Replay(),
+                                                     budget=self.ctx.state_budget)
         # during a lap that tries deletions: for each, how every visited batch's summary changes
         # without it (local.delete_change)
         self.delete_changes: dict[int, StateStore[Summary]] = {}
