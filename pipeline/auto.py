@@ -210,6 +210,7 @@ def choose_obs(corpus: Corpus, job: JobConfig, executor: Executor) -> Choice:
             engine = cls(ctx, cfg)
             runners.append(Runner(name, engine))
             engine.start()
+            ctx.source.release()  # its samples are drawn
         for round_ in range(1, budget + 1):
             alive = [r for r in runners if not r.out]
             moving = [r for r in alive if not r.engine.done]
