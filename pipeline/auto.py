@@ -27,13 +27,14 @@ the winner's memo fit only chooses, and the run starts from the prior it learned
 
 Cost: one memo lap of each candidate still in the race per round, so at most AUTO_LAPS laps of
 each candidate (O(N K D²) a lap for a full covariance, O(N K D) for the diagonal and tied ones);
-the losers' laps are the price of the choice, the winner's are the run's own. Memory: each
-candidate's per-batch summaries are held (or spilled) at once, so up to len(candidates) times
-one run's. Deterministic: the candidates step in a fixed order, each engine reduces in
-partition order, so the choice is a function of the corpus, options and seed, the same on
-threads and on Dask. An interrupted race is not checkpointed: resume runs it again, to the same
-choice; once it is over the run's checkpoints record the choice (``auto`` in checkpoint.npz),
-and resume continues the winner without racing again. The runtime's hooks (progress, on_step,
+the losers' laps are the price of the choice, the winner's are the run's own. Memory: every
+candidate's per-batch summaries are kept at once, in memory within one summary_bytes between
+them (a StateStore Budget their stores share; the rest spilled), as one run's. Deterministic:
+the candidates step in a fixed order, each engine reduces in partition order, so the choice is
+a function of the corpus, options and seed, the same on threads and on Dask. An interrupted
+race is not checkpointed: resume runs it again, to the same choice; once it is over the run's
+checkpoints record the choice (``auto`` in checkpoint.npz), and resume continues the winner
+without racing again. The runtime's hooks (progress, on_step,
 checkpoints) see the winner's steps only after the race; stderr has a line per round instead.
 Measured (benchmarks/auto_obs.py --bgm, 25,000 x 25, 16 classes, 2 cores shared with another
 job): an 18 s race, of which the winner's own laps 5.6 s; 18.8 s and a peak of 442 MiB for the
@@ -57,6 +58,8 @@ from .engines import DEFAULT_ENGINE
 from .runtime.context import AUTO, check_obs, make_context, prior_keys
 from .runtime.engine import Engine, engine_class
 from .runtime.executors import Executor
+from .runtime.store import Budget
+from .settings import setting
 
 AUTO_LAPS = 30  # the race's lap budget (less when the run's lap cap is lower)
 AUTO_WINDOW = 3  # a candidate's pace: its largest lap-end gain per item over this many laps
@@ -196,13 +199,18 @@ def choose_obs(corpus: Corpus, job: JobConfig, executor: Executor) -> Choice:
     started = time.perf_counter()
     runners: list[Runner] = []
     winner: Runner | None = None
+    # the candidates' batch summaries share one summary_bytes (else each held a budget of them,
+    # a summary per partition: three times the memory, growing with the corpus)
+    shared = Budget(setting("summary-bytes", job.run.summary_bytes))
     try:
         for name in names:
             ctx = make_context(corpus, job.run, job.replace(model_obs=name).model, executor)
             ctx.started = started  # the run's clock counts the race
+            ctx.state_budget = shared
             engine = cls(ctx, cfg)
             runners.append(Runner(name, engine))
             engine.start()
+            ctx.source.release()  # its samples are drawn
         for round_ in range(1, budget + 1):
             alive = [r for r in runners if not r.out]
             moving = [r for r in alive if not r.engine.done]

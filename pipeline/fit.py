@@ -231,6 +231,7 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
                 else:
                     laps_done = 0
                     engine.start()
+                ctx.source.release()  # the driver's samples are drawn
                 if begun is not None:
                     begun.append(True)
                 laps_done = drive(engine, run, laps_done, r.checkpoint_every, progress, on_step,

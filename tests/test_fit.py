@@ -272,3 +272,40 @@ def test_two_fits_racing_for_one_output_directory_one_wins_cleanly(tmp_path):
         assert summary["config"]["run"]["seed"] == winner
         assert sorted(p.name for p in out.iterdir()) == [
             "assignments", "job.json", "model.json", "model.npz", "summary.json", "trace.csv"]
+
+
+@pytest.mark.parametrize("obs", ["gauss", "auto"])
+def test_the_drivers_sample_partitions_are_not_kept_once_the_engines_start(tmp_path, obs,
+                                                                           monkeypatch):
+    """The driver reads partitions only for its samples (the prior's scale, k-means++ seeds):
+    once each engine has started its BatchSource keeps none of them. They stayed cached for the
+    whole run beside the executor's own cache, a partition or more per context (three contexts
+    with --obs auto), in the same process on local threads."""
+    from bnpmix.pipeline import auto
+
+    X = np.random.default_rng(0).normal(size=(600, 3))
+    ingest_array(X, tmp_path / "c", partition_rows=100)
+    held: list[int] = []
+    contexts: list = []
+    start = auto.Runner.__init__
+
+    def register(self, *args, **kwargs):
+        start(self, *args, **kwargs)
+        contexts.append(self.engine.ctx)
+
+    def check(engine, step):
+        held.extend(ctx.source.cache.held_bytes + len(ctx.source.cache)
+                    for ctx in [engine.ctx, *contexts])
+
+    lap = auto.Runner.lap
+
+    def race_lap(self, n_items):
+        lap(self, n_items)
+        check(self.engine, None)
+
+    monkeypatch.setattr(auto.Runner, "__init__", register)
+    monkeypatch.setattr(auto.Runner, "lap", race_lap)
+    fit(tmp_path / "c", tmp_path / "run", job_config(obs=obs, K=3, laps=2, seed=0),
+        on_step=check)
+    assert held and max(held) == 0
+    assert len(contexts) == (3 if obs == "auto" else 0)

@@ -20,6 +20,7 @@ from bnpmix.algorithms.sparse_stats import dense
 from bnpmix.algorithms.summary import Delete, Merge, Summary
 from bnpmix.algorithms.vb import birth, init
 from bnpmix.algorithms.vb.local import summarize, truncate
+from bnpmix.pipeline.engines.memo import SUMMARIES
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.storage import ingest_array
 from helpers import blobs, engine_for, run_lap, run_to_end
@@ -428,6 +429,39 @@ def test_a_run_stopped_in_a_deleting_lap_resumes_exactly(tmp_path):
     assert resumed["elbo"] == whole["elbo"] and resumed["K"] == whole["K"]
     a = pd.read_csv(tmp_path / "run" / "trace.csv")
     b = pd.read_csv(tmp_path / "whole" / "trace.csv")
+    pd.testing.assert_frame_equal(a.drop(columns="seconds"), b.drop(columns="seconds"))
+
+
+def test_deletions_changes_share_the_summaries_budget(tmp_path):
+    """Each deletion tried keeps a change per batch, as big as a batch summary: the lap's
+    deletions' stores and the batch summaries' store hold at most summary_bytes between them.
+    (With a budget each, up to delete.per_lap + 1 times it was held, a change per partition
+    below it: on 4,000,000 x 32 in partitions of 40,000 rows that was up to 50 stores of 100
+    changes growing with the corpus.) Spilling changes no number: the run is the one with an
+    ample budget, row for row."""
+    ingest_array(blob_data(7, n=900), tmp_path / "c", partition_rows=150)
+    options = {"obs": "gauss", "K": 5, "laps": 6, "seed": 1, "scheduler": "synchronous",
+               "delete_max_share": 10.0}
+    sizes: list[int] = []
+
+    def measure(engine, step):
+        sizes.extend(SUMMARIES.nbytes(S) for _, S in engine.store.items())
+
+    ample = fit(tmp_path / "c", tmp_path / "ample", job_config(**options), on_step=measure)
+    budget = 3 * max(sizes)  # half of the six batches' summaries
+    held: list[tuple[int, int]] = []
+
+    def check(engine, step):
+        stores = [engine.store, *engine.delete_changes.values()]
+        held.append((sum(s._held for s in stores), sum(len(s) for s in stores[1:])))
+
+    tight = fit(tmp_path / "c", tmp_path / "tight",
+                job_config(**options, summary_bytes=budget), on_step=check)
+    assert any(changes for _, changes in held)  # deletions were tried with changes stored
+    assert max(h for h, _ in held) <= budget
+    assert tight["elbo"] == ample["elbo"] and tight["K"] == ample["K"]
+    a = pd.read_csv(tmp_path / "ample" / "trace.csv")
+    b = pd.read_csv(tmp_path / "tight" / "trace.csv")
     pd.testing.assert_frame_equal(a.drop(columns="seconds"), b.drop(columns="seconds"))
 
 

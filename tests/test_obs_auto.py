@@ -338,3 +338,40 @@ def test_another_engine_resumed_in_a_later_restart_starts_it_from_the_winners_pr
     assert len(set(whole["restart_objectives"])) == 3
     for name in (key, "K", "obs", "prior", "restart_objectives", "obs_candidates"):
         assert resumed[name] == whole[name], name
+
+
+def test_the_candidates_summaries_share_one_summary_bytes(tmp_path, monkeypatch):
+    """The race keeps every candidate's batch summaries (a summary per partition each): in
+    memory they hold at most summary_bytes between them, the rest spilled, not a budget each
+    (three times it, a summary per partition below it, growing with the corpus). The race and
+    the run are the ones with an ample budget: spilling changes no number."""
+    X, _ = clusters("full")
+    ingest_array(X, tmp_path / "c", partition_rows=100)
+    ample = fit(tmp_path / "c", tmp_path / "ample", job_config(seed=0, laps=4))
+    held: list[int] = []
+    lap = auto.Runner.lap
+
+    def measured(self, n_items):
+        lap(self, n_items)
+        engines = [r.engine for r in runners]
+        held.append(sum(s._held for e in engines for s in [e.store, *e.delete_changes.values()]))
+
+    runners: list = []
+    start = auto.Runner.__init__
+
+    def register(self, *args, **kwargs):
+        start(self, *args, **kwargs)
+        runners.append(self)
+
+    monkeypatch.setattr(auto.Runner, "lap", measured)
+    monkeypatch.setattr(auto.Runner, "__init__", register)
+    budget = 4000  # a few of the six partitions' summaries
+    tight = fit(tmp_path / "c", tmp_path / "tight",
+                job_config(seed=0, laps=4, summary_bytes=budget))
+    assert len(runners) == len(AUTO_CANDIDATES) and held
+    assert max(held) <= budget, held
+    assert without_seconds(tight["obs_auto"]) == without_seconds(ample["obs_auto"])
+    for key in ("elbo", "K", "obs", "laps", "weights", "sizes", "component_ids"):
+        assert tight[key] == ample[key], key
+    assert trace(tmp_path / "tight").drop(columns="seconds").equals(
+        trace(tmp_path / "ample").drop(columns="seconds"))

@@ -81,17 +81,33 @@ def mahalanobis(X: np.ndarray, U: np.ndarray, centers: np.ndarray | None = None)
 
     One matrix product [X 1] [U_1ᵀ ... U_Kᵀ; -(U_1 c_1)ᵀ ... -(U_K c_K)ᵀ] covers every item and
     component, centres included (batched BLAS, no loop over items); then squares are summed.
+    The product is n x K D: beyond MAHALANOBIS_BYTES it is taken that much at a time, over
+    blocks of consecutive items (whole, it was 512 MiB for a 250,000 x 32 partition at K = 8,
+    nine times the partition, in every assignment pass). Below, the one product as ever; a
+    block's rows may differ from the whole product's in the last bit on some BLAS kernels.
     """
     n, D = X.shape
     K = U.shape[0]
     W = U.transpose(2, 0, 1).reshape(D, K * D)
-    if centers is None:
-        Z = X @ W
-    else:
-        offsets = -np.einsum("kij,kj->ki", U, centers).reshape(1, K * D)
-        Z = np.concatenate([X, np.ones((n, 1))], axis=1) @ np.concatenate([W, offsets])
+    if centers is not None:
+        W = np.concatenate([W, -np.einsum("kij,kj->ki", U, centers).reshape(1, K * D)])
+    block = max(1, MAHALANOBIS_BYTES // max(1, 8 * K * D))
+    if n <= block:
+        return _mahalanobis_rows(X, W, K, D, centers is not None)
+    out = np.empty((n, K))
+    for s in range(0, n, block):
+        out[s:s + block] = _mahalanobis_rows(X[s:s + block], W, K, D, centers is not None)
+    return out
+
+
+def _mahalanobis_rows(X: np.ndarray, W: np.ndarray, K: int, D: int, centred: bool) -> np.ndarray:
+    n = X.shape[0]
+    Z = (np.concatenate([X, np.ones((n, 1))], axis=1) if centred else X) @ W
     Z = Z.reshape(n, K, D)
     return np.einsum("nkd,nkd->nk", Z, Z)
+
+
+MAHALANOBIS_BYTES = 2**25  # at most this much of mahalanobis's product at a time
 
 
 FEATURE_BYTES = 2**25  # at most this much of the quadratic features at a time (feature_estep)

@@ -202,7 +202,8 @@ class MemoEngine(Engine):
                                 self.ctx.obs.shared_shapes())
         self.past: Summary | None = None  # the warm start's past blocks (Mixture.past)
         self.store: StateStore[Summary] = StateStore(SUMMARIES, self.ctx.summary_bytes,
-                                                     replay=Replay())
+                                                     replay=Replay(),
+                                                     budget=self.ctx.state_budget)
         # during a lap that tries deletions: for each, how every visited batch's summary changes
         # without it (local.delete_change)
         self.delete_changes: dict[int, StateStore[Summary]] = {}
@@ -432,7 +433,10 @@ class MemoEngine(Engine):
         return tuple(int(u) for u in self._delete_open()[: self.cfg.delete.per_lap])
 
     def _new_store(self) -> StateStore[Summary]:
-        return StateStore(SUMMARIES, self.ctx.summary_bytes)
+        """A deletion's changes, within the budget of the batch summaries (shared: a change is
+        as big as a batch summary and every batch has one, so up to delete.per_lap stores with
+        a budget each held that many times summary_bytes, growing with the partitions)."""
+        return StateStore(SUMMARIES, budget=self.store.budget)
 
     def _clear_delete_changes(self) -> None:
         for store in self.delete_changes.values():

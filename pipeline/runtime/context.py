@@ -19,6 +19,7 @@ from bnpmix.storage.objectstore import is_url
 
 from .data import BatchSource
 from .executors import Executor
+from .store import Budget
 
 STREAMS = ("init", "order", "birth", "merge")
 PARTITION_STREAM = 7  # first spawn-key word of per-partition streams (the run streams use 0-3)
@@ -73,6 +74,9 @@ class FitContext:
     # --obs auto: what summary.json keeps of the choice (pipeline.auto.Choice.notes: each
     # candidate's bound per item, the race's record)
     obs_auto: dict[str, Any] | None = None
+    # one budget that engines on several contexts share (--obs auto's race: its candidates'
+    # summaries together within summary_bytes); None: each engine's store has its own
+    state_budget: Budget | None = None
 
     def new_uids(self, n: int) -> np.ndarray:
         uids = np.arange(self.next_uid, self.next_uid + n, dtype=np.int64)

@@ -5,7 +5,9 @@ length of the store's move log at the time; a value read back has the moves logg
 on it (a memo birth inserts components, a merge merges the same pair), never guessed from
 positions. Beyond ``max_bytes`` held in memory (None: Dask config ``bnpmix.summary-bytes`` when
 the store is made), values are spilled to ``.npz`` files (no pickle) in a temporary directory,
-so the driver's memory stays bounded whatever the number of partitions.
+so the driver's memory stays bounded whatever the number of partitions. Stores made with one
+``Budget`` (memo's batch summaries and its deletions' changes) share its bytes: their values held
+in memory add up to at most its ``max_bytes`` together, not each.
 A worker may cache a copy next to its partition only keyed by ``version(partition)``, the count
 of puts the driver has seen, so a stale or lost worker copy is rebuilt from this one.
 """
@@ -45,8 +47,20 @@ ARRAYS: Codec[dict[str, np.ndarray]] = Codec(dict, dict)  # values that are dict
 
 
 @dataclass
+class Budget:
+    """Bytes of values that one or more stores may hold in memory between them (``held``: what
+    they hold now); a value beyond it is spilled. One per store unless given: memo's deletions'
+    changes share its summaries' budget, else each of up to delete.per_lap stores would hold a
+    whole budget of them (a change per batch, so their number grows with the corpus)."""
+
+    max_bytes: int
+    held: int = 0
+
+
+@dataclass
 class StateStore(Generic[T]):
-    """Per-partition values plus a log of moves replayed on values stored before them."""
+    """Per-partition values plus a log of moves replayed on values stored before them.
+    ``budget``: shared with other stores (None: the store's own, of ``max_bytes``)."""
 
     codec: Codec[T]
     max_bytes: int | None = None
@@ -56,11 +70,18 @@ class StateStore(Generic[T]):
     replay: Callable[[T, list[Any]], T] | None = None
     _items: dict[int, tuple[T | None, int]] = field(default_factory=dict)
     _versions: dict[int, int] = field(default_factory=dict)
-    _held: int = 0
+    _held: int = 0  # this store's share of budget.held
     _spill: str | None = None
+    budget: Budget | None = None
 
     def __post_init__(self) -> None:
-        self.max_bytes = setting("summary-bytes", self.max_bytes)
+        if self.budget is None:
+            self.budget = Budget(setting("summary-bytes", self.max_bytes))
+        self.max_bytes = self.budget.max_bytes
+
+    def _hold(self, change: int) -> None:
+        self._held += change
+        self.budget.held += change
 
     def _spill_path(self, key: int) -> Path:
         if self._spill is None:
@@ -85,7 +106,7 @@ class StateStore(Generic[T]):
         value = self._load(key)
         held, seen = self._items[key]
         if held is not None and seen < len(self.moves):
-            self._held += self.codec.nbytes(value) - self.codec.nbytes(held)
+            self._hold(self.codec.nbytes(value) - self.codec.nbytes(held))
             self._items[key] = (value, len(self.moves))
         return value
 
@@ -99,14 +120,14 @@ class StateStore(Generic[T]):
         """Store a partition's new value: in memory within the budget, else in a spill file."""
         old = self._items.get(key)
         if old is not None and old[0] is not None:
-            self._held -= self.codec.nbytes(old[0])
+            self._hold(-self.codec.nbytes(old[0]))
         size = self.codec.nbytes(value)
-        if self._held + size > self.max_bytes:
+        if self.budget.held + size > self.budget.max_bytes:
             np.savez(self._spill_path(key), **self.codec.to_arrays(value))
             self._items[key] = (None, len(self.moves))
         else:
             self._items[key] = (value, len(self.moves))
-            self._held += size
+            self._hold(size)
         self._versions[key] = self._versions.get(key, 0) + 1
 
     def version(self, key: int) -> int:
@@ -133,6 +154,9 @@ class StateStore(Generic[T]):
             yield key, self._current(key)
 
     def close(self) -> None:
+        """Forget every value (its bytes return to the budget) and remove the spill files."""
+        self._hold(-self._held)
+        self._items.clear()
         if self._spill is not None:
             shutil.rmtree(self._spill, ignore_errors=True)
             self._spill = None

@@ -245,3 +245,37 @@ def test_repeated_local_steps_equal_fresh_ones_bit_for_bit(name, kept, monkeypat
             np.testing.assert_array_equal(a, b)
         for key in want[2]:
             np.testing.assert_array_equal(got[2][key], want[2][key])
+
+
+def test_mahalanobis_takes_its_product_a_block_of_items_at_a_time(monkeypatch):
+    """The n x K D product of wishart.mahalanobis (the unfused E_loglik of gauss and zm-gauss:
+    hard assignments, predictive densities) is formed at most MAHALANOBIS_BYTES at a time:
+    the memory numpy allocates stays near the (n, K) result, where the whole product was nine
+    times a partition (250,000 x 32 at K = 8: 512 MiB, each of the assignment pass's threads).
+    Below the budget it is the one product as before, bit for bit; blocks agree to 1e-12."""
+    import tracemalloc
+
+    rng = np.random.default_rng(3)
+    n, K, D = 20_000, 8, 16  # a 20 MB product whole
+    X = rng.normal(size=(n, D))
+    U = np.triu(rng.normal(size=(K, D, D)))
+    c = rng.normal(size=(K, D))
+
+    def whole(X, U, centers):
+        Wm = U.transpose(2, 0, 1).reshape(D, K * D)
+        Wm = np.concatenate([Wm, -np.einsum("kij,kj->ki", U, centers).reshape(1, K * D)])
+        Z = (np.concatenate([X, np.ones((len(X), 1))], axis=1) @ Wm).reshape(len(X), K, D)
+        return np.einsum("nkd,nkd->nk", Z, Z)
+
+    np.testing.assert_array_equal(W.mahalanobis(X[:100], U, c), whole(X[:100], U, c))
+    monkeypatch.setattr(W, "MAHALANOBIS_BYTES", 2**20, raising=False)
+    tracemalloc.start()
+    try:
+        got = W.mahalanobis(X, U, c)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * got.nbytes + 4 * 2**20, peak  # the product whole: 20.5 MB
+    np.testing.assert_allclose(got, whole(X, U, c), rtol=1e-12)
+    np.testing.assert_allclose(W.mahalanobis(X, U), whole(X, U, np.zeros((K, D))), rtol=1e-12,
+                               atol=1e-12)

@@ -7,7 +7,7 @@ import numpy as np
 
 from bnpmix.algorithms.summary import Insert, Merge, Reorder, Summary
 from bnpmix.pipeline.engines.memo import SUMMARIES
-from bnpmix.pipeline.runtime.store import ARRAYS, StateStore
+from bnpmix.pipeline.runtime.store import ARRAYS, Budget, StateStore
 
 
 def summary(seed: int) -> Summary:
@@ -70,6 +70,29 @@ def test_held_bytes_follow_replacements_and_stay_within_budget():
     assert store.version(0) == 2
     assert_same(store.get(0), summary(9))
     store.close()
+
+
+def test_stores_sharing_a_budget_hold_at_most_it_between_them():
+    """Memo's deletions' changes share the batch summaries' budget: together they hold at most
+    its bytes, the rest spilled; a closed store's bytes return to the budget."""
+    one = SUMMARIES.nbytes(summary(0))
+    budget = Budget(3 * one)
+    first = StateStore(SUMMARIES, budget=budget)
+    second = StateStore(SUMMARIES, budget=budget)
+    for b in range(4):
+        first.put(b, summary(b))
+    for b in range(4):
+        second.put(b, summary(10 + b))
+    assert first._held == 3 * one and second._held == 0 and budget.held == 3 * one
+    assert first.max_bytes == second.max_bytes == 3 * one
+    for b in range(4):
+        assert_same(first.get(b), summary(b))
+        assert_same(second.get(b), summary(10 + b))
+    first.close()
+    assert budget.held == 0 and len(first) == 0
+    second.put(0, summary(20))
+    assert second._held == one == budget.held
+    second.close()
 
 
 def test_plain_array_values():
