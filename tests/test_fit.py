@@ -309,3 +309,44 @@ def test_the_drivers_sample_partitions_are_not_kept_once_the_engines_start(tmp_p
         on_step=check)
     assert held and max(held) == 0
     assert len(contexts) == (3 if obs == "auto" else 0)
+
+
+def test_a_full_pass_holds_a_wave_of_batch_results_not_one_per_partition(tmp_path, monkeypatch):
+    """vb's and sovb's full passes visit the partitions PASS_WAVE x parallelism at a time and
+    sum each wave before the next starts (the driver held every partition's result before,
+    growing with the corpus); the sum, in partition order, is bit for bit the one-map sum."""
+    from bnpmix.algorithms.mixture import Mixture
+    from bnpmix.algorithms.summary import Summary
+    from bnpmix.pipeline.engines import common
+    from bnpmix.pipeline.runtime.context import make_context
+    from bnpmix.pipeline.runtime.executors import LocalExecutor
+    from bnpmix.storage import Corpus
+
+    X = np.random.default_rng(3).normal(size=(420, 2))
+    ingest_array(X, tmp_path / "c", partition_rows=10)  # 42 partitions
+    corpus = Corpus(tmp_path / "c")
+    executor = LocalExecutor(corpus, "threads", workers=2)
+    maps: list[list[int]] = []
+    plain_map = executor.map
+
+    def recorded(fn, indices, *shared, **kwargs):
+        maps.append(list(indices))
+        return plain_map(fn, indices, *shared, **kwargs)
+
+    try:
+        job = job_config(algorithm="vb", obs="gauss", K=3, seed=0)
+        ctx = make_context(corpus, job.run, job.model, executor)
+        model = common.initial_model(ctx, 3)
+        monkeypatch.setattr(executor, "map", recorded)
+        total = common.full_pass(ctx, model)
+        assert [i for m in maps for i in m] == list(range(42))
+        assert max(len(m) for m in maps) == common.PASS_WAVE * executor.parallelism == 8
+        once = Summary.zeros(model.uids, ctx.obs.stat_shapes(), ctx.obs.shared_shapes())
+        for res in plain_map(common.visit, range(42), ctx.obs, model.globals()):
+            once = once + res.summary
+        assert Mixture.from_summary(ctx.obs, ctx.alloc, total).elbo(total) == \
+            Mixture.from_summary(ctx.obs, ctx.alloc, once).elbo(once)
+        for key in total.stats:
+            np.testing.assert_array_equal(total.stats[key], once.stats[key])
+    finally:
+        executor.close()

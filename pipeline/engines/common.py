@@ -53,14 +53,21 @@ def full_pass(ctx: FitContext, model: Mixture) -> Summary:
     return corpus_summary(ctx.executor, ctx.corpus.n_partitions, ctx.obs, model)
 
 
+PASS_WAVE = 4  # partitions per executor slot in flight at once during a full pass
+
+
 def corpus_summary(executor: Executor, n_partitions: int, obs: ObsModel,
                    model: Mixture) -> Summary:
     """Local steps (Eq. 9) on every partition under ``model``'s globals, their summaries
-    (Eq. 7) summed in partition order."""
-    results = executor.map(visit, range(n_partitions), obs, model.globals())
+    (Eq. 7) summed in partition order. The partitions go PASS_WAVE x parallelism at a time and
+    each wave is summed before the next starts, so the driver holds that many batch results,
+    not one per partition of the corpus (the same sum, in the same order)."""
+    g = model.globals()
     total = Summary.zeros(model.uids, obs.stat_shapes(), obs.shared_shapes())
-    for res in results:
-        total = total + res.summary
+    wave = PASS_WAVE * max(1, executor.parallelism)
+    for start in range(0, n_partitions, wave):
+        for res in executor.map(visit, range(start, min(start + wave, n_partitions)), obs, g):
+            total = total + res.summary
     return total
 
 
