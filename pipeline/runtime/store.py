@@ -102,12 +102,19 @@ class StateStore(Generic[T]):
 
     def _current(self, key: int) -> T:
         """``_load``, keeping a value held in memory in its replayed form (a spilled one is
-        not written back), so the moves are replayed on it once."""
+        not written back), so the moves are replayed on it once; a replayed value that no
+        longer fits the budget (a birth's inserted components grow it) is spilled instead."""
         value = self._load(key)
         held, seen = self._items[key]
         if held is not None and seen < len(self.moves):
-            self._hold(self.codec.nbytes(value) - self.codec.nbytes(held))
-            self._items[key] = (value, len(self.moves))
+            old, size = self.codec.nbytes(held), self.codec.nbytes(value)
+            if self.budget.held - old + size > self.budget.max_bytes:
+                self._hold(-old)
+                np.savez(self._spill_path(key), **self.codec.to_arrays(value))
+                self._items[key] = (None, len(self.moves))
+            else:
+                self._hold(size - old)
+                self._items[key] = (value, len(self.moves))
         return value
 
     def get(self, key: int) -> T | None:

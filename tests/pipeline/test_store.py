@@ -95,6 +95,28 @@ def test_stores_sharing_a_budget_hold_at_most_it_between_them():
     second.close()
 
 
+def test_values_grown_by_replayed_moves_stay_within_budget():
+    """A held value read after an Insert (a birth's components) is bigger than when it was
+    stored: kept in memory only while the budget holds it, else spilled in its replayed form,
+    and read back the same either way (before, the held bytes grew past the budget)."""
+    one = SUMMARIES.nbytes(summary(0))
+    store = StateStore(SUMMARIES, max_bytes=2 * one)
+    reference = StateStore(SUMMARIES, 1 << 30)
+    for target in (store, reference):
+        for b in range(2):
+            target.put(b, summary(b))
+        target.log(Insert((11, 12)))
+    assert store._held == 2 * one
+    for b in range(2):
+        assert_same(store.get(b), reference.get(b))
+        assert store.budget.held <= store.max_bytes
+    # the first, grown, had no room beside the second and was spilled; then the second fitted
+    assert [held is None for held, _ in store._items.values()] == [True, False]
+    for b in range(2):  # and both read back as the moves left them, with no move replayed twice
+        assert_same(store.get(b), reference.get(b))
+    store.close()
+
+
 def test_plain_array_values():
     store = StateStore(ARRAYS, max_bytes=0)
     store.put(3, {"sites": np.arange(6.0).reshape(2, 3)})
