@@ -132,3 +132,20 @@ def best_time(f, repeat: int) -> float:
         f()
         times.append(time.perf_counter() - t)
     return min(times)
+
+
+def converge(X, obs, alloc, S, tol: float = 1e-12, max_iter: int = 1000):
+    """Full-data VB (Eq. 9 and 10 in turn) from the summary S until the ELBO changes by at most
+    tol relative: the model, its summary and the ELBO (Eq. 8)."""
+    from bnpmix.algorithms.mixture import Mixture
+    from bnpmix.algorithms.vb.local import batch_step
+
+    old = -np.inf
+    for _ in range(max_iter):
+        model = Mixture.from_summary(obs, alloc, S)
+        S = batch_step(X, obs, model.globals()).summary
+        elbo = model.elbo(S)
+        if abs(elbo - old) <= tol * abs(elbo):
+            break
+        old = elbo
+    return model, S, elbo

@@ -28,9 +28,8 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from _common import RESULTS, WORK, corpus_of
-from bnpmix.algorithms.mixture import Mixture
-from bnpmix.algorithms.vb.local import batch_step, summarize
+from _common import RESULTS, WORK, converge, corpus_of
+from bnpmix.algorithms.vb.local import summarize
 from bnpmix.datasets import bag_of_words_topics, gaussian_clusters, toy_patches
 from bnpmix.pipeline.evaluate import load
 from bnpmix.pipeline.fit import fit, job_config
@@ -67,15 +66,7 @@ def oracle_elbo(X, labels: np.ndarray, obs, alloc, max_iter: int = 500) -> float
     _, y = np.unique(labels, return_inverse=True)
     R = np.eye(y.max() + 1)[y]
     S = summarize(X, obs, R, None, np.arange(R.shape[1]))
-    old = -np.inf
-    for _ in range(max_iter):
-        model = Mixture.from_summary(obs, alloc, S)
-        S = batch_step(X, obs, model.globals()).summary
-        elbo = model.elbo(S)
-        if abs(elbo - old) <= 1e-10 * abs(elbo):
-            break
-        old = elbo
-    return elbo / X.shape[0]
+    return converge(X, obs, alloc, S, tol=1e-10, max_iter=max_iter)[2] / X.shape[0]
 
 
 def run_problem(name: str, seeds: int, options: dict | None = None) -> dict:

@@ -37,27 +37,13 @@ import sys
 import numpy as np
 from real_data import split
 
-from _common import WORK
+from _common import WORK, converge
 from bnpmix.algorithms.metrics import adjusted_rand_index
 from bnpmix.algorithms.mixture import Mixture
 from bnpmix.algorithms.vb.local import batch_step, excluding, responsibilities, summarize
 from bnpmix.pipeline.evaluate import load
 from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.storage import ingest_array
-
-
-def converge(X: np.ndarray, obs, alloc, S, max_iter: int = 1000) -> tuple[Mixture, object, float]:
-    """Full-data VB (Eq. 9 and 10 in turn) from the summary S to a relative ELBO change of
-    1e-12: the model, its summary and the ELBO (Eq. 8)."""
-    old = -np.inf
-    for _ in range(max_iter):
-        model = Mixture.from_summary(obs, alloc, S)
-        S = batch_step(X, obs, model.globals()).summary
-        elbo = model.elbo(S)
-        if abs(elbo - old) <= 1e-12 * abs(elbo):
-            break
-        old = elbo
-    return model, S, elbo
 
 
 def one_step(obs, alloc, S) -> float:

@@ -100,6 +100,11 @@ class StateStore(Generic[T]):
             value = move.apply(value)
         return value
 
+    def _write_spill(self, key: int, value: T) -> None:
+        """The partition's value to its spill file, as of the move log's present length."""
+        np.savez(self._spill_path(key), **self.codec.to_arrays(value))
+        self._items[key] = (None, len(self.moves))
+
     def _current(self, key: int) -> T:
         """``_load``, keeping a value held in memory in its replayed form (a spilled one is
         not written back), so the moves are replayed on it once; a replayed value that no
@@ -110,8 +115,7 @@ class StateStore(Generic[T]):
             old, size = self.codec.nbytes(held), self.codec.nbytes(value)
             if self.budget.held - old + size > self.budget.max_bytes:
                 self._hold(-old)
-                np.savez(self._spill_path(key), **self.codec.to_arrays(value))
-                self._items[key] = (None, len(self.moves))
+                self._write_spill(key, value)
             else:
                 self._hold(size - old)
                 self._items[key] = (value, len(self.moves))
@@ -130,8 +134,7 @@ class StateStore(Generic[T]):
             self._hold(-self.codec.nbytes(old[0]))
         size = self.codec.nbytes(value)
         if self.budget.held + size > self.budget.max_bytes:
-            np.savez(self._spill_path(key), **self.codec.to_arrays(value))
-            self._items[key] = (None, len(self.moves))
+            self._write_spill(key, value)
         else:
             self._items[key] = (value, len(self.moves))
             self._hold(size)
