@@ -20,6 +20,11 @@ Data = np.ndarray | sp.csr_matrix
 Arrays = dict[str, np.ndarray]
 
 
+def stack_rows(blocks: list[Data]) -> Data:
+    """Row-wise concatenation of dense arrays or CSR matrices."""
+    return sp.vstack(blocks, format="csr") if sp.issparse(blocks[0]) else np.concatenate(blocks)
+
+
 class Rows:
     """Items read one row at a time through the observation model's one-item interface
     (predictive_logpdf_state, absorb, remove): ``ObsModel.prepare``'s default (Mult prepares

@@ -27,14 +27,13 @@ import pyarrow as pa
 from bnpmix.algorithms.ddcrp.fit import ROUNDS, STARTS, fit_restarts
 from bnpmix.algorithms.ddcrp.links import DECAYS, decay
 from bnpmix.algorithms.ddcrp.model import SequenceMixture
-from bnpmix.algorithms.obs.base import Data, ObsModel
+from bnpmix.algorithms.obs.base import Data, ObsModel, stack_rows
 from bnpmix.storage import BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 from bnpmix.storage.corpus import Batch
 
 from ..config import _str, opt
 from ..declared import Declared
-from ..runtime.data import stack_rows
 from ..runtime.engine import Engine, Fitted, State, Step, register
 
 WAVE = 32  # sequences per step

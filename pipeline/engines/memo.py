@@ -35,6 +35,7 @@ import numpy as np
 
 from bnpmix.algorithms import sparse_stats
 from bnpmix.algorithms.mixture import Mixture, log_marginals, optimal_elbo
+from bnpmix.algorithms.obs.base import stack_rows
 from bnpmix.algorithms.summary import (
     Delete,
     Insert,
@@ -52,7 +53,7 @@ from bnpmix.algorithms.vb.merge import MergeConfig, merge_round, plan_pairs
 from bnpmix.storage.arrays import ArrayFile
 
 from ..config import names, opt
-from ..runtime.data import data_from_arrays, data_to_arrays, stack_rows
+from ..runtime.data import data_from_arrays, data_to_arrays
 from ..runtime.engine import Engine, Fitted, State, Step, register
 from ..runtime.store import Codec, StateStore
 from .common import (

@@ -10,22 +10,16 @@ from typing import NamedTuple
 import numpy as np
 import scipy.sparse as sp
 
+from bnpmix.algorithms.obs.base import Data, stack_rows
 from bnpmix.storage import Batch, BnpmixError, Corpus
 
 from ..settings import setting
-
-Data = np.ndarray | sp.csr_matrix
 
 
 def nbytes(X: Data) -> int:
     if sp.issparse(X):
         return int(X.data.nbytes + X.indices.nbytes + X.indptr.nbytes)
     return int(X.nbytes)
-
-
-def stack_rows(blocks: list[Data]) -> Data:
-    """Row-wise concatenation of dense arrays or CSR matrices."""
-    return sp.vstack(blocks, format="csr") if sp.issparse(blocks[0]) else np.concatenate(blocks)
 
 
 def data_to_arrays(X: Data) -> dict[str, np.ndarray]:
