@@ -58,6 +58,7 @@ from .engines import DEFAULT_ENGINE
 from .runtime.context import AUTO, check_obs, make_context, prior_keys
 from .runtime.engine import Engine, engine_class
 from .runtime.executors import Executor
+from .runtime.memlimit import resolve
 from .runtime.store import Budget
 from .settings import setting
 
@@ -201,7 +202,7 @@ def choose_obs(corpus: Corpus, job: JobConfig, executor: Executor) -> Choice:
     winner: Runner | None = None
     # the candidates' batch summaries share one summary_bytes (else each held a budget of them,
     # a summary per partition: three times the memory, growing with the corpus)
-    shared = Budget(setting("summary-bytes", job.run.summary_bytes))
+    shared = Budget(resolve(setting("summary-bytes", job.run.summary_bytes)))
     try:
         for name in names:
             ctx = make_context(corpus, job.run, job.replace(model_obs=name).model, executor)

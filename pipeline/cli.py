@@ -652,8 +652,8 @@ def add_option(parser: argparse.ArgumentParser, row: Option) -> None:
     repeat = {"action": "append"} if row.name == "prior" else {}  # see prior_flags
     parser.add_argument(row.flag, dest=row.name, type=parse, choices=row.choices, **repeat,
                         metavar=None if row.choices else row.name.upper(),
-                        help=row.help + (f"{default}{where})" if default else (
-                            f" ({where[2:]})" if where else "")))
+                        help=(row.help + (f"{default}{where})" if default else (
+                            f" ({where[2:]})" if where else ""))).replace("%", "%%"))
 
 
 def _prior(text: str) -> dict[str, Any] | str:

@@ -236,12 +236,12 @@ class RunConfig:
                            parse=_optional(_int), within="[1, inf)")
     cache_bytes: int | None = opt(None, "bytes of partitions kept in memory per worker (or "
                                   "locally) across laps (default: Dask config "
-                                  "bnpmix.cache-bytes, 2 GiB)", parse=_optional(_int),
-                                  within="[0, inf)")
+                                  "bnpmix.cache-bytes, 20% of the memory each process may "
+                                  "use)", parse=_optional(_int), within="[0, inf)")
     summary_bytes: int | None = opt(None, "bytes of per-partition state the driver keeps in "
                                     "memory before spilling it to disk (default: Dask config "
-                                    "bnpmix.summary-bytes, 1 GiB)", parse=_optional(_int),
-                                    within="[0, inf)")
+                                    "bnpmix.summary-bytes, 10% of the driver's memory)",
+                                    parse=_optional(_int), within="[0, inf)")
     checkpoint_every: int = opt(0, "also checkpoint every M batch visits (0: after each lap)",
                                 within="[0, inf)")
     warm_start: str | None = opt(None, "start from a previous run's model (RUN_DIR)", parse=_str)

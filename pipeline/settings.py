@@ -47,6 +47,16 @@ def _nbytes(value: Any) -> int:
     return size
 
 
+def _size(value: Any) -> Any:
+    """A size as ``_nbytes``, or a share of the memory the process using it may use ("20%":
+    runtime.memlimit.Share, resolved where it is used)."""
+    if isinstance(value, str) and value.strip().endswith("%"):
+        from .runtime.memlimit import parse_share
+
+        return parse_share(value)
+    return _nbytes(value)
+
+
 def _seconds(value: Any) -> float:
     """A duration in seconds: a number, or a string with units ("60s", "2 minutes"); above 0."""
     from dask.utils import parse_timedelta
@@ -71,7 +81,7 @@ def _count(least: int) -> Callable[[Any], int]:
 
 # each key of bnpmix.yaml and how its value is read
 PARSERS: dict[str, Callable[[Any], Any]] = {
-    "cache-bytes": _nbytes, "summary-bytes": _nbytes, "worker-wait": _seconds,
+    "cache-bytes": _size, "summary-bytes": _size, "worker-wait": _seconds,
     "task-retries": _count(0), "scheduler-timeout": _seconds, "connect-timeout": _seconds,
     "worker-malloc-trim": _nbytes,
     "assign-wave": _count(1), "schedule-lease": _seconds,

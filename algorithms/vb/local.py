@@ -281,20 +281,20 @@ def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> 
     plan = plan or Plan()
     if plan.absent:
         g = excluding(g, plan.absent)
-    parts = [_block_step(block, obs, g, plan) for block in blocks(X, len(g.uids))]
-    if len(parts) == 1:
-        return parts[0]
-    summary = parts[0].summary
-    for part in parts[1:]:
-        summary = summary + part.summary
-    collected = {uid: stack_rows([p.collected[uid] for p in parts]) for uid in plan.targets}
-    changes = {}
-    for uid in plan.deletes:
-        change = parts[0].delete_changes[uid]
-        for part in parts[1:]:
-            change = change + part.delete_changes[uid]
-        changes[uid] = change
-    return BatchResult(summary, collected, changes)
+    total = None
+    for block in blocks(X, len(g.uids)):
+        part = _block_step(block, obs, g, plan)
+        total = part if total is None else _fold(total, part)  # not held per block: K x D² each
+    return total
+
+
+def _fold(a: BatchResult, b: BatchResult) -> BatchResult:
+    """Two blocks' results as one: summaries and deletion changes added, collections stacked."""
+    return BatchResult(a.summary + b.summary,
+                       {uid: stack_rows([rows, b.collected[uid]])
+                        for uid, rows in a.collected.items()},
+                       {uid: change + b.delete_changes[uid]
+                        for uid, change in a.delete_changes.items()})
 
 
 def _block_step(X: Data, obs: ObsModel, g: Globals, plan: Plan) -> BatchResult:

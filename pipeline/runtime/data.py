@@ -14,6 +14,7 @@ from bnpmix.algorithms.obs.base import Data, stack_rows
 from bnpmix.storage import Batch, BnpmixError, Corpus
 
 from ..settings import setting
+from .memlimit import Share, resolve
 
 
 def nbytes(X: Data) -> int:
@@ -57,11 +58,12 @@ class PartitionCache:
     """Partitions of one or more corpora kept in memory, least recently used evicted first;
     keyed by the checksum the task carries, so a partition re-ingested at the same path is never
     served stale, and a worker's copy of the manifest is re-read when it disagrees.
-    ``max_bytes``: the budget (None: Dask config ``bnpmix.cache-bytes`` now). ``hits`` and
+    ``max_bytes``: the budget, bytes or a share of this process's memory (None: Dask config
+    ``bnpmix.cache-bytes`` now). ``hits`` and
     ``misses`` count the lookups served from memory and those that read the corpus."""
 
-    def __init__(self, max_bytes: int | None = None) -> None:
-        self.max_bytes = setting("cache-bytes", max_bytes)
+    def __init__(self, max_bytes: int | Share | None = None) -> None:
+        self.max_bytes = resolve(setting("cache-bytes", max_bytes))
         self._items: OrderedDict[PartitionRef, Batch] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()
@@ -109,10 +111,10 @@ class PartitionCache:
             _, old = self._items.popitem(last=False)
             self._held -= nbytes(old.X)
 
-    def resize(self, max_bytes: int) -> None:
+    def resize(self, max_bytes: int | Share) -> None:
         """Change the budget, evicting the least recently used partitions beyond it."""
         with self._lock:
-            self.max_bytes = max_bytes
+            self.max_bytes = resolve(max_bytes)
             self._evict()
 
 

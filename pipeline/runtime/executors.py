@@ -50,6 +50,7 @@ from bnpmix.storage.objectstore import storage_options
 from ..settings import setting
 from .data import PartitionCache, PartitionRef, partition_refs
 from .malloc import set_thresholds
+from .memlimit import Share, resolve
 
 BatchFn = Callable[..., Any]
 
@@ -266,7 +267,7 @@ class WorkerOptions(NamedTuple):
     """What a task tells the worker process running it: its partition cache's size and glibc's
     trim threshold (0: malloc left as the worker started)."""
 
-    cache_bytes: int
+    cache_bytes: int | Share
     malloc_trim: int
 
 
@@ -274,8 +275,10 @@ class WorkerOptions(NamedTuple):
 _WORKER_CACHE: PartitionCache | None = None
 
 
-def _worker_cache(max_bytes: int) -> PartitionCache:
+def _worker_cache(max_bytes: int | Share) -> PartitionCache:
+    """This worker's cache, of ``max_bytes`` (a share: of this worker's memory)."""
     global _WORKER_CACHE
+    max_bytes = resolve(max_bytes)
     if _WORKER_CACHE is None:
         _WORKER_CACHE = PartitionCache(max_bytes)
     elif _WORKER_CACHE.max_bytes != max_bytes:

@@ -24,6 +24,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import numpy as np
 
 from ..settings import setting
+from .memlimit import resolve
 
 T = TypeVar("T")
 
@@ -76,7 +77,7 @@ class StateStore(Generic[T]):
 
     def __post_init__(self) -> None:
         if self.budget is None:
-            self.budget = Budget(setting("summary-bytes", self.max_bytes))
+            self.budget = Budget(resolve(setting("summary-bytes", self.max_bytes)))
         self.max_bytes = self.budget.max_bytes
 
     def _hold(self, change: int) -> None:
