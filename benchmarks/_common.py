@@ -71,10 +71,12 @@ def oracle_ari(log_density: np.ndarray, labels: np.ndarray) -> float:
 
 
 class LocalDaskCluster:
-    """A `dask scheduler` and `dask worker` processes (single-threaded unless ``nthreads``) on
-    127.0.0.1, started here and ended by their PIDs."""
+    """A `dask scheduler` and `dask worker` processes (single-threaded unless ``nthreads``;
+    more `dask worker` options in ``worker_args``) on 127.0.0.1, started here (each child runs
+    ``preexec_fn`` first, e.g. to join a memory cgroup) and ended by their PIDs."""
 
-    def __init__(self, workers: int, nthreads: int = 1) -> None:
+    def __init__(self, workers: int, nthreads: int = 1, worker_args: tuple[str, ...] = (),
+                 preexec_fn=None) -> None:
         import socket
         import subprocess
         import sys
@@ -86,12 +88,14 @@ class LocalDaskCluster:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         self.address = f"tcp://127.0.0.1:{port}"
-        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": ENV}
+        quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": ENV,
+                 "preexec_fn": preexec_fn}
         self.scheduler = subprocess.Popen([dask, "scheduler", "--host", "127.0.0.1", "--port",
                                            str(port), "--dashboard-address", "127.0.0.1:0"],
                                           **quiet)
         self.workers = [subprocess.Popen([dask, "worker", self.address, "--nthreads", str(nthreads),
-                                          "--host", "127.0.0.1", "--no-dashboard"], **quiet)
+                                          "--host", "127.0.0.1", "--no-dashboard", *worker_args],
+                                         **quiet)
                         for _ in range(workers)]
         deadline = time.time() + 60
         while True:
@@ -117,10 +121,16 @@ class LocalDaskCluster:
                 **{f"worker {i}": tree(w.pid) for i, w in enumerate(self.workers)}}
 
     def close(self) -> None:
+        import subprocess
+
         for p in [*self.workers, self.scheduler]:
             p.terminate()
         for p in [*self.workers, self.scheduler]:
-            p.wait(timeout=20)
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:  # a worker without a nanny may not stop at once
+                p.kill()
+                p.wait()
 
 
 def best_time(f, repeat: int) -> float:

@@ -31,7 +31,7 @@ from .config import JobConfig, resolve
 from .declared import heldout_kind
 from .labels import label_order, labels_of
 from .remote_run import fit_to_store, resume_from_store
-from .runtime import checkpoint
+from .runtime import checkpoint, memlimit
 from .runtime.context import (
     AUTO,
     FitContext,
@@ -193,6 +193,14 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         where = executor.describe()
         if isinstance(executor, DaskExecutor):
             print(f"bnpmix: running on {where}", file=sys.stderr)
+        text, over = memlimit.estimate(corpus, executor.parallelism,
+                                       setting("cache-bytes", r.cache_bytes),
+                                       setting("summary-bytes", r.summary_bytes),
+                                       local=not isinstance(executor, DaskExecutor))
+        print(f"bnpmix: {text}", file=sys.stderr)
+        if over:
+            print("bnpmix: warning: that is more than this process may use; lower the options "
+                  "named, or ingest smaller partitions (ingest --partition-rows)", file=sys.stderr)
         chosen: auto.Choice | None = None
         if job.model.obs == AUTO and job.run.warm_start:  # the saved model's own, if it fits
             saved = read_model(job.run.warm_start).obs  # (else the engine refuses it)

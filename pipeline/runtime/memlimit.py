@@ -4,8 +4,9 @@
 cgroup from this process's own up to the root (v1 ``memory.limit_in_bytes`` or v2 ``memory.max``,
 whichever the machine mounts: a run started inside a capped cgroup sees that cap, which a read of
 the root cgroup's files alone misses); the address-space rlimit; and, inside a Dask worker, the
-worker's ``memory_limit``. A size setting such as ``cache-bytes: 20%`` is a ``Share`` of it,
-resolved in the process that uses it (a worker sizes its partition cache from its own limit).
+worker's ``memory_limit``. A size setting such as ``cache-bytes: 20%`` is a ``Share`` of it
+beyond the process's start-up memory, resolved in the process that uses it (a worker sizes its
+partition cache from its own limit).
 None of this changes a result: caches and spills only decide what is read or written again.
 """
 
@@ -16,19 +17,32 @@ import os
 import resource
 import sys
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from bnpmix.storage import Corpus
 
 CGROUP_ROOT = Path("/sys/fs/cgroup")
 UNLIMITED = 2 ** 62  # a cgroup v1 limit at or above this reads as no limit (v1 prints ~2^63)
+# what a Python process running bnpmix holds before any data (numpy, scipy, pandas, pyarrow
+# and dask imported: 150-200 MiB resident, measured), and a visit's working memory beyond its
+# partition (a batch step's blocks: local.BLOCK_ENTRIES entries per temporary; the full
+# Gaussian's Mahalanobis blocks of up to 32 MiB)
+PROCESS_BASE = 200 * 2 ** 20
+VISIT_WORK = 64 * 2 ** 20
 
 
 class Share(NamedTuple):
-    """A fraction of the memory the process using it may use (``memory_limit``)."""
+    """A fraction of the memory the process using it may use (``memory_limit``) beyond what it
+    holds from the start (PROCESS_BASE): of a 400 MB Dask worker, 20 % is 40 MB, not 80 MB
+    of the 230 MB left once its libraries are loaded."""
 
     fraction: float
 
     def nbytes(self) -> int:
-        return int(self.fraction * memory_limit())
+        return int(self.fraction * max(memory_limit() - PROCESS_BASE, 0))
 
     def __str__(self) -> str:
         return f"{100 * self.fraction:g}%"
@@ -111,3 +125,43 @@ def memory_limit() -> int:
     if worker is not None:
         candidates.append(worker)
     return min(candidates)
+
+
+
+def partition_bytes(corpus: Corpus) -> int:
+    """The largest partition's decoded size: n × D values, or a CSR's values, indices and row
+    pointers."""
+    m = corpus.manifest
+    if corpus.kind == "dense":
+        item = np.dtype(m.dtype).itemsize
+        return max(p.rows * corpus.dim * item for p in m.partitions)
+    return max(12 * (p.nnz or 0) + 8 * (p.rows + 1) for p in m.partitions)
+
+
+def visit_bytes(corpus: Corpus) -> int:
+    """A visit's peak beyond the process's base: the partition's file bytes (read and checked
+    whole) beside its decoded values, and the batch step's blocks."""
+    largest = max(p.bytes for p in corpus.manifest.partitions)
+    return largest + partition_bytes(corpus) + VISIT_WORK
+
+
+def estimate(corpus: Corpus, threads: int, cache: int | Share, summary: int | Share,
+             local: bool) -> tuple[str, bool]:
+    """What a fit's driver process (with ``local``: running the visits on ``threads`` threads
+    too) needs, the option that bounds each part, and whether it exceeds ``memory_limit()``."""
+    mib = 2 ** 20
+    limit, cache_b, summary_b = memory_limit(), resolve(cache), resolve(summary)
+    visits = (threads if local else 0) * visit_bytes(corpus)
+    need = PROCESS_BASE + visits + cache_b + summary_b
+    parts = [f"{PROCESS_BASE // mib} MiB to start"]
+    if local:
+        parts.append(f"{visits // mib} MiB for {threads} visits at once (--threads; "
+                     f"partitions of up to {partition_bytes(corpus) // mib} MiB decoded)")
+    parts += [f"up to {cache_b // mib} MiB of cached partitions (--cache-bytes)",
+              f"up to {summary_b // mib} MiB of per-partition state (--summary-bytes)"]
+    text = (f"memory: about {need // mib} MiB here ({'; '.join(parts)}) of the "
+            f"{limit // mib} MiB this process may use")
+    if not local:
+        text += (f"; each worker needs {(PROCESS_BASE + visit_bytes(corpus)) // mib} MiB per "
+                 "thread plus its cache (--cache-bytes, default a share of its memory)")
+    return text, need > limit

@@ -1,0 +1,262 @@
+"""Out of core, measured: a corpus several times the memory a Dask cluster is given, fitted
+with the plain `bnpmix fit` while driver, scheduler and workers share one hard memory cap.
+
+1. A dense corpus (--rows x --dim float64, --clusters diagonal Gaussians, seed --seed) written
+   to a .npy a chunk at a time (never held whole), ingested with `bnpmix ingest` (default
+   partitions), the .npy then removed. Its size on disk must be at least --ratio times the cap.
+2. A memory cgroup of its own (v1 ``memory.limit_in_bytes`` or v2 ``memory.max``, whichever the
+   machine mounts; root needed), created here with the cap (--cap-mib) and removed at the end.
+   A `dask scheduler`, --workers single-threaded `dask worker` processes (no nanny; each told
+   its share with --memory-limit, which bnpmix sizes its partition cache from) and the driver,
+   `bnpmix fit CORPUS --scheduler ADDRESS` with no other option, all start inside it. Every
+   process's resident memory is sampled every 0.2 s (psutil); the cgroup's own peak (which v1
+   charges with page cache too) and its OOM-kill count are read at the end.
+3. The same plain fit, in memory with local threads and no cap, of a --subsample-row sample
+   drawn uniformly from the corpus (the reference a user could afford).
+
+Printed (and with --json written to benchmarks/results/out_of_core.json): the corpus on disk
+against the cap, the peak of the summed RSS and of each process, laps, K, seconds per lap and
+the ELBO per item of both fits, and whether the run converged.
+
+    python benchmarks/out_of_core.py [--rows 26000000] [--dim 32] [--cap-mib 1280] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import numpy as np
+
+from _common import ENV, RESULTS, WORK, LocalDaskCluster
+
+BIN = Path(sys.executable).parent
+CHUNK = 500_000
+
+
+def write_npy(path: Path, rows: int, dim: int, clusters: int, seed: int) -> None:
+    """Clustered rows written CHUNK at a time through a memory map."""
+    rng = np.random.default_rng(seed)
+    means = rng.normal(scale=4.0, size=(clusters, dim))
+    scales = rng.uniform(0.5, 1.5, size=(clusters, dim))
+    weights = rng.dirichlet(np.full(clusters, 2.0))
+    X = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(rows, dim))
+    for s in range(0, rows, CHUNK):
+        m = min(CHUNK, rows - s)
+        z = rng.choice(clusters, size=m, p=weights)
+        X[s:s + m] = means[z] + scales[z] * rng.normal(size=(m, dim))
+        X.flush()
+    del X
+
+
+def subsample(corpus: Path, out: Path, rows: int, seed: int) -> None:
+    """``rows`` rows drawn uniformly from the corpus, a partition at a time, as a .npy."""
+    from bnpmix.storage import Corpus
+
+    c = Corpus(corpus)
+    n = c.n_items
+    keep = np.sort(np.random.default_rng(seed).choice(n, size=min(rows, n), replace=False))
+    picked, start = [], 0
+    for i in range(c.n_partitions):
+        X = c.read(i).X
+        mine = keep[(keep >= start) & (keep < start + len(X))] - start
+        picked.append(X[mine])
+        start += len(X)
+    np.save(out, np.concatenate(picked))
+
+
+class Cgroup:
+    """A memory cgroup of ``limit`` bytes (v1 or v2), removed by ``close``."""
+
+    def __init__(self, name: str, limit: int) -> None:
+        v1 = Path("/sys/fs/cgroup/memory")
+        if v1.is_dir():
+            self.path, files = v1 / name, ("memory.limit_in_bytes", "memory.max_usage_in_bytes",
+                                           "memory.oom_control")
+        elif Path("/sys/fs/cgroup/cgroup.controllers").exists():
+            self.path, files = (Path("/sys/fs/cgroup") / name,
+                                ("memory.max", "memory.peak", "memory.events"))
+        else:
+            raise SystemExit("out_of_core: no memory cgroup controller on this machine")
+        self.limit_file, self.peak_file, self.events_file = files
+        self.path.mkdir()
+        (self.path / self.limit_file).write_text(str(limit))
+
+    def join(self) -> None:
+        """Move the calling process into the group (a Popen preexec_fn: the child joins)."""
+        (self.path / "cgroup.procs").write_text(str(os.getpid()))
+
+    def peak(self) -> int:
+        try:
+            return int((self.path / self.peak_file).read_text())
+        except (OSError, ValueError):
+            return -1
+
+    def oom_kills(self) -> int:
+        text = (self.path / self.events_file).read_text()
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill":
+                return int(value)
+        return 0
+
+    def close(self) -> None:
+        for _ in range(50):
+            try:
+                self.path.rmdir()
+                return
+            except OSError:
+                time.sleep(0.1)
+
+
+class RssSampler:
+    """Resident memory of the given processes (and their children), every ``every`` s."""
+
+    def __init__(self, pids: dict[str, int], every: float = 0.2) -> None:
+        import psutil
+
+        self.procs = {name: psutil.Process(pid) for name, pid in pids.items()}
+        self.peaks = dict.fromkeys(pids, 0)
+        self.peak_sum = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, args=(every,), daemon=True)
+        self._thread.start()
+
+    def add(self, name: str, pid: int) -> None:
+        import psutil
+
+        self.procs[name] = psutil.Process(pid)
+        self.peaks[name] = 0
+
+    def _rss(self, proc) -> int:
+        import psutil
+
+        try:
+            return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
+        except psutil.Error:
+            return 0
+
+    def _run(self, every: float) -> None:
+        while not self._stop.is_set():
+            now = {name: self._rss(p) for name, p in list(self.procs.items())}
+            for name, rss in now.items():
+                self.peaks[name] = max(self.peaks[name], rss)
+            self.peak_sum = max(self.peak_sum, sum(now.values()))
+            time.sleep(every)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run_info(run: Path) -> dict:
+    """Laps, K, ELBO per item, converged and seconds per lap of a finished run."""
+    summary = json.loads((run / "summary.json").read_text())
+    trace = (run / "trace.csv").read_text().splitlines()
+    return {key: summary.get(key) for key in ("K", "K_effective", "laps", "converged",
+                                              "elbo_per_item", "obs", "wall_seconds")} | {
+        "trace_rows": len(trace) - 1}
+
+
+def fit(corpus: Path, run: Path, *args: str, preexec_fn=None) -> tuple[subprocess.Popen, float]:
+    start = time.time()
+    proc = subprocess.Popen([str(BIN / "bnpmix"), "fit", str(corpus), "--out", str(run), *args],
+                            env=ENV, preexec_fn=preexec_fn, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    return proc, start
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=26_000_000)
+    ap.add_argument("--dim", type=int, default=32)
+    ap.add_argument("--clusters", type=int, default=12)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--cap-mib", type=int, default=1280)
+    ap.add_argument("--ratio", type=float, default=5.0,
+                    help="the least corpus size on disk over the cap")
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--worker-memory", default="400MB",
+                    help="each worker's --memory-limit (its share of the cap)")
+    ap.add_argument("--subsample-rows", type=int, default=1_000_000)
+    ap.add_argument("--json", nargs="?", const=str(RESULTS / "out_of_core.json"))
+    args = ap.parse_args()
+
+    npy, corpus = WORK / "x.npy", WORK / "corpus"
+    t0 = time.time()
+    write_npy(npy, args.rows, args.dim, args.clusters, args.seed)
+    subprocess.run([str(BIN / "bnpmix"), "ingest", str(npy), str(corpus)], check=True,
+                   env=ENV, stdout=subprocess.DEVNULL)
+    npy.unlink()
+    disk = sum(f.stat().st_size for f in corpus.iterdir())
+    cap = args.cap_mib * 2 ** 20
+    print(f"corpus: {args.rows:,} x {args.dim}, {disk / 2**30:.2f} GiB on disk "
+          f"({disk / cap:.1f}x the cap of {args.cap_mib} MiB); written and ingested in "
+          f"{time.time() - t0:.0f} s", flush=True)
+    if disk < args.ratio * cap:
+        raise SystemExit(f"the corpus is under {args.ratio}x the cap: raise --rows")
+
+    group = Cgroup(f"bnpmix-ooc-{os.getpid()}", cap)
+    cluster = None
+    try:
+        cluster = LocalDaskCluster(args.workers, 1, ("--no-nanny", "--memory-limit",
+                                                     args.worker_memory), group.join)
+        sampler = RssSampler({"scheduler": cluster.scheduler.pid,
+                              **{f"worker {i}": w.pid for i, w in enumerate(cluster.workers)}})
+        run = WORK / "run-capped"
+        proc, start = fit(corpus, run, "--scheduler", cluster.address, preexec_fn=group.join)
+        sampler.add("driver", proc.pid)
+        out, _ = proc.communicate()
+        wall = time.time() - start
+        sampler.stop()
+        print(out[-3000:])
+        if proc.returncode != 0:
+            raise SystemExit(f"the capped fit failed (exit {proc.returncode}); OOM kills in "
+                             f"the group: {group.oom_kills()}")
+        capped = run_info(run) | {"seconds": wall, "peak_rss_sum": sampler.peak_sum,
+                                  "peak_rss": sampler.peaks, "cgroup_peak": group.peak(),
+                                  "oom_kills": group.oom_kills()}
+    finally:
+        if cluster is not None:
+            cluster.close()
+        group.close()
+
+    sub = WORK / "sub.npy"
+    subsample(corpus, sub, args.subsample_rows, args.seed + 1)
+    subprocess.run([str(BIN / "bnpmix"), "ingest", str(sub), str(WORK / "sub")], check=True,
+                   env=ENV, stdout=subprocess.DEVNULL)
+    proc, start = fit(WORK / "sub", WORK / "run-sub")
+    out, _ = proc.communicate()
+    if proc.returncode != 0:
+        raise SystemExit(f"the subsample fit failed:\n{out[-2000:]}")
+    reference = run_info(WORK / "run-sub") | {"seconds": time.time() - start}
+
+    mib = 2 ** 20
+    print(f"capped cluster ({args.workers} workers, cap {args.cap_mib} MiB): peak summed RSS "
+          f"{capped['peak_rss_sum'] / mib:.0f} MiB "
+          f"({', '.join(f'{k} {v / mib:.0f}' for k, v in capped['peak_rss'].items())}); "
+          f"cgroup peak {capped['cgroup_peak'] / mib:.0f} MiB (with page cache); OOM kills "
+          f"{capped['oom_kills']}")
+    for name, r in (("out of core", capped), ("subsample in memory", reference)):
+        per_lap = r["seconds"] / max(r["laps"] or 1, 1)
+        print(f"{name:>20}: obs {r['obs']}, K {r['K']} ({r['K_effective']} effective), "
+              f"{r['laps']} laps, converged {r['converged']}, ELBO/item "
+              f"{r['elbo_per_item']:.4f}, {r['seconds']:.0f} s ({per_lap:.1f} s a lap)")
+    under = capped["peak_rss_sum"] < cap
+    print(f"ratios: corpus/cap {disk / cap:.2f} (target >= {args.ratio}); peak RSS/cap "
+          f"{capped['peak_rss_sum'] / cap:.2f} (target < 1: {under}); ELBO/item out of core "
+          f"minus subsample {capped['elbo_per_item'] - reference['elbo_per_item']:+.4f}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "args": vars(args), "disk_bytes": disk, "cap_bytes": cap, "capped": capped,
+            "subsample": reference}, indent=1, default=str))
+
+
+if __name__ == "__main__":
+    main()
