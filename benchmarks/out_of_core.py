@@ -182,7 +182,7 @@ def main() -> None:
     ap.add_argument("--ratio", type=float, default=5.0,
                     help="the least corpus size on disk over the cap")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--worker-memory", default="400MB",
+    ap.add_argument("--worker-memory", default="500MB",
                     help="each worker's --memory-limit (its share of the cap)")
     ap.add_argument("--subsample-rows", type=int, default=1_000_000)
     ap.add_argument("--json", nargs="?", const=str(RESULTS / "out_of_core.json"))
@@ -203,7 +203,7 @@ def main() -> None:
         raise SystemExit(f"the corpus is under {args.ratio}x the cap: raise --rows")
 
     group = Cgroup(f"bnpmix-ooc-{os.getpid()}", cap)
-    cluster = None
+    cluster = proc = None
     try:
         cluster = LocalDaskCluster(args.workers, 1, ("--no-nanny", "--memory-limit",
                                                      args.worker_memory), group.join)
@@ -223,6 +223,9 @@ def main() -> None:
                                   "peak_rss": sampler.peaks, "cgroup_peak": group.peak(),
                                   "oom_kills": group.oom_kills()}
     finally:
+        if proc is not None and proc.poll() is None:  # interrupted: end the driver we started
+            proc.kill()
+            proc.wait()
         if cluster is not None:
             cluster.close()
         group.close()

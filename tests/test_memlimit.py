@@ -1,0 +1,117 @@
+"""The memory a process may use (pipeline/runtime/memlimit.py) and the budgets sized from it:
+the cgroup chain read from the process's own group up (v1 and v2 layouts, unlimited values
+ignored), shares of memory as Dask settings, a real capped cgroup seen from inside, and the
+estimate `bnpmix fit` prints before it starts."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import dask
+import numpy as np
+import pytest
+
+from bnpmix.pipeline.runtime import memlimit
+from bnpmix.pipeline.runtime.data import PartitionCache
+from bnpmix.pipeline.runtime.memlimit import PROCESS_BASE, Share, cgroup_limits
+from bnpmix.pipeline.settings import setting
+from bnpmix.storage import BnpmixError, Corpus, ingest_array
+
+MIB = 2 ** 20
+
+
+def test_v1_limits_are_read_from_the_process_group_up_to_the_root(tmp_path):
+    memory = tmp_path / "memory"
+    (memory / "outer" / "inner").mkdir(parents=True)
+    (memory / "memory.limit_in_bytes").write_text("9223372036854771712\n")  # v1's "no limit"
+    (memory / "outer" / "memory.limit_in_bytes").write_text(str(900 * MIB))
+    (memory / "outer" / "inner" / "memory.limit_in_bytes").write_text(str(300 * MIB))
+    listing = "5:devices:/\n4:memory:/outer/inner\n0::/\n"
+    assert cgroup_limits(listing, tmp_path) == [300 * MIB, 900 * MIB]
+    # a group path that is not under this mount (a container's own root): the mount's files
+    (memory / "memory.limit_in_bytes").write_text(str(700 * MIB))
+    assert cgroup_limits("4:memory:/elsewhere/x\n", tmp_path) == [700 * MIB]
+
+
+def test_v2_limits_and_max(tmp_path):
+    (tmp_path / "cgroup.controllers").write_text("cpu memory\n")
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    (tmp_path / "a" / "memory.max").write_text(f"{512 * MIB}\n")
+    (tmp_path / "a" / "b" / "memory.max").write_text("max\n")
+    assert cgroup_limits("0::/a/b\n", tmp_path) == [512 * MIB]
+    # a v1 machine lists an empty v2 line too: without cgroup.controllers it is not read
+    (tmp_path / "cgroup.controllers").unlink()
+    assert cgroup_limits("0::/a/b\n", tmp_path) == []
+
+
+def test_shares_of_memory_as_settings(monkeypatch):
+    monkeypatch.setattr(memlimit, "memory_limit", lambda: PROCESS_BASE + 1000 * MIB)
+    with dask.config.set({"bnpmix.cache-bytes": "25%"}):
+        assert setting("cache-bytes") == Share(0.25)
+        assert PartitionCache().max_bytes == 250 * MIB
+    with dask.config.set({"bnpmix.cache-bytes": "3MiB"}):
+        assert PartitionCache().max_bytes == 3 * MIB
+    assert PartitionCache(12345).max_bytes == 12345
+    for bad in ("150%", "0%", "x%"):
+        with dask.config.set({"bnpmix.summary-bytes": bad}), \
+                pytest.raises(BnpmixError, match=r"bnpmix\.summary-bytes"):
+            setting("summary-bytes")
+
+
+def _memory_controller() -> Path | None:
+    v1 = Path("/sys/fs/cgroup/memory")
+    if v1.is_dir() and os.access(v1, os.W_OK):
+        return v1
+    v2 = Path("/sys/fs/cgroup")
+    if (v2 / "cgroup.controllers").exists() and os.access(v2, os.W_OK):
+        return v2
+    return None
+
+
+@pytest.mark.skipif(_memory_controller() is None,
+                    reason="needs a writable memory cgroup controller (root); CI runs as root")
+def test_a_process_in_a_capped_cgroup_sizes_its_budgets_from_the_cap():
+    """A real cgroup of 300 MiB (created and removed here): the process inside sees 300 MiB
+    and its default partition cache is 20% of what is left beyond its start-up memory."""
+    root = _memory_controller()
+    group = root / f"bnpmix-test-{os.getpid()}"
+    group.mkdir()
+    limit_file = "memory.limit_in_bytes" if root.name == "memory" else "memory.max"
+    try:
+        (group / limit_file).write_text(str(300 * MIB))
+        code = ("from bnpmix.pipeline.runtime.memlimit import memory_limit\n"
+                "from bnpmix.pipeline.runtime.data import PartitionCache\n"
+                "print(memory_limit(), PartitionCache().max_bytes)\n")
+        done = subprocess.run(
+            [sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+            preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())))
+        assert done.returncode == 0, done.stderr
+        limit, cache = map(int, done.stdout.split())
+        assert limit == 300 * MIB
+        assert cache == int(0.2 * (300 * MIB - PROCESS_BASE))
+    finally:
+        group.rmdir()
+
+
+def test_the_estimate_names_each_part_and_the_option_that_bounds_it(tmp_path, monkeypatch):
+    X = np.random.default_rng(0).normal(size=(5000, 16))
+    ingest_array(X, tmp_path / "c", partition_rows=2000)
+    corpus = Corpus(tmp_path / "c")
+    decoded = 2000 * 16 * 8
+    assert memlimit.partition_bytes(corpus) == decoded
+    largest_file = max(p.bytes for p in corpus.manifest.partitions)
+    assert memlimit.visit_bytes(corpus) == largest_file + decoded + memlimit.VISIT_WORK
+    monkeypatch.setattr(memlimit, "memory_limit", lambda: 4096 * MIB)
+    text, over = memlimit.estimate(corpus, 3, 100 * MIB, Share(0.1), local=True)
+    need = PROCESS_BASE + 3 * memlimit.visit_bytes(corpus) + 100 * MIB + int(
+        0.1 * (4096 * MIB - PROCESS_BASE))
+    assert f"about {need // MIB} MiB" in text and not over
+    for part in ("--threads", "--cache-bytes", "--summary-bytes", "of the 4096 MiB"):
+        assert part in text
+    monkeypatch.setattr(memlimit, "memory_limit", lambda: 300 * MIB)
+    assert memlimit.estimate(corpus, 3, 100 * MIB, 100 * MIB, local=True)[1]
+    text, _ = memlimit.estimate(corpus, 2, 0, 0, local=False)
+    assert "each worker needs" in text and "visits at once" not in text
