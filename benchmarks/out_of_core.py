@@ -18,7 +18,12 @@ Printed (and with --json written to benchmarks/results/out_of_core.json): the co
 against the cap, the peak of the summed RSS and of each process, laps, K, seconds per lap and
 the ELBO per item of both fits, and whether the run converged.
 
-    python benchmarks/out_of_core.py [--rows 26000000] [--dim 32] [--cap-mib 1280] [--json]
+    python benchmarks/out_of_core.py [--rows 31500000] [--dim 32] [--cap-mib 1536]
+        [--workers 2] [--worker-memory 800MB] [--json]
+
+Each worker's --memory-limit must leave room above what bnpmix needs of it (`bnpmix fit`
+prints it), as Dask pauses a worker past 80 % of its limit: with 500MB, the workers here
+(180 MB to start, a cache of 60 MB, glibc's kept 64 MiB) sat near 390 MB and the fit stalled.
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -174,19 +180,21 @@ def fit(corpus: Path, run: Path, *args: str, preexec_fn=None) -> tuple[subproces
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=26_000_000)
+    ap.add_argument("--rows", type=int, default=31_500_000)
     ap.add_argument("--dim", type=int, default=32)
     ap.add_argument("--clusters", type=int, default=12)
     ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--cap-mib", type=int, default=1280)
+    ap.add_argument("--cap-mib", type=int, default=1536)
     ap.add_argument("--ratio", type=float, default=5.0,
                     help="the least corpus size on disk over the cap")
     ap.add_argument("--workers", type=int, default=2)
-    ap.add_argument("--worker-memory", default="500MB",
+    ap.add_argument("--worker-memory", default="800MB",
                     help="each worker's --memory-limit (its share of the cap)")
     ap.add_argument("--subsample-rows", type=int, default=1_000_000)
     ap.add_argument("--json", nargs="?", const=str(RESULTS / "out_of_core.json"))
     args = ap.parse_args()
+    # SIGTERM as an exit, so that the cluster, the driver and the cgroup are ended and removed
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
     npy, corpus = WORK / "x.npy", WORK / "corpus"
     t0 = time.time()

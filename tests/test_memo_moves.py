@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from bnpmix.algorithms.alloc import StickBreaking
@@ -22,8 +23,8 @@ from bnpmix.algorithms.vb import birth, init
 from bnpmix.algorithms.vb.local import summarize, truncate
 from bnpmix.pipeline.engines.memo import SUMMARIES
 from bnpmix.pipeline.fit import fit, job_config, resume
-from bnpmix.storage import ingest_array
-from helpers import blobs, engine_for, run_lap, run_to_end
+from bnpmix.storage import ingest_array, ingest_docword
+from helpers import blobs, engine_for, run_lap, run_to_end, write_docword
 
 
 def assert_summary_close(got: Summary, want: Summary, rtol: float) -> None:
@@ -568,3 +569,30 @@ def test_births_whose_targets_merged_into_one_adopt_one_family(tmp_path, monkeyp
     assert any(shared)  # the case arose
     assert all(len(o) == len(set(o)) for o in origins)
     assert run.done
+
+
+def test_a_text_fits_word_lists_share_the_summaries_budget(tmp_path):
+    """A Mult batch's words (what its wave's globals are cut to) are kept per batch, so their
+    number grows with the partitions: they count in summary_bytes beside the summaries and are
+    spilled with them. A tight budget changes no number: the run is the ample one, row for
+    row."""
+    rng = np.random.default_rng(3)
+    topics = rng.dirichlet(np.full(150, 0.05), 3)
+    X = sp.csr_matrix(np.stack([rng.multinomial(40, topics[i % 3]) for i in range(600)])
+                      .astype(float))
+    write_docword(tmp_path / "docword.t.txt", X)
+    ingest_docword(tmp_path / "docword.t.txt", tmp_path / "c", partition_rows=100)
+    options = {"K": 3, "laps": 4, "seed": 2, "scheduler": "synchronous"}
+    ample = fit(tmp_path / "c", tmp_path / "ample", job_config(**options))
+    held: list[tuple[int, int]] = []
+
+    def check(engine, step):
+        held.append((engine.columns._held, engine.store.budget.held))
+
+    tight = fit(tmp_path / "c", tmp_path / "tight", job_config(**options, summary_bytes=4000),
+                on_step=check)
+    assert any(h > 0 for h, _ in held) and max(total for _, total in held) <= 4000
+    assert tight["elbo"] == ample["elbo"] and tight["K"] == ample["K"]
+    a = pd.read_csv(tmp_path / "ample" / "trace.csv")
+    b = pd.read_csv(tmp_path / "tight" / "trace.csv")
+    pd.testing.assert_frame_equal(a.drop(columns="seconds"), b.drop(columns="seconds"))

@@ -74,6 +74,9 @@ MOVES = ("birth", "merge", "delete")
 # fail a birth before the run converges) does not spend a lap per component
 SETTLED = 1e-3
 SUMMARIES: Codec[Summary] = Codec(Summary.to_arrays, Summary.from_arrays)
+# a Mult batch's words (sorted column indices): held within the summaries' budget, since their
+# number grows with the partitions
+COLUMNS: Codec[np.ndarray] = Codec(lambda cols: {"cols": cols}, lambda arrays: arrays["cols"])
 # lap ends whose figures summary.json keeps (``last_laps``: ELBO change per item, K, moves
 # accepted), so that a run stopped at its lap cap says what was still moving
 RECENT_LAPS = 5
@@ -227,7 +230,8 @@ class MemoEngine(Engine):
         self.W = self.ctx.wave or self.default_wave
         self.ahead = self.cfg.ahead
         self.inflight: list[Wave] = []
-        self.columns: dict[int, np.ndarray] = {}  # each visited batch's words (Mult), else {}
+        # each visited batch's words (Mult; else none), within the summaries' budget
+        self.columns: StateStore[np.ndarray] = StateStore(COLUMNS, budget=self.store.budget)
         self.model_is_S0 = False  # q(φ) is the global update of S^0 itself (no S', no hold)
         self.model_is_prime = False  # q(φ) is the global update of S^0 + S' (adoption laps)
 
@@ -287,6 +291,7 @@ class MemoEngine(Engine):
     def close(self) -> None:
         if hasattr(self, "store"):
             self.store.close()
+            self.columns.close()
             self._clear_delete_changes()
 
     # the lap ---------------------------------------------------------------------------------
@@ -492,7 +497,7 @@ class MemoEngine(Engine):
             self.delete_changes[uid].put(b, change)
         changed = _changed(old, new)
         if changed is not None:
-            self.columns[b] = np.unique(changed.indices).astype(np.int64)
+            self.columns.put(b, np.unique(changed.indices).astype(np.int64))
         st.Hpair = st.Hpair + res.summary.Hpair
         st.Hgroup = st.Hgroup + res.summary.Hgroup
         self._collect(res)
@@ -795,7 +800,7 @@ class MemoEngine(Engine):
             self.store.put(int(key), S)
             changed = S.changed_pattern()
             if changed is not None:
-                self.columns[int(key)] = np.unique(changed.indices).astype(np.int64)
+                self.columns.put(int(key), np.unique(changed.indices).astype(np.int64))
         for uid, keys in meta.get("delete_changes", {}).items():
             self.delete_changes[int(uid)] = self._new_store()
             for key in keys:
