@@ -174,6 +174,9 @@ def open_client(scheduler: str | None = None, profile_path: str | None = None,
     profile = load_profile(profile_path) if profile_path else None
     settings = profile.dask_config if profile else {
         "distributed.comm.timeouts.connect": setting("connect-timeout")}
+    # imported before the profile's settings are set: a library's first import adds its own
+    # defaults (dask-jobqueue's jobqueue.*), which would go with the settings at the end
+    cls = cluster_class(profile) if profile is not None and profile.kind != "address" else None
     with dask.config.set(settings):
         if profile is None or profile.kind == "address":
             address = scheduler if profile is None else profile.address
@@ -187,7 +190,7 @@ def open_client(scheduler: str | None = None, profile_path: str | None = None,
                 yield client
             return
         extra = {"security": security_of(profile)} if profile.security else {}
-        with cluster_class(profile)(**profile.cluster, **extra) as cluster:
+        with cls(**profile.cluster, **extra) as cluster:
             if profile.scale:
                 cluster.scale(profile.scale)
             with Client(cluster) as client:
