@@ -50,9 +50,11 @@ class Slurm:
         assert done.returncode == 0, (args, done.stderr)
         return done.stdout
 
-    def jobs(self) -> list[str]:
-        """The ids of the jobs queued or running."""
-        return self.run("squeue", "--noheader", "--format=%i").split()
+    def jobs(self, states: str | None = None) -> list[str]:
+        """The ids of the jobs in ``states`` (squeue's --states; None: squeue's default, the
+        jobs pending, running or completing)."""
+        only = [f"--states={states}"] if states else []
+        return self.run("squeue", "--noheader", "--format=%i", *only).split()
 
     def log(self) -> str:
         return (self.folder / "slurmctld.log").read_text(errors="replace")
@@ -179,6 +181,8 @@ def profile_for(slurm: Slurm, folder: Path, processes: int = 1) -> Path:
     options = profile["dask-config"]["jobqueue.slurm.scheduler-options"]
     profile["dask-config"]["jobqueue.slurm.scheduler-options"] = {
         **options, "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}
+    # a job whose workers left is replaced after this long (the default 15 s, shortened here)
+    profile["dask-config"]["distributed.deploy.lost-worker-timeout"] = "2s"
     profile["cluster"].update(
         queue="debug", cores=processes, processes=processes, memory=f"{processes}GB",
         walltime="00:10:00",
@@ -250,3 +254,29 @@ def test_a_worker_job_cancelled_mid_run_costs_time_not_correctness(slurm, tmp_pa
     assert f"JOB {victim} ON" in worker_logs(tmp_path)[victim]  # slurmstepd: CANCELLED
     assert_same_run(tmp_path / "ref", run)
 
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_jobs_that_end_under_a_running_cluster_are_replaced(slurm, tmp_path, processes):
+    """Every worker job ends while the cluster is open (as at their walltime, or by `scancel`):
+    new jobs are submitted and their workers join, up to the profile's scale, where
+    dask-jobqueue alone leaves the cluster without workers and a fit waiting forever. With
+    one worker per job and with two (whose names are not the job's)."""
+    from bnpmix.pipeline.clusters import open_client
+
+    profile = profile_for(slurm, tmp_path, processes)
+    with open_client(profile_path=str(profile)) as client:
+        client.wait_for_workers(2, timeout=60)
+        first = set(client.scheduler_info()["workers"])
+        ended = slurm.jobs()
+        assert len(ended) == 2 // processes, ended
+        for job in ended:
+            slurm.run("scancel", job)
+
+        def replaced() -> bool:
+            workers = set(client.scheduler_info()["workers"])
+            return len(workers) == 2 and not workers & first
+
+        wait_until(replaced, "no new workers joined", slurm.daemons)
+        running = slurm.jobs("RUNNING")  # the cancelled ones may still be completing
+        assert len(running) == len(ended) and not set(running) & set(ended), (running, ended)
+        assert len(joined(tmp_path)) == 2 * len(ended)
