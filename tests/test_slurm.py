@@ -232,9 +232,13 @@ def test_a_fit_on_slurm_jobs_equals_the_threaded_fit(slurm, tmp_path):
 def test_a_worker_job_cancelled_mid_run_costs_time_not_correctness(slurm, tmp_path):
     """As tests/test_distributed.py's worker killed mid-lap: the fit, once it has a mid-lap
     checkpoint and both workers, loses one job to `scancel` and still gives the threaded fit."""
-    corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
+    # three times the corpus of the killed-worker test (in as many visits per lap): the fit
+    # goes on for seconds after the cancel, during which the lost job's replacement may join
+    corpus = make_corpus(tmp_path / "corpus", n=60000, D=6, partitions=30)
     profile = profile_for(slurm, tmp_path)
-    args = ("--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "3",
+    # the model named: --obs auto's race would run all but the last lap before the first
+    # checkpoint, and the job would be cancelled as the fit ends
+    args = ("--obs", "gauss", "--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "3",
             "--checkpoint-every", "5", "--wave", "1", "--ahead", "0")
     ref = cli("fit", str(corpus), "--out", str(tmp_path / "ref"), *args)
     assert ref.returncode == 0, ref.stderr
@@ -251,7 +255,8 @@ def test_a_worker_job_cancelled_mid_run_costs_time_not_correctness(slurm, tmp_pa
     finally:
         stop(proc)
     assert proc.returncode == 0, err
-    assert f"JOB {victim} ON" in worker_logs(tmp_path)[victim]  # slurmstepd: CANCELLED
+    wait_until(lambda: f"JOB {victim} ON" in worker_logs(tmp_path)[victim],  # slurmstepd's
+               "the cancelled job's log does not say so", slurm.daemons)  # *** CANCELLED ***
     assert_same_run(tmp_path / "ref", run)
 
 
