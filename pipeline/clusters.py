@@ -18,12 +18,21 @@ one. Whoever can reach a scheduler's port without TLS can run code on its worker
 
 The optional libraries (dask-jobqueue, dask-kubernetes; asyncssh for ssh) are imported only
 when such a profile is opened, with a clear message when missing.
+
+A cluster that bnpmix starts with ``scale`` (a SLURM profile: one batch job per ``processes``
+workers) is kept at that scale while the fit runs: a job whose workers all left (``scancel``,
+its walltime, a lost node) is replaced by a new one after Dask's
+``distributed.deploy.lost-worker-timeout``. dask-jobqueue alone never resubmits it, and a fit
+that lost every job would wait for workers forever.
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib
+import logging
+import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -174,6 +183,9 @@ def open_client(scheduler: str | None = None, profile_path: str | None = None,
     profile = load_profile(profile_path) if profile_path else None
     settings = profile.dask_config if profile else {
         "distributed.comm.timeouts.connect": setting("connect-timeout")}
+    # imported before the profile's settings are set: a library's first import adds its own
+    # defaults (dask-jobqueue's jobqueue.*), which would go with the settings at the end
+    cls = cluster_class(profile) if profile is not None and profile.kind != "address" else None
     with dask.config.set(settings):
         if profile is None or profile.kind == "address":
             address = scheduler if profile is None else profile.address
@@ -187,10 +199,10 @@ def open_client(scheduler: str | None = None, profile_path: str | None = None,
                 yield client
             return
         extra = {"security": security_of(profile)} if profile.security else {}
-        with cluster_class(profile)(**profile.cluster, **extra) as cluster:
+        with cls(**profile.cluster, **extra) as cluster:
             if profile.scale:
                 cluster.scale(profile.scale)
-            with Client(cluster) as client:
+            with Client(cluster) as client, JobKeeper.around(cluster, profile.scale):
                 wait_for_a_worker(client, profile_path, worker_wait)
                 yield client
 
@@ -207,3 +219,118 @@ def wait_for_a_worker(client: Any, where: str | None, seconds: float | None = No
         raise BnpmixError(f"{where}: no Dask worker joined the scheduler within {seconds:g} s "
                           "(start workers with `dask worker ADDRESS`, or raise --worker-wait or "
                           "the Dask config bnpmix.worker-wait)") from None
+
+
+class JobKeeper:
+    """Keeps a started ``distributed.SpecCluster`` (dask-jobqueue's clusters are ones) at the
+    ``scale`` it was given: every ``period`` seconds, a job (a SpecCluster "worker", which runs
+    one or a group of Dask workers) a worker of which has joined the scheduler, and all of
+    whose workers have been gone for ``grace`` seconds (None: Dask config
+    ``distributed.deploy.lost-worker-timeout``), is closed (dask-jobqueue: ``scancel``, which a
+    job that already ended ignores) and ``scale`` asked for again, which submits a job in its
+    place. A job none of whose workers ever joined (still queued, or failing at start) is left
+    alone, so a job that cannot start is not resubmitted forever.
+
+    SpecCluster itself forgets a lost job only when its worker's name is the job's name (one
+    worker per job), and even then submits no new one: dask-jobqueue's jobs ended by
+    ``scancel`` or their walltime stay gone, and a fit on them waits for workers forever."""
+
+    def __init__(self, cluster: Any, scale: int, period: float = 1.0,
+                 grace: float | None = None) -> None:
+        import dask
+        from dask.utils import parse_timedelta
+
+        self.cluster, self.scale, self.period = cluster, scale, period
+        self.grace = parse_timedelta(
+            grace if grace is not None
+            else dask.config.get("distributed.deploy.lost-worker-timeout"), "s")
+        self._seen = _worker_names()  # the name of every worker that joined, however briefly
+        self._gone: dict[str, float] = {}  # job -> when its workers were first seen gone
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="bnpmix-job-keeper",
+                                        daemon=True)
+
+    @classmethod
+    @contextlib.contextmanager
+    def around(cls, cluster: Any, scale: int | None) -> Iterator[JobKeeper | None]:
+        """A keeper running while the block runs, for a SpecCluster given a ``scale`` (None
+        for any other cluster: nothing to keep). Stopped before the block's cluster closes,
+        so that closing it submits nothing."""
+        from distributed import Scheduler, SpecCluster
+
+        if not scale or not isinstance(cluster, SpecCluster):
+            yield None
+            return
+        keeper = cls(cluster, scale)
+        if isinstance(cluster.scheduler, Scheduler):  # in this process (dask-jobqueue's is)
+            cluster.scheduler.add_plugin(keeper._seen)
+        keeper._thread.start()
+        try:
+            yield keeper
+        finally:
+            keeper._stop.set()
+            keeper._thread.join()
+
+    def _run(self) -> None:
+        warned = False
+        while not self._stop.wait(self.period):
+            try:
+                self.cluster.sync(self.check)  # on the cluster's event loop: no races
+            except Exception as exc:  # the fit goes on without it; said once
+                if not warned and not self._stop.is_set():
+                    logging.getLogger(__name__).warning(
+                        "bnpmix: lost jobs of %s are not replaced: %r", self.cluster, exc)
+                    warned = True
+
+    async def check(self) -> None:
+        """One pass: close the jobs whose workers are gone, and scale back up if any was."""
+        cluster = self.cluster
+        present = {str(info.get("name")) for info in
+                   cluster.scheduler_info.get("workers", {}).values()}
+        self._seen.names |= present
+        now = time.monotonic()
+        for job in list(cluster.workers):
+            spec = cluster.worker_spec.get(job)
+            if spec is None:  # being scaled down
+                continue
+            names = self._names(job)
+            if names & present or not names & self._seen.names:  # working, or not yet started
+                self._gone.pop(job, None)
+            elif now - self._gone.setdefault(job, now) >= self.grace:
+                await self._close(job)
+        lost = set(cluster.worker_spec) - set(cluster.workers)  # closed here or by SpecCluster
+        if lost:
+            for job in lost:  # a job's replacement takes its name, and its workers theirs
+                self._seen.names -= self._names(job)
+                self._gone.pop(job, None)
+            cluster.scale(self.scale)  # submits a job for each spec without one
+
+    def _names(self, job: str) -> set[str]:
+        """The names of a job's workers (its own, or its group's)."""
+        spec = self.cluster.worker_spec.get(job, {})
+        return {f"{job}{suffix}" for suffix in spec.get("group", [""])}
+
+    async def _close(self, job: str) -> None:
+        worker = self.cluster.workers.pop(job, None)
+        if worker is not None:
+            with contextlib.suppress(Exception):  # a job that ended is closed already
+                await worker.close()
+
+
+def _worker_names() -> Any:
+    """A scheduler plugin whose ``names`` holds the name of each worker that joins (its
+    ``add_worker`` hook: a worker that joins and leaves between two looks is still seen)."""
+    from distributed.diagnostics.plugin import SchedulerPlugin
+
+    class WorkerNames(SchedulerPlugin):
+        name = "bnpmix-worker-names"
+
+        def __init__(self) -> None:
+            self.names: set[str] = set()
+
+        def add_worker(self, scheduler: Any, worker: str) -> None:
+            state = scheduler.workers.get(worker)
+            if state is not None:
+                self.names.add(str(state.name))
+
+    return WorkerNames()

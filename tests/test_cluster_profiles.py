@@ -21,6 +21,8 @@ import importlib
 import inspect
 import os
 import re
+import subprocess
+import sys
 import textwrap
 import tomllib
 import uuid
@@ -415,3 +417,39 @@ def test_kubernetes_profile_renders_its_cluster_resource_without_an_api(path):
             assert container["resources"] == resources, role
     if "n_workers" in cluster:
         assert spec["spec"]["worker"]["replicas"] == cluster["n_workers"]
+
+
+@pytest.mark.parametrize("path", profiles_of("slurm"))
+def test_a_slurm_profile_opens_twice_in_one_process(path, tmp_path):
+    """dask-jobqueue adds its settings (jobqueue.slurm.*) to Dask's configuration when first
+    imported; imported inside the profile's dask-config they went when the run's settings were
+    taken back, and the process's next SLURM cluster failed (KeyError 'interface'). In a fresh
+    interpreter (dask_jobqueue not yet imported): two opens, each ending as a cluster without
+    workers does (no job submitted: no scale; no SLURM needed)."""
+    library("slurm")
+    profile = yaml.safe_load(path.read_text())
+    profile.pop("scale", None)
+    profile["dask-config"]["jobqueue.slurm.scheduler-options"] = {
+        "host": "127.0.0.1", "dashboard_address": "127.0.0.1:0"}
+    if "log_directory" in profile["cluster"]:
+        profile["cluster"]["log_directory"] = str(tmp_path / "logs")
+    copy = tmp_path / "slurm.yaml"
+    copy.write_text(yaml.safe_dump(profile))
+    code = textwrap.dedent(f"""
+        import sys
+        import dask
+        from bnpmix.pipeline.clusters import open_client
+        from bnpmix.storage import BnpmixError
+        assert "dask_jobqueue" not in sys.modules
+        for _ in range(2):
+            try:
+                with open_client(profile_path={str(copy)!r}, worker_wait=0.1):
+                    raise AssertionError("a worker joined")
+            except BnpmixError as exc:
+                assert "no Dask worker joined" in str(exc), exc
+            dask.config.get("jobqueue.slurm.interface")  # still there
+        print("ok")
+        """)
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0 and done.stdout.split() == ["ok"], done.stderr[-3000:]
