@@ -2,8 +2,10 @@
 with the plain `bnpmix fit` while driver, scheduler and workers share one hard memory cap.
 
 1. A dense corpus (--rows x --dim float64, --clusters diagonal Gaussians, seed --seed) written
-   to a .npy a chunk at a time (never held whole), ingested with `bnpmix ingest` (default
-   partitions), the .npy then removed. Its size on disk must be at least --ratio times the cap.
+   to a .npy a chunk at a time (never held whole), or with --kind text a bag-of-words corpus
+   (--rows documents of --words words over --vocab, one of --clusters topics each) written as
+   a UCI docword file a chunk at a time; ingested with `bnpmix ingest` (default partitions),
+   the source then removed. Its size on disk must be at least --ratio times the cap.
 2. A memory cgroup of its own (v1 ``memory.limit_in_bytes`` or v2 ``memory.max``, whichever the
    machine mounts; root needed), created here with the cap (--cap-mib) and removed at the end.
    A `dask scheduler`, --workers single-threaded `dask worker` processes (no nanny; each told
@@ -18,8 +20,8 @@ Printed (and with --json written to benchmarks/results/out_of_core.json): the co
 against the cap, the peak of the summed RSS and of each process, laps, K, seconds per lap and
 the ELBO per item of both fits, and whether the run converged.
 
-    python benchmarks/out_of_core.py [--rows 31500000] [--dim 32] [--cap-mib 1536]
-        [--workers 2] [--worker-memory 800MB] [--json]
+    python benchmarks/out_of_core.py [--kind dense|text] [--rows N] [--dim 32] [--cap-mib 1536]
+        [--workers 2] [--worker-memory 800MB] [--ratio 5] [--json [PATH]]
 
 Each worker's --memory-limit must leave room above what bnpmix needs of it (`bnpmix fit`
 prints it), as Dask pauses a worker past 80 % of its limit: with 500MB, the workers here
@@ -61,8 +63,42 @@ def write_npy(path: Path, rows: int, dim: int, clusters: int, seed: int) -> None
     del X
 
 
+def write_docword(path: Path, docs: int, vocab: int, topics: int, words: int,
+                  seed: int) -> None:
+    """``docs`` documents of ``words`` words, each from one of ``topics`` topics (Dir(0.05)
+    over the vocabulary), as a UCI docword file written CHUNK / 10 documents at a time (the
+    triples go to a body file first: the header needs their count)."""
+    rng = np.random.default_rng(seed)
+    phi = rng.dirichlet(np.full(vocab, 0.05), topics)
+    cdf = np.cumsum(phi, axis=1)
+    body, nnz = path.with_suffix(".body"), 0
+    with open(body, "w") as fh:
+        for s in range(0, docs, CHUNK // 10):
+            m = min(CHUNK // 10, docs - s)
+            z = rng.integers(0, topics, m)
+            u = rng.random((m, words))
+            ids = np.empty((m, words), dtype=np.int64)
+            for k in range(topics):
+                ids[z == k] = np.searchsorted(cdf[k], u[z == k])
+            ids = np.minimum(ids, vocab - 1)
+            key = np.unique((np.arange(m)[:, None] * vocab + ids).ravel(), return_counts=True)
+            doc, word = np.divmod(key[0], vocab)
+            triples = np.column_stack([doc + s + 1, word + 1, key[1]])
+            np.savetxt(fh, triples, fmt="%d")
+            nnz += len(triples)
+    with open(path, "w") as out, open(body) as fh:
+        out.write(f"{docs}\n{vocab}\n{nnz}\n")
+        while chunk := fh.read(1 << 24):
+            out.write(chunk)
+    body.unlink()
+
+
 def subsample(corpus: Path, out: Path, rows: int, seed: int) -> None:
-    """``rows`` rows drawn uniformly from the corpus, a partition at a time, as a .npy."""
+    """``rows`` rows drawn uniformly from the corpus, a partition at a time, ingested as the
+    corpus ``out`` (dense: through a .npy; text: through a docword file)."""
+    import scipy.sparse as sp
+
+    from bnpmix.algorithms.obs.base import stack_rows
     from bnpmix.storage import Corpus
 
     c = Corpus(corpus)
@@ -71,10 +107,23 @@ def subsample(corpus: Path, out: Path, rows: int, seed: int) -> None:
     picked, start = [], 0
     for i in range(c.n_partitions):
         X = c.read(i).X
-        mine = keep[(keep >= start) & (keep < start + len(X))] - start
+        mine = keep[(keep >= start) & (keep < start + X.shape[0])] - start
         picked.append(X[mine])
-        start += len(X)
-    np.save(out, np.concatenate(picked))
+        start += X.shape[0]
+    X = stack_rows(picked)
+    if sp.issparse(X):
+        X = X.tocoo()
+        source = out.with_name("docword.sub.txt")
+        with open(source, "w") as fh:
+            fh.write(f"{X.shape[0]}\n{X.shape[1]}\n{X.nnz}\n")
+            order = np.lexsort((X.col, X.row))
+            np.savetxt(fh, np.column_stack([X.row[order] + 1, X.col[order] + 1,
+                                            X.data[order].astype(np.int64)]), fmt="%d")
+    else:
+        source = out.with_suffix(".npy")
+        np.save(source, X)
+    subprocess.run([str(BIN / "bnpmix"), "ingest", str(source), str(out)], check=True,
+                   env=ENV, stdout=subprocess.DEVNULL)
 
 
 class Cgroup:
@@ -180,9 +229,13 @@ def fit(corpus: Path, run: Path, *args: str, preexec_fn=None) -> tuple[subproces
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=31_500_000)
+    ap.add_argument("--kind", choices=["dense", "text"], default="dense")
+    ap.add_argument("--rows", type=int, default=None,
+                    help="items (default: dense 31,500,000; text 1,000,000 documents)")
     ap.add_argument("--dim", type=int, default=32)
-    ap.add_argument("--clusters", type=int, default=12)
+    ap.add_argument("--clusters", type=int, default=12, help="clusters (text: topics)")
+    ap.add_argument("--vocab", type=int, default=3000, help="text: vocabulary size")
+    ap.add_argument("--words", type=int, default=60, help="text: words per document")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cap-mib", type=int, default=1536)
     ap.add_argument("--ratio", type=float, default=5.0,
@@ -191,20 +244,30 @@ def main() -> None:
     ap.add_argument("--worker-memory", default="800MB",
                     help="each worker's --memory-limit (its share of the cap)")
     ap.add_argument("--subsample-rows", type=int, default=1_000_000)
-    ap.add_argument("--json", nargs="?", const=str(RESULTS / "out_of_core.json"))
+    ap.add_argument("--json", nargs="?", const=str(RESULTS / "out_of_core.json"),
+                    help="write the figures (alone: benchmarks/results/out_of_core.json)")
     args = ap.parse_args()
     # SIGTERM as an exit, so that the cluster, the driver and the cgroup are ended and removed
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
 
-    npy, corpus = WORK / "x.npy", WORK / "corpus"
+    text = args.kind == "text"
+    if args.rows is None:
+        args.rows = 1_000_000 if text else 31_500_000
+    source = WORK / ("docword.ooc.txt" if text else "x.npy")
+    corpus = WORK / "corpus"
     t0 = time.time()
-    write_npy(npy, args.rows, args.dim, args.clusters, args.seed)
-    subprocess.run([str(BIN / "bnpmix"), "ingest", str(npy), str(corpus)], check=True,
+    if text:
+        write_docword(source, args.rows, args.vocab, args.clusters, args.words, args.seed)
+    else:
+        write_npy(source, args.rows, args.dim, args.clusters, args.seed)
+    subprocess.run([str(BIN / "bnpmix"), "ingest", str(source), str(corpus)], check=True,
                    env=ENV, stdout=subprocess.DEVNULL)
-    npy.unlink()
+    source.unlink()
     disk = sum(f.stat().st_size for f in corpus.iterdir())
     cap = args.cap_mib * 2 ** 20
-    print(f"corpus: {args.rows:,} x {args.dim}, {disk / 2**30:.2f} GiB on disk "
+    shape = f"{args.rows:,} documents over {args.vocab:,} words" if text else (
+        f"{args.rows:,} x {args.dim}")
+    print(f"corpus: {shape}, {disk / 2**30:.2f} GiB on disk "
           f"({disk / cap:.1f}x the cap of {args.cap_mib} MiB); written and ingested in "
           f"{time.time() - t0:.0f} s", flush=True)
     if disk < args.ratio * cap:
@@ -238,10 +301,7 @@ def main() -> None:
             cluster.close()
         group.close()
 
-    sub = WORK / "sub.npy"
-    subsample(corpus, sub, args.subsample_rows, args.seed + 1)
-    subprocess.run([str(BIN / "bnpmix"), "ingest", str(sub), str(WORK / "sub")], check=True,
-                   env=ENV, stdout=subprocess.DEVNULL)
+    subsample(corpus, WORK / "sub", args.subsample_rows, args.seed + 1)
     proc, start = fit(WORK / "sub", WORK / "run-sub")
     out, _ = proc.communicate()
     if proc.returncode != 0:

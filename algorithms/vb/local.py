@@ -281,20 +281,16 @@ def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> 
     plan = plan or Plan()
     if plan.absent:
         g = excluding(g, plan.absent)
-    total = None
-    for block in blocks(X, len(g.uids)):
+    summary, changes, collected = None, {}, {uid: [] for uid in plan.targets}
+    for block in blocks(X, len(g.uids)):  # folded as they go: not K x D² held per block
         part = _block_step(block, obs, g, plan)
-        total = part if total is None else _fold(total, part)  # not held per block: K x D² each
-    return total
-
-
-def _fold(a: BatchResult, b: BatchResult) -> BatchResult:
-    """Two blocks' results as one: summaries and deletion changes added, collections stacked."""
-    return BatchResult(a.summary + b.summary,
-                       {uid: stack_rows([rows, b.collected[uid]])
-                        for uid, rows in a.collected.items()},
-                       {uid: change + b.delete_changes[uid]
-                        for uid, change in a.delete_changes.items()})
+        summary = part.summary if summary is None else summary + part.summary
+        for uid, change in part.delete_changes.items():
+            changes[uid] = change if uid not in changes else changes[uid] + change
+        for uid, rows in part.collected.items():
+            collected[uid].append(rows)
+    return BatchResult(summary, {uid: stack_rows(rows) for uid, rows in collected.items()},
+                       changes)
 
 
 def _block_step(X: Data, obs: ObsModel, g: Globals, plan: Plan) -> BatchResult:
