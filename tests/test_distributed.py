@@ -272,8 +272,10 @@ def test_a_lost_scheduler_is_named_whenever_it_is_lost(tmp_path, when):
 def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, own_dask_cluster):
     cluster = own_dask_cluster
     corpus = make_corpus(tmp_path / "corpus", n=20000, D=6)
-    args = ("--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "3",
-            "--checkpoint-every", "5", "--wave", "1", "--ahead", "0")
+    # the model named: --obs auto's race would run every lap but the last before the first
+    # checkpoint, and the kill would land in the last lap, or after the fit
+    args = ("--obs", "gauss", "--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed",
+            "3", "--checkpoint-every", "5", "--wave", "1", "--ahead", "0")
     ref = bnpmix("fit", str(corpus), "--out", str(tmp_path / "ref"), *args)
     assert ref.returncode == 0, ref.stderr
     proc = start_bnpmix("fit", str(corpus), "--out", str(tmp_path / "faulty"), *args,
@@ -287,6 +289,7 @@ def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, own_dask_clu
     victim = cluster.workers[0]
     os.kill(victim.pid, signal.SIGKILL)
     victim.wait()
+    assert proc.poll() is None, "the fit ended before the worker was killed"
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     assert_same_run(tmp_path / "ref", tmp_path / "faulty")
