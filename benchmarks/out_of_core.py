@@ -8,7 +8,7 @@ with the plain `bnpmix fit` while driver, scheduler and workers share one hard m
    the source then removed. Its size on disk must be at least --ratio times the cap.
 2. A memory cgroup of its own (v1 ``memory.limit_in_bytes`` or v2 ``memory.max``, whichever the
    machine mounts; root needed), created here with the cap (--cap-mib) and removed at the end.
-   A `dask scheduler`, --workers single-threaded `dask worker` processes (no nanny; each told
+   A `dask scheduler`, --workers `dask worker` processes of --threads threads (no nanny; each told
    its share with --memory-limit, which bnpmix sizes its partition cache from) and the driver,
    `bnpmix fit CORPUS --scheduler ADDRESS` with no other option, all start inside it. Every
    process's resident memory is sampled every 0.2 s (psutil); the cgroup's own peak (which v1
@@ -241,6 +241,7 @@ def main() -> None:
     ap.add_argument("--ratio", type=float, default=5.0,
                     help="the least corpus size on disk over the cap")
     ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="threads per worker")
     ap.add_argument("--worker-memory", default="800MB",
                     help="each worker's --memory-limit (its share of the cap)")
     ap.add_argument("--subsample-rows", type=int, default=1_000_000)
@@ -276,8 +277,9 @@ def main() -> None:
     group = Cgroup(f"bnpmix-ooc-{os.getpid()}", cap)
     cluster = proc = None
     try:
-        cluster = LocalDaskCluster(args.workers, 1, ("--no-nanny", "--memory-limit",
-                                                     args.worker_memory), group.join)
+        cluster = LocalDaskCluster(args.workers, args.threads,
+                                   ("--no-nanny", "--memory-limit", args.worker_memory),
+                                   group.join)
         sampler = RssSampler({"scheduler": cluster.scheduler.pid,
                               **{f"worker {i}": w.pid for i, w in enumerate(cluster.workers)}})
         run = WORK / "run-capped"

@@ -151,3 +151,20 @@ def test_scheduler_distributed_without_a_client_is_an_error(corpus, tmp_path):
     assert done.returncode == 1
     assert "current distributed.Client, and there is none" in done.stderr
     assert not (tmp_path / "run").exists()
+
+
+def test_the_driver_runs_blas_on_one_thread_during_a_dask_fit_only(client, corpus, tmp_path):
+    """A Dask fit's driver work (births, merges, global steps: small products) runs with BLAS
+    on one thread, and the caller's process gets its own BLAS threads back afterwards."""
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    def blas_threads() -> set[int]:
+        return {p["num_threads"] for p in threadpool_info() if p["user_api"] == "blas"}
+
+    with threadpool_limits(2, user_api="blas"):
+        before = blas_threads()
+        seen: list[set[int]] = []
+        fit(corpus, tmp_path / "run", job_config(**OPTIONS), client=client,
+            on_step=lambda engine, step: seen.append(blas_threads()))
+        assert before == {2} and seen and all(s == {1} for s in seen)
+        assert blas_threads() == before

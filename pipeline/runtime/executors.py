@@ -15,11 +15,14 @@ per index: a partition's own state from the driver's store, its random seed) the
   it is open (as Dask's worker processes do): the pool's threads are the parallelism, and BLAS
   threads on top of them oversubscribe the cores, busy-waiting (measured 3-5x slower fits).
 - ``DaskExecutor``: a ``distributed.Client`` (opened for the run, or the caller's own, which the
-  run never closes). Each worker reads its partitions itself (pyarrow) and keeps them in a
-  per-process LRU cache across laps. Each partition ranks the workers present by rendezvous
-  hashing; its first is its home. A submit's tasks go to their homes, except that no worker is
-  given more than its share of the submit (its threads' share, rounded up): a task whose home
-  is full goes to the next worker in its own ranking (consistent hashing with bounded loads),
+  run never closes). The driver's BLAS runs on one thread while it is open: its own work is
+  small products, which BLAS threads slowed 3x (births' fresh VB, 200,000 x 32 on a local
+  cluster: a fit of 45 s took 10 s). Each worker reads its partitions itself (pyarrow) and
+  keeps them in a per-process LRU cache across laps. Each partition ranks the workers present
+  by rendezvous hashing; its first is its home. A submit's tasks go to their homes, except that
+  no worker is given more than its share of the submit (its threads' share, rounded up): a task
+  whose home is full goes to the next worker in its own ranking (consistent hashing with
+  bounded loads),
   so a wave of W tasks keeps W threads busy and a partition is only ever read by its first few
   workers. Another worker may still run a task. The shared arguments travel as the result of a
   task (``submit(identity, ...)``), which Dask can recompute after losing a worker, unlike
@@ -339,6 +342,14 @@ class DaskExecutor(Executor):
         self._threads: dict[str, int] = {}
         self._listed = -float("inf")  # time.monotonic() of the last listing
         self._rankings: dict[int, list[str]] = {}
+        # the driver's own work (births' fresh VB, merges, global steps) is small products,
+        # which BLAS threads slow down, most of all beside the workers of a local cluster
+        self._blas = threadpool_limits(1, user_api="blas")
+
+    def close(self) -> None:
+        if self._blas is not None:
+            self._blas.restore_original_limits()
+            self._blas = None
 
     def _list_workers(self) -> None:
         """The workers present (one round trip, unless listed within workers_ttl seconds);
@@ -473,14 +484,13 @@ def open_executor(corpus: Corpus, scheduler: str = "threads", cluster: str | Non
     client = clusters.process_client(scheduler) if client is None else client
     if client is not None:
         clusters.wait_for_a_worker(client, client.scheduler.address, worker_wait)
-        yield DaskExecutor(client, corpus, cache_bytes)
+        with contextlib.closing(DaskExecutor(client, corpus, cache_bytes)) as ex:
+            yield ex
         return
     if cluster is None and not is_address(scheduler):
-        ex = LocalExecutor(corpus, scheduler, threads, cache_bytes)
-        try:
+        with contextlib.closing(LocalExecutor(corpus, scheduler, threads, cache_bytes)) as ex:
             yield ex
-        finally:
-            ex.close()
         return
-    with clusters.open_client(scheduler, cluster, worker_wait) as own:
-        yield DaskExecutor(own, corpus, cache_bytes)
+    with clusters.open_client(scheduler, cluster, worker_wait) as own, \
+            contextlib.closing(DaskExecutor(own, corpus, cache_bytes)) as ex:
+        yield ex
