@@ -8,7 +8,8 @@ with the plain `bnpmix fit` while driver, scheduler and workers share one hard m
    the source then removed. Its size on disk must be at least --ratio times the cap.
 2. A memory cgroup of its own (v1 ``memory.limit_in_bytes`` or v2 ``memory.max``, whichever the
    machine mounts; root needed), created here with the cap (--cap-mib) and removed at the end.
-   A `dask scheduler`, --workers `dask worker` processes of --threads threads (no nanny; each told
+   A `dask scheduler`, --workers `dask worker` processes of --threads threads (none with
+   --workers 0: the driver's own threads, as a plain `bnpmix fit` runs; no nanny; each told
    its share with --memory-limit, which bnpmix sizes its partition cache from) and the driver,
    `bnpmix fit CORPUS --scheduler ADDRESS` with no other option, all start inside it. Every
    process's resident memory is sampled every 0.2 s (psutil); the cgroup's own peak (which v1
@@ -240,7 +241,8 @@ def main() -> None:
     ap.add_argument("--cap-mib", type=int, default=1536)
     ap.add_argument("--ratio", type=float, default=5.0,
                     help="the least corpus size on disk over the cap")
-    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--workers", type=int, default=2,
+                    help="Dask workers (0: the plain command on its own threads, no cluster)")
     ap.add_argument("--threads", type=int, default=1, help="threads per worker")
     ap.add_argument("--worker-memory", default="800MB",
                     help="each worker's --memory-limit (its share of the cap)")
@@ -277,13 +279,18 @@ def main() -> None:
     group = Cgroup(f"bnpmix-ooc-{os.getpid()}", cap)
     cluster = proc = None
     try:
-        cluster = LocalDaskCluster(args.workers, args.threads,
-                                   ("--no-nanny", "--memory-limit", args.worker_memory),
-                                   group.join)
-        sampler = RssSampler({"scheduler": cluster.scheduler.pid,
-                              **{f"worker {i}": w.pid for i, w in enumerate(cluster.workers)}})
+        where: tuple[str, ...] = ()  # --workers 0: the driver's own threads
+        sampler = RssSampler({})
+        if args.workers:
+            cluster = LocalDaskCluster(args.workers, args.threads,
+                                       ("--no-nanny", "--memory-limit", args.worker_memory),
+                                       group.join)
+            sampler.add("scheduler", cluster.scheduler.pid)
+            for i, w in enumerate(cluster.workers):
+                sampler.add(f"worker {i}", w.pid)
+            where = ("--scheduler", cluster.address)
         run = WORK / "run-capped"
-        proc, start = fit(corpus, run, "--scheduler", cluster.address, preexec_fn=group.join)
+        proc, start = fit(corpus, run, *where, preexec_fn=group.join)
         sampler.add("driver", proc.pid)
         out, _ = proc.communicate()
         wall = time.time() - start
@@ -311,7 +318,7 @@ def main() -> None:
     reference = run_info(WORK / "run-sub") | {"seconds": time.time() - start}
 
     mib = 2 ** 20
-    print(f"capped cluster ({args.workers} workers, cap {args.cap_mib} MiB): peak summed RSS "
+    print(f"capped run ({args.workers} workers, cap {args.cap_mib} MiB): peak summed RSS "
           f"{capped['peak_rss_sum'] / mib:.0f} MiB "
           f"({', '.join(f'{k} {v / mib:.0f}' for k, v in capped['peak_rss'].items())}); "
           f"cgroup peak {capped['cgroup_peak'] / mib:.0f} MiB (with page cache); OOM kills "
