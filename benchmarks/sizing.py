@@ -20,7 +20,8 @@ laps, and projected to corpora too large for it.
    127.0.0.1; the executor's overhead per task over 100 to 5,000 trivial tasks (a no-op on
    every partition of a corpus of that many, partitions cached), and a wave's round trip
    (memo's unit: one submit of W tasks sharing one argument) against W and the shared bytes.
-3. Least squares (non-negative, relative errors) of each cost on the model's terms;
+3. Least squares (non-negative; errors relative to the cost, or to 10 ms below it) of each
+   cost on the model's terms;
    ``--coefficients`` writes them to ``pipeline/sizing.json``, which `bnpmix plan` reads.
 4. The check, on corpora and K the fits did not see: `bnpmix fit` processes (memo, its default
    moves, W = 4) against 1 and 2 single-threaded workers on 2,000,000 x 32 Gaussian clusters
@@ -36,6 +37,8 @@ Every scheduler and worker process is started here on 127.0.0.1 and ended by its
 average is recorded beside every measurement.
 
     python benchmarks/sizing.py --json --coefficients [--quick] [--skip-check]
+    python benchmarks/sizing.py --refit benchmarks/results/sizing.json [--recheck] --json
+        --coefficients
 """
 
 from __future__ import annotations
@@ -270,13 +273,21 @@ def scale_points(obs_name: str, repeat: int = 3) -> dict[str, list[dict]]:
     return out
 
 
-def nnls_fit(rows: list[dict[str, float]], y: np.ndarray) -> tuple[dict[str, float], float]:
-    """Non-negative coefficients minimising the relative errors; the median relative error."""
+# below this many seconds a cost's errors count in seconds, above it relative to the cost: a
+# sizing cares about the costs that add up to minutes, and sub-millisecond points (a birth that
+# aborts at once, a tiny lap end) would otherwise pull every term towards zero
+FLOOR = 0.01
+
+
+def nnls_fit(rows: list[dict[str, float]], y: np.ndarray,
+             floor: float = FLOOR) -> tuple[dict[str, float], float]:
+    """Non-negative coefficients minimising the errors relative to max(y, floor); the median
+    relative error."""
     names = list(rows[0])
     A = np.array([[r[n] for n in names] for r in rows], dtype=float)
     scale = A.max(0)
     scale[scale == 0] = 1.0
-    w = 1.0 / np.maximum(y, 1e-9)
+    w = 1.0 / np.maximum(y, floor)
     x, _ = nnls((A / scale) * w[:, None], y * w)
     coef = {n: float(v / s) for n, v, s in zip(names, x, scale, strict=True)}
     pred = A @ np.array([coef[n] for n in names])
@@ -307,7 +318,7 @@ def fit_model(obs: str, recs: dict[str, list[dict]]) -> tuple[dict, dict]:
                                ("post", recs["memory"], "post")):
         terms = [sizing.MEMORY_FEATURES[structure][part](sizes(r)) for r in records]
         model["memory"][part], errors[f"bytes:{part}"] = nnls_fit(
-            terms, np.array([float(r[key]) for r in records]))
+            terms, np.array([float(r[key]) for r in records]), floor=1.0)
     return model, errors
 
 
@@ -394,7 +405,7 @@ def measure_dask(args: argparse.Namespace, cluster: LocalDaskCluster) -> dict:
                 waves.append({"W": W, "bytes": nbytes, "seconds": float(np.median(times)),
                               "load": load()})
     coef, err = nnls_fit([{"per_wave": 1.0, "per_task": w["W"], "per_byte": w["bytes"]}
-                          for w in waves], np.array([w["seconds"] for w in waves]))
+                          for w in waves], np.array([w["seconds"] for w in waves]), floor=1e-4)
     print(f"  a wave's round trip: {coef['per_wave'] * 1e3:.2f} ms + {coef['per_task'] * 1e3:.2f}"
           f" ms per task + {coef['per_byte'] * 1e9:.2f} s per GB (median error {err:.0%})")
     return {"sweep": sweep, "waves": waves, "coefficients": coef, "error": err}
@@ -427,53 +438,70 @@ def cli_run(corpus: Path, cluster: LocalDaskCluster, name: str, *flags: str) -> 
     return {"trace": pd.read_csv(out / "trace.csv"), "driver_rss": peak}
 
 
-def predicted_laps(coef: dict, obs: str, shape: sizing.Shape, trace: pd.DataFrame,
-                   workers: int, laps: int) -> tuple[float, list[int]]:
-    """The model's seconds for each lap after the first, at the K its visits ran with (memo
-    creates births at the end of lap n only while n <= laps - 2, later ones could not be
-    adopted and judged, and adopts them in the next lap)."""
+def lap_ks(trace: pd.DataFrame) -> list[int]:
+    """The K each lap's visits ran with (their median), for the laps after the first."""
     lap = np.ceil(trace["lap"] - 1e-9)
     visits = trace[trace["batch"] >= 0]
-    out, Ks = [], []
-    for n in sorted(set(lap[trace["batch"] >= 0]))[1:]:
-        K = round(visits[lap[trace["batch"] >= 0] == n]["K"].median())
-        s = sizing.project(coef, obs, shape, K, workers, births=n <= laps - 2,
-                           adopting=n <= laps - 1)["seconds"]
-        out.append(s["lap"])
-        Ks.append(K)
-    return float(np.median(out)), Ks
+    return [round(visits[lap[trace["batch"] >= 0] == n]["K"].median())
+            for n in sorted(set(lap[trace["batch"] >= 0]))[1:]]
+
+
+def predicted_laps(coef: dict, obs: str, shape: sizing.Shape, Ks: list[int], workers: int,
+                   laps: int) -> float:
+    """The model's median seconds over laps 2.. at each one's K (memo creates births at the end
+    of lap n only while n <= laps - 2, later ones could not be adopted and judged, and adopts
+    them in the next lap)."""
+    out = [sizing.project(coef, obs, shape, K, workers, births=n <= laps - 2,
+                          adopting=n <= laps - 1)["seconds"]["lap"]
+           for n, K in enumerate(Ks, start=2)]
+    return float(np.median(out))
+
+
+def check_corpora(args: argparse.Namespace) -> dict[str, Path]:
+    """The check's corpora (made once a run: --recheck reads their shapes first)."""
+    if (WORK / "check-dense").exists():
+        return {"gauss": WORK / "check-dense", "mult": WORK / "check-text"}
+    return {"gauss": dense_corpus(32, 50_000 if not args.quick else 10_000, 40, 12,
+                                  "check-dense", seed=7),
+            "mult": text_corpus(7_841, 5_000 if not args.quick else 2_000, 20, 40, "check-text",
+                                seed=7)}
+
+
+def predict_check(coef: dict, row: dict, shape: sizing.Shape, laps: int) -> dict:
+    """A check row's predictions from its measured K per lap."""
+    pred = predicted_laps(coef, row["obs"], shape, row["K_per_lap"], row["workers"], laps)
+    memory = sizing.project(coef, row["obs"], shape, max(row["K_per_lap"]),
+                            row["workers"])["bytes"]
+    return {"predicted_s": pred, "ratio": pred / row["measured_s"],
+            "within_25pct": bool(abs(pred / row["measured_s"] - 1) <= 0.25),
+            "predicted_driver_mib": memory["driver"] / 2**20,
+            "predicted_driver_peak_mib": memory["driver_peak"] / 2**20}
 
 
 def check(args: argparse.Namespace, coef: dict) -> list[dict]:
-    dense = dense_corpus(32, 50_000 if not args.quick else 10_000, 40, 12, "check-dense", seed=7)
-    text = text_corpus(7_841, 5_000 if not args.quick else 2_000, 20, 40, "check-text", seed=7)
+    corpora = check_corpora(args)
     rows = []
     for workers in (1, 2):
         cluster = LocalDaskCluster(workers)
         try:
-            for obs, corpus, K in (("gauss", dense, 12), ("mult", text, 30)):
+            for obs, K in (("gauss", 12), ("mult", 30)):
                 before = load()
-                r = cli_run(corpus, cluster, f"check-{obs}-{workers}", "--obs", obs, "--K",
-                            str(K), "--laps", str(args.check_laps))
-                measured = lap_seconds(r["trace"])[0]
-                shape = sizing.Shape.of_corpus(str(corpus))
-                pred, Ks = predicted_laps(coef, obs, shape, r["trace"], workers,
-                                          args.check_laps)
-                memory = sizing.project(coef, obs, shape, max(Ks), workers)["bytes"]
-                mem, peak = memory["driver"], memory["driver_peak"]
-                rows.append({"obs": obs, "workers": workers, "items": shape.items,
-                             "dim": shape.dim, "partitions": shape.partitions, "K_per_lap": Ks,
-                             "measured_s": measured, "predicted_s": pred,
-                             "ratio": pred / measured,
-                             "within_25pct": bool(abs(pred / measured - 1) <= 0.25),
-                             "driver_rss_mib": r["driver_rss"] / 2**20,
-                             "predicted_driver_mib": mem / 2**20,
-                             "predicted_driver_peak_mib": peak / 2**20,
-                             "load_before": before, "load_after": load()})
+                r = cli_run(corpora[obs], cluster, f"check-{obs}-{workers}", "--obs", obs,
+                            "--K", str(K), "--laps", str(args.check_laps))
+                shape = sizing.Shape.of_corpus(str(corpora[obs]))
+                row = {"obs": obs, "workers": workers, "items": shape.items, "dim": shape.dim,
+                       "partitions": shape.partitions, "K_per_lap": lap_ks(r["trace"]),
+                       "measured_s": lap_seconds(r["trace"])[0],
+                       "driver_rss_mib": r["driver_rss"] / 2**20, "load_before": before,
+                       "load_after": load()}
+                row.update(predict_check(coef, row, shape, args.check_laps))
+                rows.append(row)
                 print(f"  {obs:5s} {workers} worker{'s' * (workers > 1)}: measured "
-                      f"{measured:.2f} s/lap, predicted {pred:.2f} (ratio {pred / measured:.2f})"
-                      f"; K per lap {Ks}; driver {r['driver_rss'] / 2**20:.0f} MiB, predicted "
-                      f"{mem / 2**20:.0f} (peak {peak / 2**20:.0f}); load {before:.2f} -> "
+                      f"{row['measured_s']:.2f} s/lap, predicted {row['predicted_s']:.2f} "
+                      f"(ratio {row['ratio']:.2f}); K per lap {row['K_per_lap']}; driver "
+                      f"{row['driver_rss_mib']:.0f} MiB, predicted "
+                      f"{row['predicted_driver_mib']:.0f} (peak "
+                      f"{row['predicted_driver_peak_mib']:.0f}); load {before:.2f} -> "
                       f"{load():.2f}", flush=True)
         finally:
             cluster.close()
@@ -503,6 +531,73 @@ def projections(coef: dict) -> list[dict]:
     return rows
 
 
+def fit_all(recs: dict, coef: dict) -> list[dict]:
+    """Every model's coefficients into coef["models"]; the table of the fits."""
+    fits = []
+    for obs, r in recs.items():
+        model, errors = fit_model(obs, r)
+        coef["models"][obs] = model
+        for part in PARTS:
+            fits.append({"obs": obs, "part": part, "points": len(r[part]),
+                         "median_error": errors[part],
+                         "terms": {k: float(f"{v:.4g}") for k, v in model[part].items()}})
+            print(f"  {obs:10s} {part:10s} median error {errors[part]:5.1%}  "
+                  + ", ".join(f"{k} {v:.3g}" for k, v in model[part].items()), flush=True)
+    return fits
+
+
+def check_medians(runs: list[dict]) -> list[dict]:
+    """Per model and number of workers: the medians over the check's repeats (measured and
+    predicted seconds per lap; their ratio), with each repeat's load."""
+    out = []
+    for obs, workers in dict.fromkeys((r["obs"], r["workers"]) for r in runs):
+        mine = [r for r in runs if (r["obs"], r["workers"]) == (obs, workers)]
+        measured = float(np.median([r["measured_s"] for r in mine]))
+        predicted = float(np.median([r["predicted_s"] for r in mine]))
+        out.append({"obs": obs, "workers": workers, "repeats": len(mine),
+                    "items": mine[0]["items"], "dim": mine[0]["dim"],
+                    "partitions": mine[0]["partitions"],
+                    "K_per_lap": [r["K_per_lap"] for r in mine],
+                    "measured_each_s": [r["measured_s"] for r in mine],
+                    "measured_s": measured, "predicted_s": predicted,
+                    "ratio": predicted / measured,
+                    "within_25pct": bool(abs(predicted / measured - 1) <= 0.25),
+                    "driver_rss_mib": max(r["driver_rss_mib"] for r in mine),
+                    "predicted_driver_mib": mine[0]["predicted_driver_mib"],
+                    "predicted_driver_peak_mib": mine[0]["predicted_driver_peak_mib"],
+                    "load": [[round(r["load_before"], 2), round(r["load_after"], 2)]
+                             for r in mine]})
+    return out
+
+
+def refit(args: argparse.Namespace) -> int:
+    """The fits of an earlier --json file's records again (after a change of the model's terms
+    or of the fitting), its check's predictions and the projections from them; its
+    measurements (records, scheduler, check laps) are kept as they were."""
+    figures = json.loads(args.refit.read_text(encoding="utf-8"))
+    coef = figures["coefficients"]
+    coef["models"] = {}
+    figures["fits"] = fit_all(figures["records"], coef)
+    corpora = check_corpora(args)
+    runs = figures.get("check_runs", figures.get("check", []))
+    for row in runs:
+        row.update(predict_check(coef, row, sizing.Shape.of_corpus(str(corpora[row["obs"]])),
+                                 args.check_laps))
+        print(f"  check {row['obs']:5s} {row['workers']}: measured {row['measured_s']:.2f} s/lap,"
+              f" predicted {row['predicted_s']:.2f} (ratio {row['ratio']:.2f})")
+    if args.recheck:  # the check's fits once more, beside the earlier ones
+        print("the check again:", flush=True)
+        runs += check(args, coef)
+    figures["check_runs"], figures["check"] = runs, check_medians(runs)
+    figures["projections"] = projections(coef)
+    figures["refit"] = f"refitted {time.strftime('%Y-%m-%d')} from the records measured then"
+    if args.coefficients:
+        args.coefficients.write_text(json.dumps(coef, indent=1) + "\n", encoding="utf-8")
+    if args.json:
+        args.json.write_text(json.dumps(figures, indent=1) + "\n", encoding="utf-8")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--laps", type=int, default=5, help="laps of each measuring fit (births "
@@ -510,6 +605,12 @@ def main() -> int:
     ap.add_argument("--check-laps", type=int, default=8, help="laps of each check fit")
     ap.add_argument("--quick", action="store_true", help="a few points of each grid (a trial)")
     ap.add_argument("--skip-check", action="store_true")
+    ap.add_argument("--refit", type=Path, metavar="JSON",
+                    help="measure nothing: fit the records of an earlier --json file again and "
+                    "recompute its check's predictions and the projections")
+    ap.add_argument("--recheck", action="store_true",
+                    help="with --refit: run the check's fits again, beside the earlier ones (the "
+                    "check reports medians over them)")
     ap.add_argument("--reuse", type=Path, metavar="JSON",
                     help="fit the engine's costs recorded in an earlier --json file instead of "
                     "measuring them again (to try other terms)")
@@ -519,6 +620,8 @@ def main() -> int:
                     help="write the fitted coefficients here (alone: pipeline/sizing.json, "
                     "what `bnpmix plan` reads)")
     args = ap.parse_args()
+    if args.refit:
+        return refit(args)
     figures: dict = {"cores": os.cpu_count(), "load_start": load()}
     print(f"load average {load():.2f} on {os.cpu_count()} cores\n1. the engine's costs "
           "(synchronous fits, timed inside):", flush=True)
@@ -535,16 +638,7 @@ def main() -> int:
                   "models": {}, "birth": {"per_lap": BIRTH.per_lap,
                                           "max_collect": BIRTH.max_collect},
                   "delete_per_lap": DeleteConfig().per_lap}
-    fits = []
-    for obs, r in recs.items():
-        model, errors = fit_model(obs, r)
-        coef["models"][obs] = model
-        for part in PARTS:
-            fits.append({"obs": obs, "part": part, "points": len(r[part]),
-                         "median_error": errors[part],
-                         "terms": {k: float(f"{v:.4g}") for k, v in model[part].items()}})
-            print(f"  {obs:10s} {part:10s} median error {errors[part]:5.1%}  "
-                  + ", ".join(f"{k} {v:.3g}" for k, v in model[part].items()), flush=True)
+    fits = fit_all(recs, coef)
     coef.update(read_and_spill())
     print("\n2. the scheduler (2 single-threaded workers):", flush=True)
     cluster = LocalDaskCluster(2)
@@ -563,7 +657,8 @@ def main() -> int:
                     "base_bytes": coef["base_bytes"], "coefficients": coef})
     if not args.skip_check:
         print("\n4. the check (bnpmix fit processes, W = 4):", flush=True)
-        figures["check"] = check(args, coef)
+        figures["check_runs"] = check(args, coef)
+        figures["check"] = check_medians(figures["check_runs"])
     print("\n5. projections:")
     figures["projections"] = projections(coef)
     for p in figures["projections"]:
