@@ -346,6 +346,64 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_plan(args: argparse.Namespace) -> int:
+    """Projected seconds per lap and memory of a memo run (pipeline/sizing.py), from a corpus's
+    manifest or a described shape, never its data."""
+    from bnpmix.algorithms.obs import AUTO_CANDIDATES, default_obs
+    from bnpmix.pipeline import sizing
+    from bnpmix.pipeline.engines import DEFAULT_ENGINE
+    from bnpmix.pipeline.runtime.context import AUTO, default_obs_name
+    from bnpmix.pipeline.runtime.engine import engine_class
+    from bnpmix.pipeline.settings import setting
+    from bnpmix.storage import Corpus
+
+    if (args.corpus_dir is None) == (args.shape is None):
+        raise UsageError("plan needs a corpus directory or --shape (one of them)")
+    if args.shape is not None:
+        shape = sizing.Shape.described(args.shape, args.partition_rows)
+        where = f"--shape {args.shape}"
+        obs_default = AUTO if shape.kind == "dense" else default_obs(shape.kind)
+    else:
+        shape = sizing.Shape.of_corpus(args.corpus_dir)
+        where = args.corpus_dir
+        obs_default = default_obs_name(Corpus(args.corpus_dir), auto=True)
+    coef = sizing.load_coefficients()
+    measured = coef["models"]
+    if args.obs is not None:
+        names = [args.obs]
+    elif obs_default == AUTO:  # the race's candidates: the winner's laps are the run's
+        names = [n for n in AUTO_CANDIDATES if n in measured]
+    else:
+        names = [obs_default]
+    for name in names:
+        if name not in measured:
+            raise BnpmixError(f"--obs {name}: no measured costs for it (measured: "
+                              f"{', '.join(measured)})")
+        if (measured[name]["structure"] == "text") != (shape.kind == "bow"):
+            raise BnpmixError(f"--obs {name} does not fit a {shape.kind} corpus")
+    wave = args.wave or engine_class(DEFAULT_ENGINE).default_wave
+    budgets = {"cache_bytes": float(setting("cache-bytes", args.cache_bytes)),
+               "summary_bytes": float(setting("summary-bytes", args.summary_bytes))}
+    plans = [sizing.project(coef, name, shape, args.K, args.workers, args.threads, wave,
+                            args.ahead, **budgets) for name in names]
+    if args.json:
+        print(json.dumps({"corpus": where, "kind": shape.kind, "items": shape.items,
+                          "dim": shape.dim, "partitions": shape.partitions,
+                          "nnz_per_partition": shape.nnz, "machine": coef.get("machine"),
+                          "plans": plans}))
+        return 0
+    dim = "V" if shape.kind == "bow" else "D"
+    nnz = f", {shape.nnz * shape.partitions:,.0f} non-zeros" if shape.kind == "bow" else ""
+    print(f"{where}: {shape.kind}, {shape.items:,} items, {dim} = {shape.dim:,}{nnz}, "
+          f"{partitions(shape.partitions)} of {shape.rows:,.0f} rows")
+    print(f"costs measured {coef['machine']['measured']} on {coef['machine']['cores']} cores "
+          "(benchmarks/sizing.py); one lap of memo, not counting the first (partitions "
+          "read) nor, for --obs auto, its race")
+    for p in plans:
+        print(sizing.format_projection(p))
+    return 0
+
+
 def cmd_demo(args: argparse.Namespace) -> int:
     from bnpmix.datasets import TOY_PATCHES_OBS, toy_patch_covariances, toy_patches
     from bnpmix.pipeline.evaluate import evaluate
@@ -452,6 +510,14 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     command("evaluate", _evaluate_arguments,
             help="held-out log-likelihood per item, K; with labels ARI, NMI, VI and "
             "majority-label accuracy (prints JSON)")
+    command("plan", _plan_arguments,
+            help="project a memo lap's seconds and the driver's and workers' memory for a "
+            "corpus on N workers (from its manifest and costs measured by "
+            "benchmarks/sizing.py)",
+            description="Reads only the corpus's manifest (or --shape). The model: a lap is "
+            "ceil(P / W) waves, each the slowest slot's tasks, the driver's W visits, the "
+            "wave's globals and its round trip through the scheduler, plus the lap end and "
+            "the checkpoint; see the user guide's Sizing a cluster.")
     add_report_parsers(sub)
     command("demo", _demo_arguments, help="run the main job on an embedded synthetic data set")
     return parser
@@ -615,6 +681,40 @@ def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
                    help="score on a Dask cluster started or reached from a cluster profile "
                    "(cluster-configs/), as fit --cluster")
     p.set_defaults(func=cmd_evaluate, remote_ok=("run_dir", "heldout"))
+
+
+def _plan_arguments(p: argparse.ArgumentParser) -> None:
+    """`plan [CORPUS_DIR] --workers N` and its options."""
+    p.add_argument("corpus_dir", nargs="?", metavar="CORPUS_DIR",
+                   help="an ingested corpus (only its manifest is read)")
+    p.add_argument("--shape", metavar="dense:ITEMS:D|bow:ITEMS:V:NNZ",
+                   help="a corpus not ingested yet, instead of CORPUS_DIR")
+    p.add_argument("--partition-rows", type=_positive_int, metavar="N",
+                   help="with --shape: rows per partition (default: ingest's)")
+    p.add_argument("--workers", type=_positive_int, required=True, help="Dask workers")
+    p.add_argument("--threads", type=_positive_int, default=1, help="threads per worker (1)")
+    p.add_argument("--K", type=_positive_int, default=100,
+                   help="components the run will hold (default 100)")
+    p.add_argument("--obs", help="observation model (default: the corpus's; dense: each "
+                   "model --obs auto races that has measured costs)")
+    p.add_argument("--wave", type=_positive_int, help="memo's --wave (default: memo's, 4)")
+    p.add_argument("--ahead", type=int, default=0, help="memo's --ahead (default 0)")
+    p.add_argument("--cache-bytes", type=_bytes, metavar="BYTES",
+                   help="each worker's partition cache (default: Dask config, 2GiB)")
+    p.add_argument("--summary-bytes", type=_bytes, metavar="BYTES",
+                   help="the driver's in-memory summaries (default: Dask config, 1GiB)")
+    p.add_argument("--json", action="store_true", help="one JSON object")
+    p.set_defaults(func=cmd_plan, remote_ok=("corpus_dir",))
+
+
+def _bytes(text: str) -> int:
+    """A size: bytes, or with units (500MB, 2GiB)."""
+    from dask.utils import parse_bytes
+
+    try:
+        return int(parse_bytes(text))
+    except (TypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a size such as 2GiB, not {text!r}") from None
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
