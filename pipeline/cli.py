@@ -352,8 +352,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from bnpmix.algorithms.obs import AUTO_CANDIDATES, default_obs
     from bnpmix.pipeline import sizing
     from bnpmix.pipeline.engines import DEFAULT_ENGINE
+    from bnpmix.pipeline.runtime import memlimit
     from bnpmix.pipeline.runtime.context import AUTO, default_obs_name
     from bnpmix.pipeline.runtime.engine import engine_class
+    from bnpmix.pipeline.runtime.memlimit import Share
     from bnpmix.pipeline.settings import setting
     from bnpmix.storage import Corpus
 
@@ -382,8 +384,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if (measured[name]["structure"] == "text") != (shape.kind == "bow"):
             raise BnpmixError(f"--obs {name} does not fit a {shape.kind} corpus")
     wave = args.wave or engine_class(DEFAULT_ENGINE).default_wave
-    budgets = {"cache_bytes": float(setting("cache-bytes", args.cache_bytes)),
-               "summary_bytes": float(setting("summary-bytes", args.summary_bytes))}
+    memory = args.memory or memlimit.memory_limit()  # shares of memory: of this much
+    budgets = {key.replace("-", "_"): float(value.of(memory) if isinstance(value, Share)
+                                            else value)
+               for key, value in (("cache-bytes", setting("cache-bytes", args.cache_bytes)),
+                                  ("summary-bytes",
+                                   setting("summary-bytes", args.summary_bytes)))}
     plans = [sizing.project(coef, name, shape, args.K, args.workers, args.threads, wave,
                             args.ahead, **budgets) for name in names]
     if args.json:
@@ -700,9 +706,14 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wave", type=_positive_int, help="memo's --wave (default: memo's, 4)")
     p.add_argument("--ahead", type=int, default=0, help="memo's --ahead (default 0)")
     p.add_argument("--cache-bytes", type=_bytes, metavar="BYTES",
-                   help="each worker's partition cache (default: Dask config, 2GiB)")
+                   help="each worker's partition cache (default: Dask config, 20%% of what "
+                   "--memory leaves beyond a process's start)")
     p.add_argument("--summary-bytes", type=_bytes, metavar="BYTES",
-                   help="the driver's in-memory summaries (default: Dask config, 1GiB)")
+                   help="the driver's in-memory summaries (default: Dask config, 10%% of it)")
+    p.add_argument("--memory", type=_bytes, metavar="BYTES",
+                   help="memory each process (driver, worker) may use, which the default "
+                   "budgets are shares of (default: this process's: its cgroup's limit, "
+                   "else the machine's)")
     p.add_argument("--json", action="store_true", help="one JSON object")
     p.set_defaults(func=cmd_plan, remote_ok=("corpus_dir",))
 

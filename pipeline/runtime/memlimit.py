@@ -42,7 +42,11 @@ class Share(NamedTuple):
     fraction: float
 
     def nbytes(self) -> int:
-        return int(self.fraction * max(memory_limit() - PROCESS_BASE, 0))
+        return self.of(memory_limit())
+
+    def of(self, memory: int) -> int:
+        """The share of a process that may use ``memory`` bytes."""
+        return int(self.fraction * max(memory - PROCESS_BASE, 0))
 
     def __str__(self) -> str:
         return f"{100 * self.fraction:g}%"
