@@ -193,12 +193,13 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         where = executor.describe()
         if isinstance(executor, DaskExecutor):
             print(f"bnpmix: running on {where}", file=sys.stderr)
-        text, over = memlimit.estimate(corpus, executor.parallelism,
-                                       setting("cache-bytes", r.cache_bytes),
-                                       setting("summary-bytes", r.summary_bytes),
-                                       local=not isinstance(executor, DaskExecutor))
-        print(f"bnpmix: {text}", file=sys.stderr)
-        if over:
+        text, need, limit = memlimit.estimate(corpus, executor.parallelism,
+                                              setting("cache-bytes", r.cache_bytes),
+                                              setting("summary-bytes", r.summary_bytes),
+                                              local=not isinstance(executor, DaskExecutor))
+        if 2 * need > limit:  # said where memory may be short, not on every run
+            print(f"bnpmix: {text}", file=sys.stderr)
+        if need > limit:
             print("bnpmix: warning: that is more than this process may use; lower the options "
                   "named, or ingest smaller partitions (ingest --partition-rows)", file=sys.stderr)
         chosen: auto.Choice | None = None

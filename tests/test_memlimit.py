@@ -105,13 +105,36 @@ def test_the_estimate_names_each_part_and_the_option_that_bounds_it(tmp_path, mo
     largest_file = max(p.bytes for p in corpus.manifest.partitions)
     assert memlimit.visit_bytes(corpus) == largest_file + decoded + memlimit.VISIT_WORK
     monkeypatch.setattr(memlimit, "memory_limit", lambda: 4096 * MIB)
-    text, over = memlimit.estimate(corpus, 3, 100 * MIB, Share(0.1), local=True)
-    need = PROCESS_BASE + 3 * memlimit.visit_bytes(corpus) + 100 * MIB + int(
+    assert memlimit.corpus_bytes(corpus) == 5000 * 16 * 8
+    text, need, limit = memlimit.estimate(corpus, 3, 100 * MIB, Share(0.1), local=True)
+    # the cache counts at most the corpus (625,000 bytes here), the summaries at their budget
+    want = PROCESS_BASE + 3 * memlimit.visit_bytes(corpus) + 5000 * 16 * 8 + int(
         0.1 * (4096 * MIB - PROCESS_BASE))
-    assert f"about {need // MIB} MiB" in text and not over
+    assert need == want and limit == 4096 * MIB and f"up to {want // MIB} MiB" in text
     for part in ("--threads", "--cache-bytes", "--summary-bytes", "of the 4096 MiB"):
         assert part in text
     monkeypatch.setattr(memlimit, "memory_limit", lambda: 300 * MIB)
-    assert memlimit.estimate(corpus, 3, 100 * MIB, 100 * MIB, local=True)[1]
-    text, _ = memlimit.estimate(corpus, 2, 0, 0, local=False)
+    _, need, limit = memlimit.estimate(corpus, 3, 100 * MIB, 100 * MIB, local=True)
+    assert need > limit
+    text, need, _ = memlimit.estimate(corpus, 2, 10 * MIB, 0, local=False)
+    assert need == PROCESS_BASE  # the workers hold the cache and run the visits
     assert "each worker needs" in text and "visits at once" not in text
+
+
+def test_fit_speaks_of_memory_only_where_it_may_be_short(tmp_path):
+    """A fit that may need more than half of what it may use says so before it starts, with
+    a warning past all of it; one far below says nothing (its stderr starts with its own
+    messages, errors first)."""
+    ingest_array(np.random.default_rng(0).normal(size=(3000, 4)), tmp_path / "c",
+                 partition_rows=1000)
+    base = [sys.executable, "-m", "bnpmix", "fit", str(tmp_path / "c"), "--obs", "gauss",
+            "--laps", "1", "--K", "2"]
+    quiet = subprocess.run([*base, "--out", str(tmp_path / "a")], capture_output=True,
+                           text=True, timeout=300)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "memory:" not in quiet.stderr
+    short = subprocess.run([*base, "--out", str(tmp_path / "b"), "--summary-bytes",
+                            str(10 ** 15)], capture_output=True, text=True, timeout=300)
+    assert short.returncode == 0, short.stderr
+    assert "bnpmix: memory: up to" in short.stderr and "bnpmix: warning: that is more" in \
+        short.stderr

@@ -149,23 +149,33 @@ def visit_bytes(corpus: Corpus) -> int:
     return largest + partition_bytes(corpus) + VISIT_WORK
 
 
+def corpus_bytes(corpus: Corpus) -> int:
+    """The whole corpus decoded: what a cache of any size beyond it holds at most."""
+    m = corpus.manifest
+    if corpus.kind == "dense":
+        return m.n_items * corpus.dim * np.dtype(m.dtype).itemsize
+    return sum(12 * (p.nnz or 0) + 8 * (p.rows + 1) for p in m.partitions)
+
+
 def estimate(corpus: Corpus, threads: int, cache: int | Share, summary: int | Share,
-             local: bool) -> tuple[str, bool]:
+             local: bool) -> tuple[str, int, int]:
     """What a fit's driver process (with ``local``: running the visits on ``threads`` threads
-    too) needs, the option that bounds each part, and whether it exceeds ``memory_limit()``."""
+    too) may need, the option that bounds each part, and (that need, ``memory_limit()``). The
+    cache counts at most the corpus; the summaries at their budget, an upper bound."""
     mib = 2 ** 20
-    limit, cache_b, summary_b = memory_limit(), resolve(cache), resolve(summary)
+    limit, summary_b = memory_limit(), resolve(summary)
+    cache_b = min(resolve(cache), corpus_bytes(corpus)) if local else 0
     visits = (threads if local else 0) * visit_bytes(corpus)
     need = PROCESS_BASE + visits + cache_b + summary_b
     parts = [f"{PROCESS_BASE // mib} MiB to start"]
     if local:
-        parts.append(f"{visits // mib} MiB for {threads} visits at once (--threads; "
-                     f"partitions of up to {partition_bytes(corpus) // mib} MiB decoded)")
-    parts += [f"up to {cache_b // mib} MiB of cached partitions (--cache-bytes)",
-              f"up to {summary_b // mib} MiB of per-partition state (--summary-bytes)"]
-    text = (f"memory: about {need // mib} MiB here ({'; '.join(parts)}) of the "
+        parts += [f"{visits // mib} MiB for {threads} visits at once (--threads; partitions of "
+                  f"up to {partition_bytes(corpus) // mib} MiB decoded)",
+                  f"up to {cache_b // mib} MiB of cached partitions (--cache-bytes)"]
+    parts.append(f"up to {summary_b // mib} MiB of per-partition state (--summary-bytes)")
+    text = (f"memory: up to {need // mib} MiB here ({'; '.join(parts)}) of the "
             f"{limit // mib} MiB this process may use")
     if not local:
         text += (f"; each worker needs {(PROCESS_BASE + visit_bytes(corpus)) // mib} MiB per "
                  "thread plus its cache (--cache-bytes, default a share of its memory)")
-    return text, need > limit
+    return text, need, limit
