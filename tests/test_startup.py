@@ -27,8 +27,8 @@ from bnpmix.storage import RunDir, ingest_array
 
 COLUMNS = "100"  # argparse wraps help to this width, here and in the subprocesses
 HEAVY = ("dask", "distributed", "pyarrow", "pandas", "scipy", "matplotlib", "sklearn")
-COMMANDS = ("ingest", "info", "show", "fit", "resume", "schedule", "tune", "evaluate", "report",
-            "compare", "demo")
+COMMANDS = ("ingest", "info", "show", "fit", "resume", "schedule", "tune", "evaluate", "plan",
+            "report", "compare", "demo")
 
 # the console script's main() on the given argv; then, on stderr's last line, the exit code
 # and which of HEAVY the process imported
@@ -144,6 +144,7 @@ def test_fit_help_lists_every_engine_option(capsys, monkeypatch):
     ["tune", "c", "--algorithm", "memo", "--alpha-grid", "1,2"],
     ["schedule", "run", "job.toml"],
     ["report", "r", "--out", "o"],
+    ["plan", "c", "--workers", "8", "--K", "50"],
 ])
 def test_a_parser_for_one_command_parses_as_the_whole_parser(argv):
     assert vars(build_parser(argv).parse_args(argv)) == vars(build_parser().parse_args(argv))
