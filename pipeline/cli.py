@@ -352,10 +352,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from bnpmix.algorithms.obs import AUTO_CANDIDATES, default_obs
     from bnpmix.pipeline import sizing
     from bnpmix.pipeline.engines import DEFAULT_ENGINE
-    from bnpmix.pipeline.runtime import memlimit
     from bnpmix.pipeline.runtime.context import AUTO, default_obs_name
     from bnpmix.pipeline.runtime.engine import engine_class
-    from bnpmix.pipeline.runtime.memlimit import Share
+    from bnpmix.pipeline.runtime.memlimit import resolve
     from bnpmix.pipeline.settings import setting
     from bnpmix.storage import Corpus
 
@@ -384,12 +383,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
         if (measured[name]["structure"] == "text") != (shape.kind == "bow"):
             raise BnpmixError(f"--obs {name} does not fit a {shape.kind} corpus")
     wave = args.wave or engine_class(DEFAULT_ENGINE).default_wave
-    memory = args.memory or memlimit.memory_limit()  # shares of memory: of this much
-    budgets = {key.replace("-", "_"): float(value.of(memory) if isinstance(value, Share)
-                                            else value)
-               for key, value in (("cache-bytes", setting("cache-bytes", args.cache_bytes)),
-                                  ("summary-bytes",
-                                   setting("summary-bytes", args.summary_bytes)))}
+    budgets = {"cache_bytes": resolve(setting("cache-bytes", args.cache_bytes), args.memory),
+               "summary_bytes": resolve(setting("summary-bytes", args.summary_bytes),
+                                        args.memory)}
     plans = [sizing.project(coef, name, shape, args.K, args.workers, args.threads, wave,
                             args.ahead, **budgets) for name in names]
     if args.json:

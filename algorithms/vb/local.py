@@ -289,8 +289,8 @@ def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> 
             changes[uid] = change if uid not in changes else changes[uid] + change
         for uid, rows in part.collected.items():
             collected[uid].append(rows)
-    return BatchResult(summary, {uid: stack_rows(rows) for uid, rows in collected.items()},
-                       changes)
+    return BatchResult(summary, {uid: rows[0] if len(rows) == 1 else stack_rows(rows)
+                                 for uid, rows in collected.items()}, changes)
 
 
 def _block_step(X: Data, obs: ObsModel, g: Globals, plan: Plan) -> BatchResult:

@@ -60,9 +60,11 @@ def parse_share(text: str) -> Share:
     return Share(fraction)
 
 
-def resolve(size: int | Share) -> int:
-    """Bytes, from a number of bytes or a share of this process's memory."""
-    return size.nbytes() if isinstance(size, Share) else int(size)
+def resolve(size: int | Share, memory: int | None = None) -> int:
+    """Bytes, from a number of bytes or a share of ``memory`` (None: this process's)."""
+    if isinstance(size, Share):
+        return size.nbytes() if memory is None else size.of(memory)
+    return int(size)
 
 
 def _read_limit(path: Path) -> int | None:
@@ -131,30 +133,31 @@ def memory_limit() -> int:
     return min(candidates)
 
 
-
-def partition_bytes(corpus: Corpus) -> int:
-    """The largest partition's decoded size: n × D values, or a CSR's values, indices and row
+def _decoded(corpus: Corpus) -> list[int]:
+    """Each partition's decoded size: n × D values, or a CSR's values, indices and row
     pointers."""
     m = corpus.manifest
     if corpus.kind == "dense":
         item = np.dtype(m.dtype).itemsize
-        return max(p.rows * corpus.dim * item for p in m.partitions)
-    return max(12 * (p.nnz or 0) + 8 * (p.rows + 1) for p in m.partitions)
+        return [p.rows * corpus.dim * item for p in m.partitions]
+    return [12 * (p.nnz or 0) + 8 * (p.rows + 1) for p in m.partitions]
 
 
-def visit_bytes(corpus: Corpus) -> int:
-    """A visit's peak beyond the process's base: the partition's file bytes (read and checked
-    whole) beside its decoded values, and the batch step's blocks."""
-    largest = max(p.bytes for p in corpus.manifest.partitions)
-    return largest + partition_bytes(corpus) + VISIT_WORK
+def partition_bytes(corpus: Corpus) -> int:
+    """The largest partition's decoded size."""
+    return max(_decoded(corpus))
 
 
 def corpus_bytes(corpus: Corpus) -> int:
     """The whole corpus decoded: what a cache of any size beyond it holds at most."""
-    m = corpus.manifest
-    if corpus.kind == "dense":
-        return m.n_items * corpus.dim * np.dtype(m.dtype).itemsize
-    return sum(12 * (p.nnz or 0) + 8 * (p.rows + 1) for p in m.partitions)
+    return sum(_decoded(corpus))
+
+
+def visit_bytes(corpus: Corpus) -> int:
+    """A visit's peak beyond the process's base: the partition's file (mapped, resident while
+    it is checked and decoded) beside its decoded values, and the batch step's blocks."""
+    largest = max(p.bytes for p in corpus.manifest.partitions)
+    return largest + partition_bytes(corpus) + VISIT_WORK
 
 
 def estimate(corpus: Corpus, threads: int, cache: int | Share, summary: int | Share,
