@@ -9,8 +9,8 @@ with the plain `bnpmix fit` while driver, scheduler and workers share one hard m
 2. A memory cgroup of its own (v1 ``memory.limit_in_bytes`` or v2 ``memory.max``, whichever the
    machine mounts; root needed), created here with the cap (--cap-mib) and removed at the end.
    A `dask scheduler`, --workers `dask worker` processes of --threads threads (none with
-   --workers 0: the driver's own threads, as a plain `bnpmix fit` runs; no nanny; each told
-   its share with --memory-limit, which bnpmix sizes its partition cache from) and the driver,
+   --workers 0: the driver's own threads, as a plain `bnpmix fit` runs; no nanny; by default
+   no --memory-limit, so each process sizes its budgets from the cgroup's cap) and the driver,
    `bnpmix fit CORPUS --scheduler ADDRESS` with no other option, all start inside it. Every
    process's resident memory is sampled every 0.2 s (psutil); the cgroup's own peak (which v1
    charges with page cache too) and its OOM-kill count are read at the end.
@@ -22,10 +22,11 @@ against the cap, the peak of the summed RSS and of each process, laps, K, second
 the ELBO per item of both fits, and whether the run converged.
 
     python benchmarks/out_of_core.py [--kind dense|text] [--rows N] [--dim 32] [--cap-mib 1536]
-        [--workers 2] [--worker-memory 800MB] [--ratio 5] [--json [PATH]]
+        [--workers 2] [--worker-memory 0] [--scales per-cluster|shared] [--ratio 5]
+        [--json [PATH]]
 
-Each worker's --memory-limit must leave room above what bnpmix needs of it (`bnpmix fit`
-prints it), as Dask pauses a worker past 80 % of its limit: with 500MB, the workers here
+A worker's --memory-limit, where given, must leave room above what bnpmix needs of it (`bnpmix
+fit` prints it), as Dask pauses a worker past 80 % of its limit: with 500MB, the workers here
 (180 MB to start, a cache of 60 MB, glibc's kept 64 MiB) sat near 390 MB and the fit stalled.
 """
 
@@ -49,11 +50,14 @@ BIN = Path(sys.executable).parent
 CHUNK = 500_000
 
 
-def write_npy(path: Path, rows: int, dim: int, clusters: int, seed: int) -> None:
-    """Clustered rows written CHUNK at a time through a memory map."""
+def write_npy(path: Path, rows: int, dim: int, clusters: int, seed: int, shared: bool) -> None:
+    """Clustered rows written CHUNK at a time through a memory map: diagonal Gaussians whose
+    scales are drawn per cluster, or with ``shared`` one draw for all (every --obs candidate
+    then holds the truth)."""
     rng = np.random.default_rng(seed)
     means = rng.normal(scale=4.0, size=(clusters, dim))
-    scales = rng.uniform(0.5, 1.5, size=(clusters, dim))
+    scales = rng.uniform(0.5, 1.5, size=(1 if shared else clusters, dim))
+    scales = np.broadcast_to(scales, (clusters, dim))
     weights = rng.dirichlet(np.full(clusters, 2.0))
     X = np.lib.format.open_memmap(path, mode="w+", dtype=np.float64, shape=(rows, dim))
     for s in range(0, rows, CHUNK):
@@ -237,6 +241,10 @@ def main() -> None:
     ap.add_argument("--clusters", type=int, default=12, help="clusters (text: topics)")
     ap.add_argument("--vocab", type=int, default=3000, help="text: vocabulary size")
     ap.add_argument("--words", type=int, default=60, help="text: words per document")
+    ap.add_argument("--scales", choices=["per-cluster", "shared"], default="per-cluster",
+                    help="dense: each cluster's diagonal scales drawn on its own, or one draw "
+                    "for all (then tied-gauss is not misspecified: with per-cluster scales its "
+                    "K grows with N, to 370 on 10.6M rows, and --obs auto's race pays for it)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--cap-mib", type=int, default=1536)
     ap.add_argument("--ratio", type=float, default=5.0,
@@ -244,8 +252,9 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2,
                     help="Dask workers (0: the plain command on its own threads, no cluster)")
     ap.add_argument("--threads", type=int, default=1, help="threads per worker")
-    ap.add_argument("--worker-memory", default="800MB",
-                    help="each worker's --memory-limit (its share of the cap)")
+    ap.add_argument("--worker-memory", default="0",
+                    help="each worker's --memory-limit (default 0: none, so Dask never pauses "
+                    "it; bnpmix then sizes the worker's budgets from the cgroup's cap)")
     ap.add_argument("--subsample-rows", type=int, default=1_000_000)
     ap.add_argument("--json", nargs="?", const=str(RESULTS / "out_of_core.json"),
                     help="write the figures (alone: benchmarks/results/out_of_core.json)")
@@ -262,7 +271,8 @@ def main() -> None:
     if text:
         write_docword(source, args.rows, args.vocab, args.clusters, args.words, args.seed)
     else:
-        write_npy(source, args.rows, args.dim, args.clusters, args.seed)
+        write_npy(source, args.rows, args.dim, args.clusters, args.seed,
+                  args.scales == "shared")
     subprocess.run([str(BIN / "bnpmix"), "ingest", str(source), str(corpus)], check=True,
                    env=ENV, stdout=subprocess.DEVNULL)
     source.unlink()

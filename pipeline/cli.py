@@ -702,10 +702,10 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--wave", type=_positive_int, help="memo's --wave (default: memo's, 4)")
     p.add_argument("--ahead", type=int, default=0, help="memo's --ahead (default 0)")
     p.add_argument("--cache-bytes", type=_bytes, metavar="BYTES",
-                   help="each worker's partition cache (default: Dask config, 20%% of what "
+                   help="each worker's partition cache (default: Dask config, 10%% of what "
                    "--memory leaves beyond a process's start)")
     p.add_argument("--summary-bytes", type=_bytes, metavar="BYTES",
-                   help="the driver's in-memory summaries (default: Dask config, 10%% of it)")
+                   help="the driver's in-memory summaries (default: Dask config, 5%% of it)")
     p.add_argument("--memory", type=_bytes, metavar="BYTES",
                    help="memory each process (driver, worker) may use, which the default "
                    "budgets are shares of (default: this process's: its cgroup's limit, "

@@ -236,11 +236,11 @@ class RunConfig:
                            parse=_optional(_int), within="[1, inf)")
     cache_bytes: int | None = opt(None, "bytes of partitions kept in memory per worker (or "
                                   "locally) across laps (default: Dask config "
-                                  "bnpmix.cache-bytes, 20% of the memory each process may "
+                                  "bnpmix.cache-bytes, 10% of the memory each process may "
                                   "use)", parse=_optional(_int), within="[0, inf)")
     summary_bytes: int | None = opt(None, "bytes of per-partition state the driver keeps in "
                                     "memory before spilling it to disk (default: Dask config "
-                                    "bnpmix.summary-bytes, 10% of the driver's memory)",
+                                    "bnpmix.summary-bytes, 5% of the driver's memory)",
                                     parse=_optional(_int), within="[0, inf)")
     checkpoint_every: int = opt(0, "also checkpoint every M batch visits (0: after each lap)",
                                 within="[0, inf)")

@@ -30,7 +30,7 @@ ROOT = Path(__file__).parents[1]
 YAML = ROOT / "pipeline" / "bnpmix.yaml"
 # the values the code had before they moved into bnpmix.yaml (no change by default), but the
 # budgets: shares of the memory each process may use (issue 46; were 2 GiB and 1 GiB)
-FORMER = {"cache-bytes": Share(0.2), "summary-bytes": Share(0.1), "worker-wait": 60,
+FORMER = {"cache-bytes": Share(0.1), "summary-bytes": Share(0.05), "worker-wait": 60,
           "task-retries": 3, "scheduler-timeout": 20, "connect-timeout": 10, "assign-wave": 8,
           "schedule-lease": 6 * 3600,  # the lease is new (scheduled runs in object storage)
           "worker-malloc-trim": 64 << 20}  # new: Dask workers' malloc thresholds
@@ -74,8 +74,8 @@ def test_dask_config_set_overrides_where_the_value_is_used(corpus):
         assert ex.cache.max_bytes == 1 << 20
         assert StateStore(ARRAYS).max_bytes == 123
     # read at each use, never cached: the default is back outside the block
-    assert PartitionCache().max_bytes == Share(0.2).nbytes()
-    assert StateStore(ARRAYS).max_bytes == Share(0.1).nbytes()
+    assert PartitionCache().max_bytes == Share(0.1).nbytes()
+    assert StateStore(ARRAYS).max_bytes == Share(0.05).nbytes()
     assert ex.cache.max_bytes == 1 << 20  # an object made inside keeps what it was given
 
 

@@ -75,7 +75,7 @@ def _memory_controller() -> Path | None:
                     reason="needs a writable memory cgroup controller (root); CI runs as root")
 def test_a_process_in_a_capped_cgroup_sizes_its_budgets_from_the_cap():
     """A real cgroup of 300 MiB (created and removed here): the process inside sees 300 MiB
-    and its default partition cache is 20% of what is left beyond its start-up memory."""
+    and its default partition cache is 10% of what is left beyond its start-up memory."""
     root = _memory_controller()
     group = root / f"bnpmix-test-{os.getpid()}"
     group.mkdir()
@@ -91,7 +91,7 @@ def test_a_process_in_a_capped_cgroup_sizes_its_budgets_from_the_cap():
         assert done.returncode == 0, done.stderr
         limit, cache = map(int, done.stdout.split())
         assert limit == 300 * MIB
-        assert cache == int(0.2 * (300 * MIB - PROCESS_BASE))
+        assert cache == int(0.1 * (300 * MIB - PROCESS_BASE))
     finally:
         group.rmdir()
 
