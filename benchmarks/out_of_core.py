@@ -3,9 +3,10 @@ with the plain `bnpmix fit` while driver, scheduler and workers share one hard m
 
 1. A dense corpus (--rows x --dim float64, --clusters diagonal Gaussians, seed --seed) written
    to a .npy a chunk at a time (never held whole), or with --kind text a bag-of-words corpus
-   (--rows documents of --words words over --vocab, one of --clusters topics each) written as
-   a UCI docword file a chunk at a time; ingested with `bnpmix ingest` (default partitions),
-   the source then removed. Its size on disk must be at least --ratio times the cap.
+   (--rows documents of --words words over --vocab, one of --clusters topics each) written a
+   partition at a time by ingest's corpus writer; a dense one is ingested with `bnpmix ingest`
+   (default partitions), the source then removed. Its size on disk must be at least --ratio
+   times the cap.
 2. A memory cgroup of its own (v1 ``memory.limit_in_bytes`` or v2 ``memory.max``, whichever the
    machine mounts; root needed), created here with the cap (--cap-mib) and removed at the end.
    A `dask scheduler`, --workers `dask worker` processes of --threads threads (none with
@@ -68,43 +69,42 @@ def write_npy(path: Path, rows: int, dim: int, clusters: int, seed: int, shared:
     del X
 
 
-def write_docword(path: Path, docs: int, vocab: int, topics: int, words: int,
-                  seed: int) -> None:
+def write_bow(corpus: Path, docs: int, vocab: int, topics: int, words: int, seed: int) -> None:
     """``docs`` documents of ``words`` words, each from one of ``topics`` topics (Dir(0.05)
-    over the vocabulary), as a UCI docword file written CHUNK / 10 documents at a time (the
-    triples go to a body file first: the header needs their count)."""
+    over the vocabulary), written as a corpus a partition (10,000 documents, ingest's default)
+    at a time by the writer `bnpmix ingest` uses: a docword file of 10^9 triples would take
+    longer to format and parse than the fit takes."""
+    from bnpmix.storage.corpus import Manifest
+    from bnpmix.storage.writer import new_corpus
+
     rng = np.random.default_rng(seed)
-    phi = rng.dirichlet(np.full(vocab, 0.05), topics)
-    cdf = np.cumsum(phi, axis=1)
-    body, nnz = path.with_suffix(".body"), 0
-    with open(body, "w") as fh:
-        for s in range(0, docs, CHUNK // 10):
-            m = min(CHUNK // 10, docs - s)
+    cdf = np.cumsum(rng.dirichlet(np.full(vocab, 0.05), topics), axis=1)
+    step = 10_000
+    with new_corpus(corpus, Manifest(kind="bow", dim=vocab, dtype="int32")) as writer:
+        for s in range(0, docs, step):
+            m = min(step, docs - s)
             z = rng.integers(0, topics, m)
             u = rng.random((m, words))
             ids = np.empty((m, words), dtype=np.int64)
             for k in range(topics):
                 ids[z == k] = np.searchsorted(cdf[k], u[z == k])
             ids = np.minimum(ids, vocab - 1)
-            key = np.unique((np.arange(m)[:, None] * vocab + ids).ravel(), return_counts=True)
-            doc, word = np.divmod(key[0], vocab)
-            triples = np.column_stack([doc + s + 1, word + 1, key[1]])
-            np.savetxt(fh, triples, fmt="%d")
-            nnz += len(triples)
-    with open(path, "w") as out, open(body) as fh:
-        out.write(f"{docs}\n{vocab}\n{nnz}\n")
-        while chunk := fh.read(1 << 24):
-            out.write(chunk)
-    body.unlink()
+            key, counts = np.unique((np.arange(m)[:, None] * vocab + ids).ravel(),
+                                    return_counts=True)
+            doc, word = np.divmod(key, vocab)
+            indptr = np.concatenate([[0], np.cumsum(np.bincount(doc, minlength=m))])
+            writer.add_bow(indptr, word, counts)
 
 
 def subsample(corpus: Path, out: Path, rows: int, seed: int) -> None:
     """``rows`` rows drawn uniformly from the corpus, a partition at a time, ingested as the
-    corpus ``out`` (dense: through a .npy; text: through a docword file)."""
+    corpus ``out`` (dense: through a .npy and `bnpmix ingest`; text: by the corpus writer)."""
     import scipy.sparse as sp
 
     from bnpmix.algorithms.obs.base import stack_rows
     from bnpmix.storage import Corpus
+    from bnpmix.storage.corpus import Manifest
+    from bnpmix.storage.writer import new_corpus
 
     c = Corpus(corpus)
     n = c.n_items
@@ -116,17 +116,15 @@ def subsample(corpus: Path, out: Path, rows: int, seed: int) -> None:
         picked.append(X[mine])
         start += X.shape[0]
     X = stack_rows(picked)
-    if sp.issparse(X):
-        X = X.tocoo()
-        source = out.with_name("docword.sub.txt")
-        with open(source, "w") as fh:
-            fh.write(f"{X.shape[0]}\n{X.shape[1]}\n{X.nnz}\n")
-            order = np.lexsort((X.col, X.row))
-            np.savetxt(fh, np.column_stack([X.row[order] + 1, X.col[order] + 1,
-                                            X.data[order].astype(np.int64)]), fmt="%d")
-    else:
-        source = out.with_suffix(".npy")
-        np.save(source, X)
+    if sp.issparse(X):  # as write_bow writes: partitions of 10,000 documents
+        X = X.tocsr()
+        with new_corpus(out, Manifest(kind="bow", dim=X.shape[1], dtype="int32")) as writer:
+            for s in range(0, X.shape[0], 10_000):
+                part = X[s:s + 10_000]
+                writer.add_bow(part.indptr, part.indices, part.data.astype(np.int64))
+        return
+    source = out.with_suffix(".npy")
+    np.save(source, X)
     subprocess.run([str(BIN / "bnpmix"), "ingest", str(source), str(out)], check=True,
                    env=ENV, stdout=subprocess.DEVNULL)
 
@@ -265,17 +263,17 @@ def main() -> None:
     text = args.kind == "text"
     if args.rows is None:
         args.rows = 1_000_000 if text else 31_500_000
-    source = WORK / ("docword.ooc.txt" if text else "x.npy")
     corpus = WORK / "corpus"
     t0 = time.time()
     if text:
-        write_docword(source, args.rows, args.vocab, args.clusters, args.words, args.seed)
+        write_bow(corpus, args.rows, args.vocab, args.clusters, args.words, args.seed)
     else:
+        source = WORK / "x.npy"
         write_npy(source, args.rows, args.dim, args.clusters, args.seed,
                   args.scales == "shared")
-    subprocess.run([str(BIN / "bnpmix"), "ingest", str(source), str(corpus)], check=True,
-                   env=ENV, stdout=subprocess.DEVNULL)
-    source.unlink()
+        subprocess.run([str(BIN / "bnpmix"), "ingest", str(source), str(corpus)], check=True,
+                       env=ENV, stdout=subprocess.DEVNULL)
+        source.unlink()
     disk = sum(f.stat().st_size for f in corpus.iterdir())
     cap = args.cap_mib * 2 ** 20
     shape = f"{args.rows:,} documents over {args.vocab:,} words" if text else (
