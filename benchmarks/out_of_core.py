@@ -13,8 +13,9 @@ with the plain `bnpmix fit` while driver, scheduler and workers share one hard m
    --workers 0: the driver's own threads, as a plain `bnpmix fit` runs; no nanny; by default
    no --memory-limit, so each process sizes its budgets from the cgroup's cap) and the driver,
    `bnpmix fit CORPUS --scheduler ADDRESS` with no other option, all start inside it. Every
-   process's resident memory is sampled every 0.2 s (psutil); the cgroup's own peak (which v1
-   charges with page cache too) and its OOM-kill count are read at the end.
+   process's resident memory (RSS, and PSS, which counts a shared page once) is sampled every
+   0.2 s (psutil); the cgroup's own peak (which v1 charges with page cache too) and its
+   OOM-kill count are read at the end.
 3. The same plain fit, in memory with local threads and no cap, of a --subsample-row sample
    drawn uniformly from the corpus (the reference a user could afford).
 
@@ -174,14 +175,16 @@ class Cgroup:
 
 
 class RssSampler:
-    """Resident memory of the given processes (and their children), every ``every`` s."""
+    """Resident memory of the given processes (and their children), every ``every`` s: RSS,
+    which counts a shared library's pages in every process that maps it, and PSS, which
+    splits shared pages among the processes sharing them (summed, what they hold together)."""
 
     def __init__(self, pids: dict[str, int], every: float = 0.2) -> None:
         import psutil
 
         self.procs = {name: psutil.Process(pid) for name, pid in pids.items()}
         self.peaks = dict.fromkeys(pids, 0)
-        self.peak_sum = 0
+        self.peak_sum = self.peak_pss_sum = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, args=(every,), daemon=True)
         self._thread.start()
@@ -192,20 +195,23 @@ class RssSampler:
         self.procs[name] = psutil.Process(pid)
         self.peaks[name] = 0
 
-    def _rss(self, proc) -> int:
+    def _memory(self, proc) -> tuple[int, int]:
+        """(RSS, PSS) of a process and its children."""
         import psutil
 
         try:
-            return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)])
+            info = [p.memory_full_info() for p in [proc, *proc.children(recursive=True)]]
         except psutil.Error:
-            return 0
+            return 0, 0
+        return sum(i.rss for i in info), sum(i.pss for i in info)
 
     def _run(self, every: float) -> None:
         while not self._stop.is_set():
-            now = {name: self._rss(p) for name, p in list(self.procs.items())}
-            for name, rss in now.items():
+            now = {name: self._memory(p) for name, p in list(self.procs.items())}
+            for name, (rss, _) in now.items():
                 self.peaks[name] = max(self.peaks[name], rss)
-            self.peak_sum = max(self.peak_sum, sum(now.values()))
+            self.peak_sum = max(self.peak_sum, sum(r for r, _ in now.values()))
+            self.peak_pss_sum = max(self.peak_pss_sum, sum(p for _, p in now.values()))
             time.sleep(every)
 
     def stop(self) -> None:
@@ -308,6 +314,7 @@ def main() -> None:
             raise SystemExit(f"the capped fit failed (exit {proc.returncode}); OOM kills in "
                              f"the group: {group.oom_kills()}")
         capped = run_info(run) | {"seconds": wall, "peak_rss_sum": sampler.peak_sum,
+                                  "peak_pss_sum": sampler.peak_pss_sum,
                                   "peak_rss": sampler.peaks, "cgroup_peak": group.peak(),
                                   "oom_kills": group.oom_kills()}
     finally:
@@ -327,7 +334,8 @@ def main() -> None:
 
     mib = 2 ** 20
     print(f"capped run ({args.workers} workers, cap {args.cap_mib} MiB): peak summed RSS "
-          f"{capped['peak_rss_sum'] / mib:.0f} MiB "
+          f"{capped['peak_rss_sum'] / mib:.0f} MiB, of PSS {capped['peak_pss_sum'] / mib:.0f} "
+          f"MiB "
           f"({', '.join(f'{k} {v / mib:.0f}' for k, v in capped['peak_rss'].items())}); "
           f"cgroup peak {capped['cgroup_peak'] / mib:.0f} MiB (with page cache); OOM kills "
           f"{capped['oom_kills']}")

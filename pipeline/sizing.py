@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from bnpmix.algorithms.vb.local import BLOCK_ENTRIES, MIN_BLOCK_ROWS
 from bnpmix.storage import BnpmixError, Corpus
 
 COEFFICIENTS = Path(__file__).with_name("sizing.json")
@@ -92,9 +93,9 @@ MEMORY_FEATURES = {
 }
 
 
-# a task's working set per row (float64): responsibilities and their logs (3 K), plus the
-# quadratic features of the fused Gaussian step (D (D + 3) / 2), the squares (diag), or the
-# document's words (text)
+# a task's working set per row of a block (float64): responsibilities and their logs (3 K),
+# plus the quadratic features of the fused Gaussian step (D (D + 3) / 2), the squares (diag), or
+# the document's words (text); a visit runs over blocks of rows (algorithms/vb/local.blocks)
 TASK_BYTES_PER_ROW = {
     "full": lambda K, D, z: 8.0 * (3 * K + D * (D + 3) / 2),
     "diag": lambda K, D, z: 8.0 * (3 * K + 2 * D),
@@ -177,6 +178,13 @@ def load_coefficients(path: Path = COEFFICIENTS) -> dict[str, Any]:
 GIB = float(1 << 30)
 
 
+def block_rows(shape: Shape, K: int) -> float:
+    """The rows of a visit's block (algorithms/vb/local.blocks): its n × K × width temporaries
+    within BLOCK_ENTRIES, width D or a document's mean stored words; at most a partition."""
+    width = shape.nnz / shape.rows if shape.kind == "bow" else shape.dim
+    return min(shape.rows, max(MIN_BLOCK_ROWS, BLOCK_ENTRIES // max(K * width, 1.0)))
+
+
 def project(coef: dict[str, Any], obs: str, shape: Shape, K: int, workers: int,
             threads: int = 1, wave: int = 4, ahead: int = 0,
             cache_bytes: float = 2 * GIB, summary_bytes: float = GIB, births: bool = True,
@@ -234,7 +242,8 @@ def project(coef: dict[str, Any], obs: str, shape: Shape, K: int, workers: int,
     # of every batch summary, within the same budget
     peak = driver - min(held, summary_bytes) + min(held * (1 + coef["delete_per_lap"]),
                                                    summary_bytes)
-    working = TASK_BYTES_PER_ROW[structure](K, shape.dim, shape.nnz / shape.rows) * shape.rows
+    working = (TASK_BYTES_PER_ROW[structure](K, shape.dim, shape.nnz / shape.rows)
+               * block_rows(shape, K))
     worker = (coef["base_bytes"]["worker"] + min(share, cache_bytes)
               + threads * (working + shape.partition_bytes) + globals_bytes)
     return {

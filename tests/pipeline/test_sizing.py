@@ -74,6 +74,19 @@ def test_plan_follows_the_model(corpus):
         assert b["driver"] == pytest.approx(driver)
 
 
+def test_a_workers_working_memory_is_a_block_not_a_partition():
+    """A visit runs over blocks of rows (algorithms/vb/local.blocks), so doubling the rows of
+    a partition adds to a worker's projected memory only the partition itself (per thread) and
+    its cache, not a working set per row: at K 200, D 128 a block is 1,024 rows."""
+    coef = sizing.load_coefficients()
+    small, large = (sizing.Shape("dense", 200_000 * P, 128, P, 200_000 * 128.0) for P in (10, 5))
+    a, b = (sizing.project(coef, "gauss", s, 200, 4, threads=2, cache_bytes=0) for s in
+            (small, large))
+    assert sizing.block_rows(large, 200) == 1024
+    grown = b["bytes"]["worker"] - a["bytes"]["worker"]
+    assert grown == pytest.approx(2 * (large.partition_bytes - small.partition_bytes))
+
+
 def test_plan_prints_lap_and_memory(corpus):
     done = cli("plan", corpus, "--workers", 8, "--K", 5, "--summary-bytes", "1KiB")
     assert done.returncode == 0, done.stderr
