@@ -19,9 +19,9 @@ with the plain `bnpmix fit` while driver, scheduler and workers share one hard m
 3. The same plain fit, in memory with local threads and no cap, of a --subsample-row sample
    drawn uniformly from the corpus (the reference a user could afford).
 
-Printed (and with --json written to benchmarks/results/out_of_core.json): the corpus on disk
-against the cap, the peak of the summed RSS and of each process, laps, K, seconds per lap and
-the ELBO per item of both fits, and whether the run converged.
+Printed (and with --json kept in benchmarks/results/out_of_core.json, one run per --kind): the
+corpus on disk against the cap, the peak of the summed RSS and PSS and of each process, laps, K,
+seconds per lap and the ELBO per item of both fits, and whether the run converged.
 
     python benchmarks/out_of_core.py [--kind dense|text] [--rows N] [--dim 32] [--cap-mib 1536]
         [--workers 2] [--worker-memory 0] [--scales per-cluster|shared] [--ratio 5]
@@ -220,12 +220,43 @@ class RssSampler:
 
 
 def run_info(run: Path) -> dict:
-    """Laps, K, ELBO per item, converged and seconds per lap of a finished run."""
+    """Laps, K, ELBO per item, converged, seconds and --obs auto's race of a finished run."""
     summary = json.loads((run / "summary.json").read_text())
     trace = (run / "trace.csv").read_text().splitlines()
     return {key: summary.get(key) for key in ("K", "K_effective", "laps", "converged",
-                                              "elbo_per_item", "obs", "wall_seconds")} | {
-        "trace_rows": len(trace) - 1}
+                                              "elbo_per_item", "obs", "wall_seconds",
+                                              "obs_auto")} | {"trace_rows": len(trace) - 1}
+
+
+def table_row(figures: dict) -> dict:
+    """One line of the docs' table: the corpus against the cap, the capped run's memory and
+    result, and the subsample's result."""
+    a, c, s, mib = figures["args"], figures["capped"], figures["subsample"], 2 ** 20
+    race = c.get("obs_auto") or {}
+    return {
+        "kind": a["kind"], "items": a["rows"], "corpus_gib": figures["disk_bytes"] / 2 ** 30,
+        "cap_mib": figures["cap_bytes"] // mib,
+        "corpus_over_cap": figures["disk_bytes"] / figures["cap_bytes"],
+        "processes": (f"scheduler + {a['workers']} worker(s) x {a['threads']} threads + driver"
+                      if a["workers"] else "bnpmix fit on its own threads"),
+        "peak_rss_sum_mib": c["peak_rss_sum"] / mib,
+        "peak_pss_sum_mib": c.get("peak_pss_sum", 0) / mib,
+        "oom_kills": c["oom_kills"], "obs": c["obs"], "laps": c["laps"],
+        "converged": c["converged"], "K": c["K"], "K_effective": c["K_effective"],
+        "elbo_per_item": c["elbo_per_item"], "minutes": c["seconds"] / 60,
+        "race_minutes": race.get("seconds", 0) / 60,
+        "subsample_items": a["subsample_rows"], "subsample_K": s["K"],
+        "subsample_elbo_per_item": s["elbo_per_item"],
+        "elbo_gap": c["elbo_per_item"] - s["elbo_per_item"]}
+
+
+def write_json(path: Path, figures: dict) -> None:
+    """Keep one run per kind in ``path`` (``runs``), this one replacing its kind's."""
+    runs = json.loads(path.read_text())["runs"] if path.exists() else []
+    runs = [r for r in runs if r["args"]["kind"] != figures["args"]["kind"]]
+    runs.append(figures | {"row": table_row(figures)})
+    path.write_text(json.dumps({"runs": sorted(runs, key=lambda r: r["args"]["kind"])},
+                               indent=1, default=str) + "\n")
 
 
 def fit(corpus: Path, run: Path, *args: str, preexec_fn=None) -> tuple[subprocess.Popen, float]:
@@ -349,9 +380,8 @@ def main() -> None:
           f"{capped['peak_rss_sum'] / cap:.2f} (target < 1: {under}); ELBO/item out of core "
           f"minus subsample {capped['elbo_per_item'] - reference['elbo_per_item']:+.4f}")
     if args.json:
-        Path(args.json).write_text(json.dumps({
-            "args": vars(args), "disk_bytes": disk, "cap_bytes": cap, "capped": capped,
-            "subsample": reference}, indent=1, default=str))
+        write_json(Path(args.json), {"args": vars(args), "disk_bytes": disk, "cap_bytes": cap,
+                                     "capped": capped, "subsample": reference})
 
 
 if __name__ == "__main__":
