@@ -6,6 +6,7 @@ runs in the driver's thread, in a Dask worker or inside a birth's fresh VB run.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -258,19 +259,26 @@ def delete_change(X: Data, obs: ObsModel, g: Globals, uid: int, R: np.ndarray,
     return new - old
 
 
-def blocks(X: Data, K: int) -> list[Data]:
+def blocks(X: Data, K: int) -> Iterator[Data]:
     """A batch in blocks of rows whose n × K × width temporaries (width D, or a CSR row's mean
     stored entries) stay within BLOCK_ENTRIES whatever the partition's size; a function of the
-    data's shape and K only, so every executor splits a batch alike. Anything else an
-    observation model takes as data (a birth's precomputed features) is one block."""
+    data's shape and K only, so every executor splits a batch alike. One block at a time: a
+    CSR block is a copy of its rows, so only the block in hand is held beside the batch (all
+    at once, a visit held its partition twice); a batch of one block is X itself. Anything
+    else an observation model takes as data (a birth's precomputed features) is one block."""
     if sp.issparse(X):
         width = X.nnz / max(X.shape[0], 1)
     elif isinstance(X, np.ndarray):
         width = X.shape[1]
     else:
-        return [X]
+        yield X
+        return
     rows = max(MIN_BLOCK_ROWS, int(BLOCK_ENTRIES // max(K * width, 1.0)))
-    return [X[s:s + rows] for s in range(0, X.shape[0], rows)] or [X]
+    if rows >= X.shape[0]:
+        yield X
+        return
+    for s in range(0, X.shape[0], rows):
+        yield X[s:s + rows]
 
 
 def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> BatchResult:

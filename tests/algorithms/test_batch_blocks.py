@@ -65,7 +65,7 @@ def test_a_blocked_batch_step_is_the_whole_batchs(name, monkeypatch):
     ids0, r0 = hard_assignments(X, obs, g)
     monkeypatch.setattr(local, "BLOCK_ENTRIES", 1)
     monkeypatch.setattr(local, "MIN_BLOCK_ROWS", 700)
-    assert len(blocks(X, K)) == 4  # 2500 items: three blocks of 700 and one of 400
+    assert len(list(blocks(X, K))) == 4  # 2500 items: three blocks of 700 and one of 400
     split = batch_step(X, obs, g, plan)
     assert_summaries_close(split.summary, whole.summary)
     for uid in plan.targets:
@@ -82,10 +82,24 @@ def test_the_block_size_follows_the_width_and_K_only():
     """n × K × width entries per block (width: D, or a CSR row's mean stored entries), never
     fewer than MIN_BLOCK_ROWS rows; an empty batch is one empty block."""
     rows = local.BLOCK_ENTRIES // (K * 8)
-    parts = blocks(np.zeros((10 * rows + 1, 8)), K)
+    parts = list(blocks(np.zeros((10 * rows + 1, 8)), K))
     assert [b.shape[0] for b in parts] == [rows] * 10 + [1]
-    assert len(blocks(np.zeros((local.MIN_BLOCK_ROWS + 1, 10 ** 6)), 1)) == 2
+    assert len(list(blocks(np.zeros((local.MIN_BLOCK_ROWS + 1, 10 ** 6)), 1))) == 2
     assert [b.shape for b in blocks(np.zeros((0, 3)), K)] == [(0, 3)]
     C = sp.random(50_000, 1000, density=0.01, format="csr", random_state=0)
     rows = max(local.MIN_BLOCK_ROWS, int(local.BLOCK_ENTRIES // (K * C.nnz / C.shape[0])))
-    assert blocks(C, K)[0].shape[0] == rows < C.shape[0]
+    assert next(blocks(C, K)).shape[0] == rows < C.shape[0]
+
+
+def test_blocks_come_one_at_a_time_and_a_one_block_batch_is_not_copied():
+    """A CSR block is a copy of its rows: made when it is asked for, so a visit holds one
+    block beside its partition, not a second copy of the partition; a batch that is a single
+    block is handed over as it is."""
+    C = sp.random(50_000, 1000, density=0.01, format="csr", random_state=0)
+    made = blocks(C, K)
+    first = next(made)
+    assert first.shape[0] < C.shape[0] and not np.shares_memory(first.data, C.data)
+    small = C[:100]
+    assert next(blocks(small, K)) is small
+    X = np.zeros((100, 3))
+    assert next(blocks(X, K)) is X
