@@ -70,18 +70,29 @@ def write_npy(path: Path, rows: int, dim: int, clusters: int, seed: int, shared:
     del X
 
 
-def write_bow(corpus: Path, docs: int, vocab: int, topics: int, words: int, seed: int) -> None:
-    """``docs`` documents of ``words`` words, each from one of ``topics`` topics (Dir(0.05)
-    over the vocabulary), written as a corpus a partition (10,000 documents, ingest's default)
-    at a time by the writer `bnpmix ingest` uses: a docword file of 10^9 triples would take
-    longer to format and parse than the fit takes."""
+def write_bow_corpus(corpus: Path, vocab: int, parts) -> None:
+    """CSR partitions (an iterable, one at a time) written as a corpus by the writer `bnpmix
+    ingest` uses."""
     from bnpmix.storage.corpus import Manifest
     from bnpmix.storage.writer import new_corpus
 
+    with new_corpus(corpus, Manifest(kind="bow", dim=vocab, dtype="int32")) as writer:
+        for part in parts:
+            writer.add_bow(part.indptr, part.indices, part.data.astype(np.int64))
+
+
+def write_bow(corpus: Path, docs: int, vocab: int, topics: int, words: int, seed: int) -> None:
+    """``docs`` documents of ``words`` words, each from one of ``topics`` topics (Dir(0.05)
+    over the vocabulary), made and written a partition (ingest's DOCUMENTS_PER_PARTITION) at a
+    time: a docword file of 10^9 triples would take longer to format and parse than the fit."""
+    import scipy.sparse as sp
+
+    from bnpmix.storage import DOCUMENTS_PER_PARTITION as step
+
     rng = np.random.default_rng(seed)
     cdf = np.cumsum(rng.dirichlet(np.full(vocab, 0.05), topics), axis=1)
-    step = 10_000
-    with new_corpus(corpus, Manifest(kind="bow", dim=vocab, dtype="int32")) as writer:
+
+    def parts():
         for s in range(0, docs, step):
             m = min(step, docs - s)
             z = rng.integers(0, topics, m)
@@ -93,8 +104,9 @@ def write_bow(corpus: Path, docs: int, vocab: int, topics: int, words: int, seed
             key, counts = np.unique((np.arange(m)[:, None] * vocab + ids).ravel(),
                                     return_counts=True)
             doc, word = np.divmod(key, vocab)
-            indptr = np.concatenate([[0], np.cumsum(np.bincount(doc, minlength=m))])
-            writer.add_bow(indptr, word, counts)
+            yield sp.csr_matrix((counts, (doc, word)), shape=(m, vocab))
+
+    write_bow_corpus(corpus, vocab, parts())
 
 
 def subsample(corpus: Path, out: Path, rows: int, seed: int) -> None:
@@ -103,9 +115,7 @@ def subsample(corpus: Path, out: Path, rows: int, seed: int) -> None:
     import scipy.sparse as sp
 
     from bnpmix.algorithms.obs.base import stack_rows
-    from bnpmix.storage import Corpus
-    from bnpmix.storage.corpus import Manifest
-    from bnpmix.storage.writer import new_corpus
+    from bnpmix.storage import DOCUMENTS_PER_PARTITION, Corpus
 
     c = Corpus(corpus)
     n = c.n_items
@@ -117,12 +127,9 @@ def subsample(corpus: Path, out: Path, rows: int, seed: int) -> None:
         picked.append(X[mine])
         start += X.shape[0]
     X = stack_rows(picked)
-    if sp.issparse(X):  # as write_bow writes: partitions of 10,000 documents
-        X = X.tocsr()
-        with new_corpus(out, Manifest(kind="bow", dim=X.shape[1], dtype="int32")) as writer:
-            for s in range(0, X.shape[0], 10_000):
-                part = X[s:s + 10_000]
-                writer.add_bow(part.indptr, part.indices, part.data.astype(np.int64))
+    if sp.issparse(X):  # as write_bow writes it
+        X, step = X.tocsr(), DOCUMENTS_PER_PARTITION
+        write_bow_corpus(out, X.shape[1], (X[s:s + step] for s in range(0, X.shape[0], step)))
         return
     source = out.with_suffix(".npy")
     np.save(source, X)
@@ -240,7 +247,7 @@ def table_row(figures: dict) -> dict:
         "processes": (f"scheduler + {a['workers']} worker(s) x {a['threads']} threads + driver"
                       if a["workers"] else "bnpmix fit on its own threads"),
         "peak_rss_sum_mib": c["peak_rss_sum"] / mib,
-        "peak_pss_sum_mib": c.get("peak_pss_sum", 0) / mib,
+        "peak_pss_sum_mib": c["peak_pss_sum"] / mib,
         "oom_kills": c["oom_kills"], "obs": c["obs"], "laps": c["laps"],
         "converged": c["converged"], "K": c["K"], "K_effective": c["K_effective"],
         "elbo_per_item": c["elbo_per_item"], "minutes": c["seconds"] / 60,

@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from bnpmix.algorithms.vb.local import BLOCK_ENTRIES, MIN_BLOCK_ROWS
+from bnpmix.algorithms.vb.local import block_rows as local_block_rows
 from bnpmix.storage import BnpmixError, Corpus
 
 COEFFICIENTS = Path(__file__).with_name("sizing.json")
@@ -181,8 +181,8 @@ GIB = float(1 << 30)
 def block_rows(shape: Shape, K: int) -> float:
     """The rows of a visit's block (algorithms/vb/local.blocks): its n × K × width temporaries
     within BLOCK_ENTRIES, width D or a document's mean stored words; at most a partition."""
-    width = shape.nnz / shape.rows if shape.kind == "bow" else shape.dim
-    return min(shape.rows, max(MIN_BLOCK_ROWS, BLOCK_ENTRIES // max(K * width, 1.0)))
+    return min(shape.rows, local_block_rows(K, shape.nnz / shape.rows if shape.kind == "bow"
+                                            else shape.dim))
 
 
 def project(coef: dict[str, Any], obs: str, shape: Shape, K: int, workers: int,

@@ -259,6 +259,12 @@ def delete_change(X: Data, obs: ObsModel, g: Globals, uid: int, R: np.ndarray,
     return new - old
 
 
+def block_rows(K: int, width: float) -> int:
+    """The rows of a block whose n × K × width temporaries stay within BLOCK_ENTRIES (at least
+    MIN_BLOCK_ROWS)."""
+    return max(MIN_BLOCK_ROWS, int(BLOCK_ENTRIES // max(K * width, 1.0)))
+
+
 def blocks(X: Data, K: int) -> Iterator[Data]:
     """A batch in blocks of rows whose n × K × width temporaries (width D, or a CSR row's mean
     stored entries) stay within BLOCK_ENTRIES whatever the partition's size; a function of the
@@ -273,7 +279,7 @@ def blocks(X: Data, K: int) -> Iterator[Data]:
     else:
         yield X
         return
-    rows = max(MIN_BLOCK_ROWS, int(BLOCK_ENTRIES // max(K * width, 1.0)))
+    rows = block_rows(K, width)
     if rows >= X.shape[0]:
         yield X
         return
