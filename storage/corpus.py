@@ -20,13 +20,14 @@ continuous. A manifest without the field (written before it existed) reads as al
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import math
 import mmap
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -353,9 +354,22 @@ class Corpus:
         except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise BnpmixError(f"{manifest_path}: unreadable manifest ({exc})") from None
         self.manifest = Manifest.from_json(obj, manifest_path)
+        # partition i here is partition origin[i] of the corpus directory (Corpus.subset)
+        self.origin: list[int] = list(range(len(self.manifest.partitions)))
         self._starts = np.concatenate(
             [[0], np.cumsum([p.rows for p in self.manifest.partitions])]
         ).astype(np.int64)
+
+    def subset(self, indices: Sequence[int]) -> Corpus:
+        """A view of some of this corpus's partitions, in the order given: its partition i is
+        partition ``indices[i]`` here, read from the same file; tasks name it by ``origin``,
+        and its batches' ``start`` is their first row's in the corpus directory."""
+        view = copy.copy(self)
+        view.manifest = replace(self.manifest,
+                                partitions=[self.manifest.partitions[i] for i in indices])
+        view.origin = [self.origin[i] for i in indices]
+        view._starts = self._starts[list(indices)]  # a batch's start: its first row's there
+        return view
 
     @property
     def kind(self) -> str:

@@ -21,7 +21,7 @@ from bnpmix.datasets import overlapping_covariances
 from bnpmix.pipeline import auto
 from bnpmix.pipeline.evaluate import load
 from bnpmix.pipeline.fit import AUTO_CANDIDATES, fit, job_config, resume
-from bnpmix.storage import BnpmixError, ingest_array, ingest_docword
+from bnpmix.storage import BnpmixError, Corpus, ingest_array, ingest_docword
 from helpers import cli, random_counts, write_docword
 
 K_TRUE = 3
@@ -375,3 +375,54 @@ def test_the_candidates_summaries_share_one_summary_bytes(tmp_path, monkeypatch)
         assert tight[key] == ample[key], key
     assert trace(tmp_path / "tight").drop(columns="seconds").equals(
         trace(tmp_path / "ample").drop(columns="seconds"))
+
+
+def test_a_large_corpus_races_on_evenly_spaced_whole_partitions(tmp_path):
+    """Above ``items`` the race takes the fewest evenly spaced partitions (first and last among
+    them) that hold at least that many; at or below it, the whole corpus (None)."""
+    X, _ = clusters("diag", n=1000)
+    ingest_array(X, tmp_path / "c", partition_rows=100)
+    corpus = Corpus(tmp_path / "c")
+    assert auto.race_partitions(corpus, 1000) is None
+    assert auto.race_partitions(corpus, 999) == list(range(10))
+    assert auto.race_partitions(corpus, 250) == [0, 4, 9]  # round(linspace(0, 9, 3))
+    assert auto.race_partitions(corpus, 100) == [0]
+    view = corpus.subset([0, 4, 9])
+    assert (view.n_partitions, view.n_items, view.origin) == (3, 300, [0, 4, 9])
+    batch = view.read(1)
+    assert batch.start == 400 and np.array_equal(batch.X, X[400:500])
+
+
+def test_a_race_on_a_sample_is_the_explicit_runs_on_those_partitions(tmp_path, monkeypatch,
+                                                                      dask_client):
+    """A corpus of more than AUTO_ITEMS items: every candidate's recorded bound is the lap-end
+    ELBO per item of an explicit memo run of its structure, same seed, on a corpus of just the
+    race's partitions (ingested on their own); the run is then fitted on the whole corpus from
+    the prior the winner learned, the same on threads, synchronously and on Dask."""
+    X, y = clusters("diag", n=1200)
+    ingest_array(X, tmp_path / "c", partition_rows=200)
+    monkeypatch.setattr(auto, "AUTO_ITEMS", 500)
+    runs = {scheduler: fit(tmp_path / "c", tmp_path / scheduler,
+                           job_config(seed=0, scheduler=scheduler))
+            for scheduler in ("threads", "synchronous")}
+    runs["dask"] = fit(tmp_path / "c", tmp_path / "dask", job_config(seed=0), client=dask_client)
+    summary = runs["threads"]
+    record = summary["obs_auto"]
+    assert (record["items"], record["partitions"]) == (600, [0, 2, 5])  # round(2.5) = 2
+    for other in runs.values():
+        assert without_seconds(other["obs_auto"]) == without_seconds(record)
+        assert (other["obs"], other["elbo"], other["K"]) == (summary["obs"], summary["elbo"],
+                                                             summary["K"])
+    assert summary["obs"] == "diag-gauss" and sum(summary["sizes"]) == 1200
+    assert adjusted_rand_index(y, load(tmp_path / "threads").predict(X)) > 0.95
+    rows = np.concatenate([np.arange(200 * i, 200 * (i + 1)) for i in (0, 2, 5)])
+    ingest_array(X[rows], tmp_path / "s", partition_rows=200)
+    for name, run in record["candidates"].items():
+        fit(tmp_path / "s", tmp_path / name, job_config(seed=0, obs=name))
+        ends = {int(r["lap"]): r["elbo"] for r in trace_rows(tmp_path / name) if r["batch"] == -1}
+        assert run["elbo_per_item"] == pytest.approx(ends[run["laps"]] / 600, rel=1e-12, abs=0)
+    # the whole corpus's run starts from the winner's learned prior, not the default
+    plain = fit(tmp_path / "c", tmp_path / "p", job_config(seed=0, obs=summary["obs"]))
+    assert (load(tmp_path / "threads").model.obs.prior()
+            != load(tmp_path / "p").model.obs.prior())
+    assert plain["obs"] == summary["obs"]

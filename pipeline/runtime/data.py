@@ -51,7 +51,8 @@ class PartitionRef(NamedTuple):
 
 def partition_refs(corpus: Corpus) -> list[PartitionRef]:
     path = corpus.uri
-    return [PartitionRef(path, i, p.sha256) for i, p in enumerate(corpus.manifest.partitions)]
+    return [PartitionRef(path, i, p.sha256)
+            for i, p in zip(corpus.origin, corpus.manifest.partitions, strict=True)]
 
 
 class PartitionCache:

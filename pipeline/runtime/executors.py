@@ -1,4 +1,4 @@
-"""Executors: where partition visits run. One interface, two kinds.
+"""Executors: where partition visits run. One interface: two kinds, and a view of either.
 
 ``executor.submit(fn, indices, *shared)`` starts ``fn(batch, *shared)`` on each partition in
 ``indices`` and returns a ``Pending`` at once; ``pending.result()`` waits and returns the results
@@ -14,6 +14,8 @@ per index: a partition's own state from the driver's store, its random seed) the
   submit runs at once). A pool of more than one thread limits BLAS to one thread per call while
   it is open (as Dask's worker processes do): the pool's threads are the parallelism, and BLAS
   threads on top of them oversubscribe the cores, busy-waiting (measured 3-5x slower fits).
+- ``SubsetExecutor``: another executor's visits to some of its partitions (a ``Corpus.subset``
+  view: --obs auto's race on a large corpus).
 - ``DaskExecutor``: a ``distributed.Client`` (opened for the run, or the caller's own, which the
   run never closes). The driver's BLAS runs on one thread while it is open: its own work is
   small products, which BLAS threads slowed 3x (births' fresh VB, 200,000 x 32 on a local
@@ -222,6 +224,29 @@ class LocalExecutor(Executor):
 
     def describe(self) -> str:
         return f"local ({self.mode})"
+
+
+class SubsetExecutor(Executor):
+    """Another executor's visits to a subset of its corpus's partitions (``Corpus.subset``):
+    partition i here is partition ``origin[i]`` there. Its tasks are the other's, counted
+    there; closing it leaves the other open."""
+
+    def __init__(self, inner: Executor, origin: Sequence[int]) -> None:
+        super().__init__()
+        self.inner = inner
+        self.origin = list(origin)
+
+    @property
+    def parallelism(self) -> int:
+        return self.inner.parallelism
+
+    def submit(self, fn: BatchFn, indices: Sequence[int], *shared: Any,
+               payloads: Sequence[Any] | None = None) -> Pending:
+        return self.inner.submit(fn, [self.origin[i] for i in indices], *shared,
+                                 payloads=payloads)
+
+    def describe(self) -> str:
+        return f"{self.inner.describe()}, {len(self.origin)} of its partitions"
 
 
 def ranking(key: str, workers: Iterable[str]) -> list[str]:
