@@ -29,6 +29,7 @@ from .auto import choose_obs
 from .clusters import process_client
 from .config import JobConfig, resolve
 from .declared import heldout_kind
+from .engines import DEFAULT_ENGINE
 from .labels import label_order, labels_of
 from .remote_run import fit_to_store, resume_from_store
 from .runtime import checkpoint, memlimit
@@ -196,7 +197,8 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         text, need, limit = memlimit.estimate(corpus, executor.parallelism,
                                               setting("cache-bytes", r.cache_bytes),
                                               setting("summary-bytes", r.summary_bytes),
-                                              local=not isinstance(executor, DaskExecutor))
+                                              local=not isinstance(executor, DaskExecutor),
+                                              birth_rows=birth_rows(job))
         if 2 * need > limit:  # said where memory may be short, not on every run
             print(f"bnpmix: {text}", file=sys.stderr)
         if need > limit:
@@ -259,6 +261,15 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         best.fitted.info.update({"restart": f"{best.restart} of {r.restarts}",
                                  "restart_objectives": best.objectives})
     return _publish(run, ctx, job, best.fitted, best.trace, best.laps, where, cache, sizes)
+
+
+def birth_rows(job: JobConfig) -> int:
+    """The rows of one memo birth's collection (0 without births): the job's own, or the
+    defaults of the memo runs --obs auto races."""
+    memo = engine_class(DEFAULT_ENGINE)
+    cfg = (job.engine if job.algorithm == DEFAULT_ENGINE
+           else memo.Config() if job.model.obs == AUTO else None)
+    return cfg.birth.max_collect if cfg is not None and "birth" in cfg.moves else 0
 
 
 def drive(engine: Engine, run: RunDir, laps_done: int, every: int,

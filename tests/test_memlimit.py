@@ -5,6 +5,7 @@ estimate `bnpmix fit` prints before it starts."""
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -18,7 +19,8 @@ from bnpmix.pipeline.runtime import memlimit
 from bnpmix.pipeline.runtime.data import PartitionCache
 from bnpmix.pipeline.runtime.memlimit import PROCESS_BASE, Share, cgroup_limits
 from bnpmix.pipeline.settings import setting
-from bnpmix.storage import BnpmixError, Corpus, ingest_array
+from bnpmix.storage import BnpmixError, Corpus, ingest_array, ingest_docword
+from helpers import random_counts, write_docword
 
 MIB = 2 ** 20
 
@@ -119,6 +121,32 @@ def test_the_estimate_names_each_part_and_the_option_that_bounds_it(tmp_path, mo
     text, need, _ = memlimit.estimate(corpus, 2, 10 * MIB, 0, local=False)
     assert need == PROCESS_BASE  # the workers hold the cache and run the visits
     assert "each worker needs" in text and "visits at once" not in text
+    # a birth's rows: stacked beside the collected ones, at most the corpus's items
+    assert memlimit.row_bytes(corpus) == 16 * 8
+    text, need, _ = memlimit.estimate(corpus, 2, 10 * MIB, 0, local=False, birth_rows=4000)
+    assert need == PROCESS_BASE + 2 * 4000 * 16 * 8 and "--birth-max-collect" in text
+    _, need, _ = memlimit.estimate(corpus, 2, 10 * MIB, 0, local=False, birth_rows=10 ** 6)
+    assert need == PROCESS_BASE + 2 * 5000 * 16 * 8
+
+
+def test_a_text_row_is_its_mean_values_and_indices(tmp_path):
+    X = random_counts(np.random.default_rng(0), 40, 30, 0.2)
+    write_docword(tmp_path / "docword.t.txt", X)
+    ingest_docword(tmp_path / "docword.t.txt", tmp_path / "t")
+    corpus = Corpus(tmp_path / "t")
+    assert memlimit.row_bytes(corpus) == math.ceil(12 * X.nnz / 40) + 8
+
+
+def test_the_birth_rows_a_job_stacks(tmp_path):
+    """memo's birth.max_collect; none without births or for another engine, except that
+    --obs auto races memo at its defaults."""
+    from bnpmix.pipeline.fit import birth_rows, job_config
+
+    assert birth_rows(job_config(obs="gauss")) == 10_000
+    assert birth_rows(job_config(obs="gauss", birth_max_collect=500)) == 500
+    assert birth_rows(job_config(obs="gauss", moves="merge")) == 0
+    assert birth_rows(job_config(algorithm="vb", obs="gauss")) == 0
+    assert birth_rows(job_config(algorithm="vb", obs="auto")) == 10_000
 
 
 def test_fit_speaks_of_memory_only_where_it_may_be_short(tmp_path):

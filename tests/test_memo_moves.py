@@ -596,3 +596,33 @@ def test_a_text_fits_word_lists_share_the_summaries_budget(tmp_path):
     a = pd.read_csv(tmp_path / "ample" / "trace.csv")
     b = pd.read_csv(tmp_path / "tight" / "trace.csv")
     pd.testing.assert_frame_equal(a.drop(columns="seconds"), b.drop(columns="seconds"))
+
+
+def test_births_collected_rows_share_the_summaries_budget(tmp_path):
+    """The rows a lap collects for its births (up to birth.max_collect per target, many
+    targets a lap: on text that was the driver's largest holding) are kept within
+    summary_bytes beside the summaries and spilled beyond it until their births are created
+    at the lap's end, when they are all released. Spilling changes no number: the run is the
+    ample one, row for row."""
+    ingest_array(blob_data(7, n=900), tmp_path / "c", partition_rows=150)
+    options = {"obs": "gauss", "K": 1, "laps": 6, "seed": 1, "scheduler": "synchronous"}
+    ample = fit(tmp_path / "c", tmp_path / "ample", job_config(**options))
+    budget = 6000
+    seen: list[tuple[int, int, int]] = []
+
+    def check(engine, step):
+        rows = sum(b.n for b in engine.births) * 2 * 8  # held or spilled: 2 columns of float64
+        seen.append((len(engine.collected), engine.collected._held, rows))
+        assert engine.store.budget.held <= budget
+        if step.lap_end:
+            assert len(engine.collected) == 0  # created (or dropped) at the lap's end
+
+    tight = fit(tmp_path / "c", tmp_path / "tight", job_config(**options, summary_bytes=budget),
+                on_step=check)
+    assert any(held < rows for _, held, rows in seen)  # some collected rows were spilled
+    assert any(n and held for n, held, _ in seen)  # and some held
+    assert ample["K"] > 1  # births were adopted
+    assert tight["elbo"] == ample["elbo"] and tight["K"] == ample["K"]
+    a = pd.read_csv(tmp_path / "ample" / "trace.csv")
+    b = pd.read_csv(tmp_path / "tight" / "trace.csv")
+    pd.testing.assert_frame_equal(a.drop(columns="seconds"), b.drop(columns="seconds"))

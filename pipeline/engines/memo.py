@@ -77,6 +77,10 @@ SUMMARIES: Codec[Summary] = Codec(Summary.to_arrays, Summary.from_arrays)
 # a Mult batch's words (sorted column indices): held within the summaries' budget, since their
 # number grows with the partitions
 COLUMNS: Codec[np.ndarray] = Codec(lambda cols: {"cols": cols}, lambda arrays: arrays["cols"])
+# the rows a lap collects for its births (birth targets x max_collect rows: of 200-word
+# documents, 1.5 KB each, up to 750 MB for 50 targets), held within the summaries' budget too,
+# the rest spilled until its birth is created at the lap's end
+ROWS: Codec[Any] = Codec(data_to_arrays, data_from_arrays)
 # lap ends whose figures summary.json keeps (``last_laps``: ELBO change per item, K, moves
 # accepted), so that a run stopped at its lap cap says what was still moving
 RECENT_LAPS = 5
@@ -113,12 +117,12 @@ class MemoConfig(LapsConfig):
 
 @dataclass
 class Birth:
-    """A birth in progress: its target, the rows collected for it (n of the ``seen`` that
-    qualified; fewer once the cap N' is reached), and later its S' with the target's mass
-    when S' was created."""
+    """A birth in progress: its target, the rows collected for it (``chunks``: their keys in
+    the engine's store of collected rows; n of the ``seen`` that qualified, fewer once the cap
+    N' is reached), and later its S' with the target's mass when S' was created."""
 
     target: int
-    rows: list = field(default_factory=list)
+    chunks: list[int] = field(default_factory=list)
     n: int = 0
     S_new: Summary | None = None
     seen: int = 0
@@ -232,6 +236,7 @@ class MemoEngine(Engine):
         self.inflight: list[Wave] = []
         # each visited batch's words (Mult; else none), within the summaries' budget
         self.columns: StateStore[np.ndarray] = StateStore(COLUMNS, budget=self.store.budget)
+        self.collected: StateStore[Any] = StateStore(ROWS, budget=self.store.budget)
         self.model_is_S0 = False  # q(φ) is the global update of S^0 itself (no S', no hold)
         self.model_is_prime = False  # q(φ) is the global update of S^0 + S' (adoption laps)
 
@@ -292,6 +297,7 @@ class MemoEngine(Engine):
         if hasattr(self, "store"):
             self.store.close()
             self.columns.close()
+            self.collected.close()
             self._clear_delete_changes()
 
     # the lap ---------------------------------------------------------------------------------
@@ -527,8 +533,13 @@ class MemoEngine(Engine):
             if birth.n >= cap:
                 continue
             rows = rows[: cap - birth.n]
-            birth.rows.append(rows)
+            birth.chunks.append(len(self.collected))  # keys 0, 1, ... until the lap's end
+            self.collected.put(birth.chunks[-1], rows)
             birth.n += rows.shape[0]
+
+    def _rows(self, birth: Birth) -> Any:
+        """The rows collected for a birth, as one matrix."""
+        return stack_rows([self.collected.get(k) for k in birth.chunks])
 
     def end_lap(self) -> None:
         """Verification of the births adopted this lap, merges, reordering, the prior learned
@@ -590,14 +601,15 @@ class MemoEngine(Engine):
         tries = 1 + cfg.retries if self.settled and not moved else 1
         for birth in self.births:
             if birth.n:
-                X = stack_rows(birth.rows)
+                X = self._rows(birth)
                 birth.S_new = create(X, ctx.obs, ctx.alloc, ctx.new_uids(cfg.fresh_K), cfg,
                                      ctx.rng.birth, birth.seen / birth.n,
                                      cfg.attempts_at(self.S0.K) * tries)
                 birth.mass = self._mass(birth.target)
             if birth.S_new is None and birth.target in self.laps_since:
                 self._record_failure(birth.target, self._mass(birth.target), st.lap, tries)
-            birth.rows = []
+            birth.chunks = []
+        self.collected.close()  # every birth's rows, created or dropped
         for u in self.laps_since:
             self.laps_since[u] += 1
         elbo = self.model.elbo(self.S0)
@@ -724,7 +736,7 @@ class MemoEngine(Engine):
             "delete_changes": {str(u): store.keys() for u, store in self.delete_changes.items()},
             "kept": [[u, n] for u, n in self.kept.items()],
             "births": [{"target": b.target, "n": b.n, "seen": b.seen, "mass": b.mass,
-                        "rows": bool(b.rows)} for b in self.births],
+                        "rows": bool(b.chunks)} for b in self.births],
             "lap": None if st is None else {"lap": st.lap, "pos": st.pos,
                                              "targets": list(st.targets),
                                              "pairs": st.pairs is not None,
@@ -745,8 +757,8 @@ class MemoEngine(Engine):
         yield from summary_items("S0", self.S0)
         yield from summary_items("past", self.past)
         for i, b in enumerate(self.births):
-            if b.rows:
-                for k, v in data_to_arrays(stack_rows(b.rows)).items():
+            if b.chunks:
+                for k, v in data_to_arrays(self._rows(b)).items():
                     yield f"births/{i}/rows/{k}", v
             yield from summary_items(f"births/{i}/S_new", b.S_new)
         st = self.lap_state
@@ -816,8 +828,11 @@ class MemoEngine(Engine):
                     int(key), alt - gone.apply(self.store.get(int(key)).without_pairs()))
         self.kept = {int(u): float(n) for u, n in meta.get("kept", [])}
         for i, b in enumerate(meta["births"]):
-            rows = [data_from_arrays(arrays.group(f"births/{i}/rows"))] if b["rows"] else []
-            self.births.append(Birth(int(b["target"]), rows, int(b["n"]),
+            chunks = []
+            if b["rows"]:
+                chunks.append(len(self.collected))
+                self.collected.put(chunks[-1], data_from_arrays(arrays.group(f"births/{i}/rows")))
+            self.births.append(Birth(int(b["target"]), chunks, int(b["n"]),
                                      summary_from(arrays, f"births/{i}/S_new"),
                                      int(b.get("seen", b["n"])),
                                      float(b.get("mass", self._mass(int(b["target"]))))))

@@ -13,6 +13,7 @@ None of this changes a result: caches and spills only decide what is read or wri
 from __future__ import annotations
 
 import contextlib
+import math
 import os
 import resource
 import sys
@@ -160,22 +161,36 @@ def visit_bytes(corpus: Corpus) -> int:
     return largest + partition_bytes(corpus) + VISIT_WORK
 
 
+def row_bytes(corpus: Corpus) -> int:
+    """An item's decoded size: D values, or a CSR row's mean values and indices and its
+    pointer."""
+    if corpus.kind == "dense":
+        return corpus.dim * np.dtype(corpus.manifest.dtype).itemsize
+    return math.ceil(12 * (corpus.manifest.nnz or 0) / max(corpus.n_items, 1)) + 8
+
+
 def estimate(corpus: Corpus, threads: int, cache: int | Share, summary: int | Share,
-             local: bool) -> tuple[str, int, int]:
+             local: bool, birth_rows: int = 0) -> tuple[str, int, int]:
     """What a fit's driver process (with ``local``: running the visits on ``threads`` threads
     too) may need, the option that bounds each part, and (that need, ``memory_limit()``). The
-    cache counts at most the corpus; the summaries at their budget, an upper bound."""
+    cache counts at most the corpus; the summaries at their budget, an upper bound (the rows
+    memo collects for births are held within it); ``birth_rows``: the rows of one birth, which
+    a lap's end stacks (beside the held ones) and runs a fresh VB on, one birth at a time."""
     mib = 2 ** 20
     limit, summary_b = memory_limit(), resolve(summary)
     cache_b = min(resolve(cache), corpus_bytes(corpus)) if local else 0
     visits = (threads if local else 0) * visit_bytes(corpus)
-    need = PROCESS_BASE + visits + cache_b + summary_b
+    birth = 2 * min(birth_rows, corpus.n_items) * row_bytes(corpus)
+    need = PROCESS_BASE + visits + cache_b + summary_b + birth
     parts = [f"{PROCESS_BASE // mib} MiB to start"]
     if local:
         parts += [f"{visits // mib} MiB for {threads} visits at once (--threads; partitions of "
                   f"up to {partition_bytes(corpus) // mib} MiB decoded)",
                   f"up to {cache_b // mib} MiB of cached partitions (--cache-bytes)"]
-    parts.append(f"up to {summary_b // mib} MiB of per-partition state (--summary-bytes)")
+    parts.append(f"up to {summary_b // mib} MiB of per-partition state and births' collected "
+                 "rows (--summary-bytes)")
+    if birth:
+        parts.append(f"{birth // mib} MiB for a birth's rows (--birth-max-collect)")
     text = (f"memory: up to {need // mib} MiB here ({'; '.join(parts)}) of the "
             f"{limit // mib} MiB this process may use")
     if not local:
