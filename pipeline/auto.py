@@ -25,8 +25,10 @@ stopped rising (converged, or gaining less than gap / laps left) is what leaves.
 When the job's engine is memo and the race ran on the whole corpus, the winner's engine is the
 run's: it continues from its state (its race laps count among the run's laps and are bit for
 bit those of an explicit ``--obs WINNER`` run with the same seed, since its context is built the
-same way). Otherwise (another engine, or a race on a sample) the winner's memo fit only
-chooses, and the run starts from the prior it learned.
+same way). A memo job raced on a sample starts on the whole corpus from the winner's model
+(its components, their q and its learned prior; memo holds those globals through the first lap,
+as for a warm start, so every item is first assigned under them); another engine starts from
+the prior the winner learned.
 
 Cost: one memo lap of each candidate still in the race per round, so at most AUTO_LAPS laps of
 each candidate (O(N K D²) a lap for a full covariance, O(N K D) for the diagonal and tied ones,
@@ -58,6 +60,7 @@ from typing import Any
 
 import numpy as np
 
+from bnpmix.algorithms.mixture import Mixture
 from bnpmix.algorithms.obs import AUTO_CANDIDATES, ObsModel, obs_from_prior
 from bnpmix.storage import BnpmixError, Corpus
 
@@ -140,7 +143,8 @@ class Runner:
 class Choice:
     """The race's outcome: the winner's name, every candidate's bound per item
     (CANDIDATES_KEY), the race's record (RACE_KEY), and either the winner's engine to continue
-    (the job's engine is memo; ``laps`` it has run) or the prior its fit ended with."""
+    (the job's engine is memo and the race ran on the whole corpus; ``laps`` it has run) or
+    the prior its fit ended with (and, for a memo job raced on a sample, its model)."""
 
     name: str
     scores: dict[str, float]
@@ -148,6 +152,7 @@ class Choice:
     engine: Engine | None = None
     laps: int = 0
     prior: ObsModel | None = None
+    model: Mixture | None = None  # the winner's, for a memo job raced on a sample
 
     def notes(self) -> dict[str, Any]:
         """What summary.json keeps of the choice."""
@@ -279,8 +284,9 @@ def choose_obs(corpus: Corpus, job: JobConfig, executor: Executor) -> Choice:
     if continues:
         return Choice(winner.name, scores, record, winner.engine, winner.laps)
     prior = winner.engine.ctx.obs
+    model = winner.engine.model.copy() if job.algorithm == DEFAULT_ENGINE else None
     winner.engine.close()
-    return Choice(winner.name, scores, record, prior=prior)
+    return Choice(winner.name, scores, record, prior=prior, model=model)
 
 
 def from_checkpoint(meta: dict[str, Any]) -> Choice:

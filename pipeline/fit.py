@@ -241,6 +241,8 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
                     laps_done = checkpoint.restore(engine, ckpt)
                 else:
                     laps_done = 0
+                    # the race's winner on a sample, for the first restart (others start anew)
+                    ctx.start_model = None if chosen is None or restart else chosen.model
                     engine.start()
                 ctx.source.release()  # the driver's samples are drawn
                 if begun is not None:

@@ -414,6 +414,9 @@ def test_a_race_on_a_sample_is_the_explicit_runs_on_those_partitions(tmp_path, m
         assert (other["obs"], other["elbo"], other["K"]) == (summary["obs"], summary["elbo"],
                                                              summary["K"])
     assert summary["obs"] == "diag-gauss" and sum(summary["sizes"]) == 1200
+    # the run starts from the winner's model, its globals held through the first lap
+    visits = trace(tmp_path / "threads")
+    assert (visits["K"][visits["lap"] < 1] == record["candidates"]["diag-gauss"]["K"]).all()
     assert adjusted_rand_index(y, load(tmp_path / "threads").predict(X)) > 0.95
     rows = np.concatenate([np.arange(200 * i, 200 * (i + 1)) for i in (0, 2, 5)])
     ingest_array(X[rows], tmp_path / "s", partition_rows=200)
@@ -426,3 +429,31 @@ def test_a_race_on_a_sample_is_the_explicit_runs_on_those_partitions(tmp_path, m
     assert (load(tmp_path / "threads").model.obs.prior()
             != load(tmp_path / "p").model.obs.prior())
     assert plain["obs"] == summary["obs"]
+
+
+def test_a_run_raced_on_a_sample_resumes_to_the_same_result(tmp_path, monkeypatch):
+    """Stopped at its first lap end after the race (on a sample), resume continues from the
+    checkpoint, which records the choice and its prior, without racing again, to the
+    uninterrupted run's result (tol 0: to the lap cap)."""
+    X, _ = clusters("diag", n=1200)
+    ingest_array(X, tmp_path / "c", partition_rows=200)
+    monkeypatch.setattr(auto, "AUTO_ITEMS", 500)
+    job = job_config(seed=0, tol=0, laps=6)
+    whole = fit(tmp_path / "c", tmp_path / "whole", job)
+    assert whole["obs_auto"]["partitions"] == [0, 2, 5]
+
+    def stop_at_lap_end(engine, step):
+        if step.lap_end:
+            raise Stop
+
+    with pytest.raises(Stop):
+        fit(tmp_path / "c", tmp_path / "run", job, on_step=stop_at_lap_end)
+
+    def no_race(*args):
+        raise AssertionError("resume raced again")
+
+    monkeypatch.setattr("bnpmix.pipeline.fit.choose_obs", no_race)
+    continued = resume(tmp_path / "run")
+    for key in ("obs", "elbo", "K", "laps", "weights", "obs_candidates", "last_laps"):
+        assert continued[key] == whole[key], key
+    assert np.array_equal(load(tmp_path / "run").predict(X), load(tmp_path / "whole").predict(X))

@@ -74,7 +74,13 @@ def corpus_summary(executor: Executor, n_partitions: int, obs: ObsModel,
 def initial_model(ctx: FitContext, K: int) -> Mixture:
     """K = 1; K k-means++ seeds from a sample; K = 0: a one-pass start for bag-of-words models
     (one_pass_summary), one component otherwise; or a previous run's model (warm start), whose
-    component ids the new ones continue after."""
+    component ids the new ones continue after; or the context's start_model (its q and
+    prior)."""
+    if ctx.start_model is not None:
+        model = ctx.start_model.copy()
+        ctx.obs = model.obs
+        ctx.next_uid = int(model.uids.max()) + 1 if model.K else 0
+        return model
     if ctx.warm_start:
         model = read_model(ctx.warm_start)
         if not isinstance(model, Mixture):

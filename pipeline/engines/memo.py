@@ -202,7 +202,7 @@ class MemoEngine(Engine):
             self.past, self.S0 = model.past, model.past.copy()
         # a warm start's components would fall back to the prior after a first partial S^0
         # (suppl. Sec. 2.3): its globals are kept until every batch has been visited once
-        self.hold_globals = bool(self.ctx.warm_start)
+        self.hold_globals = bool(self.ctx.warm_start) or self.ctx.start_model is not None
 
     def _setup(self, model: Mixture) -> None:
         self.model = model

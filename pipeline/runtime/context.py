@@ -7,7 +7,7 @@ import inspect
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -20,6 +20,9 @@ from bnpmix.storage.objectstore import is_url
 from .data import BatchSource
 from .executors import Executor
 from .store import Budget
+
+if TYPE_CHECKING:
+    from bnpmix.algorithms.mixture import Mixture
 
 STREAMS = ("init", "order", "birth", "merge")
 PARTITION_STREAM = 7  # first spawn-key word of per-partition streams (the run streams use 0-3)
@@ -77,6 +80,9 @@ class FitContext:
     # one budget that engines on several contexts share (--obs auto's race: its candidates'
     # summaries together within summary_bytes); None: each engine's store has its own
     state_budget: Budget | None = None
+    # a model held in memory that the engine starts from (initial_model): --obs auto's winner
+    # after a race on a sample of the corpus, for a memo run's first restart
+    start_model: Mixture | None = None
 
     def new_uids(self, n: int) -> np.ndarray:
         uids = np.arange(self.next_uid, self.next_uid + n, dtype=np.int64)
