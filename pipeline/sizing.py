@@ -233,15 +233,17 @@ def project(coef: dict[str, Any], obs: str, shape: Shape, K: int, workers: int,
     busy = min(slots, W)
     bound = ("the driver (W x visit + globals + dask per wave exceeds the tasks')"
              if serial > math.ceil(W / slots) * task else "the workers' tasks")
-    birth_rows = coef["birth"]["per_lap"] * coef["birth"]["max_collect"]
+    # the lap's births' collected rows are held within the summaries' budget (the rest
+    # spilled); a lap's end stacks one birth's at a time beside them
     row_bytes = shape.partition_bytes / shape.rows
+    collected = coef["birth"]["per_lap"] * n * row_bytes
     driver = (coef["base_bytes"]["driver"] + mem["S0"] + 2 * mem["post"]
-              + min(held, summary_bytes) + W * (ahead + 1) * summary
-              + (ahead + 1) * globals_bytes + birth_rows * row_bytes)
+              + min(held + collected, summary_bytes) + W * (ahead + 1) * summary
+              + (ahead + 1) * globals_bytes + 2 * n * row_bytes)
     # a lap that tries deletions keeps, for each of up to delete.per_lap components, a change
     # of every batch summary, within the same budget
-    peak = driver - min(held, summary_bytes) + min(held * (1 + coef["delete_per_lap"]),
-                                                   summary_bytes)
+    peak = driver - min(held + collected, summary_bytes) + min(
+        held * (1 + coef["delete_per_lap"]) + collected, summary_bytes)
     working = (TASK_BYTES_PER_ROW[structure](K, shape.dim, shape.nnz / shape.rows)
                * block_rows(shape, K))
     worker = (coef["base_bytes"]["worker"] + min(share, cache_bytes)

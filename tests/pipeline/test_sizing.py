@@ -33,7 +33,7 @@ def test_plan_follows_the_model(corpus):
     ceil(P / W) waves of (ceil(W / slots) tasks + W driver visits + the wave's globals and
     round trip) plus the lap end (the moves and birth.per_lap births' creation) and the
     checkpoint; the driver holds S0, q twice, every summary (within the budget), a wave's
-    results and globals and the births' rows."""
+    results and globals, the births' rows and one birth's stacked."""
     done = cli("plan", corpus, "--workers", 2, "--K", 7, "--json")
     assert done.returncode == 0, done.stderr
     out = json.loads(done.stdout)
@@ -68,9 +68,11 @@ def test_plan_follows_the_model(corpus):
         b = p["bytes"]
         assert b["summaries"] == pytest.approx(P * summary) and b["spilled"] == 0
         row_bytes = 8 * D
+        # the births' rows (per_lap targets of n rows) held beside the summaries (all within
+        # the budget here), and one birth's stacked at the lap's end
+        collected = coef["birth"]["per_lap"] * n * row_bytes
         driver = (coef["base_bytes"]["driver"] + b["S0"] + 2 * b["post"] + P * summary
-                  + W * summary + b["post"] + coef["birth"]["per_lap"]
-                  * coef["birth"]["max_collect"] * row_bytes)
+                  + collected + W * summary + b["post"] + 2 * n * row_bytes)
         assert b["driver"] == pytest.approx(driver)
 
 
