@@ -62,6 +62,10 @@ class Plan:
     # sparse): a birth's fresh model has K' rows, and its many steps on the same few items
     # pay a sparse product's fixed costs for nothing (the same sums, in the same order)
     dense: bool = False
+    # how many rows each target still wants (None: all): a batch returns its first that many
+    # of those that qualify, and the count of all of them (BatchResult.qualified), so a
+    # target's collection does not ship a partition's rows that its cap drops
+    wanted: tuple[int, ...] | None = None
 
 
 @dataclass
@@ -72,6 +76,7 @@ class BatchResult:
     summary: Summary
     collected: dict[int, np.ndarray | sp.csr_matrix] = field(default_factory=dict)
     delete_changes: dict[int, Summary] = field(default_factory=dict)
+    qualified: dict[int, int] = field(default_factory=dict)  # per target, rows past tau
 
 
 def responsibilities(X: Data, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np.ndarray]:
@@ -296,26 +301,36 @@ def batch_step(X: Data, obs: ObsModel, g: Globals, plan: Plan | None = None) -> 
     if plan.absent:
         g = excluding(g, plan.absent)
     summary, changes, collected = None, {}, {uid: [] for uid in plan.targets}
+    wanted: dict[int, int | None] = dict(zip(plan.targets, plan.wanted, strict=True)) \
+        if plan.wanted is not None else dict.fromkeys(plan.targets)
+    qualified = dict.fromkeys(plan.targets, 0)
     for block in blocks(X, len(g.uids)):  # folded as they go: not K x D² held per block
-        part = _block_step(block, obs, g, plan)
+        part = _block_step(block, obs, g, plan, wanted)
         summary = part.summary if summary is None else summary + part.summary
         for uid, change in part.delete_changes.items():
             changes[uid] = change if uid not in changes else changes[uid] + change
         for uid, rows in part.collected.items():
             collected[uid].append(rows)
+            qualified[uid] += part.qualified[uid]
     return BatchResult(summary, {uid: rows[0] if len(rows) == 1 else stack_rows(rows)
-                                 for uid, rows in collected.items()}, changes)
+                                 for uid, rows in collected.items()}, changes, qualified)
 
 
-def _block_step(X: Data, obs: ObsModel, g: Globals, plan: Plan) -> BatchResult:
-    """``batch_step`` on one block of items, under globals that already exclude plan.absent."""
+def _block_step(X: Data, obs: ObsModel, g: Globals, plan: Plan,
+                wanted: dict[int, int | None]) -> BatchResult:
+    """``batch_step`` on one block of items, under globals that already exclude plan.absent;
+    each target collects up to ``wanted[uid]`` rows (None: all), less by those taken."""
     R, summary = local_summary(X, obs, g, plan.pairs, plan.groups, plan.dense)
-    collected = {}
+    collected, qualified = {}, {}
     for uid in plan.targets:
         k = int(np.flatnonzero(g.uids == uid)[0])
-        collected[uid] = X[np.flatnonzero(R[:, k] > plan.tau)]
+        rows = np.flatnonzero(R[:, k] > plan.tau)
+        qualified[uid] = rows.size
+        collected[uid] = X[rows[:wanted[uid]]]
+        if wanted[uid] is not None:
+            wanted[uid] -= collected[uid].shape[0]
     changes = {uid: delete_change(X, obs, g, uid, R, summary) for uid in plan.deletes}
-    return BatchResult(summary, collected, changes)
+    return BatchResult(summary, collected, changes, qualified)
 
 
 def hard_assignments(X: Data, obs: ObsModel, g: Globals) -> tuple[np.ndarray, np.ndarray]:

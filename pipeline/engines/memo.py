@@ -474,7 +474,7 @@ class MemoEngine(Engine):
     def _submit(self, wave: Wave) -> Wave:
         st = self.lap_state
         plan = Plan(st.pairs, st.groups, st.targets, self.cfg.birth.tau, st.deletes,
-                    tuple(origin for origin, _ in st.families))
+                    tuple(origin for origin, _ in st.families), wanted=self._wanted(st.targets))
         wave.pending = self.ctx.executor.submit(visit, wave.batches, self.ctx.obs, wave.g, plan)
         return wave
 
@@ -523,13 +523,21 @@ class MemoEngine(Engine):
                 else float("nan"))
         self.trace.append(ctx.trace_row(st.lap + st.pos / len(st.order), b, elbo, self.model.K))
 
+    def _wanted(self, targets: tuple[int, ...]) -> tuple[int, ...]:
+        """The rows each target's birth still lacks of its cap now; by the time a visit's
+        result is collected it lacks no more, so the visit's first rows past tau are the ones
+        _collect would keep of them all."""
+        cap = self.cfg.birth.max_collect
+        return tuple(max([cap - b.n for b in self.births if b.target == t], default=0)
+                     for t in targets)
+
     def _collect(self, res: BatchResult) -> None:
         cap = self.cfg.birth.max_collect
         for birth in self.births:
             rows = res.collected.get(birth.target)
             if rows is None:
                 continue
-            birth.seen += rows.shape[0]
+            birth.seen += res.qualified[birth.target]
             if birth.n >= cap:
                 continue
             rows = rows[: cap - birth.n]

@@ -103,3 +103,24 @@ def test_blocks_come_one_at_a_time_and_a_one_block_batch_is_not_copied():
     assert next(blocks(small, K)) is small
     X = np.zeros((100, 3))
     assert next(blocks(X, K)) is X
+
+
+@pytest.mark.parametrize("name", ["gauss", "mult"])
+def test_a_target_wanting_fewer_rows_gets_the_first_of_those_past_tau(name, monkeypatch):
+    """Plan.wanted: a batch returns, for each target, its first rows past tau up to what the
+    target still wants (across blocks), and the count of all that qualified; 0 wanted returns
+    none but still counts them (the birth's amplification, qualified / collected)."""
+    X, obs, g = problem(name)
+    plan = Plan(targets=(21, 24), tau=0.3)
+    everything = batch_step(X, obs, g, plan)
+    in_first_block = batch_step(X[:700], obs, g, plan).qualified[21]
+    assert in_first_block < 300 < everything.qualified[21]  # the cap falls past the first block
+    monkeypatch.setattr(local, "BLOCK_ENTRIES", 1)
+    monkeypatch.setattr(local, "MIN_BLOCK_ROWS", 700)
+    capped = batch_step(X, obs, g, Plan(targets=(21, 24), tau=0.3, wanted=(300, 0)))
+    np.testing.assert_array_equal(dense(capped.collected[21]),
+                                  dense(everything.collected[21][:300]))
+    assert capped.collected[24].shape[0] == 0
+    for uid in (21, 24):
+        assert capped.qualified[uid] == everything.qualified[uid] == \
+            everything.collected[uid].shape[0]
