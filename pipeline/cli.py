@@ -880,7 +880,11 @@ def entry() -> NoReturn:
     interpreter finalises and abort the process ("terminate called without an active
     exception", exit 134) after the command has succeeded. Every file a command writes is
     closed and published before main() returns, so after flushing stdout and stderr there is
-    nothing left for the teardown to do."""
+    nothing left for the teardown to do. Before main(): the process's allocators
+    (malloc.process_allocators)."""
+    from bnpmix.pipeline.malloc import process_allocators
+
+    process_allocators()
     code = main()
     stdout_gone()  # a reader that left before the last lines (`| head`) is not an error
     try:

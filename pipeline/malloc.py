@@ -1,4 +1,5 @@
-"""glibc malloc's thresholds in the Dask worker processes that run partition visits.
+"""glibc malloc's thresholds in the Dask worker processes that run partition visits, and the
+allocators of a ``bnpmix`` command's own process.
 
 Dask's nanny starts every worker with ``MALLOC_TRIM_THRESHOLD_=65536`` (Dask config
 ``distributed.nanny.pre-spawn-environ``), to hand freed memory back to the system at once. Setting
@@ -12,18 +13,29 @@ min(trim / 2, 32 MiB), the ceiling glibc's adaptive thresholds reach on their ow
 mmap threshold, which stops at DEFAULT_MMAP_THRESHOLD_MAX, 32 MiB on 64-bit): freed memory up to
 ``trim`` bytes stays with the worker for the next visit. Once per process and value; nothing
 outside glibc on Linux.
+
+``process_allocators()``, first thing in the console script: one glibc arena (M_ARENA_MAX; by
+default glibc makes up to 8 per core, one per thread that allocates at once, and each keeps the
+memory freed in it) and Arrow's allocations through the same malloc (ARROW_DEFAULT_MEMORY_POOL
+``system``, unless the environment names another; its default jemalloc pool keeps its own). A
+plain `bnpmix fit` of 300,000 documents of 200 words on 2 threads (3 laps, the budgets of a
+420 MiB cgroup) peaked at 372 MiB of anonymous memory without them, 239 MiB with them, in the
+same time (31-34 s either way, three runs each, beside another job). Results do not change.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import os
 import platform
 import sys
 import threading
 
 M_TRIM_THRESHOLD = -1  # glibc's <malloc.h> parameter numbers
 M_MMAP_THRESHOLD = -3
+M_ARENA_MAX = -8
+ARENAS = 1  # glibc arenas for a bnpmix command's process (process_allocators)
 MMAP_THRESHOLD_MAX = 32 * 2**20  # DEFAULT_MMAP_THRESHOLD_MAX for 64-bit glibc
 
 _lock = threading.Lock()
@@ -37,6 +49,14 @@ def glibc() -> ctypes.CDLL | None:
     if sys.platform != "linux" or platform.libc_ver()[0] != "glibc":
         return None
     return ctypes.CDLL("libc.so.6")
+
+
+def process_allocators() -> bool:
+    """One glibc arena for this process and Arrow's default pool the system allocator (module
+    docstring); before any thread or Arrow allocation. True when the arena limit holds."""
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "system")  # read at Arrow's first use
+    libc = glibc()
+    return libc is not None and bool(libc.mallopt(M_ARENA_MAX, ARENAS))
 
 
 def set_thresholds(trim: int) -> bool:

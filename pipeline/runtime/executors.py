@@ -52,9 +52,9 @@ from threadpoolctl import threadpool_limits
 from bnpmix.storage import BnpmixError, Corpus
 from bnpmix.storage.objectstore import storage_options
 
+from ..malloc import set_thresholds
 from ..settings import setting
 from .data import PartitionCache, PartitionRef, partition_refs
-from .malloc import set_thresholds
 from .memlimit import Share, resolve
 
 BatchFn = Callable[..., Any]

@@ -14,8 +14,8 @@ import dask
 import numpy as np
 import pytest
 
+from bnpmix.pipeline.malloc import glibc, set_thresholds
 from bnpmix.pipeline.runtime.executors import DaskExecutor
-from bnpmix.pipeline.runtime.malloc import glibc, set_thresholds
 from bnpmix.storage import Corpus, ingest_array
 from helpers import local_client
 
@@ -45,7 +45,7 @@ def test_thresholds_stop_the_faults_that_a_set_trim_threshold_causes():
     code = (
         "import json, resource\n"
         "import numpy as np\n"
-        "from bnpmix.pipeline.runtime.malloc import set_thresholds\n"
+        "from bnpmix.pipeline.malloc import set_thresholds\n"
         "def faults():\n"
         "    before = resource.getrusage(resource.RUSAGE_THREAD).ru_minflt\n"
         f"    for _ in range({ROUNDS}):\n"
@@ -85,3 +85,42 @@ def test_a_dask_worker_sets_its_thresholds_unless_the_setting_is_zero(tmp_path):
         assert tuned.worker_options.malloc_trim == 64 << 20
         tuned.map(faults, range(4))  # every worker's first task: thresholds set, memory taken
         assert max(tuned.map(faults, range(4))) < 50
+
+
+ARENAS_PROBE = """
+import ctypes, sys, threading
+import numpy as np
+if sys.argv[1] == "limited":
+    from bnpmix.pipeline.malloc import process_allocators
+    assert process_allocators()
+import pyarrow as pa
+print(pa.default_memory_pool().backend_name, flush=True)
+go = threading.Barrier(4)
+def churn():
+    go.wait()  # all four allocating at once: glibc gives contending threads arenas of their own
+    for _ in range(2000):
+        blocks = [np.ones(4096) for _ in range(8)]  # 32 KiB each: below the mmap threshold
+        del blocks
+threads = [threading.Thread(target=churn) for _ in range(4)]
+for t in threads: t.start()
+for t in threads: t.join()
+ctypes.CDLL("libc.so.6").malloc_stats()  # to stderr, one "Arena i:" block per arena
+"""
+
+
+@pytest.mark.parametrize("mode", ["limited", "default"])
+def test_a_bnpmix_process_has_one_arena_and_arrow_allocates_through_it(mode):
+    """process_allocators (the console script's first step): four threads allocating at once
+    share one glibc arena, and Arrow's default pool is the system allocator; a plain Python
+    process gets an arena per contending thread and Arrow's own pool."""
+    env = {k: v for k, v in os.environ.items() if k not in ("ARROW_DEFAULT_MEMORY_POOL",
+                                                              "MALLOC_ARENA_MAX")}
+    done = subprocess.run([sys.executable, "-c", ARENAS_PROBE, mode], capture_output=True,
+                          text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stderr
+    arenas = sum(line.startswith("Arena ") for line in done.stderr.splitlines())
+    backend = done.stdout.strip()
+    if mode == "limited":
+        assert (arenas, backend) == (1, "system")
+    else:
+        assert arenas > 1 and backend != "system"
