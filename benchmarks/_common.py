@@ -72,11 +72,12 @@ def oracle_ari(log_density: np.ndarray, labels: np.ndarray) -> float:
 
 class LocalDaskCluster:
     """A `dask scheduler` and `dask worker` processes (single-threaded unless ``nthreads``;
-    more `dask worker` options in ``worker_args``) on 127.0.0.1, started here (each child runs
-    ``preexec_fn`` first, e.g. to join a memory cgroup) and ended by their PIDs."""
+    more `dask worker` options in ``worker_args``, more environment in ``worker_env``) on
+    127.0.0.1, started here (each child runs ``preexec_fn`` first, e.g. to join a memory
+    cgroup) and ended by their PIDs."""
 
     def __init__(self, workers: int, nthreads: int = 1, worker_args: tuple[str, ...] = (),
-                 preexec_fn=None) -> None:
+                 preexec_fn=None, worker_env: dict[str, str] | None = None) -> None:
         import socket
         import subprocess
         import sys
@@ -95,7 +96,7 @@ class LocalDaskCluster:
                                           **quiet)
         self.workers = [subprocess.Popen([dask, "worker", self.address, "--nthreads", str(nthreads),
                                           "--host", "127.0.0.1", "--no-dashboard", *worker_args],
-                                         **quiet)
+                                         **quiet | {"env": {**ENV, **(worker_env or {})}})
                         for _ in range(workers)]
         deadline = time.time() + 60
         while True:

@@ -11,7 +11,9 @@ with the plain `bnpmix fit` while driver, scheduler and workers share one hard m
    machine mounts; root needed), created here with the cap (--cap-mib) and removed at the end.
    A `dask scheduler`, --workers `dask worker` processes of --threads threads (none with
    --workers 0: the driver's own threads, as a plain `bnpmix fit` runs; no nanny; by default
-   no --memory-limit, so each process sizes its budgets from the cgroup's cap) and the driver,
+   no --memory-limit, so each process sizes its budgets from the cgroup's cap; with
+   --worker-allocators on, the default, the environment docs/user_guide/dask.rst recommends for
+   workers: one malloc arena, Arrow on it) and the driver,
    `bnpmix fit CORPUS --scheduler ADDRESS` with no other option, all start inside it. Every
    process's resident memory (RSS, and PSS, which counts a shared page once) is sampled every
    0.2 s (psutil); the cgroup's own peak (which v1 charges with page cache too) and its
@@ -49,6 +51,10 @@ import numpy as np
 from _common import ENV, RESULTS, WORK, LocalDaskCluster
 
 BIN = Path(sys.executable).parent
+# a worker's environment as docs/user_guide/dask.rst recommends (what the bnpmix command gives
+# its own process: pipeline/malloc.process_allocators), or as it is
+WORKER_ALLOCATORS = {"on": {"MALLOC_ARENA_MAX": "1", "ARROW_DEFAULT_MEMORY_POOL": "system"},
+                     "off": {}}
 CHUNK = 500_000
 
 
@@ -297,6 +303,9 @@ def main() -> None:
     ap.add_argument("--worker-memory", default="0",
                     help="each worker's --memory-limit (default 0: none, so Dask never pauses "
                     "it; bnpmix then sizes the worker's budgets from the cgroup's cap)")
+    ap.add_argument("--worker-allocators", choices=sorted(WORKER_ALLOCATORS), default="on",
+                    help="start workers with one malloc arena and Arrow on it (on), or with "
+                         "the environment as it is (off)")
     ap.add_argument("--subsample-rows", type=int, default=1_000_000)
     ap.add_argument("--json", nargs="?", const=str(RESULTS / "out_of_core.json"),
                     help="write the figures (alone: benchmarks/results/out_of_core.json)")
@@ -336,7 +345,7 @@ def main() -> None:
         if args.workers:
             cluster = LocalDaskCluster(args.workers, args.threads,
                                        ("--no-nanny", "--memory-limit", args.worker_memory),
-                                       group.join)
+                                       group.join, WORKER_ALLOCATORS[args.worker_allocators])
             sampler.add("scheduler", cluster.scheduler.pid)
             for i, w in enumerate(cluster.workers):
                 sampler.add(f"worker {i}", w.pid)
