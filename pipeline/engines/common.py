@@ -71,16 +71,21 @@ def corpus_summary(executor: Executor, n_partitions: int, obs: ObsModel,
     return total
 
 
+def started_from(ctx: FitContext, model: Mixture) -> Mixture:
+    """``model`` as the run's start: the context takes its prior, and new component ids
+    continue after its own."""
+    ctx.obs = model.obs
+    ctx.next_uid = int(model.uids.max()) + 1 if model.K else 0
+    return model
+
+
 def initial_model(ctx: FitContext, K: int) -> Mixture:
     """K = 1; K k-means++ seeds from a sample; K = 0: a one-pass start for bag-of-words models
     (one_pass_summary), one component otherwise; or a previous run's model (warm start), whose
     component ids the new ones continue after; or the context's start_model (its q and
     prior)."""
     if ctx.start_model is not None:
-        model = ctx.start_model.copy()
-        ctx.obs = model.obs
-        ctx.next_uid = int(model.uids.max()) + 1 if model.K else 0
-        return model
+        return started_from(ctx, ctx.start_model.copy())
     if ctx.warm_start:
         model = read_model(ctx.warm_start)
         if not isinstance(model, Mixture):
@@ -94,9 +99,7 @@ def initial_model(ctx: FitContext, K: int) -> Mixture:
         except ValueError as exc:
             raise BnpmixError(f"{ctx.warm_start}: its model does not fit {ctx.corpus.path}: "
                               f"{exc}") from None
-        ctx.obs = model.obs
-        ctx.next_uid = int(model.uids.max()) + 1 if model.K else 0
-        return model
+        return started_from(ctx, model)
     if K == 0 and ctx.obs.text:
         S = one_pass_summary(ctx)
     elif K <= 1:
