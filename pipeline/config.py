@@ -226,7 +226,11 @@ class RunConfig:
     scheduler: str = opt("threads", SCHEDULERS)
     cluster: str | None = opt(None, "start or reach a Dask cluster from a profile in "
                               "cluster-configs/ (PROFILE.yaml)", parse=_str)
-    threads: int = opt(2, "local threads", within="[1, inf)")
+    # unset (None): the most up to DEFAULT_THREADS whose visits fit in the memory this
+    # process may use (a result never depends on it: visits of a wave are applied in order)
+    threads: int | None = opt(None, "local threads (default: 2, or 1 where the memory this "
+                              "process may use does not hold two visits at once)",
+                              parse=_optional(_int), within="[1, inf)")
     # unset (None): the Dask config key named in the help, read when the run uses it
     worker_wait: float | None = opt(None, "seconds to wait for a first Dask worker before "
                                     "failing (default: Dask config bnpmix.worker-wait, 60 s)",

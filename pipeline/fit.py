@@ -57,6 +57,10 @@ def job_config(**options: Any) -> JobConfig:
     return resolve(options, "options")
 
 
+# local threads unless --threads says otherwise or memory holds fewer visits at once
+DEFAULT_THREADS = 2
+
+
 def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *,
         client: Any = None, progress: ProgressHook | None = None,
         on_step: StepHook | None = None) -> dict[str, Any]:
@@ -189,17 +193,20 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
     driven to its end with checkpoints (which carry the best finished restart so far).
     ``begun`` is told (appended to) once the first engine has started."""
     r = job.run
-    with open_executor(corpus, r.scheduler, r.cluster, r.threads, r.cache_bytes,
+    threads = r.threads or memlimit.fitting_threads(
+        DEFAULT_THREADS, lambda t: memory_need(corpus, job, t, local=True)[1])
+    with open_executor(corpus, r.scheduler, r.cluster, threads, r.cache_bytes,
                        r.worker_wait, client) as executor:
         where = executor.describe()
         if isinstance(executor, DaskExecutor):
             print(f"bnpmix: running on {where}", file=sys.stderr)
-        text, need, limit = memlimit.estimate(corpus, executor.parallelism,
-                                              setting("cache-bytes", r.cache_bytes),
-                                              setting("summary-bytes", r.summary_bytes),
-                                              local=not isinstance(executor, DaskExecutor),
-                                              birth_rows=birth_rows(job))
-        if 2 * need > limit:  # said where memory may be short, not on every run
+        text, need, limit = memory_need(corpus, job, executor.parallelism,
+                                        local=not isinstance(executor, DaskExecutor))
+        fewer = r.threads is None and threads < DEFAULT_THREADS and r.scheduler == "threads"
+        if fewer:
+            text += (f"; so visits run on {threads} thread, not {DEFAULT_THREADS} (--threads; "
+                     "the result is the same)")
+        if fewer or 2 * need > limit:  # said where memory may be short, not on every run
             print(f"bnpmix: {text}", file=sys.stderr)
         if need > limit:
             print("bnpmix: warning: that is more than this process may use; lower the options "
@@ -263,6 +270,15 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         best.fitted.info.update({"restart": f"{best.restart} of {r.restarts}",
                                  "restart_objectives": best.objectives})
     return _publish(run, ctx, job, best.fitted, best.trace, best.laps, where, cache, sizes)
+
+
+def memory_need(corpus: Corpus, job: JobConfig, threads: int, local: bool
+                ) -> tuple[str, int, int]:
+    """memlimit.estimate for this job's driver, with ``threads`` visits at once if ``local``."""
+    r = job.run
+    return memlimit.estimate(corpus, threads, setting("cache-bytes", r.cache_bytes),
+                             setting("summary-bytes", r.summary_bytes), local=local,
+                             birth_rows=birth_rows(job), wave=r.wave or 1)
 
 
 def birth_rows(job: JobConfig) -> int:

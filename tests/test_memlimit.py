@@ -123,10 +123,21 @@ def test_the_estimate_names_each_part_and_the_option_that_bounds_it(tmp_path, mo
     assert "each worker needs" in text and "visits at once" not in text
     # a birth's rows: stacked beside the collected ones, at most the corpus's items
     assert memlimit.row_bytes(corpus) == 16 * 8
-    text, need, _ = memlimit.estimate(corpus, 2, 10 * MIB, 0, local=False, birth_rows=4000)
-    assert need == PROCESS_BASE + 2 * 4000 * 16 * 8 and "--birth-max-collect" in text
+    # and a wave's results, each with up to a partition of collected rows
+    text, need, _ = memlimit.estimate(corpus, 2, 10 * MIB, 0, local=False, birth_rows=4000,
+                                      wave=4)
+    assert need == PROCESS_BASE + 2 * 4000 * 16 * 8 + 4 * decoded
+    assert "--birth-max-collect" in text and "4 visits collect (--wave)" in text
     _, need, _ = memlimit.estimate(corpus, 2, 10 * MIB, 0, local=False, birth_rows=10 ** 6)
-    assert need == PROCESS_BASE + 2 * 5000 * 16 * 8
+    assert need == PROCESS_BASE + 2 * 5000 * 16 * 8 + decoded
+
+
+def test_local_threads_are_the_most_whose_visits_fit(monkeypatch):
+    monkeypatch.setattr(memlimit, "memory_limit", lambda: 1000)
+    assert memlimit.fitting_threads(2, lambda t: 400 * t) == 2
+    assert memlimit.fitting_threads(4, lambda t: 300 * t) == 3
+    assert memlimit.fitting_threads(2, lambda t: 600 * t) == 1
+    assert memlimit.fitting_threads(2, lambda t: 2000 * t) == 1  # the least there is
 
 
 def test_a_text_row_is_its_mean_values_and_indices(tmp_path):
@@ -166,3 +177,35 @@ def test_fit_speaks_of_memory_only_where_it_may_be_short(tmp_path):
     assert short.returncode == 0, short.stderr
     assert "bnpmix: memory: up to" in short.stderr and "bnpmix: warning: that is more" in \
         short.stderr
+
+
+def test_a_fit_short_of_memory_for_two_visits_runs_one_at_a_time(tmp_path, monkeypatch, capsys):
+    """With --threads unset, a driver whose memory holds one visit but not two runs its visits
+    on one thread and says so; the model is the one two threads fit."""
+    from bnpmix.pipeline import fit as fitting
+    from bnpmix.pipeline.runtime import executors
+
+    ingest_array(np.random.default_rng(1).normal(size=(3000, 4)), tmp_path / "c",
+                 partition_rows=500)
+    corpus = Corpus(tmp_path / "c")
+    options = {"obs": "gauss", "laps": 2, "K": 2, "cache_bytes": MIB, "summary_bytes": MIB}
+    job = fitting.job_config(**options, wave=4)
+    one = fitting.memory_need(corpus, job, 1, local=True)[1]
+    assert fitting.memory_need(corpus, job, 2, local=True)[1] == one + memlimit.visit_bytes(
+        corpus)
+    opened = []
+    real = executors.LocalExecutor.__init__
+
+    def spy(self, corpus, mode="threads", workers=2, *args, **kwargs):
+        opened.append(workers)
+        real(self, corpus, mode, workers, *args, **kwargs)
+
+    monkeypatch.setattr(executors.LocalExecutor, "__init__", spy)
+    monkeypatch.setattr(memlimit, "memory_limit", lambda: one + 1000)
+    short = fitting.fit(corpus.path, tmp_path / "short", fitting.job_config(**options))
+    said = capsys.readouterr().err
+    assert opened == [1] and "so visits run on 1 thread, not 2 (--threads" in said
+    monkeypatch.setattr(memlimit, "memory_limit", lambda: 64 * 2 ** 30)
+    two = fitting.fit(corpus.path, tmp_path / "two", fitting.job_config(**options))
+    assert opened == [1, 2] and "so visits run" not in capsys.readouterr().err
+    assert short["elbo"] == two["elbo"] and short["K"] == two["K"]

@@ -17,6 +17,7 @@ import math
 import os
 import resource
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -161,6 +162,13 @@ def visit_bytes(corpus: Corpus) -> int:
     return largest + partition_bytes(corpus) + VISIT_WORK
 
 
+def fitting_threads(most: int, need: Callable[[int], int]) -> int:
+    """The most local threads, up to ``most``, whose ``need(threads)`` fits in
+    ``memory_limit()``; 1 where none does (visits run one at a time, the least they can)."""
+    limit = memory_limit()
+    return next((t for t in range(most, 1, -1) if need(t) <= limit), 1)
+
+
 def row_bytes(corpus: Corpus) -> int:
     """An item's decoded size: D values, or a CSR row's mean values and indices and its
     pointer."""
@@ -170,18 +178,21 @@ def row_bytes(corpus: Corpus) -> int:
 
 
 def estimate(corpus: Corpus, threads: int, cache: int | Share, summary: int | Share,
-             local: bool, birth_rows: int = 0) -> tuple[str, int, int]:
+             local: bool, birth_rows: int = 0, wave: int = 1) -> tuple[str, int, int]:
     """What a fit's driver process (with ``local``: running the visits on ``threads`` threads
     too) may need, the option that bounds each part, and (that need, ``memory_limit()``). The
     cache counts at most the corpus; the summaries at their budget, an upper bound (the rows
     memo collects for births are held within it); ``birth_rows``: the rows of one birth, which
-    a lap's end stacks (beside the held ones) and runs a fresh VB on, one birth at a time."""
+    a lap's end stacks (beside the held ones) and runs a fresh VB on, one birth at a time; with
+    births, a wave's ``wave`` results, each up to a partition of collected rows until the
+    driver has taken what its births lack."""
     mib = 2 ** 20
     limit, summary_b = memory_limit(), resolve(summary)
     cache_b = min(resolve(cache), corpus_bytes(corpus)) if local else 0
     visits = (threads if local else 0) * visit_bytes(corpus)
     birth = 2 * min(birth_rows, corpus.n_items) * row_bytes(corpus)
-    need = PROCESS_BASE + visits + cache_b + summary_b + birth
+    returned = wave * partition_bytes(corpus) if birth_rows else 0
+    need = PROCESS_BASE + visits + cache_b + summary_b + birth + returned
     parts = [f"{PROCESS_BASE // mib} MiB to start"]
     if local:
         parts += [f"{visits // mib} MiB for {threads} visits at once (--threads; partitions of "
@@ -190,7 +201,8 @@ def estimate(corpus: Corpus, threads: int, cache: int | Share, summary: int | Sh
     parts.append(f"up to {summary_b // mib} MiB of per-partition state and births' collected "
                  "rows (--summary-bytes)")
     if birth:
-        parts.append(f"{birth // mib} MiB for a birth's rows (--birth-max-collect)")
+        parts += [f"{birth // mib} MiB for a birth's rows (--birth-max-collect)",
+                  f"{returned // mib} MiB for the rows a wave's {wave} visits collect (--wave)"]
     text = (f"memory: up to {need // mib} MiB here ({'; '.join(parts)}) of the "
             f"{limit // mib} MiB this process may use")
     if not local:

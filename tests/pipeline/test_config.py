@@ -22,7 +22,7 @@ SPECIAL = {"scheduler": "synchronous", "moves": ("merge",), "prior": {"kappa0": 
            # default None: the Dask config key (bnpmix.cache-bytes, ...)
            "cache_bytes": 1000, "summary_bytes": 1000, "worker_wait": 5.0,
            # default None: resolved from the executor when the run starts
-           "wave": 2, "ahead": 1,
+           "wave": 2, "ahead": 1, "threads": 3,
            # rows several engines define differently (parsed by the first engine, ddcrp)
            "window": 3, "decay": "exponential", "alpha": 0.5, "tol": 1e-5}
 COMPANION = {"nrm_sigma": {"nrm_prior": "nggp"}}  # options only valid beside another
@@ -229,6 +229,7 @@ def test_every_numeric_option_has_an_interval_that_the_table_enforces():
     numeric |= {"restarts"}  # default None: each engine's own (1, ddcrp 10)
     numeric |= {"cache_bytes", "summary_bytes", "worker_wait"}  # default None: Dask config
     numeric |= {"wave"}  # default None: each engine's own (memo 4, ep 1)
+    numeric |= {"threads"}  # default None: 2, or 1 where memory holds one visit
     assert numeric == set(EDGES), "every numeric option needs an interval and an edge case"
     for name, (bad, edge) in EDGES.items():
         assert rows[name].within, name
