@@ -64,6 +64,7 @@ from bnpmix.algorithms.mixture import Mixture
 from bnpmix.algorithms.obs import AUTO_CANDIDATES, ObsModel, obs_from_prior
 from bnpmix.storage import BnpmixError, Corpus
 
+from . import stops
 from .config import JobConfig
 from .engines import DEFAULT_ENGINE
 from .runtime.context import AUTO, check_obs, make_context, prior_keys
@@ -108,7 +109,9 @@ class Runner:
         """Step the engine to its next lap end (or its end) and record its bound there."""
         started = time.perf_counter()
         while not self.engine.done:
-            if self.engine.step().lap_end:
+            lap_end = self.engine.step().lap_end
+            stops.raise_pending()  # (fit.drive's)
+            if lap_end:
                 self.laps += 1
                 break
         self.seconds += time.perf_counter() - started

@@ -13,15 +13,14 @@ import math
 import os
 import select
 import shutil
-import signal
 import sys
 import tempfile
-import threading
 import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
+from bnpmix.pipeline import stops
 from bnpmix.pipeline.declared import HELDOUT_DEQUANTISED, HELDOUT_NOTE
 from bnpmix.pipeline.report.cli import add_parsers as add_report_parsers
 from bnpmix.pipeline.usage import UsageError
@@ -790,14 +789,6 @@ def _positive_int(text: str) -> int:
     return value
 
 
-class Terminated(BaseException):
-    """SIGTERM, raised in the main thread so that every staged write is cleaned up."""
-
-
-def _terminate(signum: int, frame: Any) -> None:
-    raise Terminated
-
-
 def _notes(exc: BaseException) -> str:
     """What the code that was stopped added to its exception (how to continue a run)."""
     return "".join(f"; {note}" for note in getattr(exc, "__notes__", ()))
@@ -816,11 +807,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             local_path(value)
         except BnpmixError as exc:
             parser.error(f"{name}: {exc}")
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _terminate)
+    stops.install()
     try:
-        return args.func(args)
-    except Terminated as exc:
+        code = args.func(args)
+        if stops.pending() is not None:  # swallowed where it landed, after the last step
+            print("bnpmix: stopped by a signal once the command had finished; what it wrote "
+                  "is complete", file=sys.stderr)
+            return 143 if stops.pending() is stops.Terminated else 130
+        return code
+    except stops.Terminated as exc:
         print(f"bnpmix: terminated; nothing half-written was left{_notes(exc)}",
               file=sys.stderr)
         return 143

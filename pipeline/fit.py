@@ -24,7 +24,7 @@ from bnpmix.storage import BnpmixError, Corpus, RunDir
 from bnpmix.storage.atomic import write_json_atomic
 from bnpmix.storage.objectstore import is_url
 
-from . import auto
+from . import auto, stops
 from .auto import choose_obs
 from .clusters import process_client
 from .config import JobConfig, resolve
@@ -307,6 +307,7 @@ def drive(engine: Engine, run: RunDir, laps_done: int, every: int,
             saved = visits
         if on_step is not None:
             on_step(engine, step)
+        stops.raise_pending()  # a signal's stop that code it landed in swallowed
     return laps_done
 
 

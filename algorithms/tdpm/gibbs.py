@@ -705,6 +705,8 @@ class ChainSampler:
                "phi": np.concatenate(phi) if phi else np.zeros((0, self.emission.dim))}
         if self.persist is not None:
             out["stay"] = self.y.copy()
+        if self.splitmerge is not None:  # its proposals' scale, fixed when it was made
+            out["bandwidth"] = np.array([self.splitmerge.bandwidth])
         return out
 
     def restore(self, arrays: dict[str, np.ndarray]) -> None:
@@ -723,6 +725,8 @@ class ChainSampler:
         cuts = np.concatenate([[0], np.cumsum(spans)])
         phi = np.asarray(arrays["phi"], float)
         self.phi = {int(k): phi[cuts[j]:cuts[j + 1]].copy() for j, k in enumerate(labels)}
+        if self.splitmerge is not None and "bandwidth" in arrays:
+            self.splitmerge.bandwidth = float(arrays["bandwidth"][0])
         if self.persist is not None:
             self.y = np.asarray(arrays.get("stay", np.zeros(len(self.z), bool)), bool).copy()
             self.y &= self.z >= 0  # an unseated item stays nowhere

@@ -386,7 +386,7 @@ class TDPMEngine(Engine):
         self.hyper = dict(meta["hyper"])
         self.sampler = self._sampler()
         self.sampler.restore({k: arrays[k] for k in ("z", "labels", "first", "last", "phi",
-                                                     "stay") if k in arrays})
+                                                     "stay", "bandwidth") if k in arrays})
         self.sweep, self.start_epoch = int(meta["sweep"]), int(meta["start_epoch"])
         self.kept = list(np.asarray(arrays["kept"], np.int32)) if meta["kept"] else []
         persist = self.sampler.persist is not None
