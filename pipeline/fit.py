@@ -12,6 +12,7 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -293,18 +294,21 @@ def birth_rows(job: JobConfig) -> int:
 def drive(engine: Engine, run: RunDir, laps_done: int, every: int,
           progress: ProgressHook | None, on_step: StepHook | None,
           save: Callable[[Engine, int], None]) -> int:
-    """Step the engine to the end; ``save`` a checkpoint after every lap end and, when
-    ``every`` = M > 0, after every M partition visits. Returns the laps done."""
+    """Step the engine to the end; ``save`` a checkpoint after a lap end once the Dask setting
+    bnpmix.checkpoint-interval has passed since the last and, when ``every`` = M > 0, after
+    every M partition visits. Returns the laps done."""
     visits = saved = 0
+    interval, last = setting("checkpoint-interval"), time.monotonic()
     while not engine.done:
         step = engine.step()
         visits += step.visits
         laps_done += int(step.lap_end)
         if progress is not None:
             progress(engine)
-        if step.lap_end or (every and visits - saved >= every):
+        due = step.lap_end and time.monotonic() - last >= interval
+        if due or (every and visits - saved >= every):
             save(engine, laps_done)
-            saved = visits
+            saved, last = visits, time.monotonic()
         if on_step is not None:
             on_step(engine, step)
         stops.raise_pending()  # a signal's stop that code it landed in swallowed

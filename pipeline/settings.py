@@ -59,11 +59,19 @@ def _size(value: Any) -> Any:
 
 def _seconds(value: Any) -> float:
     """A duration in seconds: a number, or a string with units ("60s", "2 minutes"); above 0."""
+    seconds = _duration(value)
+    if not seconds > 0:
+        raise ValueError("a duration must be positive")
+    return seconds
+
+
+def _duration(value: Any) -> float:
+    """A duration in seconds as ``_seconds``, 0 allowed."""
     from dask.utils import parse_timedelta
 
     seconds = parse_timedelta(value, default="seconds")
-    if not seconds > 0:
-        raise ValueError("a duration must be positive")
+    if not seconds >= 0:
+        raise ValueError("a duration must not be negative")
     return seconds
 
 
@@ -84,7 +92,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "cache-bytes": _size, "summary-bytes": _size, "worker-wait": _seconds,
     "task-retries": _count(0), "scheduler-timeout": _seconds, "connect-timeout": _seconds,
     "worker-malloc-trim": _nbytes,
-    "assign-wave": _count(1), "schedule-lease": _seconds,
+    "assign-wave": _count(1), "schedule-lease": _seconds, "checkpoint-interval": _duration,
 }
 
 

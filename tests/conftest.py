@@ -5,7 +5,8 @@ The default run is parallel over this machine's cores (pytest-xdist's ``-n auto`
 only when no ``-n`` was given) and leaves out the tests marked ``slow`` (``-m "not slow"`` in
 pyproject.toml's addopts). To run one test in this process: ``python -m pytest -n0 tests/x.py::t``
 (or ``-p no:xdist``); the slow tests alone: ``python -m pytest -m slow``; everything:
-``python -m pytest -m ""``."""
+``python -m pytest -m ""``.
+"""
 
 from __future__ import annotations
 
@@ -85,3 +86,15 @@ def own_dask_cluster():
         yield cluster
     finally:
         cluster.close()
+
+
+@pytest.fixture
+def lap_checkpoints(monkeypatch):
+    """A checkpoint at every lap end, in this process and in the commands the test starts: the
+    Dask setting bnpmix.checkpoint-interval at 0 (the shipped 10 s skips the checkpoints of
+    quick laps, as tests/pipeline/test_checkpoint.py checks)."""
+    import dask
+
+    monkeypatch.setenv("DASK_BNPMIX__CHECKPOINT_INTERVAL", "0")
+    with dask.config.set({"bnpmix.checkpoint-interval": 0}):
+        yield

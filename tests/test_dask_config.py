@@ -33,7 +33,8 @@ YAML = ROOT / "pipeline" / "bnpmix.yaml"
 FORMER = {"cache-bytes": Share(0.1), "summary-bytes": Share(0.05), "worker-wait": 60,
           "task-retries": 3, "scheduler-timeout": 20, "connect-timeout": 10, "assign-wave": 8,
           "schedule-lease": 6 * 3600,  # the lease is new (scheduled runs in object storage)
-          "worker-malloc-trim": 64 << 20}  # new: Dask workers' malloc thresholds
+          "worker-malloc-trim": 64 << 20,  # new: Dask workers' malloc thresholds
+          "checkpoint-interval": 10}  # new: lap ends checkpointed at most this often
 READERS = ["bnpmix", "bnpmix.pipeline.fit", "bnpmix.pipeline.clusters",
            "bnpmix.pipeline.runtime.data", "bnpmix.pipeline.runtime.store",
            "bnpmix.pipeline.runtime.executors"]

@@ -421,6 +421,7 @@ def test_job_file_with_flag_override(tmp_path):
     assert res.returncode == 1 and "lapz" in res.stderr
 
 
+@pytest.mark.usefixtures("lap_checkpoints")
 @pytest.mark.parametrize("where", ["threads", "dask"])
 def test_a_partition_that_keeps_failing_stops_the_run_and_keeps_the_checkpoint(
         tmp_path, cluster, where):

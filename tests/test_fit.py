@@ -79,6 +79,7 @@ def test_warm_start_keeps_components_absent_from_the_first_batches(tmp_path):
     assert warm["elbo"] >= first["elbo"] - 1e-6 * abs(first["elbo"])
 
 
+@pytest.mark.usefixtures("lap_checkpoints")
 def test_resume_refuses_a_corpus_that_changed(tmp_path):
     from bnpmix.pipeline.fit import resume
     from bnpmix.storage import BnpmixError

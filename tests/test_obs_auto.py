@@ -431,6 +431,7 @@ def test_a_race_on_a_sample_is_the_explicit_runs_on_those_partitions(tmp_path, m
     assert plain["obs"] == summary["obs"]
 
 
+@pytest.mark.usefixtures("lap_checkpoints")
 def test_a_run_raced_on_a_sample_resumes_to_the_same_result(tmp_path, monkeypatch):
     """Stopped at its first lap end after the race (on a sample), resume continues from the
     checkpoint, which records the choice and its prior, without racing again, to the

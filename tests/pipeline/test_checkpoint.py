@@ -74,6 +74,7 @@ PLANTS = {
 }
 
 
+@pytest.mark.usefixtures("lap_checkpoints")
 @pytest.mark.parametrize("plant", sorted(PLANTS))
 def test_resume_refuses_a_pickle_checkpoint_and_runs_nothing(tmp_path, plant):
     run = interrupted_run(tmp_path)
@@ -90,6 +91,7 @@ def test_resume_refuses_a_pickle_checkpoint_and_runs_nothing(tmp_path, plant):
     assert snapshot(run) == before  # nothing created, nothing changed
 
 
+@pytest.mark.usefixtures("lap_checkpoints")
 def test_a_legacy_pickle_checkpoint_is_refused_by_name(tmp_path):
     run = interrupted_run(tmp_path)
     marker = tmp_path / "pwned"
@@ -132,6 +134,7 @@ def test_schedule_run_refuses_a_planted_work_checkpoint(tmp_path):
     assert not (tmp_path / "models" / "latest").exists()
 
 
+@pytest.mark.usefixtures("lap_checkpoints")
 def test_checkpoint_of_another_engine_or_version_is_refused(tmp_path):
     run = interrupted_run(tmp_path)
     with checkpoint.open_checkpoint(RunDir(run), "memo") as ckpt:
@@ -322,3 +325,30 @@ def test_vb_and_sovb_killed_with_sigkill_resume_to_the_same_result(tmp_path, alg
     np.testing.assert_allclose(tb.to_numpy(), ta.to_numpy(), rtol=1e-12)
     aa, ab = RunDir(tmp_path / "ref").load_assignments(), RunDir(run).load_assignments()
     np.testing.assert_array_equal(aa["cluster"], ab["cluster"])
+
+
+def test_lap_end_checkpoints_wait_for_the_interval(tmp_path, monkeypatch):
+    """A checkpoint after a lap end only once bnpmix.checkpoint-interval has passed since the
+    last (quick laps: none at the shipped 10 s), after every one at 0, and after every M visits
+    with checkpoint_every = M whatever the interval; the result is the same."""
+    import dask
+
+    from bnpmix.pipeline import fit as fitting
+
+    ingest_array(np.random.default_rng(0).normal(size=(600, 2)), tmp_path / "c",
+                 partition_rows=100)
+    saves: list[int] = []
+    real = checkpoint.save
+    monkeypatch.setattr(fitting.checkpoint, "save",
+                        lambda run, engine, laps, **kw: (saves.append(laps),
+                                                         real(run, engine, laps, **kw)))
+    job = {"obs": "gauss", "K": 2, "laps": 4, "tol": 0, "moves": ""}
+    results = []
+    for name, interval, every in (("shipped", "10s", 0), ("zero", 0, 0), ("every", "10s", 3)):
+        saves.clear()
+        with dask.config.set({"bnpmix.checkpoint-interval": interval}):
+            results.append(fit(tmp_path / "c", tmp_path / name,
+                               job_config(**job, checkpoint_every=every))["elbo"])
+        # every 3: after the first wave (4 of the 6 partitions) of each lap, mid-lap
+        assert saves == {"shipped": [], "zero": [1, 2, 3, 4], "every": [0, 1, 2, 3]}[name], name
+    assert results[0] == results[1] == results[2]

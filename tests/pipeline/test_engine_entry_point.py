@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from bnpmix.storage import RunDir, ingest_array
 
@@ -97,6 +98,7 @@ def bnpmix(site, *args, crash_at=None):
                           capture_output=True, text=True, timeout=300)
 
 
+@pytest.mark.usefixtures("lap_checkpoints")
 def test_an_entry_point_engine_fits_and_resumes_from_the_command_line(tmp_path):
     site, corpus = tmp_path / "site", tmp_path / "corpus"
     make_distribution(site)

@@ -116,6 +116,7 @@ def test_fit_writes_a_complete_run_with_progress(engine, corpus, tmp_path):
     assert model.n_components_ == 3 and model.means_.shape == (3, 2)
 
 
+@pytest.mark.usefixtures("lap_checkpoints")
 def test_resume_after_an_interruption_gives_the_uninterrupted_result(engine, corpus, tmp_path):
     cfg = job_config(algorithm="test-sampled", sweeps=5, seed=7)
     whole = fit(corpus, tmp_path / "whole", cfg)
