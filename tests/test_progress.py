@@ -52,3 +52,27 @@ def test_a_plain_line_per_lap_where_stderr_is_not_a_terminal(tmp_path):
         progress=progress, on_step=progress.step)  # (--obs auto's race has its own lines)
     assert [line.split()[:2] for line in pipe.getvalue().splitlines()] == [
         ["lap", "1/3"], ["lap", "2/3"], ["lap", "3/3"]]
+
+
+def test_a_sampler_says_its_pace_and_the_time_left(tmp_path):
+    """tdpm's status: sweeps a second since the process took the run up, and the time left at
+    that pace (here 30 sweeps at a few hundred a second: well under a minute)."""
+    import re
+
+    from bnpmix.pipeline.runtime.progress import format_seconds
+
+    assert [format_seconds(s) for s in (42.4, 425, 12000)] == ["42 s", "7 min 5 s",
+                                                               "3 h 20 min"]
+    rng = np.random.default_rng(0)
+    ingest_array(rng.normal(size=(60, 2)), tmp_path / "c", columns={"time": np.repeat(
+        np.arange(3), 20)})
+    pipe = io.StringIO()
+    progress = Progress(pipe, plain_interval=0.0)
+    fit(tmp_path / "c", tmp_path / "run", job_config(algorithm="tdpm", sweeps=30, burn_in=10,
+                                                     thin=2),
+        progress=progress, on_step=progress.step)
+    lines = pipe.getvalue().splitlines()
+    assert len(lines) == 30
+    pace = [re.search(r"  ([\d.e+]+) sweeps/s, (\d+) s left$", line) for line in lines]
+    assert all(pace) and float(pace[0].group(1)) > 0
+    assert [int(p.group(2)) for p in pace][-1] == 0 and int(pace[0].group(2)) < 60

@@ -19,6 +19,7 @@ whole), so a daily job costs O(new items), not a refit of the history.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -48,6 +49,7 @@ from ..declared import Declared
 from ..labels import labels_of
 from ..runtime.engine import Engine, Fitted, State, Step, register
 from ..runtime.models import read_model
+from ..runtime.progress import format_seconds
 
 MAX_EPOCHS = 100_000
 
@@ -208,6 +210,7 @@ class TDPMEngine(Engine):
         self.hyper = hyperparameters(self.cfg, self.X, self.text)
         self.sampler = self._sampler()
         self.sweep, self.start_epoch, self.kept, self.kept_stays = 0, 0, [], []
+        self.taken_up = (0, time.perf_counter())  # (sweep, when): the pace status reports
         self.rho_sum = np.zeros(self.sampler.persist.n_ids if self.sampler.persist else 0)
         rng = self.ctx.rng.init
         if self.hyper["fixed_k"]:
@@ -281,9 +284,17 @@ class TDPMEngine(Engine):
         return Step(visits=self.ctx.corpus.n_partitions, lap_end=True)
 
     def status(self) -> str:
+        """Sweeps done, chains, log p, and the pace since this process took the run up: sweeps
+        a second and the time left at it."""
         row = self.trace[-1] if self.trace else {}
-        return (f"sweep {self.sweep}/{self.cfg.sweeps}  chains={row.get('K', '?')}  "
+        text = (f"sweep {self.sweep}/{self.cfg.sweeps}  chains={row.get('K', '?')}  "
                 f"log p={row.get('log_joint', float('nan')):.6g}")
+        done, seconds = self.sweep - self.taken_up[0], time.perf_counter() - self.taken_up[1]
+        if done > 0 and seconds > 0:
+            rate = done / seconds
+            text += (f"  {rate:.3g} sweeps/s, "
+                     f"{format_seconds((self.cfg.sweeps - self.sweep) / rate)} left")
+        return text
 
     # ---- results -----------------------------------------------------------------------------
 
@@ -388,6 +399,7 @@ class TDPMEngine(Engine):
         self.sampler.restore({k: arrays[k] for k in ("z", "labels", "first", "last", "phi",
                                                      "stay", "bandwidth") if k in arrays})
         self.sweep, self.start_epoch = int(meta["sweep"]), int(meta["start_epoch"])
+        self.taken_up = (self.sweep, time.perf_counter())
         self.kept = list(np.asarray(arrays["kept"], np.int32)) if meta["kept"] else []
         persist = self.sampler.persist is not None
         self.kept_stays = (list(np.asarray(arrays["kept_stays"], bool))

@@ -52,3 +52,13 @@ class Progress:
             self.stream.write(f"{self._unsaid.status()}\n")
             self._unsaid = None
         self.stream.flush()
+
+
+def format_seconds(seconds: float) -> str:
+    """A duration for a status line: 42 s, 7 min 5 s, 3 h 20 min."""
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60} s"
+    return f"{s // 3600} h {s % 3600 // 60} min"
