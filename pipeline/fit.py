@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 import sys
 import time
 from collections import Counter
@@ -224,6 +225,7 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         model = job.model if chosen is None else job.replace(model_obs=chosen.name).model
         handed = chosen.engine if chosen is not None else None  # the race's winner, continued
         ctx = make_context(corpus, job.run, model, executor) if handed is None else handed.ctx
+        ctx.chunks = checkpoint.chunks_dir(run)
         if chosen is not None:
             ctx.obs_auto = chosen.notes() if chosen.scores else None  # (an older checkpoint)
             if chosen.prior is not None:  # another engine starts from the winner's prior
@@ -361,6 +363,7 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
         run.write_vocab(ctx.corpus.manifest.vocab)
     run.write_summary(summary)
     checkpoint.checkpoint_path(run).unlink(missing_ok=True)
+    shutil.rmtree(checkpoint.chunks_dir(run), ignore_errors=True)
     return summary
 
 

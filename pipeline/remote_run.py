@@ -25,6 +25,7 @@ from bnpmix.storage.leases import claim
 from bnpmix.storage.objectstore import delete_object, download, exists, is_url, write_object
 
 SUMMARY, JOB, CHECKPOINT, TRACE = "summary.json", "job.json", "checkpoint.npz", "trace.csv"
+CHUNKS = "chunks"  # checkpoint.chunks_dir's name
 CLAIM = ".claim"  # created once, by the fit that owns the URL
 
 
@@ -35,6 +36,9 @@ class Mirror:
     def __init__(self, local: Path, url: str, then: Callable | None = None) -> None:
         self.local, self.url, self.then = local, url.rstrip("/"), then
         self._seen: int | None = None
+        # chunk files in the store (written once: never uploaded again); a resumed run's
+        # were downloaded from it
+        self._chunks = {p.relative_to(local).as_posix() for p in (local / CHUNKS).glob("*")}
 
     def _put(self, name: str) -> None:
         data = (self.local / name).read_bytes()
@@ -47,21 +51,25 @@ class Mirror:
         stamp = ckpt.stat().st_mtime_ns if ckpt.exists() else None
         if stamp is not None and stamp != self._seen:
             self._seen = stamp
-            for name in (JOB, TRACE, CHECKPOINT):  # the checkpoint last: it names the others
-                if (self.local / name).exists():
+            chunks = {p.relative_to(self.local).as_posix()
+                      for p in (self.local / CHUNKS).glob("*")} - self._chunks
+            for name in (JOB, TRACE, *sorted(chunks), CHECKPOINT):  # the checkpoint last: it
+                if (self.local / name).exists():                   # names the others
                     self._put(name)
+            self._chunks |= chunks
         if self.then is not None:
             self.then(engine, step)
 
     def publish(self) -> None:
-        """Every file of the finished run, summary.json last; then the store's checkpoint
-        leaves (the local run removed its own when it published)."""
+        """Every file of the finished run, summary.json last; then the store's checkpoint and
+        chunks leave (the local run removed its own when it published)."""
         files = sorted(p.relative_to(self.local).as_posix() for p in self.local.rglob("*")
                        if p.is_file())
         for name in [f for f in files if f != SUMMARY]:
             self._put(name)
         self._put(SUMMARY)
-        delete_object(self.url, CHECKPOINT)
+        for name in (CHECKPOINT, *sorted(self._chunks)):
+            delete_object(self.url, name)
 
 
 def _with_out(obj: dict[str, Any], url: str) -> bytes:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -42,7 +43,7 @@ from bnpmix.algorithms.tdpm.model import TemporalMixture
 from bnpmix.algorithms.tdpm.persistence import Persistence, same_epoch
 from bnpmix.algorithms.tdpm.text import TextEmission
 from bnpmix.storage import BnpmixError
-from bnpmix.storage.arrays import ArrayFile
+from bnpmix.storage.arrays import ArrayFile, read_arrays, write_arrays_atomic
 
 from ..config import _float, _str, opt
 from ..declared import Declared
@@ -52,6 +53,10 @@ from ..runtime.models import read_model
 from ..runtime.progress import format_seconds
 
 MAX_EPOCHS = 100_000
+# kept samples a chunk file holds (checkpoint.chunks_dir): a checkpoint holds fewer than this
+# many, whatever the sweeps done
+CHUNK = 256
+CHUNK_META = {"format": "bnpmix-kept-samples", "version": 1}
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -275,6 +280,8 @@ class TDPMEngine(Engine):
             if s.persist is not None:
                 self.kept_stays.append(s.y.copy())
                 self.rho_sum += s.persist.rho_mean(s.heads, s.tails)
+            if self.ctx.chunks is not None and len(self.kept) % CHUNK == 0:
+                self._write_chunk(len(self.kept) // CHUNK - 1)
         alive = alive_per_epoch(s.z, self.epochs, self.T, self.hyper["window"])
         extra = {} if s.persist is None else {"stayers": int(s.y.sum())}
         self.trace.append(self.ctx.row(self.sweep, -1, int(s.active.sum()),
@@ -379,16 +386,35 @@ class TDPMEngine(Engine):
 
     # ---- checkpoints -------------------------------------------------------------------------
 
+    def _chunk_path(self, j: int) -> Path:
+        assert self.ctx.chunks is not None
+        return self.ctx.chunks / f"kept-{j:06d}.npz"
+
+    def _write_chunk(self, j: int) -> None:
+        """Kept samples j·CHUNK .. (j + 1)·CHUNK − 1 (and their stayers), written once: a
+        checkpoint holds only the samples kept since the last chunk."""
+        part = slice(j * CHUNK, (j + 1) * CHUNK)
+        arrays = [("kept", np.stack(self.kept[part]))]
+        if self.kept_stays:
+            arrays.append(("kept_stays", np.stack(self.kept_stays[part])))
+        self.ctx.chunks.mkdir(parents=True, exist_ok=True)
+        write_arrays_atomic(self._chunk_path(j), CHUNK_META, arrays)
+
+    def _chunked(self) -> int:
+        """Kept samples in chunk files (none without a chunks directory)."""
+        return 0 if self.ctx.chunks is None else len(self.kept) // CHUNK * CHUNK
+
     def state(self) -> State:
         meta = {"sweep": self.sweep, "start_epoch": self.start_epoch, "hyper": self.hyper,
-                "kept": len(self.kept)}
+                "kept": len(self.kept), "chunked": self._chunked()}
 
         def arrays():
             yield from self.sampler.to_arrays().items()
-            if self.kept:
-                yield "kept", np.stack(self.kept)
-            if self.kept_stays:
-                yield "kept_stays", np.stack(self.kept_stays)
+            tail = slice(self._chunked(), None)
+            if self.kept[tail]:
+                yield "kept", np.stack(self.kept[tail])
+            if self.kept_stays[tail]:
+                yield "kept_stays", np.stack(self.kept_stays[tail])
             yield "rho_sum", self.rho_sum
         return meta, arrays()
 
@@ -400,13 +426,30 @@ class TDPMEngine(Engine):
                                                      "stay", "bandwidth") if k in arrays})
         self.sweep, self.start_epoch = int(meta["sweep"]), int(meta["start_epoch"])
         self.taken_up = (self.sweep, time.perf_counter())
-        self.kept = list(np.asarray(arrays["kept"], np.int32)) if meta["kept"] else []
         persist = self.sampler.persist is not None
-        self.kept_stays = (list(np.asarray(arrays["kept_stays"], bool))
-                           if persist and meta["kept"] else [])
+        self.kept, self.kept_stays = [], []
+        chunked = int(meta.get("chunked", 0))  # (checkpoints before chunks hold them all)
+        parts = [self._read_chunk(j) for j in range(chunked // CHUNK)]
+        if meta["kept"] > chunked:
+            parts.append(arrays)
+        for part in parts:
+            self.kept += list(np.asarray(part["kept"], np.int32))
+            if persist:
+                self.kept_stays += list(np.asarray(part["kept_stays"], bool))
+        if len(self.kept) != meta["kept"]:
+            raise BnpmixError(f"{self.ctx.chunks}: the checkpoint keeps {meta['kept']} samples, "
+                              f"its chunks and itself hold {len(self.kept)}")
         n_ids = self.sampler.persist.n_ids if persist else 0
         self.rho_sum = (np.asarray(arrays["rho_sum"], float).copy() if "rho_sum" in arrays
                         else np.zeros(n_ids))  # checkpoints from before membership stability
+
+
+    def _read_chunk(self, j: int) -> dict[str, np.ndarray]:
+        path = self._chunk_path(j)
+        if not path.exists():
+            raise BnpmixError(f"{path}: missing (the checkpoint keeps its samples there)")
+        with read_arrays(path, CHUNK_META["format"], CHUNK_META["version"]) as chunk:
+            return {k: np.array(chunk[k]) for k in chunk}
 
 
 def stability(final: np.ndarray, kept: list[np.ndarray]) -> np.ndarray:

@@ -34,6 +34,13 @@ def checkpoint_path(run: RunDir) -> Path:
     return run.path / "checkpoint.npz"
 
 
+def chunks_dir(run: RunDir) -> Path:
+    """Where an engine writes what it keeps as it goes (tdpm's kept samples), each file once and
+    never rewritten, so that its checkpoint holds only the part since its last chunk; removed
+    when the run is published."""
+    return run.path / "chunks"
+
+
 def exists(run: RunDir) -> bool:
     return checkpoint_path(run).exists() or (run.path / LEGACY).exists()
 

@@ -83,6 +83,8 @@ class FitContext:
     # a model held in memory that the engine starts from (initial_model): --obs auto's winner
     # after a race on a sample of the corpus, for a memo run's first restart
     start_model: Mixture | None = None
+    # checkpoint.chunks_dir of the run (None: an engine keeps everything in its checkpoint)
+    chunks: Path | None = None
 
     def new_uids(self, n: int) -> np.ndarray:
         uids = np.arange(self.next_uid, self.next_uid + n, dtype=np.int64)
