@@ -297,8 +297,8 @@ def drive(engine: Engine, run: RunDir, laps_done: int, every: int,
           progress: ProgressHook | None, on_step: StepHook | None,
           save: Callable[[Engine, int], None]) -> int:
     """Step the engine to the end; ``save`` a checkpoint after a lap end once the Dask setting
-    bnpmix.checkpoint-interval has passed since the last and, when ``every`` = M > 0, after
-    every M partition visits. Returns the laps done."""
+    bnpmix.checkpoint-interval has passed since the last, and when ``every`` = M > 0 after
+    every lap end and every M partition visits. Returns the laps done."""
     visits = saved = 0
     interval, last = setting("checkpoint-interval"), time.monotonic()
     while not engine.done:
@@ -307,7 +307,7 @@ def drive(engine: Engine, run: RunDir, laps_done: int, every: int,
         laps_done += int(step.lap_end)
         if progress is not None:
             progress(engine)
-        due = step.lap_end and time.monotonic() - last >= interval
+        due = step.lap_end and (every or time.monotonic() - last >= interval)
         if due or (every and visits - saved >= every):
             save(engine, laps_done)
             saved, last = visits, time.monotonic()

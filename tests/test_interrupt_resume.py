@@ -143,7 +143,7 @@ def test_a_run_stopped_at_any_instant_resumes_to_the_same_result(engine, corpora
     rng = np.random.default_rng(list(JOBS).index(engine) + 1)
     stops = [(sig, float(rng.uniform(0.05, 0.6)) * duration) for sig in STOPS]
     stops.append((STOPS[int(rng.integers(len(STOPS)))], float(rng.uniform(0.05, 0.6)) * duration))
-    stops.append(("mid-checkpoint", int(rng.integers(0, steps // 4 + 1))))
+    stops.append(("mid-checkpoint", int(rng.integers(0, min(3, steps // 2)))))
     for i, (sig, at) in enumerate(stops):
         run = tmp_path / f"stopped-{i}"
         proc = start(command(engine, corpus, run))

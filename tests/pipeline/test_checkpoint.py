@@ -329,8 +329,9 @@ def test_vb_and_sovb_killed_with_sigkill_resume_to_the_same_result(tmp_path, alg
 
 def test_lap_end_checkpoints_wait_for_the_interval(tmp_path, monkeypatch):
     """A checkpoint after a lap end only once bnpmix.checkpoint-interval has passed since the
-    last (quick laps: none at the shipped 10 s), after every one at 0, and after every M visits
-    with checkpoint_every = M whatever the interval; the result is the same."""
+    last (quick laps: none at the shipped 10 s), after every one at 0, and after every lap end
+    and every M visits with checkpoint_every = M whatever the interval; the result is the
+    same."""
     import dask
 
     from bnpmix.pipeline import fit as fitting
@@ -349,6 +350,7 @@ def test_lap_end_checkpoints_wait_for_the_interval(tmp_path, monkeypatch):
         with dask.config.set({"bnpmix.checkpoint-interval": interval}):
             results.append(fit(tmp_path / "c", tmp_path / name,
                                job_config(**job, checkpoint_every=every))["elbo"])
-        # every 3: after the first wave (4 of the 6 partitions) of each lap, mid-lap
-        assert saves == {"shipped": [], "zero": [1, 2, 3, 4], "every": [0, 1, 2, 3]}[name], name
+        # every 3: after the first wave (4 of the 6 partitions) of each lap, and its end
+        assert saves == {"shipped": [], "zero": [1, 2, 3, 4],
+                         "every": [0, 1, 1, 2, 2, 3, 3, 4]}[name], name
     assert results[0] == results[1] == results[2]
