@@ -120,7 +120,7 @@ def test_the_estimate_names_each_part_and_the_option_that_bounds_it(tmp_path, mo
     assert need > limit
     text, need, _ = memlimit.estimate(corpus, 2, 10 * MIB, 0, local=False)
     assert need == PROCESS_BASE  # the workers hold the cache and run the visits
-    assert "each worker needs" in text and "visits at once" not in text
+    assert "each worker needs" in text and "at once" not in text
     # a birth's rows: stacked beside the collected ones, at most the corpus's items
     assert memlimit.row_bytes(corpus) == 16 * 8
     # and a wave's results, each with up to a partition of collected rows

@@ -195,7 +195,8 @@ def estimate(corpus: Corpus, threads: int, cache: int | Share, summary: int | Sh
     need = PROCESS_BASE + visits + cache_b + summary_b + birth + returned
     parts = [f"{PROCESS_BASE // mib} MiB to start"]
     if local:
-        parts += [f"{visits // mib} MiB for {threads} visits at once (--threads; partitions of "
+        parts += [f"{visits // mib} MiB for {threads} visit{'s' * (threads != 1)} at once "
+                  "(--threads; partitions of "
                   f"up to {partition_bytes(corpus) // mib} MiB decoded)",
                   f"up to {cache_b // mib} MiB of cached partitions (--cache-bytes)"]
     parts.append(f"up to {summary_b // mib} MiB of per-partition state and births' collected "
