@@ -32,6 +32,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from tdpm_chains import E6, X6  # the enumeration tests' corpus
 
 from _common import RESULTS, WORK
 from bnpmix.algorithms.tdpm.dynamics import RandomWalk
@@ -41,8 +42,6 @@ from bnpmix.datasets import tdpm_gaussian
 from bnpmix.storage import ingest_array
 
 ROOT = Path(__file__).resolve().parent.parent
-X6 = np.array([-1.0, -0.6, 1.2, -0.8, 1.0, 1.5])  # the enumeration tests' corpus
-E6 = np.array([0, 0, 0, 1, 1, 1])
 FLAGS6 = ["--birth-var", "4", "--drift-var", "0.3", "--noise-var", "0.5", "--alpha", "1",
           "--window", "1", "--decay", "0.8", "--thin", "1"]
 
