@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from bnpmix.algorithms.ddcrp.fit import ROUNDS, STARTS, fit_restarts
+from bnpmix.algorithms.ddcrp.fit import ROUNDS, STARTS, default_starts, fit_restarts
 from bnpmix.algorithms.ddcrp.links import DECAYS, decay
 from bnpmix.algorithms.ddcrp.model import SequenceMixture
 from bnpmix.algorithms.obs.base import Data, ObsModel, stack_rows
@@ -70,12 +70,18 @@ class DDCRPConfig:
                           within="[1, inf)")
     rel_tol: float = opt(1e-7, "stop a start when the ELBO changes by less than this fraction "
                      "(0: run every iteration)", within="[0, inf)")
-    starts: str = opt("mixed", "ddcrp's starts: the tables of a DP VB fit of the sequence (vb), "
-                      "drawn in one pass (drawn), or the two in turn (mixed)",
-                      choices=tuple(STARTS_BY_NAME))
+    starts: str = opt("auto", "ddcrp's starts: the tables of a DP VB fit of the sequence (vb), "
+                      "drawn in one pass (drawn), the two in turn (mixed), or auto: vb with "
+                      "--decay none (the order then carries no information), else mixed",
+                      choices=("auto", *STARTS_BY_NAME))
     table_rounds: int = opt(ROUNDS, "rounds of moves over whole tables (merges, splits: each "
                             "kept only if the exact bound rises) after each start's ascent "
                             "(0: none)", within="[0, inf)")
+
+
+def starts_of(name: str, decay_name: str) -> tuple[str, ...]:
+    """The kinds of start of ``--starts`` (auto: ``fit.default_starts`` for the decay)."""
+    return default_starts(decay_name) if name == "auto" else STARTS_BY_NAME[name]
 
 
 def sequence_layout(batch: Batch, column: str, position_column: str | None
@@ -133,7 +139,7 @@ def fit_one(X: Data, positions: np.ndarray, obs: ObsModel, params: dict[str, Any
     f = decay(params["decay"], params["decay_a"])
     best, elbos = fit_restarts(X, positions, obs, params["alpha"], f, seed, params["restarts"],
                                params["iterations"], params["tol"], params["window"],
-                               params["prune"], STARTS_BY_NAME[params["starts"]],
+                               params["prune"], starts_of(params["starts"], params["decay"]),
                                params["table_rounds"])
     q = best.links.q
     d = q.argmax(1)

@@ -5,12 +5,19 @@ well-separated clusters are found."""
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from bnpmix.algorithms.ddcrp.fit import ascend, fit_restarts, fit_sequence
-from bnpmix.algorithms.ddcrp.links import decay, from_dense, log_link_prior
+from bnpmix.algorithms.alloc.stick import StickBreaking
+from bnpmix.algorithms.ddcrp.fit import ascend, default_starts, fit_restarts, fit_sequence
+from bnpmix.algorithms.ddcrp.links import decay, from_dense, log_link_band, log_link_prior
+from bnpmix.algorithms.ddcrp.moves import Tables
 from bnpmix.algorithms.ddcrp.vi import Links
 from bnpmix.algorithms.metrics import adjusted_rand_index as ari
+from bnpmix.algorithms.mixture import Mixture
 from bnpmix.algorithms.obs.gauss import Gauss
+from bnpmix.algorithms.vb.birth import fresh_vb
+from bnpmix.algorithms.vb.init import nearest_seed
+from bnpmix.algorithms.vb.local import responsibilities
 
 
 def five_gaussians(R: float, n: int, rng: np.random.Generator):
@@ -66,3 +73,37 @@ def test_the_true_partition_is_a_fixed_point_and_restarts_reach_it():
     best, elbos = fit_restarts(X, np.arange(200), obs, 0.1, decay("none"), 7, restarts=10)
     assert best.elbo == max(elbos) >= truth.elbo - 1e-6 * abs(truth.elbo)
     assert ari(z, best.links.cols[best.links.responsibilities.argmax(1)]) == 1.0
+
+
+@pytest.mark.slow
+def test_without_a_decay_the_default_starts_hold_against_dp_vb_on_overlapping_clusters():
+    """R = 3 (overlapping components), f ≡ 1, α = 0.1, a fixed prior, ten data sets the
+    defaults were not chosen on: the best of ten restarts from the default starts
+    (``default_starts("none")``: DP VB tables) is at most 0.5 nats below the best of ten DP VB
+    fits (the same model and prior over partitions; k-means++ starts, run to a relative change
+    of 1e-8) on at least nine. Where it is not, the search is not what falls short: the links'
+    coordinate ascent from DP VB's own partition settles below DP VB's bound too (mean field
+    over links holds less of the overlap's assignment entropy than mean field over labels)."""
+    obs = Gauss(2, np.zeros(2), 0.01, 4.0001, 4.0001 * np.eye(2))
+    alloc = StickBreaking(0.1)
+    logp = log_link_band(np.arange(200.0), 0.1, decay("none"))
+    assert default_starts("none") == ("vb",) and set(default_starts("exponential")) == {
+        "vb", "drawn"}
+    short = []
+    for data_seed in range(21, 31):
+        X, _ = five_gaussians(3.0, 200, np.random.default_rng(data_seed))
+        best, _ = fit_restarts(X, np.arange(200.0), obs, 0.1, decay("none"), data_seed,
+                               restarts=10, starts=default_starts("none"))
+        dp, dp_labels = -np.inf, None
+        for s in np.random.SeedSequence(data_seed).spawn(10):
+            labels = nearest_seed(obs.features(X), 50, np.random.default_rng(s))
+            S, _ = fresh_vb(X, obs, alloc, labels, 50, 1000, 1e-8)
+            model = Mixture.from_summary(obs, alloc, S)
+            if model.elbo(S) > dp:
+                dp, dp_labels = model.elbo(S), responsibilities(X, obs, model.globals())[0]
+        if best.elbo < dp - 0.5:
+            short.append(data_seed)
+            links = Tables.of(X, dp_labels.argmax(1), logp, obs).links(1e-6)
+            at_dp = ascend(X, links, obs, np.random.default_rng(0), 1000, 0.0)
+            assert at_dp.elbo < dp - 0.5, (data_seed, at_dp.elbo, dp)
+    assert len(short) <= 1, short
