@@ -279,11 +279,10 @@ class ModelConfig:
         "object on the command line; for adf and ep also dp, ig or nggp, the NRM prior (as "
         "--nrm-prior)",
         prior_value))
-    learn_prior: bool = opt(True, "learn the Gaussian observation prior's hyperparameters from "
-                            "the components between laps (empirical Bayes: memo, vb, sovb; "
-                            "gauss, zm-gauss, diag-gauss, and tied-gauss's kappa0; mult keeps "
-                            "its prior); also "
-                            "[prior] learn = false in a job file")
+    learn_prior: bool = opt(True, "learn the observation prior's hyperparameters from the "
+                            "components between laps (empirical Bayes: memo, vb, sovb; gauss, "
+                            "zm-gauss, diag-gauss, tied-gauss's kappa0, and mult's lam0 scale); "
+                            "also [prior] learn = false in a job file")
     dequantise: bool = opt(True, "score the corpus's integer-valued columns (recorded at ingest) "
                            "by the probability of their unit cells, the variational "
                            "dequantisation bound, in the Gaussian observation models (false: "

@@ -370,7 +370,7 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
 def prior_entry(ctx: FitContext, model: Any) -> dict[str, Any] | None:
     """summary.json's ``prior``: whether the run learned its observation prior, and the prior's
     figures (ObsModel.prior_figures) at the start and in the returned model; None for models
-    whose prior has no figures (mult) or no observation model of that interface (tdpm)."""
+    whose prior has no figures or no observation model of that interface (tdpm)."""
     obs = getattr(model, "obs", None)
     if not isinstance(obs, ObsModel) or ctx.prior_base is None or not obs.prior_figures():
         return None

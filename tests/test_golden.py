@@ -1,8 +1,8 @@
 """Memo, vb and sovb reproduce the traces, ELBOs, K and assignments pinned before the engine
 interface was introduced (issue 7), to 1e-12 relative, on small versions of the benchmarks' data:
-the toy patches (Sec. 4.1), full-mean Gaussian clusters and multinomial topics. The Gaussian
-cases keep their prior fixed (learn_prior false): a run that does not learn its prior is
-today's run exactly.
+the toy patches (Sec. 4.1), full-mean Gaussian clusters and multinomial topics. Every case keeps
+its prior fixed (learn_prior false; the Gaussians' priors and the multinomial's λ0 are learned by
+default): a run that does not learn its prior is today's run exactly.
 
 ``python tests/test_golden.py [CASE ...]`` rewrites the golden files (the cases named, or all):
 do that only for an intended change of the numbers, and say why in the commit.
@@ -50,9 +50,9 @@ CASES: dict[str, tuple[str, int, dict]] = {
                                      "laps": 5, "moves": ("merge",), "seed": 0, **FIXED,
                                      **PAPER}),
     "topics-memo-bm": ("topics", 6, {"algorithm": "memo", "obs": "mult", "K": 1, "laps": 8,
-                                     "moves": BM, "seed": 0, **PAPER, **ONE_BIRTH}),
+                                     "moves": BM, "seed": 0, **FIXED, **PAPER, **ONE_BIRTH}),
     "topics-sovb": ("topics", 6, {"algorithm": "sovb", "obs": "mult", "K": 6, "laps": 3,
-                                  "seed": 3}),
+                                  "seed": 3, **FIXED}),
 }
 
 

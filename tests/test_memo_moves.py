@@ -179,7 +179,11 @@ def test_a_delete_is_exact_and_accepted_only_when_the_elbo_rises(obs, tmp_path):
             gains[uid] = optimal_elbo(ctx.obs, ctx.alloc, total) - before
         assert all(abs(v) > 1e-9 * abs(before) for v in gains.values())  # no ties
         run.step()  # the lap's end
-        best = max(gains, key=gains.get)
+        # two deletions may tie to rounding (two components holding the same documents): the
+        # engine may take either of them
+        top = max(gains.values())
+        tied = [u for u, g in gains.items() if g >= top - 1e-12 * abs(before)]
+        best = next((u for u in tied if u not in run.S0.uids), tied[0])
         for uid, gain in gains.items():
             if uid == best and gain > 0:
                 assert uid not in run.S0.uids
@@ -502,6 +506,7 @@ def test_a_lap_end_checkpoint_holds_the_model_once_and_restores_it_bit_for_bit(t
     """At a lap end whose state is the best so far, a checkpoint holds the model's arrays once
     (no copy as the best model, and for text no ψ(λ), recomputed from λ); restored, the model
     and the best model are the saved ones bit for bit, and the run goes on as the original."""
+    from bnpmix.algorithms.obs import obs_from_prior
     from bnpmix.datasets import bag_of_words_topics
     from bnpmix.storage import ingest_docword
     from bnpmix.storage.arrays import read_arrays, write_arrays_atomic
@@ -523,6 +528,7 @@ def test_a_lap_end_checkpoint_holds_the_model_once_and_restores_it_bit_for_bit(t
     back = engine_for(tmp_path / "c", **options)
     back.ctx.rng.set_states(run.ctx.rng.states())  # what checkpoint.restore does besides
     back.ctx.next_uid, back.trace = run.ctx.next_uid, list(run.trace)
+    back.ctx.obs = obs_from_prior(run.ctx.obs.name, run.ctx.obs.prior())  # the learned λ0
     back.restore(meta, read_arrays(tmp_path / "ck.npz", "t", 1))
     for model, want in ((back.model, run.model), (back.best[2], run.best[2])):
         assert model.post.keys() == want.post.keys()

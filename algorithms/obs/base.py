@@ -235,7 +235,7 @@ class ObsModel(ABC):
         posteriors ``post`` (type-II maximum likelihood inside VB: at fixed q these are the
         ELBO's only terms in λ0), within bounds that contain the current λ0 so that the ELBO
         never falls; ``base`` (the run's initial model) anchors bounds that keep the learned
-        prior from degenerating. This model itself by default (Mult learns nothing)."""
+        prior from degenerating. This model itself by default (a model that learns nothing)."""
         return self
 
     @abstractmethod

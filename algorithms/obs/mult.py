@@ -20,11 +20,16 @@ from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
+from scipy.optimize import brentq
 from scipy.special import digamma, gammaln, logsumexp
 
 from ..sparse_stats import canonical, dense, flat_index
 from . import base
 from .base import Arrays, Data, ObsModel, check_component, check_weight, log_gamma_draw
+from .prior_learning import MIN_COMPONENTS, widened
+
+# the learned λ0 stays within these multiples of the run's initial one (learn_prior)
+LAM_RANGE = (1e-3, 1e2)
 
 
 def log_B(lam: np.ndarray) -> np.ndarray:
@@ -136,6 +141,42 @@ class Mult(ObsModel):
     def prior(self) -> dict[str, Any]:
         symmetric = bool(np.all(self.lam0 == self.lam0[0]))
         return {"V": self.V, "lam0": float(self.lam0[0]) if symmetric else self.lam0.tolist()}
+
+    def learn_prior(self, post: Arrays, base: ObsModel) -> Mult:
+        """The scale s of λ0 = s m (m: this prior's λ0, so its shape is kept; a symmetric prior
+        stays symmetric) maximising F(s) = Σ_k E_q[ln Dir(θ_k | s m)] over the components that
+        hold words (Minka 2000's fixed point for a Dirichlet's precision, as a root): with
+        M = Σ_v m_v and T = Σ_k Σ_v m_v E[ln θ_kv] over those K components,
+        F'(s) = K [M ψ(s M) − Σ_v m_v ψ(s m_v)] + T, decreasing in s (ln Γ(Σα) − Σ ln Γ(α_v) is
+        concave), +∞ as s → 0 and ≤ 0 as s → ∞ (Gibbs' inequality), so its one root in
+        [LAM_RANGE of the run's initial λ0, widened to hold the current] is the argmax there.
+        An empty component's q(θ) is the prior, whose terms are 0 under any λ0 after the global
+        update: it is left out. Unchanged unless MIN_COMPONENTS components hold words."""
+        dig, lam_sum, _ = _kept(post)
+        used = lam_sum - self.lam0.sum() > 0.5  # components holding words
+        if int(used.sum()) < MIN_COMPONENTS:
+            return self
+        m = self.lam0
+        M, K = float(m.sum()), int(used.sum())
+        T = float((dig[used] @ m).sum() - M * digamma(lam_sum[used]).sum())
+
+        def slope(log_s: float) -> float:
+            s = np.exp(log_s)
+            return K * (M * float(digamma(s * M)) - float(m @ digamma(s * m))) + T
+
+        lo, hi = widened(*(base.lam0.mean() * r for r in LAM_RANGE), float(m.mean()))
+        lo, hi = np.log(lo / m.mean()), np.log(hi / m.mean())
+        if slope(hi) >= 0:
+            log_s = hi
+        elif slope(lo) <= 0:
+            log_s = lo
+        else:
+            log_s = brentq(slope, lo, hi, xtol=1e-10)
+        return self if log_s == 0.0 else Mult(self.V, np.exp(log_s) * m)
+
+    def prior_figures(self) -> dict[str, float]:
+        """λ0's mean over the vocabulary (its one value when symmetric)."""
+        return {"lam0": float(self.lam0.mean())}
 
     def check_data(self, X: Data) -> None:
         Xc = as_csr(X)

@@ -376,10 +376,93 @@ def test_nothing_is_learned_without_three_components_with_data(name):
     assert obs.learn_prior(obs.post(N, small), obs) is obs
 
 
-def test_mult_learns_nothing():
-    rng = np.random.default_rng(0)
-    m = Mult.default(np.asarray(rng.integers(0, 3, (20, 6)), dtype=float))
-    assert m.learn_prior(m.prior_post(3), m) is m
+# ---------------------------------------------------------------- mult: the Dirichlet's scale
+
+def mult_problem(seed: int, K: int = 5, V: int = 40, n: int = 300, lam0=0.1, empty: int = 0):
+    """Documents of 30 words from K sparse topics, soft responsibilities concentrated on each
+    document's topic, and ``empty`` more components holding nothing."""
+    rng = np.random.default_rng(seed)
+    topics = rng.dirichlet(np.full(V, 0.3), K)
+    z = rng.integers(0, K, n)
+    X = np.array([rng.multinomial(30, topics[k]) for k in z], dtype=float)
+    R = 0.2 * rng.dirichlet(np.ones(K), n)
+    R[np.arange(n), z] += 0.8
+    R = np.hstack([R, np.zeros((n, empty))])
+    m = Mult(V, lam0)
+    N = R.sum(0)
+    stats = m.stats(X, R)
+    return m, N, stats, m.post(N, stats)
+
+
+@pytest.mark.parametrize("shape", ["symmetric", "asymmetric"])
+def test_mult_lam0_scale_is_the_argmax_and_keeps_the_shape(shape):
+    """Σ_k E_q[ln Dir(θ_k | s m)] at fixed q is largest at the learned s (a fine grid around
+    it, and a zero finite-difference slope), and λ0 keeps its shape m."""
+    lam0 = 0.1 if shape == "symmetric" else np.random.default_rng(9).uniform(0.05, 0.5, 40)
+    for seed in range(3):
+        m, N, stats, post = mult_problem(seed, lam0=lam0)
+        learned = m.learn_prior(post, m)
+        ratio = learned.lam0 / m.lam0
+        np.testing.assert_allclose(ratio, ratio[0], rtol=1e-12)
+        def f(s, m=m, N=N, stats=stats, post=post):
+            return objective(Mult(m.V, s * m.lam0), N, stats, post)
+
+        s = float(ratio[0])
+        assert abs(grid_argmax(f, s, 0.2) / s - 1) < 2e-3
+        h = 1e-5 * s
+        assert abs(f(s + h) - f(s - h)) / (2 * h) < 1e-3 * abs(f(s))
+
+
+def test_mult_elbo_never_falls_across_learning_and_the_global_update():
+    """Random soft partitions: learning λ0 at fixed q, then the global update, each raise the
+    ELBO (learning_trace)."""
+    alloc = StickBreaking(1.0)
+    for seed in range(4):
+        m, *_ = mult_problem(seed)
+        rng = np.random.default_rng(seed)
+        other = rng.dirichlet(np.full(5, 0.3), 300)
+        X = np.array(rng.integers(0, 4, (300, m.V)), dtype=float)
+        R = rng.dirichlet(np.full(5, 0.3), 300)
+        S = Summary(np.arange(5), R.sum(0), m.stats(X, R),
+                    -(R * np.log(np.maximum(R, 1e-300))).sum(0), n_items=300)
+        model = Mixture.from_summary(m, alloc, S)
+        model = Mixture(m, alloc, model.uids, m.post(other.sum(0), m.stats(X, other)),
+                        model.alloc_post)
+        trace = learning_trace(m, alloc, S, model, steps=6)
+        assert trace[-1] > trace[0]
+
+
+def test_mult_leaves_out_empty_components_and_needs_three_with_words():
+    """An empty component's q(θ) is the prior: λ0 is learned from the others alone, and the
+    ELBO after the global update still rises; with two components holding words nothing is
+    learned."""
+    alloc = StickBreaking(1.0)
+    m, N, stats, post = mult_problem(0)
+    m2, N2, stats2, post2 = mult_problem(0, empty=2)
+    np.testing.assert_allclose(m2.learn_prior(post2, m2).lam0, m.learn_prior(post, m).lam0,
+                               rtol=1e-10)
+    S = Summary(np.arange(7), N2, stats2, np.zeros(7), n_items=300)
+    before = optimal_elbo(m2, alloc, S)
+    assert optimal_elbo(m2.learn_prior(post2, m2), alloc, S) > before
+    two = {"wc": stats["wc"][:2]}
+    assert m.learn_prior(m.post(N[:2], two), m) is m
+
+
+def test_mult_lam0_stays_in_its_range_of_the_initial_prior():
+    """The learned λ0 stays within LAM_RANGE of the run's initial λ0: a free optimum below the
+    range gives the range's lower end, at an objective no lower than the current λ0's; the range
+    is widened to hold a current λ0 outside it, which is then kept."""
+    from bnpmix.algorithms.obs.mult import LAM_RANGE
+
+    m, N, stats, post = mult_problem(1)
+    free = float(m.learn_prior(post, m).lam0[0])
+    base = Mult(m.V, free * 10 / LAM_RANGE[0])  # its range starts at 10x the free optimum
+    inside = Mult(m.V, free * 20)
+    learned = inside.learn_prior(post, base)
+    assert learned.lam0[0] == pytest.approx(free * 10, rel=1e-9)
+    assert objective(learned, N, stats, post) > objective(inside, N, stats, post)
+    below = Mult(m.V, free * 5)  # outside the range, nearer the optimum: kept
+    assert below.learn_prior(post, base) is below
 
 
 @pytest.mark.parametrize("name", NAMES)
