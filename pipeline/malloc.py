@@ -23,7 +23,8 @@ plain `bnpmix fit` of 300,000 documents of 200 words on 2 threads (3 laps, the b
 same time (31-34 s either way, three runs each, beside another job). Results do not change.
 
 It also fixes the process's thresholds at PROCESS_MMAP (1 MiB) and PROCESS_TRIM (2 MiB), unless
-the environment sets glibc's own (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_). glibc's adaptive
+the environment sets glibc's own (MALLOC_MMAP_THRESHOLD_, MALLOC_TRIM_THRESHOLD_, or the
+glibc.malloc tunables of GLIBC_TUNABLES). glibc's adaptive
 mmap threshold rises to the largest block freed (up to 32 MiB), after which a visit's decoded
 partition and temporaries come from the heap, whose top can be returned only when nothing above
 it is live: a 2M-document text fit (142 partitions, one thread, the budgets of a 420 MiB cgroup)
@@ -71,10 +72,12 @@ def process_allocators() -> bool:
     if libc is None:
         return False
     ok = bool(libc.mallopt(M_ARENA_MAX, ARENAS))
-    for param, name, value in ((M_MMAP_THRESHOLD, "MALLOC_MMAP_THRESHOLD_", PROCESS_MMAP),
-                               (M_TRIM_THRESHOLD, "MALLOC_TRIM_THRESHOLD_", PROCESS_TRIM)):
-        if name not in os.environ:  # the user's own setting wins
-            ok = bool(libc.mallopt(param, value)) and ok
+    tunables = os.environ.get("GLIBC_TUNABLES", "")
+    for param, name, tunable, value in (
+            (M_MMAP_THRESHOLD, "MALLOC_MMAP_THRESHOLD_", "mmap_threshold", PROCESS_MMAP),
+            (M_TRIM_THRESHOLD, "MALLOC_TRIM_THRESHOLD_", "trim_threshold", PROCESS_TRIM)):
+        if name not in os.environ and f"glibc.malloc.{tunable}=" not in tunables:
+            ok = bool(libc.mallopt(param, value)) and ok  # else the user's own setting wins
     return ok
 
 

@@ -147,13 +147,16 @@ print(json.dumps(anon() - start))
     ("fixed", {}, True),
     ("adaptive", {}, False),
     ("fixed", {"MALLOC_MMAP_THRESHOLD_": str(64 << 20), "MALLOC_TRIM_THRESHOLD_": str(128 << 20)},
-     False)])
+     False),
+    ("fixed", {"GLIBC_TUNABLES": f"glibc.malloc.mmap_threshold={64 << 20}:"
+                                 f"glibc.malloc.trim_threshold={128 << 20}"}, False)])
 def test_a_bnpmix_process_maps_large_blocks_and_returns_them(mode, env, returned):
     """process_allocators fixes the mmap threshold (1 MiB): an 8 MiB block is mapped and its
     memory returned to the system when freed, where glibc's adaptive threshold keeps it in the
     heap after the first such block; thresholds the environment sets are kept. Measured as the
     process's anonymous resident memory across two allocations and frees."""
-    base = {k: v for k, v in os.environ.items() if not k.startswith("MALLOC_")}
+    base = {k: v for k, v in os.environ.items()
+            if not k.startswith("MALLOC_") and k != "GLIBC_TUNABLES"}
     done = subprocess.run([sys.executable, "-c", THRESHOLDS_PROBE, mode], capture_output=True,
                           text=True, timeout=120, env={**base, **env})
     assert done.returncode == 0, done.stderr
