@@ -1,6 +1,7 @@
 """The sequential distance-dependent CRP by variational inference (Bartunov & Vetrov 2014;
 ``algorithms/ddcrp``): every sequence of the corpus is an independent problem, fitted as one task
-on the executor from ``restarts`` drawn starts, the best ELBO kept.
+on the executor from ``restarts`` starts (``--starts``: DP VB tables, drawn, or both in turn),
+the best ELBO kept.
 
 Where sequences come from: the corpus's ``sequence`` column (or the column ``sequence_column``
 names). Ingestion keeps a sequence whole in one partition (``ingest --sequence-column``), so a
@@ -72,16 +73,18 @@ class DDCRPConfig:
                      "(0: run every iteration)", within="[0, inf)")
     starts: str = opt("auto", "ddcrp's starts: the tables of a DP VB fit of the sequence (vb), "
                       "drawn in one pass (drawn), the two in turn (mixed), or auto: vb with "
-                      "--decay none (the order then carries no information), else mixed",
+                      "--decay none and no --window (the order then carries no information), "
+                      "else mixed",
                       choices=("auto", *STARTS_BY_NAME))
     table_rounds: int = opt(ROUNDS, "rounds of moves over whole tables (merges, splits: each "
                             "kept only if the exact bound rises) after each start's ascent "
                             "(0: none)", within="[0, inf)")
 
 
-def starts_of(name: str, decay_name: str) -> tuple[str, ...]:
-    """The kinds of start of ``--starts`` (auto: ``fit.default_starts`` for the decay)."""
-    return default_starts(decay_name) if name == "auto" else STARTS_BY_NAME[name]
+def starts_of(name: str, decay_name: str, window: int | None) -> tuple[str, ...]:
+    """The kinds of start of ``--starts`` (auto: ``fit.default_starts`` for the decay and
+    window)."""
+    return default_starts(decay_name, window) if name == "auto" else STARTS_BY_NAME[name]
 
 
 def sequence_layout(batch: Batch, column: str, position_column: str | None
@@ -139,7 +142,8 @@ def fit_one(X: Data, positions: np.ndarray, obs: ObsModel, params: dict[str, Any
     f = decay(params["decay"], params["decay_a"])
     best, elbos = fit_restarts(X, positions, obs, params["alpha"], f, seed, params["restarts"],
                                params["iterations"], params["tol"], params["window"],
-                               params["prune"], starts_of(params["starts"], params["decay"]),
+                               params["prune"], starts_of(params["starts"], params["decay"],
+                                                         params["window"]),
                                params["table_rounds"])
     q = best.links.q
     d = q.argmax(1)

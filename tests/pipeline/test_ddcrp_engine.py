@@ -258,13 +258,14 @@ def test_tdpm_still_takes_a_numeric_decay_on_the_command_line(tmp_path):
 
 
 def test_start_and_table_move_flags_reach_the_engine(data, default_run, tmp_path):
-    """--starts drawn --table-rounds 0 is the ascent alone from drawn starts; the default run's
+    """--starts drawn --table-rounds 0 is the ascent alone from drawn starts; --starts mixed's
     restart 1 (a drawn start from the same stream, then table moves) never ends lower."""
-    run = tmp_path / "plain"
+    run, mixed = tmp_path / "plain", tmp_path / "mixed"
     ok(cli("fit", data.corpus, "--out", run, *FIT, "--starts", "drawn", "--table-rounds", 0))
+    ok(cli("fit", data.corpus, "--out", mixed, *FIT, "--starts", "mixed"))
     engine = json.loads((run / "job.json").read_text())["config"]["engine"]
     assert engine["starts"] == "drawn" and engine["table_rounds"] == 0
-    plain, moved = sequences_of(run), sequences_of(default_run)
+    plain, moved = sequences_of(run), sequences_of(mixed)
     assert plain["sequence"].tolist() == moved["sequence"].tolist()
     for a, b in zip(plain["restart_elbos"], moved["restart_elbos"], strict=True):
         assert b[1] >= a[1] - 1e-9 * abs(a[1])
