@@ -143,26 +143,36 @@ class Mult(ObsModel):
         return {"V": self.V, "lam0": float(self.lam0[0]) if symmetric else self.lam0.tolist()}
 
     def learn_prior(self, post: Arrays, base: ObsModel) -> Mult:
-        """The scale s of λ0 = s m (m: this prior's λ0, so its shape is kept; a symmetric prior
-        stays symmetric) maximising F(s) = Σ_k E_q[ln Dir(θ_k | s m)] over the components that
-        hold words (Minka 2000's fixed point for a Dirichlet's precision, as a root): with
-        M = Σ_v m_v and T = Σ_k Σ_v m_v E[ln θ_kv] over those K components,
-        F'(s) = K [M ψ(s M) − Σ_v m_v ψ(s m_v)] + T, decreasing in s (ln Γ(Σα) − Σ ln Γ(α_v) is
-        concave), +∞ as s → 0 and ≤ 0 as s → ∞ (Gibbs' inequality), so its one root in
-        [LAM_RANGE of the run's initial λ0, widened to hold the current] is the argmax there.
-        An empty component's q(θ) is the prior, whose terms are 0 under any λ0 after the global
-        update: it is left out. Unchanged unless MIN_COMPONENTS components hold words."""
-        dig, lam_sum, _ = _kept(post)
-        used = lam_sum - self.lam0.sum() > 0.5  # components holding words
-        if int(used.sum()) < MIN_COMPONENTS:
+        """The scale s of λ0 = s m (m: this prior's λ0, its shape kept: a symmetric prior stays
+        symmetric) maximising the ELBO over λ0 and q(θ) together at the counts wc_k = λ_k − λ0
+        the posteriors hold: with each q(θ_k) at its optimum Dir(s m + wc_k) the observation
+        terms are Eq. 12's log evidences, G(s) = Σ_k [logB(s m + wc_k) − logB(s m)], the
+        Dirichlet-multinomial likelihood whose precision Minka (2000) fits by a fixed point
+        (its limit is what alternating the prior's update and Eq. 10 would reach). With
+        n_k = Σ_v wc_kv and M = Σ_v m_v, G'(s) is
+        Σ_{k,v: wc_kv > 0} m_v [ψ(s m_v + wc_kv) − ψ(s m_v)] − M Σ_k [ψ(s M + n_k) − ψ(s M)],
+        +∞ as s → 0 and below 0 for large s when the components' words are more concentrated
+        than m; its root in [LAM_RANGE of the run's initial λ0, widened to hold the current] is
+        kept only where G is higher than at the current λ0 (G may have several stationary
+        points), so the ELBO after the global update never falls. Every component holding
+        words counts, however few (only an empty one adds 0 for every s); nothing is learned
+        unless MIN_COMPONENTS components hold a word or more."""
+        lam, m = post["lam"], self.lam0
+        wc = lam - m  # >= 0: λ = λ0 + wc rounds to at least λ0
+        wc = wc[wc.sum(-1) > 0]  # an empty component's evidence is 0 at every s
+        if int(np.sum(wc.sum(-1) >= 1.0)) < MIN_COMPONENTS:  # three holding a word or more
             return self
-        m = self.lam0
-        M, K = float(m.sum()), int(used.sum())
-        T = float((dig[used] @ m).sum() - M * digamma(lam_sum[used]).sum())
+        rows, cols = nonzero_entries(wc)
+        c, mv, n, M = wc[rows, cols], m[cols], wc.sum(-1), float(m.sum())
+
+        def gain(s: float) -> float:
+            return float(np.sum(gammaln(s * mv + c) - gammaln(s * mv))
+                         - np.sum(gammaln(s * M + n) - gammaln(s * M)))
 
         def slope(log_s: float) -> float:
             s = np.exp(log_s)
-            return K * (M * float(digamma(s * M)) - float(m @ digamma(s * m))) + T
+            return float(mv @ (digamma(s * mv + c) - digamma(s * mv))
+                         - M * np.sum(digamma(s * M + n) - digamma(s * M)))
 
         lo, hi = widened(*(base.lam0.mean() * r for r in LAM_RANGE), float(m.mean()))
         lo, hi = np.log(lo / m.mean()), np.log(hi / m.mean())
@@ -172,7 +182,9 @@ class Mult(ObsModel):
             log_s = lo
         else:
             log_s = brentq(slope, lo, hi, xtol=1e-10)
-        return self if log_s == 0.0 else Mult(self.V, np.exp(log_s) * m)
+        if gain(np.exp(log_s)) <= gain(1.0):
+            return self
+        return Mult(self.V, np.exp(log_s) * m)
 
     def prior_figures(self) -> dict[str, float]:
         """λ0's mean over the vocabulary (its one value when symmetric)."""
