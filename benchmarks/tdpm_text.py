@@ -49,24 +49,24 @@ Measures, against the truth:
 the sampler? separates the posterior from mixing).
 
 Findings (data seed 0, sampler seed 1, 60 sweeps: ``python benchmarks/tdpm_text.py``, the run
-of benchmarks/results/tdpm_text.json):
-- default (boost 3): all 5 births and 5 deaths at the right epochs, no chain mixes topics
-  (H(truth | chains) = 0), precision@10 0.950 (the smoother at the true labels: 0.950;
-  per-epoch counts: 0.921); GVI 0.051 / LVI 0.044 over the last 5 samples, all of it one topic
-  (A) with a short parallel chain beside its main one (8 of its documents, epochs 0-7), hence
-  one chain too many in the early epochs. The first sweep opens ~140 chains (a one-document
-  chain's drawn state explains the next document poorly), merged to ~17 by sweep 2 and 6 by
-  sweep 10; relinking across epoch boundaries then lowers GVI from 0.18 at sweep 10 to 0.04.
-- --boost 1.5 and --boost 1 (the same seeds, ``--boost 1.5 --init empty`` and so on): started
-  empty, the sampler merges topics during the first sweeps and cannot split them again (1 chain
-  left for 5 topics at boost 1.5, GVI 1.518, P@10 0.548; 2 chains at boost 1, GVI 1.301, P@10
-  0.732; 3 of the 5 births and deaths exact), while started at the truth it stays there (GVI
-  0.000 and 0.076, P@10 0.895 and 0.894, all births and deaths exact). So this is a
-  mixing failure of the sequential start, not the (approximate) posterior; the paper started its
-  NIPS run from a global clustering, and split-merge moves over whole chains would be the other
-  remedy (``splitmerge.py`` has them for Gaussian emissions only, not for text). The
-  Laplace new-chain marginals, ~3-4 nats too low (``text`` module docstring), and α = 0.1 both
-  make opening chains harder.
+of benchmarks/results/tdpm_text.json), with the split-merge moves over whole chains
+(``splitmerge.py``: the chains' evidence over the documents' second-order pseudo-observations,
+splits allocated by the pieces' word counts, a third of the partners drawn from any epoch):
+- default (boost 3): all 5 births and 5 deaths at the right epochs, GVI 0.000 and LVI 0.000 over
+  the last 5 samples, precision@10 0.950 (the smoother at the true labels: 0.950; per-epoch
+  counts: 0.921). Without the moves, one topic (A) kept a short parallel chain beside its main
+  one (GVI 0.051).
+- --boost 1.5 (``--boost 1.5 --init empty``): GVI 0.000, 5 chains, all births and deaths exact,
+  P@10 0.895, as from the truth (``--init truth``: GVI 0.000, P@10 0.895). Without the moves
+  the sequential start merged every topic into 1 chain (GVI 1.518).
+- --boost 1: started empty, 3 chains, GVI 0.798 ± 0.014, P@10 0.850, 3 of 5 births and deaths
+  exact; started at the truth, the moves merge two topics as well (4 chains, GVI 0.313 ± 0.011,
+  P@10 0.881; without the moves it stayed at GVI 0.076). At this boost (16 % of a document's
+  words from its topic's block) the approximate posterior the moves target (Laplace and
+  diagonal pseudo-observation marginals) puts topics whose spans touch into one chain: merging
+  C (epochs 0-4) into D (4-12) raises it by 121 nats. Without the moves (before them): 2 chains,
+  GVI 1.301. The Laplace new-chain marginals, ~3-4 nats too low (``text`` module docstring),
+  and α = 0.1 both make opening chains harder.
 
 Writes JSON (--json, default benchmarks/results/tdpm_text.json; with --quick a file in the
 temporary directory). --quick: 13 epochs of 20-30 documents, V = 200, 10 sweeps (< 60 s).

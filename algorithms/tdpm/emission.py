@@ -10,19 +10,25 @@ One interface (``Emission``), bound to the items it scores:
 - ``pseudo_obs(items, phi)``: Gaussian pseudo-observations (y, r) of one (chain, epoch) for
   forward filtering / backward sampling (exact for Gaussians; Eqs. 8.12-8.13 for text);
 - ``total_loglik(items, phi)``: Σ log F over items at one state (the log joint of a sample);
-- ``exact``: whether Π_i F(x_i | φ) of a group of items is a Gaussian in φ times a constant; if
-  so, ``exact_pseudo_obs(items, starts)`` gives each group's (y, r, log c) with
-  Π_i F(x_i | φ) = c N(y; φ, r) for every φ, and a chain's marginal likelihood is exact by the
-  Kalman filter (what the split-merge moves need).
+- ``group_pseudo_obs(items, starts)``: each group's (y, r, log c) with
+  Π_i F(x_i | φ) ≈ c N(y; φ, r), so that a chain's marginal likelihood, its states integrated
+  out, is the Kalman filter's (what the split-merge moves need); ``exact`` says whether that
+  holds for every φ (Gaussians) or is a second-order expansion (text: the split-merge moves then
+  target the posterior with those marginals);
+- ``pieces(items, epochs, anchors, walk)``: the predictives a split's sequential allocation
+  draws from (``splitmerge``): ``log_predictive(k, u, t)`` of item u for piece k given what it
+  has absorbed (``absorb(k, u, t)``); any computable choice keeps the moves exact, a good one
+  makes splits that are accepted.
 """
 
 from __future__ import annotations
 
+import math
 from typing import Protocol
 
 import numpy as np
 
-from .dynamics import gauss_logpdf, gauss_product
+from .dynamics import RandomWalk, gauss_logpdf, gauss_product
 
 
 class Emission(Protocol):
@@ -37,7 +43,53 @@ class Emission(Protocol):
 
     def total_loglik(self, items: np.ndarray, phi: np.ndarray) -> float: ...
 
+    def group_pseudo_obs(self, items: np.ndarray, starts: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
+
+    def pieces(self, items: np.ndarray, epochs: list[int], anchors: tuple[int, int],
+               walk: RandomWalk) -> Pieces: ...
+
     exact: bool
+
+
+class Pieces(Protocol):
+    def log_predictive(self, k: int, u: int, t: int) -> float: ...
+
+    def absorb(self, k: int, u: int, t: int) -> None: ...
+
+
+class KalmanPieces:
+    """Two pieces' states under the random walk, each from G_0 = N(0, σ) and updated by its
+    members' pseudo-observations (y, r) in turn: the predictive of item u at epoch t is
+    N(y_u; mean, var + ρ (t − t_last) + r_u) up to 2π (which cancels between the pieces).
+    Python floats, one item at a time: faster than numpy at a few dimensions."""
+
+    def __init__(self, y: np.ndarray, r: np.ndarray, walk: RandomWalk):
+        self.y, self.r = y.tolist(), r.tolist()
+        D = len(self.y[0])
+        self.rho = walk.drift_var
+        self.mean = [[0.0] * D, [0.0] * D]
+        self.var = [[walk.birth_var] * D, [walk.birth_var] * D]
+        self.last, self.seen = [0, 0], [False, False]
+
+    def _gap(self, k: int, t: int) -> float:
+        return self.rho * (t - self.last[k]) if self.seen[k] else 0.0
+
+    def log_predictive(self, k: int, u: int, t: int) -> float:
+        gap, yu, ru, m, v = self._gap(k, t), self.y[u], self.r[u], self.mean[k], self.var[k]
+        lp = 0.0
+        for d in range(len(yu)):
+            s = v[d] + gap + ru[d]
+            lp -= 0.5 * (math.log(s) + (yu[d] - m[d]) ** 2 / s)
+        return lp
+
+    def absorb(self, k: int, u: int, t: int) -> None:
+        gap, yu, ru, m, v = self._gap(k, t), self.y[u], self.r[u], self.mean[k], self.var[k]
+        for d in range(len(yu)):
+            prior_v = v[d] + gap
+            v[d] = 1.0 / (1.0 / prior_v + 1.0 / ru[d])
+            m[d] = v[d] * (m[d] / prior_v + yu[d] / ru[d])
+        self.last[k], self.seen[k] = t, True
 
 
 class GaussianEmission:
@@ -74,7 +126,7 @@ class GaussianEmission:
         """Σ ||x_i − φ||² of items at one state: what Σ's conditional needs."""
         return float(np.sum((self.X[items] - phi) ** 2))
 
-    def exact_pseudo_obs(self, items: np.ndarray,
+    def group_pseudo_obs(self, items: np.ndarray,
                          starts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """For the groups of ``items`` beginning at ``starts``: the mean x̄ with variance Σ/n and
         log c, Π_i N(x_i; φ, Σ) = c N(x̄; φ, Σ/n) for every φ:
@@ -89,3 +141,9 @@ class GaussianEmission:
         log_c = (-(n - 1) * D / 2 * np.log(2 * np.pi * self.noise_var) - D / 2 * np.log(n)
                  - S / (2 * self.noise_var))
         return mean, np.repeat(self.noise_var / n[:, None], D, axis=1), log_c
+
+    def pieces(self, items: np.ndarray, epochs: list[int], anchors: tuple[int, int],
+               walk: RandomWalk) -> KalmanPieces:
+        """Kalman predictives over the items' own pseudo-observations (x_i, Σ)."""
+        y, r, _ = self.group_pseudo_obs(items, np.arange(len(items)))
+        return KalmanPieces(y, r, walk)

@@ -157,8 +157,8 @@ class ChainSampler:
         self.relinking = relink and persistence is None
         self.relinked = 0  # relinking moves accepted so far
         self.decay_w = np.ones(1) if self.fixed else decay_weights(prior.window, prior.decay)
-        self.splitmerge = (SplitMerge(self) if split_merge and emission.exact
-                           and not self.fixed and persistence is None else None)
+        self.splitmerge = (SplitMerge(self) if split_merge and not self.fixed
+                           and persistence is None else None)
         if persistence is not None:
             if self.fixed:
                 raise ValueError("membership stability needs the recurrent CRP, not fixed K")

@@ -19,17 +19,23 @@ Proposal (the anchors of Jain & Neal 2004, with Dahl's sequential allocation). P
 among the N items of epochs >= ``start_epoch``: with probability ½ uniformly, with ½ a chain
 uniformly among the K chains with such items and i uniformly among its n_{z_i} of them, so
 r_z(i) = ½ / N + ½ / (K n_{z_i}) (a chain of a few items, the stub beside a large chain that
-holds the same cluster, is anchored as often as a large one). Then j ≠ i among the items within
-W epochs of i with probability ½ / n_i + ½ κ(x_i, x_j) / Σ κ (κ = exp(−|y_i − y_j|² / 2h), y an
-item's pseudo-observation and h its variance at construction: x and Σ for Gaussians). j's
+holds the same cluster, is anchored as often as a large one). Then j ≠ i: with probability
+FAR uniformly among all items (a chain that holds one cluster and then another, as where one
+topic dies and another is born, is split only by anchors on both sides of the change, which are
+rarely within W epochs of each other), else among the items within W epochs of i with
+probability ½ / n_i + ½ κ(x_i, x_j) / Σ κ (κ = exp(−|y_i − y_j|² / 2h), y an item's
+pseudo-observation and h its variance at construction: x and Σ for Gaussians). j's
 probability does not depend on the labels and cancels; i's does, and the ratio carries
 r_{z'}(i) / r_z(i) (the reverse move is the same ordered pair from z'): each ordered pair is an
 MH kernel of its own.
 If i and j share a chain c, split it: i seeds piece A, j piece B, and the other members, in
 order of (epoch, item), join A or B with probability ∝ weight × predictive: the weight of
 Eq. 4.4 for the piece so far (m_{P,t} + n_{P,t}; α for a piece still empty; 0 for a piece dead
-by t) and the piece's Kalman predictive N(y; mean, var + r) of
-the item's pseudo-observation. Otherwise merge z_i's and z_j's chains: the reverse split's
+by t) and the emission's predictive of the item given the piece's members so far
+(``Emission.pieces``: for Gaussians the Kalman predictive N(y; mean, var + r) of its
+pseudo-observation; for text the smoothed word frequencies of the piece's documents, its anchor
+counted from the start, see ``text.CountPieces``). Otherwise merge z_i's and z_j's chains: the
+reverse split's
 probability is that allocation evaluated at the two chains as they are. A proposal that leaves
 a chain with occupied epochs more than W apart has target 0 and is rejected; under online
 continuation (``start_epoch`` > 0) chains with items before it are left alone.
@@ -61,6 +67,8 @@ import numpy as np
 
 from ..alloc.rcrp import chain_log_prior
 
+FAR = 1 / 3  # the share of partners j drawn from every epoch rather than within W of i
+
 
 class SplitMerge:
     """Split-merge and cut moves of one ``ChainSampler`` (module docstring): ``attempts``
@@ -74,7 +82,7 @@ class SplitMerge:
         self.rate, self.attempts, self.cut = rate, attempts, cut
         self.moves = {"merge": 0, "split": 0, "graft": 0, "peel": 0}
         n = len(sampler.epochs)
-        self.y, r, _ = sampler.emission.exact_pseudo_obs(np.arange(n), np.arange(n))
+        self.y, r, _ = sampler.emission.group_pseudo_obs(np.arange(n), np.arange(n))
         self.bandwidth = float(np.mean(r)) if n else 1.0
         self.accepted = 0
 
@@ -85,7 +93,7 @@ class SplitMerge:
         s = self.s
         ep = s.epochs[items]
         starts = np.diff(ep, prepend=-1).nonzero()[0]
-        y, r, norm = s.emission.exact_pseudo_obs(items, starts)
+        y, r, norm = s.emission.group_pseudo_obs(items, starts)
         occupied = ep[starts]
         return s.walk.log_evidence(y, r, occupied) + float(norm.sum())
 
@@ -122,36 +130,29 @@ class SplitMerge:
     def allocate(self, items: np.ndarray, i: int, j: int, rng: np.random.Generator | None,
                  into_a: np.ndarray | None = None) -> tuple[np.ndarray, float]:
         """Sequential allocation of ``items`` (sorted by (epoch, item)) into pieces A ∋ i and
-        B ∋ j: drawn with ``rng``, or the given ``into_a`` evaluated. Returns (into_a, log q)."""
+        B ∋ j: drawn with ``rng``, or the given ``into_a`` evaluated. Returns (into_a, log q).
+        The pieces' predictives are the emission's (``Emission.pieces``)."""
         s = self.s
-        sigma, rho, alpha = s.walk.birth_var, s.walk.drift_var, s.prior.alpha
+        alpha = s.prior.alpha
         ep = (s.epochs[items] - s.epochs[items[0]]).tolist()
-        y, r, _ = s.emission.exact_pseudo_obs(items, np.arange(len(items)))
-        y, r = y.tolist(), r.tolist()  # one item at a time: Python floats beat numpy here
+        anchors = (int(np.flatnonzero(items == i)[0]), int(np.flatnonzero(items == j)[0]))
+        pieces = s.emission.pieces(items, ep, anchors, s.walk)
         w = s.decay_w.tolist()
         counts = [[0] * (ep[-1] + 1), [0] * (ep[-1] + 1)]
-        D = len(y[0])
-        mean, var = [[0.0] * D, [0.0] * D], [[sigma] * D, [sigma] * D]
-        last, empty = [0, 0], [True, True]
+        empty = [True, True]
         out = np.zeros(len(items), dtype=bool)
         logq = 0.0
-        for u, item in enumerate(items.tolist()):
-            t, yu, ru = ep[u], y[u], r[u]
-            if item in (i, j):
-                side = 0 if item == i else 1
-            else:  # weight (α if empty, m + n: 0 if dead) times the predictive (2π cancels)
+        for u, t in enumerate(ep):
+            if u in anchors:
+                side = anchors.index(u)
+            else:  # weight (α if empty, m + n: 0 if dead) times the predictive
                 logp = [-math.inf, -math.inf]
                 for k in (0, 1):
                     c = counts[k]
                     weight = alpha if empty[k] else c[t] + sum(
                         w[h - 1] * c[t - h] for h in range(1, min(len(w), t) + 1))
                     if weight > 0:
-                        gap = 0.0 if empty[k] else rho * (t - last[k])
-                        lp = math.log(weight)
-                        for d in range(D):
-                            v = var[k][d] + gap + ru[d]
-                            lp -= 0.5 * (math.log(v) + (yu[d] - mean[k][d]) ** 2 / v)
-                        logp[k] = lp
+                        logp[k] = math.log(weight) + pieces.log_predictive(k, u, t)
                 total = max(logp) + math.log1p(math.exp(min(logp) - max(logp)))
                 if into_a is None:
                     side = 0 if rng.random() < math.exp(logp[0] - total) else 1
@@ -159,20 +160,19 @@ class SplitMerge:
                     side = 0 if into_a[u] else 1
                 logq += logp[side] - total
             out[u] = side == 0
-            gap = 0.0 if empty[side] else rho * (t - last[side])
-            m, v = mean[side], var[side]
-            for d in range(D):
-                prior_v = v[d] + gap
-                v[d] = 1.0 / (1.0 / prior_v + 1.0 / ru[d])
-                m[d] = v[d] * (m[d] / prior_v + yu[d] / ru[d])
-            last[side], empty[side] = t, False
+            pieces.absorb(side, u, t)
+            empty[side] = False
             counts[side][t] += 1
         return out, logq
 
     def _partner(self, i: int, rng: np.random.Generator, start_epoch: int) -> int:
-        """j given i: within W epochs of i (and from ``start_epoch`` on), ½ uniform and ½ by
-        the kernel κ; −1 if i has no such item."""
+        """j given i (from ``start_epoch`` on): with probability FAR uniform over all items,
+        else within W epochs of i, ½ uniform and ½ by the kernel κ; −1 if there is none."""
         s = self.s
+        if rng.random() < FAR:  # anywhere: the two sides of a chain that changed cluster
+            pool = np.concatenate(s.by_epoch[start_epoch:])
+            pool = pool[pool != i]
+            return int(pool[rng.integers(len(pool))]) if pool.size else -1
         t = int(s.epochs[i])
         lo, hi = max(start_epoch, t - s.prior.window), min(s.T, t + s.prior.window + 1)
         cand = np.concatenate(s.by_epoch[lo:hi])

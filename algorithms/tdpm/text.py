@@ -40,6 +40,10 @@ What the sampler asks of an emission (``emission.Emission``):
   forward filtering / backward sampling of a chain's states (``dynamics.RandomWalk``); this is
   the paper's approximation, so the chain-state update is approximate as well.
 - ``total_loglik(items, phi)``: exact.
+- ``group_pseudo_obs(items, starts)``: the same expansion for groups of documents with no chain
+  state (centred to mean 0) and its constant, so that a chain's marginal likelihood is the Kalman
+  filter's over the pseudo-observations: what the split-merge moves (``splitmerge``) score, an
+  approximation as the candidates' Laplace marginals are.
 
 Laplace (``candidates``). For one candidate with prior N(m, diag v) write the full log integrand
 
@@ -87,6 +91,8 @@ which has the same gradient and (diagonal) curvature in φ at φ̂.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import scipy.sparse as sp
 from scipy.special import logsumexp, softmax
@@ -96,7 +102,7 @@ class TextEmission:
     """Multinomial documents with natural-parameter chain states (Sec. 8) over the CSR count
     matrix X (N documents x V words); see the module docstring for the approximations."""
 
-    exact = False  # F(x | φ) is not Gaussian in φ: no exact chain evidence, no split-merge
+    exact = False  # F(x | φ) is not Gaussian in φ: group_pseudo_obs is an expansion
 
     def __init__(self, X, smoothing: float = 0.5, newton_tol: float = 1e-8,
                  max_newton: int = 50):
@@ -222,7 +228,71 @@ class TextEmission:
         y = hat + r * (v - total * p)
         return y, r
 
+    def group_pseudo_obs(self, items: np.ndarray, starts: np.ndarray
+                         ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For the groups of ``items`` beginning at ``starts``, with counts v (|v| words): the
+        second-order expansion of Σ log F = v·φ − |v| C(φ) with the diagonal Hessian
+        (Eqs. 8.12-8.13) at the smoothed MLE φ̂ centred to mean 0 (the gauge of G_0's mean;
+        no chain state is given), as c N(y; φ, r): r and y as ``pseudo_obs`` and
+        log c = v·φ̂ − |v| C(φ̂) + ½ Σ_w r_w g_w² + ½ Σ_w log 2π r_w with g = v − |v| p, so that
+        c N(y; φ̂, r) = F at φ̂ with the same gradient and diagonal curvature there. A group
+        without words gets r = 1e12 (no information; its c then cancels its Gaussian)."""
+        items = np.asarray(items, dtype=np.int64)
+        starts = np.asarray(starts, dtype=np.int64)
+        group = np.zeros(len(items), dtype=np.int64)
+        group[starts[1:]] = 1
+        group = np.cumsum(group)
+        G = sp.csr_matrix((np.ones(len(items)), (group, np.arange(len(items)))),
+                          shape=(len(starts), len(items)))
+        v = np.asarray((G @ self.X[items]).todense())
+        total = v.sum(1, keepdims=True)
+        V = self.dim
+        hat = np.log((v + self.smoothing) / (total + self.smoothing * V))
+        hat -= hat.mean(1, keepdims=True)
+        p = softmax(hat, axis=1)
+        r = 1.0 / np.maximum(total * p * (1.0 - p), 1e-12)
+        g = v - total * p
+        y = hat + r * g
+        log_c = ((v * hat).sum(1) - total[:, 0] * logsumexp(hat, axis=1)
+                 + 0.5 * (r * g ** 2).sum(1) + 0.5 * np.log(2 * np.pi * r).sum(1))
+        return y, r, log_c
+
+    def pieces(self, items: np.ndarray, epochs: list[int], anchors: tuple[int, int],
+               walk) -> CountPieces:
+        """Predictives from the pieces' summed word counts (``CountPieces``)."""
+        return CountPieces(self.X[items], anchors, self.smoothing)
+
     def total_loglik(self, items: np.ndarray, phi: np.ndarray) -> float:
         """Σ_i log F(x_i | φ) = v·φ − |v| C(φ) over the items at one state phi (V,)."""
         v = self.counts_of(items)
         return float(v @ phi - v.sum() * logsumexp(phi))
+
+
+class CountPieces:
+    """Two pieces of a split as their documents' summed counts c_k, each anchor's counted from
+    the start: document u's predictive is Σ_w x_uw log((c_kw + a) / (|c_k| + aV)), a the
+    smoothing. A piece's Kalman state from single documents' pseudo-observations would not do
+    in V dimensions: a piece of one document predicts any other worse than a piece of many
+    (its variances alone cost about ½ log 2 a word), so the first piece would take every
+    document. Time is ignored: the allocation's weights carry it."""
+
+    def __init__(self, X: sp.csr_matrix, anchors: tuple[int, int], smoothing: float):
+        self.X, self.anchors, self.a = X, anchors, smoothing
+        self.c = np.zeros((2, X.shape[1]))
+        for k, u in enumerate(anchors):
+            self.absorb_row(k, u)
+
+    def absorb_row(self, k: int, u: int) -> None:
+        lo, hi = self.X.indptr[u], self.X.indptr[u + 1]
+        self.c[k, self.X.indices[lo:hi]] += self.X.data[lo:hi]
+
+    def log_predictive(self, k: int, u: int, t: int) -> float:
+        lo, hi = self.X.indptr[u], self.X.indptr[u + 1]
+        words, x = self.X.indices[lo:hi], self.X.data[lo:hi]
+        c = self.c[k]
+        return float(x @ np.log(c[words] + self.a)
+                     - x.sum() * math.log(c.sum() + self.a * len(c)))
+
+    def absorb(self, k: int, u: int, t: int) -> None:
+        if u not in self.anchors:  # counted from the start
+            self.absorb_row(k, u)

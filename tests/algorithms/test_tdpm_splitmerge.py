@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from scipy.special import logsumexp
+from scipy.stats import multivariate_normal
 
 from bnpmix.algorithms.alloc.rcrp import log_prior
 from bnpmix.algorithms.tdpm.dynamics import RandomWalk
 from bnpmix.algorithms.tdpm.emission import GaussianEmission
 from bnpmix.algorithms.tdpm.gibbs import ChainSampler, RCRPPrior, relabel
+from bnpmix.algorithms.tdpm.text import TextEmission
 
 from .test_rcrp import set_partitions
 from .test_tdpm_gibbs import E6, NOISE, RHO, SIGMA, X6, chain_log_marginal
@@ -63,9 +66,9 @@ CASES = {
     # W = 2: a chain may skip epoch 1
     "3-epochs-W2": (X3, E3, RCRPPrior(alpha=0.7, window=2, decay=2.0)),
 }
-# 20,000 moves a case: the default run keeps the first, the slow run the others
+# 40,000 moves a case: the default run keeps the first, the slow run the others
 SLOW = {"3-epochs-W1", "3-epochs-W2"}
-MOVES = 20000
+MOVES = 40000
 
 
 def co_clustering(dist: dict[tuple, float]) -> tuple[np.ndarray, float]:
@@ -322,3 +325,73 @@ def test_the_head_of_an_impure_chain_beside_a_chain_of_its_cluster_is_grafted():
     assert np.all(s.z[:ex.size] == s.z[0]) and np.all(s.z[ex.size:] == s.z[ex.size])
     assert s.z[0] != s.z[ex.size]
     assert s.log_joint() > before
+
+
+# ---------------------------------------------------------------- text: multinomial documents
+
+# six documents of 4-7 words over 4 words, two epochs: two word patterns, so that the labellings
+# that split or join them differ in weight
+DOCS6 = np.array([[4, 1, 0, 0], [3, 1, 1, 0], [0, 0, 3, 3], [5, 0, 1, 0], [0, 1, 2, 4],
+                  [1, 0, 3, 2]], dtype=float)
+TEXT_SIGMA, TEXT_RHO = 4.0, 0.5
+
+
+def text_chain_log_marginal(emission: TextEmission, items, epochs) -> float:
+    """log p̃(x_block) of one chain: the pseudo-observations of its epochs' documents
+    (``group_pseudo_obs``) integrated against the random walk's prior over its occupied epochs
+    as one dense Gaussian per word, Cov(φ_a, φ_b) = σ + ρ (min(t_a, t_b) − born) + δ_ab r_a,
+    plus the expansions' constants: independent of the Kalman filter and of the moves."""
+    order = np.argsort(epochs[items], kind="stable")
+    items = np.asarray(items)[order]
+    ep = epochs[items]
+    starts = np.flatnonzero(np.diff(ep, prepend=-1))
+    y, r, log_c = emission.group_pseudo_obs(items, starts)
+    t = ep[starts].astype(float)
+    prior = TEXT_SIGMA + TEXT_RHO * (np.minimum.outer(t, t) - t[0])
+    return float(log_c.sum()) + sum(
+        float(multivariate_normal(np.zeros(len(t)), prior + np.diag(r[:, w])).logpdf(y[:, w]))
+        for w in range(y.shape[1]))
+
+
+@pytest.mark.slow
+def test_text_split_merge_alone_visits_the_labellings_in_proportion_to_their_weight():
+    """Multinomial documents (TextEmission): split-merge proposals alone, from every document
+    apart, visit each labelling in proportion to P(z) Π_k p̃(x_k), p̃ the chains' marginals
+    over the expansions' Gaussian pseudo-observations (the target the moves are built for;
+    an approximation of the posterior, as the item moves' Laplace marginals are), within the
+    same tolerances as the Gaussian case."""
+    epochs = np.array([0, 0, 0, 1, 1, 1])
+    prior = RCRPPrior(alpha=1.0, window=1, decay=0.8)
+    emission = TextEmission(sp.csr_matrix(DOCS6))
+    T = 2
+    keys, logw = [], []
+    for part in set_partitions(list(range(6))):
+        counts = np.zeros((T, len(part)))
+        z = np.empty(6, int)
+        for k, b in enumerate(part):
+            np.add.at(counts[:, k], epochs[b], 1)
+            z[b] = k
+        logw.append(log_prior(counts, prior.window, prior.decay, prior.alpha)
+                    + sum(text_chain_log_marginal(emission, b, epochs) for b in part))
+        keys.append(tuple(relabel(z, epochs).tolist()))
+    p = np.exp(np.array(logw) - logsumexp(logw))
+    exact = dict(zip(keys, p.tolist(), strict=True))
+    assert p.max() < 0.5 and np.sum(p > 0.01) >= 8  # the test discriminates
+    rng = np.random.default_rng(12)
+    s = ChainSampler(epochs, T, emission, RandomWalk(TEXT_SIGMA, TEXT_RHO), prior)
+    n = len(epochs)
+    s.restore({"z": np.arange(n), "labels": np.arange(n), "first": epochs, "last": epochs,
+               "phi": rng.normal(size=(n, 4))})
+    sm = s.splitmerge
+    sm.attempts = 1
+    seen = dict.fromkeys(exact, 0)
+    for _ in range(MOVES):
+        sm.sweep(rng)
+        seen[tuple(s.canonical().tolist())] += 1
+    freq = np.array([seen[k] for k in exact]) / MOVES
+    se = np.sqrt(p * (1 - p) / MOVES)
+    assert np.all(np.abs(freq - p) < 4 * 4 * se + 0.002), np.max(np.abs(freq - p) / se)
+    got_co, got_k = co_clustering(dict(zip(exact, freq, strict=True)))
+    exact_co, exact_k = co_clustering(exact)
+    assert np.max(np.abs(got_co - exact_co)) < 0.03, np.max(np.abs(got_co - exact_co))
+    assert abs(got_k - exact_k) < 0.05, (got_k, exact_k)
