@@ -81,6 +81,25 @@ def co_clustering(dist: dict[tuple, float]) -> tuple[np.ndarray, float]:
     return co, k
 
 
+def visits_match(s: ChainSampler, exact: dict[tuple, float], rng) -> None:
+    """MOVES split-merge proposals of ``s`` (its ``attempts`` 1): the visit frequency of each
+    labelling within 4 binomial standard errors (inflated 4x for the moves' autocorrelation) of
+    its probability under ``exact``, the co-clustering probabilities within 0.03 and the
+    expected number of chains within 0.05."""
+    p = np.array(list(exact.values()))
+    seen = dict.fromkeys(exact, 0)
+    for _ in range(MOVES):
+        s.splitmerge.sweep(rng)
+        seen[tuple(s.canonical().tolist())] += 1  # a KeyError: a labelling the prior forbids
+    freq = np.array([seen[k] for k in exact]) / MOVES
+    se = np.sqrt(p * (1 - p) / MOVES)
+    assert np.all(np.abs(freq - p) < 4 * 4 * se + 0.002), np.max(np.abs(freq - p) / se)
+    got_co, got_k = co_clustering(dict(zip(exact, freq, strict=True)))
+    exact_co, exact_k = co_clustering(exact)
+    assert np.max(np.abs(got_co - exact_co)) < 0.03, np.max(np.abs(got_co - exact_co))
+    assert abs(got_k - exact_k) < 0.05, (got_k, exact_k)
+
+
 @pytest.mark.parametrize("case", [pytest.param(c, id=k, marks=[pytest.mark.slow] * (k in SLOW))
                                   for k, c in CASES.items()])
 def test_split_merge_alone_visits_the_labellings_in_proportion_to_the_posterior(case):
@@ -97,18 +116,7 @@ def test_split_merge_alone_visits_the_labellings_in_proportion_to_the_posterior(
     start_apart(s, rng)
     sm = s.splitmerge
     sm.attempts = 1
-    seen = dict.fromkeys(exact, 0)
-    for _ in range(MOVES):
-        sm.sweep(rng)
-        key = tuple(s.canonical().tolist())
-        seen[key] += 1  # a KeyError: a labelling the prior forbids
-    freq = np.array([seen[k] for k in exact]) / MOVES
-    se = np.sqrt(p * (1 - p) / MOVES)
-    assert np.all(np.abs(freq - p) < 4 * 4 * se + 0.002), np.max(np.abs(freq - p) / se)
-    got_co, got_k = co_clustering(dict(zip(exact, freq, strict=True)))
-    exact_co, exact_k = co_clustering(exact)
-    assert np.max(np.abs(got_co - exact_co)) < 0.03, np.max(np.abs(got_co - exact_co))
-    assert abs(got_k - exact_k) < 0.05, (got_k, exact_k)
+    visits_match(s, exact, rng)
     assert 0.05 < sm.accepted / MOVES < 0.95
 
 
@@ -384,14 +392,4 @@ def test_text_split_merge_alone_visits_the_labellings_in_proportion_to_their_wei
                "phi": rng.normal(size=(n, 4))})
     sm = s.splitmerge
     sm.attempts = 1
-    seen = dict.fromkeys(exact, 0)
-    for _ in range(MOVES):
-        sm.sweep(rng)
-        seen[tuple(s.canonical().tolist())] += 1
-    freq = np.array([seen[k] for k in exact]) / MOVES
-    se = np.sqrt(p * (1 - p) / MOVES)
-    assert np.all(np.abs(freq - p) < 4 * 4 * se + 0.002), np.max(np.abs(freq - p) / se)
-    got_co, got_k = co_clustering(dict(zip(exact, freq, strict=True)))
-    exact_co, exact_k = co_clustering(exact)
-    assert np.max(np.abs(got_co - exact_co)) < 0.03, np.max(np.abs(got_co - exact_co))
-    assert abs(got_k - exact_k) < 0.05, (got_k, exact_k)
+    visits_match(s, exact, rng)
