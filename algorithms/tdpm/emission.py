@@ -15,7 +15,7 @@ One interface (``Emission``), bound to the items it scores:
   out, is the Kalman filter's (what the split-merge moves need); ``exact`` says whether that
   holds for every φ (Gaussians) or is a second-order expansion (text: the split-merge moves then
   target the posterior with those marginals);
-- ``pieces(items, epochs, anchors, walk)``: the predictives a split's sequential allocation
+- ``pieces(items, anchors, walk)``: the predictives a split's sequential allocation
   draws from (``splitmerge``): ``log_predictive(k, u, t)`` of item u for piece k given what it
   has absorbed (``absorb(k, u, t)``); any computable choice keeps the moves exact, a good one
   makes splits that are accepted.
@@ -46,7 +46,7 @@ class Emission(Protocol):
     def group_pseudo_obs(self, items: np.ndarray, starts: np.ndarray
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]: ...
 
-    def pieces(self, items: np.ndarray, epochs: list[int], anchors: tuple[int, int],
+    def pieces(self, items: np.ndarray, anchors: tuple[int, int],
                walk: RandomWalk) -> Pieces: ...
 
     exact: bool
@@ -142,7 +142,7 @@ class GaussianEmission:
                  - S / (2 * self.noise_var))
         return mean, np.repeat(self.noise_var / n[:, None], D, axis=1), log_c
 
-    def pieces(self, items: np.ndarray, epochs: list[int], anchors: tuple[int, int],
+    def pieces(self, items: np.ndarray, anchors: tuple[int, int],
                walk: RandomWalk) -> KalmanPieces:
         """Kalman predictives over the items' own pseudo-observations (x_i, Σ)."""
         y, r, _ = self.group_pseudo_obs(items, np.arange(len(items)))

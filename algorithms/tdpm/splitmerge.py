@@ -84,6 +84,11 @@ class SplitMerge:
         n = len(sampler.epochs)
         self.y, r, _ = sampler.emission.group_pseudo_obs(np.arange(n), np.arange(n))
         self.bandwidth = float(np.mean(r)) if n else 1.0
+        # the items in epoch order, where each epoch's begin, and each item's place
+        self.by_time = np.concatenate(sampler.by_epoch) if n else np.zeros(0, np.int64)
+        self.epoch_start = np.cumsum([0] + [len(b) for b in sampler.by_epoch])
+        self.rank = np.empty(n, np.int64)
+        self.rank[self.by_time] = np.arange(n)
         self.accepted = 0
 
     # ---- the target ------------------------------------------------------------------------
@@ -136,7 +141,7 @@ class SplitMerge:
         alpha = s.prior.alpha
         ep = (s.epochs[items] - s.epochs[items[0]]).tolist()
         anchors = (int(np.flatnonzero(items == i)[0]), int(np.flatnonzero(items == j)[0]))
-        pieces = s.emission.pieces(items, ep, anchors, s.walk)
+        pieces = s.emission.pieces(items, anchors, s.walk)
         w = s.decay_w.tolist()
         counts = [[0] * (ep[-1] + 1), [0] * (ep[-1] + 1)]
         empty = [True, True]
@@ -170,9 +175,12 @@ class SplitMerge:
         else within W epochs of i, ½ uniform and ½ by the kernel κ; −1 if there is none."""
         s = self.s
         if rng.random() < FAR:  # anywhere: the two sides of a chain that changed cluster
-            pool = np.concatenate(s.by_epoch[start_epoch:])
-            pool = pool[pool != i]
-            return int(pool[rng.integers(len(pool))]) if pool.size else -1
+            lo = self.epoch_start[start_epoch]
+            n = len(self.by_time) - lo - 1  # the items from start_epoch on, but i
+            if n <= 0:
+                return -1
+            k = lo + int(rng.integers(n))
+            return int(self.by_time[k + (k >= self.rank[i])])
         t = int(s.epochs[i])
         lo, hi = max(start_epoch, t - s.prior.window), min(s.T, t + s.prior.window + 1)
         cand = np.concatenate(s.by_epoch[lo:hi])

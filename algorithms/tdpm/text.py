@@ -217,16 +217,21 @@ class TextEmission:
         """Eqs. 8.12-8.13 (diagonal Hessian) at the smoothed MLE expansion point, shifted into
         the gauge of the current state phi (V,): returns (y, r), each (V,)."""
         v = self.counts_of(items)
-        total = v.sum()
-        V = self.dim
-        if total == 0:  # empty documents: no information (y is never read at r = ∞)
-            return np.array(phi, float), np.full(V, np.inf)
-        hat = np.log((v + self.smoothing) / (total + self.smoothing * V))
-        hat += np.mean(phi) - hat.mean()
-        p = softmax(hat)
-        r = 1.0 / (total * p * (1.0 - p))
-        y = hat + r * (v - total * p)
-        return y, r
+        if v.sum() == 0:  # empty documents: no information (y is never read at r = ∞)
+            return np.array(phi, float), np.full(self.dim, np.inf)
+        hat, _, g, h = self._expansion(v, np.mean(phi))
+        r = 1.0 / h
+        return hat + r * g, r
+
+    def _expansion(self, v: np.ndarray, level) -> tuple[np.ndarray, ...]:
+        """For counts v (a row each): the smoothed MLE φ̂ = log((v + a) / (|v| + aV)) shifted to
+        mean ``level``, p = softmax(φ̂), the gradient g = v − |v| p and the diagonal curvature
+        h = |v| p (1 − p) of v·φ − |v| C(φ) there (Eqs. 8.12-8.13: r = 1/h, y = φ̂ + r g)."""
+        total = v.sum(-1, keepdims=True)
+        hat = np.log((v + self.smoothing) / (total + self.smoothing * self.dim))
+        hat += level - hat.mean(-1, keepdims=True)
+        p = softmax(hat, axis=-1)
+        return hat, p, v - total * p, total * p * (1.0 - p)
 
     def group_pseudo_obs(self, items: np.ndarray, starts: np.ndarray
                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -245,20 +250,13 @@ class TextEmission:
         G = sp.csr_matrix((np.ones(len(items)), (group, np.arange(len(items)))),
                           shape=(len(starts), len(items)))
         v = np.asarray((G @ self.X[items]).todense())
-        total = v.sum(1, keepdims=True)
-        V = self.dim
-        hat = np.log((v + self.smoothing) / (total + self.smoothing * V))
-        hat -= hat.mean(1, keepdims=True)
-        p = softmax(hat, axis=1)
-        r = 1.0 / np.maximum(total * p * (1.0 - p), 1e-12)
-        g = v - total * p
-        y = hat + r * g
-        log_c = ((v * hat).sum(1) - total[:, 0] * logsumexp(hat, axis=1)
+        hat, _, g, h = self._expansion(v, 0.0)
+        r = 1.0 / np.maximum(h, 1e-12)
+        log_c = ((v * hat).sum(1) - v.sum(1) * logsumexp(hat, axis=1)
                  + 0.5 * (r * g ** 2).sum(1) + 0.5 * np.log(2 * np.pi * r).sum(1))
-        return y, r, log_c
+        return hat + r * g, r, log_c
 
-    def pieces(self, items: np.ndarray, epochs: list[int], anchors: tuple[int, int],
-               walk) -> CountPieces:
+    def pieces(self, items: np.ndarray, anchors: tuple[int, int], walk) -> CountPieces:
         """Predictives from the pieces' summed word counts (``CountPieces``)."""
         return CountPieces(self.X[items], anchors, self.smoothing)
 
