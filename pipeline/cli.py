@@ -549,7 +549,8 @@ def _ingest_arguments(p: argparse.ArgumentParser) -> None:
                    "beside it)")
     p.add_argument("--labels", metavar="FILE",
                    help="npy, docword, text: one label per line for each row/document, in order "
-                   "(text: each file of the folder in name order, or each line of the file); "
+                   "(text: each file of the folder in name order, or each line of the file), or "
+                   "a .npy file of a 1-D integer or string array, one entry per item; "
                    "stored as the corpus's `label` column as csv's --label-column stores one; "
                    "integers, or strings (mapped to 0..k-1 in sorted order, the mapping recorded "
                    "in the manifest)")
