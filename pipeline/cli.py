@@ -715,13 +715,13 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _bytes(text: str) -> int:
-    """A size: bytes, or with units (500MB, 2GiB)."""
-    from dask.utils import parse_bytes
+    """A size (pipeline/sizes.py: bytes, or 40MB, 1.5GiB, 200k)."""
+    from bnpmix.pipeline.sizes import nbytes
 
     try:
-        return int(parse_bytes(text))
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a size such as 2GiB, not {text!r}") from None
+        return nbytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:
