@@ -159,7 +159,7 @@ def test_the_vocabulary_kept_in_the_run_directory_is_preferred(runs, tmp_path):
 def test_compare_puts_both_runs_side_by_side(runs, plotting):
     out = runs["tmp"] / "compare"
     done = ok("compare", str(runs["digits"]), str(runs["vb"]), "--out", str(out),
-              "--heldout", str(runs["corpus"]), "--labels-column", "label")
+              "--heldout", str(runs["corpus"]), "--label-column", "label")
     assert "comparison of 2 runs" in done.stdout
     page = (out / "index.html").read_text(encoding="utf-8")
     assert sorted(img_files(page)) == ["compare_traces.png", "compare_weights.png"]

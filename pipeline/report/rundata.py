@@ -184,7 +184,7 @@ def read_chains(run: RunDir, model: Any, labels: np.ndarray) -> Chains:
 
 
 def load_run(run_dir: str | Path, heldout: str | Path | None = None,
-             labels_column: str | None = None) -> RunData:
+             label_column: str | None = None) -> RunData:
     """Read a finished run directory for its report; with ``heldout`` (a corpus) the held-out
     figures of ``bnpmix evaluate`` are computed too."""
     run = finished_run(run_dir)
@@ -227,5 +227,5 @@ def load_run(run_dir: str | Path, heldout: str | Path | None = None,
         except (OSError, ValueError, KeyError) as exc:
             raise BnpmixError(f"{sequences}: unreadable ({exc})") from None
     if heldout is not None:
-        data.heldout = evaluate(run.path, heldout, labels_column)
+        data.heldout = evaluate(run.path, heldout, label_column)
     return data
