@@ -119,7 +119,7 @@ def test_python_functions_take_the_former_keyword_with_a_deprecation_warning(fit
 # evaluate without --heldout
 
 
-def test_evaluate_without_heldout_scores_the_training_corpus_and_says_so(fitted):
+def test_evaluate_without_heldout_scores_the_training_corpus_and_says_so(fitted, tmp_path):
     corpus, run = fitted
     res = cli("evaluate", run, "--label-column", "label")
     assert res.returncode == 0, res.stderr
@@ -133,6 +133,10 @@ def test_evaluate_without_heldout_scores_the_training_corpus_and_says_so(fitted)
         {k: v for k, v in explicit.items() if k != "scored"}
     assert "no --heldout" not in cli("evaluate", run, "--heldout", corpus).stderr
     assert "--heldout CORPUS_DIR  score this corpus" in cli("evaluate", "--help").stdout
+    shutil.copytree(run, tmp_path / "models" / "v0001")  # a scheduled run's latest version
+    (tmp_path / "models" / "latest").write_text("v0001\n")
+    latest = json.loads(cli("evaluate", tmp_path / "models" / "latest").stdout)
+    assert latest["corpus"] == str(corpus) and latest["scored"] == "training"
 
 
 def test_evaluate_without_heldout_refuses_a_changed_or_missing_training_corpus(fitted, tmp_path):

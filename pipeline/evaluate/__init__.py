@@ -220,7 +220,7 @@ def training_corpus(run_dir: str | Path) -> str:
     holds exactly the partitions the fit read (an appended or rewritten corpus is not)."""
     from ..fit import partitions_of
 
-    job_file = Path(run_dir) / "job.json"
+    job_file = RunDir(run_dir).path / "job.json"  # a scheduled run's latest: its version's
     try:
         job = json.loads(job_file.read_text(encoding="utf-8"))
         uri, fitted = str(job["corpus"]), job["partitions"]
