@@ -11,9 +11,9 @@ directory, evaluation, ``bnpmix.load``.
 The engine below is hard-assignment variational Bayes, a k-means with a Dirichlet-process
 prior: each lap, every partition gives each of its items wholly to its most probable
 component under the current q (on the executor, where the partition is read), the driver adds
-the partitions' summaries and updates q from them (Eq. 10), until no item changes component.
-Like k-means it keeps the K components it starts from (it has no births, merges or deletes).
-It is about fifty lines.
+the partitions' summaries and updates q from them (Eq. 10), until the components' counts stop
+changing. Like k-means it keeps the K components it starts from (it has no births, merges or
+deletes). It is about fifty lines.
 """
 
 from dataclasses import dataclass

@@ -32,7 +32,8 @@ y = rng.integers(0, 5, 12_000)
 noise = rng.normal(size=(12_000, 3))
 scales = rng.uniform(0.5, 1.5, size=(5, 3))
 X = centres[y] + scales[y] * noise
-bnpmix.ingest_array(X, work / "corpus", partition_rows=1_000)
+manifest = bnpmix.ingest_array(X, work / "corpus", partition_rows=1_000)
+print(manifest.n_items, "items in", len(manifest.partitions), "partitions")
 
 # %%
 # A cluster profile: ``kind: local`` is a ``distributed.LocalCluster`` with the
@@ -40,7 +41,8 @@ bnpmix.ingest_array(X, work / "corpus", partition_rows=1_000)
 # on loopback). ``bnpmix fit --cluster PROFILE`` starts it, fits on it and
 # closes it; ``--scheduler tcp://HOST:PORT`` uses a running one instead.
 
-(work / "local.yaml").write_text("""\
+profile = work / "local.yaml"
+profile.write_text("""\
 kind: local
 dask-config:
   distributed.comm.timeouts.connect: 5s   # a lost worker is noticed in seconds
@@ -51,6 +53,7 @@ cluster:
   host: 127.0.0.1
   dashboard_address: 127.0.0.1:0
 """)
+print("profile:", profile)
 
 # %%
 # The same job twice: on two local threads, and on the cluster.

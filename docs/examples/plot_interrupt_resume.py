@@ -106,23 +106,21 @@ print("ELBO:", elbo, "resumed,", uninterrupted[2], "uninterrupted")
 # Held-out log-likelihood per item under the posterior predictive, and with the
 # held-out labels the agreement of the clusters with them.
 
-run("evaluate run --heldout heldout --labels-column label")
+run("evaluate run --heldout heldout --label-column label")
 run("report run")
 print(sorted(p.name for p in (work / "run" / "report").iterdir()))
 
 # %%
 # The report (``run/report/index.html``) draws the objective against the items
-# seen, the weights and the components; here the resumed run's trace over the
-# uninterrupted one's.
+# seen, the weights and the components; here the resumed run's trace (the
+# ELBO after every step) over the uninterrupted one's.
 
-laps = trace.groupby("lap", as_index=False).last()
-laps_whole = uninterrupted[1].groupby("lap", as_index=False).last()
 fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
-left.plot(laps_whole["lap"], laps_whole["elbo"], "o-", ms=8,
-          label="uninterrupted")
-left.plot(laps["lap"], laps["elbo"], "x--", c="k",
-          label="interrupted + resumed")
-left.set(xlabel="lap", ylabel="ELBO at the lap's last step")
+for rows, style, label in ((uninterrupted[1], "o-", "uninterrupted"),
+                           (trace, "x--", "interrupted + resumed")):
+    left.plot(rows["lap"], rows["elbo"], style, ms=6, label=label)
+left.set(xlabel="laps (a fraction: partitions visited so far)", ylabel="ELBO",
+         ylim=(trace["elbo"].quantile(0.05), None))
 left.legend()
 right.scatter(X[train, 0], X[train, 1], c=assigned["cluster"], s=2,
               cmap="tab10")
