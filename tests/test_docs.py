@@ -122,8 +122,11 @@ def test_the_custom_engine_example_registers_fits_and_leaves_the_registry(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("MPLBACKEND", "Agg")
+    import matplotlib.pyplot as plt
+
     before = dict(ENGINES)
     runpy.run_path(str(DOCS / "examples" / "plot_custom_engine.py"), run_name="__main__")
+    plt.close("all")
     assert before == ENGINES  # its engine is gone again: the build's later pages list ours
     out = capsys.readouterr().out
     assert "4 components after" in out and "converged: True" in out
