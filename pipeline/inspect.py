@@ -295,7 +295,8 @@ def format_run_info(info: dict[str, Any]) -> str:
         lines.append(f"converged     no: {moving.split(': ', 1)[1]}")
     lines += [
         f"items         {info['n_items']}",
-        f"wall seconds  {info['wall_seconds']:.1f}",
+        f"wall seconds  {info['wall_seconds']:.1f} (the whole fit command: corpus checks, "
+        "--obs auto's race, the fit and its output; across resumes, each command's)",
     ]
     if "obs_candidates" in info:  # --obs auto: each model's bound on the corpus
         lines += auto_lines(info["obs_candidates"], info.get("obs_auto") or {})
