@@ -29,7 +29,7 @@ from bnpmix.storage import BnpmixError, Corpus
 from bnpmix.storage.corpus import MANIFEST, vocab_sha256
 from bnpmix.storage.rundir import run_path
 
-from .declared import HELDOUT_DEQUANTISED, HELDOUT_NOTE, Declared
+from .declared import HELDOUT_DEQUANTISED, HELDOUT_NOTE, Declared, local_note
 from .labels import label_order
 
 if TYPE_CHECKING:
@@ -219,6 +219,7 @@ def run_info(path: str | Path) -> dict[str, Any]:
         "n_items": summary["n_items"],
         "wall_seconds": summary["wall_seconds"],
         "vocab_file": str(run.vocab_path) if run.vocab_path.is_file() else None,
+        "local": local_note(summary),
     }
     for key in ("converged", "stopped", "returned", "executor", "restart", "prior",
                 "obs_candidates", "obs_auto", "last_laps", "heldout_kind"):
@@ -270,6 +271,7 @@ def format_run_info(info: dict[str, Any]) -> str:
         f"corpus        {info['corpus']}{shape}",
         f"K             {_plural(K, 'component')}: {info['K_effective']} with more than "
         f"{EFFECTIVE:.0%} of the weight{nonempty}",
+        *([f"local         {info['local']}"] if info.get("local") else []),
         "weights       " + ", ".join(f"{w:.3f}" for w in weights[:SHOWN_WEIGHTS])
         + (f" ... ({K - SHOWN_WEIGHTS} more)" if K > SHOWN_WEIGHTS else "")
         + f"; new component {info['weight_new']:.3g} ({info['weights_are']})",
@@ -400,6 +402,8 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
         "kind": "text" if text else "dense",
         "shown": min(top, len(clusters)),
         "weights_are": Declared.of(summary).weights_are,
+        "noun": Declared.of(summary).component_noun if local_note(summary) else "cluster",
+        "local": local_note(summary),
     }
     vocab: list[str] | None = None
     if text:
@@ -436,13 +440,13 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
 def format_show(shown: dict[str, Any]) -> str:
     """Human-readable lines of ``show_clusters``: one line per cluster."""
     K, n = shown["K"], shown["shown"]
-    head = (f"{shown['engine']} ({shown['obs']}): {_plural(K, 'cluster')} of "
+    head = (f"{shown['engine']} ({shown['obs']}): {_plural(K, shown.get('noun', 'cluster'))} of "
             f"{_plural(shown['n_items'], 'item')}; "
             + (f"the {n} heaviest" if n < K else "all") + ", by decreasing weight")
     lines = [head]
     if shown.get("vocab"):
         lines.append(f"words from {shown['vocab']}")
-    for key in ("vocab_note", "note"):
+    for key in ("local", "vocab_note", "note"):
         if shown.get(key):
             lines.append(f"note: {shown[key]}")
     if shown.get("shared_covariance"):

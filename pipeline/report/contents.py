@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..declared import Declared
+from ..declared import Declared, local_note
 from . import figures as F
 from .page import Image, Section, paragraph, table
 from .rundata import TOP, RunData
@@ -107,6 +107,9 @@ def trace_section(data: RunData) -> Section:
 def weights_section(data: RunData) -> Section:
     """The weights' tail plot and the heaviest weights as a table."""
     section = Section("Cluster weights", anchor="weights")
+    local = local_note(data.summary)
+    if local is not None:  # (ddcrp: each sequence's own tables, not K clusters of the corpus)
+        section.html.append(paragraph(f"Not clusters of the whole corpus: {local}."))
     new = data.weight_new if data.weight_label.startswith("expected") else None
     section.images.append(_image(
         "weights.png", lambda: F.weights_figure(
@@ -117,9 +120,10 @@ def weights_section(data: RunData) -> Section:
         "is a power law)."))
     rows = [(int(data.ids[k]), float(data.weights[k])) for k in range(min(TOP, len(data.ids)))]
     declared = Declared.of(data.summary)
+    noun = declared.component_noun if local is not None else "component"
     chains = (" bnpmix info and show give this fraction too, and as weights the "
               f"{declared.weights_are}." if declared.plots_fractions else "")
-    section.html.append(paragraph(f"The {len(rows)} heaviest of {len(data.ids)} components "
+    section.html.append(paragraph(f"The {len(rows)} heaviest of {len(data.ids)} {noun}s "
                                   "(cluster: the label bnpmix show, predict and assignments/ "
                                   f"give it).{chains}"))
     section.html.append(table(rows, ("cluster", data.weight_label), "weights-table"))
@@ -291,7 +295,10 @@ def run_subtitle(data: RunData) -> str:
     declared = Declared.of(s)
     per_item = s.get(f"{declared.objective}_per_item")
     value = f"{per_item:.4f}" if isinstance(per_item, int | float) else "-"
-    return (f"{s['algorithm']} on {s['n_items']} items ({s.get('obs', data.obs)}): K = {s['K']}, "
+    local = (f" {declared.component_noun}s, each of one {declared.local_to}"
+             if local_note(s) is not None else "")
+    return (f"{s['algorithm']} on {s['n_items']} items ({s.get('obs', data.obs)}): "
+            f"K = {s['K']}{local}, "
             f"{declared.objective_label} per item {value}, {s['laps']} laps, "
             f"{s['wall_seconds']:.1f} s")
 
