@@ -372,25 +372,28 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
     if ctx.corpus.manifest.vocab is not None:  # the run names its columns (`bnpmix show`)
         run.write_vocab(ctx.corpus.manifest.vocab)
     run.write_summary(summary)
-    warn_one_cluster(summary, job)
+    warn_k_limits(summary, job)
     checkpoint.checkpoint_path(run).unlink(missing_ok=True)
     shutil.rmtree(checkpoint.chunks_dir(run), ignore_errors=True)
     return summary
 
 
-def warn_one_cluster(summary: dict[str, Any], job: JobConfig) -> None:
-    """A FitWarning when the fit ends with one cluster holding the mass although the job
-    allowed more (not a truncated engine told K = 1): on data with clusters this is a start, a
-    truncation or a prior that did not fit them, which a success message would hide."""
-    cls = engine_class(job.algorithm)
-    if summary["K_effective"] > 1 or summary["n_items"] < 2 or (
-            cls.truncated and job.engine.K == 1):
-        return
-    truncated = ", ".join(n for n in engine_names() if engine_class(n).truncated)
-    warnings.warn(f"{job.algorithm} ended with one cluster holding the mass of all "
-                  f"{summary['n_items']:,} items (K = {summary['K']}); if the data should hold "
-                  f"more, try another --obs or --alpha0, or ({truncated}) a larger --K",
-                  FitWarning, stacklevel=2)
+def warn_k_limits(summary: dict[str, Any], job: JobConfig) -> None:
+    """FitWarnings a success message would hide: the fit ends with one cluster holding the mass
+    although the job allowed more (not a truncated engine told K = 1), which on data with
+    clusters is a start, truncation or prior that did not fit them; or a truncated engine's
+    every component holds mass, so the truncation may have capped the clusters found."""
+    cls, K, n = engine_class(job.algorithm), summary["K_effective"], summary["n_items"]
+    if K <= 1 < n and not (cls.truncated and job.engine.K == 1):
+        truncated = ", ".join(name for name in engine_names() if engine_class(name).truncated)
+        warnings.warn(f"{job.algorithm} ended with one cluster holding the mass of all {n:,} "
+                      f"items (K = {summary['K']}); if the data should hold more, try another "
+                      f"--obs or --alpha0, or ({truncated}) a larger --K", FitWarning,
+                      stacklevel=2)
+    elif cls.truncated and 1 < K == job.engine.K:
+        warnings.warn(f"{job.algorithm}: each of the K = {K} components holds more than 1% of "
+                      "the mass: the truncation may have capped the clusters found; a larger "
+                      "--K shows whether the data hold more", FitWarning, stacklevel=2)
 
 
 def prior_entry(ctx: FitContext, model: Any) -> dict[str, Any] | None:

@@ -419,10 +419,15 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
         cov = obs.covariances(model.model.post)
         if cov is not None and len(cov):
             out["shared_covariance"] = [[round(float(v), 6) for v in row] for row in cov[0]]
+    spans = component_spans(model)
+    if spans is not None:
+        out["mean_at"] = "its last epoch"
     rows = []
     for c in clusters[:top]:  # the label is the rank from 0 (pipeline/labels.py)
         row = {"cluster": c["cluster"], "weight": c["weight"], "size": c["size"],
                "fraction": None if c["size"] is None else c["size"] / summary["n_items"]}
+        if spans is not None:
+            row["epochs"] = spans[c["cluster"]].tolist()
         m = means[c["cluster"]] if means.ndim == 2 and len(means) > c["cluster"] else None
         if m is None:
             pass
@@ -435,6 +440,14 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
         rows.append(row)
     out["clusters"] = rows
     return out
+
+
+def component_spans(model: Any) -> np.ndarray | None:
+    """Each cluster's first and last epoch in label order, (K, 2), for models whose components
+    are chains over epochs (a ``spans`` method: tdpm), whose means are the state at the last
+    one; None for the others."""
+    spans = getattr(model.model, "spans", None)
+    return None if spans is None else np.asarray(spans())[model.order_]
 
 
 def format_show(shown: dict[str, Any]) -> str:
@@ -456,7 +469,9 @@ def format_show(shown: dict[str, Any]) -> str:
                      + (f", ... ({len(sd)} dimensions; --json for the matrix)]"
                         if len(sd) > SHOWN_DIMS else "] (--json for the matrix)"))
     what = "top words" if shown["kind"] == "text" else "mean"
-    lines.append(f"{'cluster':>7} {'weight':>7} {'size':>8} {'fraction':>8}  {what}")
+    at = shown.get("mean_at")
+    lines.append(f"{'cluster':>7} {'weight':>7} {'size':>8} {'fraction':>8}  "
+                 + (f"{'epochs':<13}  {what} at {at}" if at else what))
     for row in shown["clusters"]:
         size = "-" if row["size"] is None else str(row["size"])
         if "top_words" in row:
@@ -468,10 +483,15 @@ def format_show(shown: dict[str, Any]) -> str:
         else:
             detail = "-"
         fraction = "-" if row["fraction"] is None else f"{row['fraction']:.4f}"
+        if "epochs" in row:  # the chain's first-last epoch (time values)
+            span = "-".join(_number(t, "g") for t in row["epochs"])
+            detail = f"{span:<13}  {detail}"
         lines.append(f"{row['cluster']:>7} {row['weight']:>7.4f} {size:>8} {fraction:>8}  "
                      f"{detail}")
     lines.append(f"(cluster: its label everywhere; weight: {shown['weights_are']}; fraction: "
-                 "its share of all items)")
+                 "its share of all items" + ("; epochs: the chain's first and last epoch, the "
+                                             f"{what} being its state at the last)" if at
+                                             else ")"))
     return "\n".join(lines)
 
 

@@ -28,7 +28,7 @@ from .common import (
 
 @dataclass(frozen=True)
 class VBConfig(LapsConfig):
-    K: int = opt(20, "truncation: the components the fit may use, seeded by k-means++ on a "
+    K: int = opt(10, "truncation: the components the fit may use, seeded by k-means++ on a "
                  "sample (scikit-learn's n_components); VB empties the ones the data do not "
                  "need", within="[1, inf)")
     laps: int = opt(100, "most passes through the data (a run stops earlier on convergence)",

@@ -32,7 +32,7 @@ def test_the_default_truncation_finds_the_clusters(tmp_path, algorithm):
                "--obs", "gauss", "--laps", "10")
     assert done.returncode == 0, done.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
-    assert summary["K"] == 20 and summary["K_effective"] >= 3
+    assert summary["K"] == 10 and summary["K_effective"] >= 3
     assert "one cluster" not in done.stderr
 
 
@@ -66,3 +66,11 @@ def test_a_fit_that_ends_with_one_cluster_warns(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error", FitWarning)
         fit(corpus, tmp_path / "one", job_config(algorithm="vb", obs="gauss", K=1))
+
+
+def test_a_truncation_every_component_of_which_holds_mass_warns(tmp_path):
+    """Four clusters in a truncation of three: the fit says the truncation may have capped
+    them."""
+    corpus = blobs(tmp_path, [[0, 0], [8, 8], [-8, 8], [8, -8]])
+    with pytest.warns(FitWarning, match="each of the K = 3 components holds more than 1%"):
+        fit(corpus, tmp_path / "run", job_config(algorithm="vb", obs="gauss", K=3))
