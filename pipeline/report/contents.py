@@ -16,6 +16,7 @@ from .rundata import TOP, RunData
 COVARIANCE_PANELS = 12  # full covariance matrices drawn (the heaviest components)
 MAX_MATRIX_D = 400  # larger covariance matrices are not drawn
 MAX_HEATMAP_D = 400  # means of more dimensions are not drawn as a heatmap
+MIN_TRACE_ROWS = 3  # a trace of fewer rows is not drawn beside a pass item by item
 SUMMARY_KEYS = ("algorithm", "obs", "n_items", "K", "K_effective", "objective", "laps",
                 "stopped", "wall_seconds", "executor", "restart", "merges", "kept_samples")
 
@@ -87,12 +88,34 @@ def _heaviest(data: RunData, noun: str = "components") -> str:
             else f"all K = {K} {noun}, heaviest first")
 
 
+def progress_image(data: RunData) -> Image | None:
+    """A pass item by item (RunData.progress), None for a run that has none."""
+    p = data.progress
+    if p is None or not len(p.K):
+        return None
+    series = F.Series(F.literal(data.name), p.items_seen, p.objective, p.K, p.objective_name)
+    name = p.objective_name
+    return _image(
+        "pass.png", lambda: F.trace_figure([series], f"{F.literal(data.name)}: the pass item "
+                                           "by item"),
+        f"{name} per item and K as the pass absorbs the items",
+        f"{name} per item of the items absorbed so far in the pass (top) and the number of "
+        "clusters K (bottom), against items seen, at up to 32 items of each partition "
+        "(before the merges at the pass's end).")
+
+
 def trace_section(data: RunData) -> Section:
-    """The objective per item and K against items seen."""
+    """The objective per item and K against items seen; for a run that records a pass item by
+    item, that pass first, and the trace only when it has more than a few rows (a pass over
+    one or two partitions has a row each: dots on empty axes)."""
     section = Section("Trace: objective and K against items seen", anchor="trace")
+    progress = progress_image(data)
+    if progress is not None:
+        section.images.append(progress)
     series = trace_series(data, F.literal(data.name))
-    if series is None:
-        section.html.append(paragraph("The run's trace is empty."))
+    if series is None or (progress is not None and len(series.K) < MIN_TRACE_ROWS):
+        if progress is None:
+            section.html.append(paragraph("The run's trace is empty."))
         return section
     name = series.objective_name
     section.images.append(_image(
