@@ -31,7 +31,7 @@ class VBConfig(LapsConfig):
     K: int = opt(10, "truncation: the components the fit may use, seeded by k-means++ on a "
                  "sample (scikit-learn's n_components); VB empties the ones the data do not "
                  "need", within="[1, inf)")
-    laps: int = opt(100, "most passes through the data (a run stops earlier on convergence)",
+    laps: int = opt(500, "most passes through the data (a run stops earlier on convergence)",
                     within="[1, inf)")
     tol: float = opt(1e-6, "converged when a lap changes the ELBO by less than this per item "
                      "(0: run every lap)", within="[0, inf)")
