@@ -216,8 +216,13 @@ def typed_flag(args: argparse.Namespace, key: str) -> str:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
+    import time
+    import warnings
+
+    started = time.perf_counter()  # summary.json's wall_seconds count from here
     from bnpmix.pipeline.config import OptionError
     from bnpmix.pipeline.jobfile import load_job
+    from bnpmix.storage import DataWarning
 
     flags = fit_flags(args)
     try:  # the options are checked before Dask or an engine's run is imported
@@ -233,9 +238,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
     progress = Progress()
     try:
-        with job.storage_config():
+        with job.storage_config(), warnings.catch_warnings():  # as `bnpmix: warning: ...`
+            warnings.simplefilter("always", DataWarning)
+            warnings.showwarning = _show_warning
             summary = fit(job.corpus, job.out, job.config, progress=progress,
-                          on_step=progress.step)
+                          on_step=progress.step, started=started)
     finally:
         progress.close()
     print(format_fit(summary, job.out))
