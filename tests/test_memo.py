@@ -534,7 +534,8 @@ def test_memo_with_one_partition_equals_full_vb(obs, tmp_path):
     assert Corpus(corpus).n_partitions == 1
     run = run_to_end(engine_for(corpus, obs=obs, algorithm="memo", K=4, laps=6, seed=5, moves="",
                                 tol=0))
-    vb = run_to_end(engine_for(corpus, obs=obs, algorithm="vb", K=4, laps=6, seed=5))
+    vb = run_to_end(engine_for(corpus, obs=obs, algorithm="vb", K=4, laps=6, seed=5,
+                                tol=0))
     model_v, S_v, trace_v = vb.model, vb.S, vb.trace
     cols = ["lap", "elbo", "K"]
     tm, tv = pd.DataFrame(run.trace), pd.DataFrame(trace_v)[cols]

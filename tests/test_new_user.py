@@ -127,7 +127,7 @@ def test_fit_help_gives_each_engines_own_default():
                     else f"{default} (" in shown and engine in shown), (row.name, shown, own)
         checked += 1
     assert checked >= 2
-    assert "(default 100 (memo, vb), 20 (sovb)" in text
+    assert "(default 100 (memo), 20 (sovb), 500 (vb)" in text
 
 
 def test_every_place_a_user_sees_a_cluster_gives_it_one_label(run_dir):
