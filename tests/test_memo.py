@@ -293,8 +293,9 @@ def test_group_merge_on_batch_summary_equals_recomputed_summary(obs):
 
 
 def test_verify_keeps_a_birth_only_when_the_full_elbo_says_so():
-    """Two well-separated clusters held by one origin: newborns that split them are kept;
-    newborns that cut a single cluster in two are merged back (and the ELBO rises by it)."""
+    """Two well-separated clusters held by one origin: newborns that split them are kept,
+    unless their ELBO does not exceed that of the state the adoption replaced; newborns that
+    cut a single cluster in two are merged back (and the ELBO rises by it)."""
     from bnpmix.algorithms.vb.birth import verify
 
     rng = np.random.default_rng(3)
@@ -310,6 +311,11 @@ def test_verify_keeps_a_birth_only_when_the_full_elbo_says_so():
                        np.array([[0, 1, 2]]))
     kept, undone = verify(obs, alloc, right, [(0, (1, 2))])
     assert undone == [] and kept.K == 3
+    # not above the state the adoption replaced (its ELBO ``replaced``): undone after all
+    gain = optimal_elbo(obs, alloc, kept)
+    assert verify(obs, alloc, right, [(0, (1, 2))], replaced=gain - 1)[1] == []
+    back, undone = verify(obs, alloc, right, [(0, (1, 2))], replaced=gain)
+    assert undone == [MergeGroup(0, (1, 2))] and back.K == 1
     one = X[300:]  # a single cluster, cut in two halves by the newborns
     obs = obs_class("gauss").default(one)
     R = np.eye(3)[(one[:, 0] > 6).astype(int) + 1] * 0.98 + 0.02 / 3

@@ -562,8 +562,9 @@ class MemoEngine(Engine):
         verified: list = []
         accepted: list = []
         if len(st.groups):
+            # judged against the state the adoption replaced too: the previous lap end's
             S, verified = verify(ctx.obs, ctx.alloc, S, st.families,
-                                 drop_origins=self.past is None)
+                                 drop_origins=self.past is None, replaced=self.last_elbo)
             undone = [m for m in verified if isinstance(m, MergeGroup)]
             origin_N = dict(zip((origin for origin, _ in st.families), st.origin_N, strict=True))
             for move in verified:  # S^0 has no group entropies: replayed on stored summaries only
