@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from bnpmix.storage import BnpmixError, Corpus, Manifest, RunDir
+from bnpmix.storage import BnpmixError, Corpus, DataError, Manifest, RunDir
 from bnpmix.storage.corpus import integer_columns
+from bnpmix.storage.dense import check_finite
 from bnpmix.storage.writer import new_corpus, partition_rows
 
 from .config import options
@@ -325,8 +326,19 @@ def _in_memory(X: Any) -> Any:
         raise ValueError(f"Found array with 0 feature(s) (shape={X.shape}) while a minimum of "
                          "1 is required.")
     if not np.all(np.isfinite(data)):
-        raise ValueError("X contains NaN or infinity")
+        _name_non_finite(X)
     return X
+
+
+def _name_non_finite(X: Any) -> None:
+    """Raise the ValueError of storage's check_finite (what ``bnpmix ingest`` reports) for X:
+    its first row holding NaN or inf, and the column, both 0-based."""
+    row = (int(np.searchsorted(X.indptr, np.flatnonzero(~np.isfinite(X.data))[0], "right")) - 1
+           if sp.issparse(X) else int(np.flatnonzero(~np.isfinite(X).all(axis=1))[0]))
+    try:
+        check_finite(X[row:row + 1].toarray() if sp.issparse(X) else X[row:row + 1], "X", row)
+    except DataError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _in_memory_width(X: Any) -> int:
