@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import json
 import tempfile
 import warnings
 from pathlib import Path
@@ -22,7 +23,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from bnpmix.storage import BnpmixError, Corpus, DataError, Manifest, RunDir
+from bnpmix.storage import BnpmixError, Corpus, DataError, Manifest, RunDir, local_path
+from bnpmix.storage.atomic import staged_directory
 from bnpmix.storage.corpus import integer_columns
 from bnpmix.storage.dense import check_finite
 from bnpmix.storage.writer import new_corpus, partition_rows
@@ -174,11 +176,39 @@ class BayesianMixture(*BASES):
         return self
 
     def _run(self, corpus: Path, run: Path, job: Any) -> dict[str, Any]:
-        """Fit ``corpus`` into ``run`` as ``bnpmix fit`` does and keep the result in memory."""
+        """Fit ``corpus`` into ``run`` as ``bnpmix fit`` does and keep the result in memory,
+        with the run directory's files (what ``save`` writes; the directory is temporary)."""
         summary = fit_corpus(corpus, run, job)
         self._set_fitted(FittedModel(read_model(str(run))), summary,
                          RunDir(run).load_assignments(), Corpus(corpus))
+        self._run_files = (str(run.parent.resolve()), {str(p.relative_to(run)): p.read_bytes()
+                                             for p in sorted(run.rglob("*")) if p.is_file()})
         return summary
+
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write the fitted run as a run directory at ``path``, as ``bnpmix fit --out`` does
+        (summary.json, model.npz + model.json, trace.csv, assignments/; no pickle), published
+        atomically (staged beside ``path``, renamed into place). ``bnpmix.load``, ``bnpmix
+        info``, ``show``, ``report`` and ``evaluate --heldout CORPUS`` read it.
+
+        A fit to a corpus path records that corpus; a fit to X in memory does not keep X (the
+        estimator's corpus of it was temporary): the run's ``corpus`` is then null, so score
+        training data with ``bnpmix evaluate RUN --heldout`` on a corpus ingested from it.
+        After ``partial_fit``, the last call's run: the model so far, the last block's
+        assignments and trace. An existing non-empty ``path`` is refused unless
+        ``overwrite``, which replaces it only once the new directory is complete. Returns
+        the directory's path."""
+        self._fitted()
+        root, files = self._run_files
+        final = local_path(path)
+        if final.exists() and not overwrite and (not final.is_dir() or any(final.iterdir())):
+            raise BnpmixError(f"{final}: exists and is not empty; choose another path or "
+                              "save(..., overwrite=True) to replace it")
+        with staged_directory(final, overwrite=overwrite) as tmp:
+            for name, data in _relocated(files, root, final.resolve()).items():
+                (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+                (tmp / name).write_bytes(data)
+        return final
 
     def _set_fitted(self, model: FittedModel, summary: dict[str, Any], assignments: Any,
                     corpus: Corpus) -> None:
@@ -294,6 +324,26 @@ BayesianMixture.__init__.__signature__ = inspect.signature(BayesianMixture.__ini
     parameters=[*list(inspect.signature(BayesianMixture.__init__).parameters.values())[:4],
                 *(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None)
                   for name in OPTIONS)])
+
+
+def _relocated(files: dict[str, bytes], root: str, final: Path) -> dict[str, bytes]:
+    """A run's files with job.json and summary.json no longer naming the estimator's temporary
+    directory ``root``: the run is ``final``; a temporary corpus (X in memory) or warm start
+    (partial_fit's model so far) is not kept, so it is null."""
+    def moved(value: Any, key: str) -> Any:
+        if not (isinstance(value, str) and Path(value).is_relative_to(root)):
+            return value
+        return str(final) if key == "out" else None
+
+    out = dict(files)
+    for name in ("job.json", "summary.json"):
+        obj = json.loads(files[name])
+        run = obj["config"]["run"]
+        run.update({key: moved(value, key) for key, value in run.items()})
+        if "corpus" in obj and name == "job.json":
+            obj["corpus"] = moved(obj["corpus"], "corpus")
+        out[name] = (json.dumps(obj, indent=2) + "\n").encode("utf-8")
+    return out
 
 
 def _seed(random_state: Any) -> int:

@@ -4,12 +4,16 @@ given), never a temporary directory of the estimator."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
 
+import bnpmix
 from bnpmix import BayesianMixture
-from helpers import blobs
+from bnpmix.pipeline.estimator import NotFittedError
+from helpers import blobs, cli
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
@@ -26,3 +30,74 @@ def test_non_finite_x_names_its_row_and_column_as_ingest_does(bad, sparse):
     for call in (est.fit, est.predict, est.score):
         with pytest.raises(ValueError, match=wanted.replace("(", r"\(").replace(")", r"\)")):
             call(sp.csr_matrix(X) if sparse else X)
+
+
+@pytest.fixture(scope="module")
+def saved(tmp_path_factory):
+    """A memo fit of X in memory, saved, and X ingested as a corpus (to evaluate the run)."""
+    from bnpmix.storage import ingest_array
+
+    X, y = blobs(300, 1)
+    est = BayesianMixture(random_state=0).fit(X)
+    where = tmp_path_factory.mktemp("saved")
+    ingest_array(X, where / "corpus", columns={"label": y})
+    return est, est.save(where / "run"), X, where
+
+
+def test_a_saved_fit_is_a_run_bnpmix_load_predicts_alike(saved):
+    est, run, X, _ = saved
+    model = bnpmix.load(run)
+    np.testing.assert_array_equal(model.predict(X), est.predict(X))
+    np.testing.assert_array_equal(model.score_samples(X), est.score_samples(X))
+    summary = json.loads((run / "summary.json").read_text())
+    assert summary["config"]["run"]["out"] == str(run.resolve())
+    assert summary["config"]["run"]["corpus"] is None  # X in memory is not kept
+
+
+def test_every_command_reads_a_saved_fit(saved):
+    est, run, _, where = saved
+    info = cli("info", run)
+    assert info.returncode == 0 and f"K             {est.n_components_} component" in info.stdout
+    assert "not kept" in info.stdout and "bnpmix-estimator" not in info.stdout, info.stdout
+    assert cli("show", run).returncode == 0
+    done = cli("evaluate", run, "--heldout", where / "corpus", "--labels-column", "label")
+    assert done.returncode == 0 and json.loads(done.stdout)["ari"] > 0.9, done.stdout
+    pytest.importorskip("matplotlib")
+    done = cli("report", run)
+    assert done.returncode == 0 and (run / "report" / "index.html").is_file(), done.stderr
+
+
+def test_save_refuses_an_existing_path_unless_overwrite(saved, tmp_path):
+    est, _, X, _ = saved
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "notes.txt").write_text("mine")
+    with pytest.raises(bnpmix.BnpmixError, match="overwrite=True"):
+        est.save(tmp_path / "run")
+    assert (tmp_path / "run" / "notes.txt").read_text() == "mine"
+    est.save(tmp_path / "run", overwrite=True)
+    assert not (tmp_path / "run" / "notes.txt").exists()
+    np.testing.assert_array_equal(bnpmix.load(tmp_path / "run").predict(X), est.predict(X))
+    with pytest.raises(NotFittedError):
+        BayesianMixture().save(tmp_path / "other")
+
+
+def test_a_saved_fit_holds_no_pickle(saved):
+    """Every array file opens with allow_pickle=False, and no file is a pickle (protocol 2+
+    starts with 0x80)."""
+    _, run, _, _ = saved
+    files = [p for p in run.rglob("*") if p.is_file()]
+    assert any(p.suffix == ".npz" for p in files)
+    for p in files:
+        assert not p.read_bytes().startswith(b"\x80"), p
+        if p.suffix in (".npz", ".npy"):
+            with np.load(p, allow_pickle=False) as z:
+                [z[k] for k in z.files]
+
+
+def test_a_fit_to_a_corpus_path_saves_that_corpus(saved, tmp_path):
+    """A fit given a corpus directory records it, so evaluate and report can read it."""
+    where = saved[3]
+    est = BayesianMixture(algorithm="adf", obs="gauss", random_state=0).fit(where / "corpus")
+    run = est.save(tmp_path / "run")
+    job = json.loads((run / "job.json").read_text())
+    assert job["corpus"] == job["config"]["run"]["corpus"] == str((where / "corpus").resolve())
