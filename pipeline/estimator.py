@@ -27,6 +27,7 @@ from bnpmix.storage import BnpmixError, Corpus, DataError, Manifest, RunDir, loc
 from bnpmix.storage.atomic import staged_directory
 from bnpmix.storage.corpus import integer_columns
 from bnpmix.storage.dense import check_finite
+from bnpmix.storage.errors import naming
 from bnpmix.storage.writer import new_corpus, partition_rows
 
 from .config import options
@@ -164,7 +165,8 @@ class BayesianMixture(*BASES):
         """Fit to X: an (n, D) array, a scipy.sparse count matrix, a pandas or pyarrow table, a
         Dask array or dataframe (written block by block, never gathered), or a corpus path."""
         job = self._job(self._run_seed())
-        with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp, \
+                naming(_places(tmp)):
             corpus = (Path(X) if isinstance(X, str | Path)
                       else write_corpus(X, Path(tmp) / "corpus"))
             summary = self._run(corpus, Path(tmp) / "run", job)
@@ -251,7 +253,8 @@ class BayesianMixture(*BASES):
             raise ValueError(f"X has {_in_memory_width(X)} features, but BayesianMixture is "
                              f"expecting {self.n_features_in_} features as input")
         engine = engine_class(self.algorithm)
-        with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp, \
+                naming(_places(tmp)):
             job = self._job(self._run_seed())
             if started:  # the model so far, as a run directory to warm-start from
                 model = engine.stream_start(self.model_.model)
@@ -324,6 +327,13 @@ BayesianMixture.__init__.__signature__ = inspect.signature(BayesianMixture.__ini
     parameters=[*list(inspect.signature(BayesianMixture.__init__).parameters.values())[:4],
                 *(inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=None)
                   for name in OPTIONS)])
+
+
+def _places(tmp: str) -> dict[str, str]:
+    """What the estimator's temporary files stand for in its errors and warnings (``naming``):
+    its corpus is X; its runs are in the temporary directory (a full disk is that one's)."""
+    return {str(Path(tmp) / "corpus"): "X", str(Path(tmp) / "so-far"): "<the model so far>",
+            str(Path(tmp) / "run"): f"{tempfile.gettempdir()}/<the estimator's temporary run>"}
 
 
 def _relocated(files: dict[str, bytes], root: str, final: Path) -> dict[str, bytes]:

@@ -54,6 +54,7 @@ from bnpmix.algorithms.obs import ObsModel, obs_class
 from bnpmix.algorithms.summary import Summary
 from bnpmix.storage import BnpmixError, Corpus
 from bnpmix.storage.atomic import write_text_atomic
+from bnpmix.storage.errors import naming
 
 from .config import JobConfig
 from .engines import DEFAULT_ENGINE
@@ -258,7 +259,9 @@ def tune_memo(corpus_dir: str | Path, *, obs: str | None = None,
     from .estimator import write_corpus  # here: the estimator imports scikit-learn when present
 
     rows = []
-    with tempfile.TemporaryDirectory(prefix="bnpmix-tune-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bnpmix-tune-") as tmp, naming({
+            str(Path(tmp) / "train"): f"{corpus_dir} (tune's training sample of it)",
+            tmp: f"{tempfile.gettempdir()}/<bnpmix tune's temporary files>"}):
         train = write_corpus(split.train, Path(tmp) / "train")
         for value in values:
             for alpha0 in alpha_grid:

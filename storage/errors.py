@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 # a URL's scheme; Dask's own comm schemes name scheduler addresses, not storage
@@ -63,3 +66,33 @@ def local_path(path: str | Path) -> Path:
                           "argument names a local file or directory (corpora, run "
                           "directories, reports and scheduled runs can be URLs)")
     return Path(path)
+
+
+@contextlib.contextmanager
+def naming(places: dict[str, str]) -> Iterator[None]:
+    """Inside, work on temporary copies (the estimator's corpus of X, tune's sample) whose
+    BnpmixErrors and warnings name what each copy stands for: each path of ``places`` in their
+    text becomes its name (the user's X or corpus). Notes naming a copy (``bnpmix resume``
+    of a temporary run) are dropped: the copy is gone when the error arrives."""
+    def named(text: str) -> str:
+        for path, name in places.items():
+            text = text.replace(path, name)
+        return text
+
+    held: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            try:
+                yield
+            finally:
+                held = list(caught)
+    except BnpmixError as exc:
+        exc.args = (named(str(exc)),)
+        if isinstance(exc, DataError):
+            exc.path = named(exc.path)
+        if hasattr(exc, "__notes__"):
+            exc.__notes__ = [n for n in exc.__notes__ if named(n) == n]
+        raise
+    finally:
+        for w in held:
+            warnings.warn_explicit(named(str(w.message)), w.category, w.filename, w.lineno)
