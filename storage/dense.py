@@ -39,7 +39,7 @@ def check_finite(X: np.ndarray, path: str | Path, first_row: int) -> None:
     if bad.any():
         r, c = np.argwhere(bad)[0]
         raise DataError(path, f"non-finite value {X[r, c]} in column {c} (row and column "
-                        "0-based)", row=first_row + int(r))
+                        "0-based; NaN and infinity are not data)", row=first_row + int(r))
 
 
 FLOAT_EXACT = 2**53  # integers beyond this lose digits as float64
