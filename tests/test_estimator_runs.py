@@ -102,3 +102,55 @@ def test_a_fit_to_a_corpus_path_saves_that_corpus(saved, tmp_path):
     run = est.save(tmp_path / "run")
     job = json.loads((run / "job.json").read_text())
     assert job["corpus"] == job["config"]["run"]["corpus"] == str((where / "corpus").resolve())
+
+
+def offset_column(n: int, seed: int = 0) -> np.ndarray:
+    """Blobs beside a column about 1e9 with spread 1: too far from 0 for float64 sums of
+    squares (not constant, so it is refused, naming the column)."""
+    X, _ = blobs(n, seed)
+    return np.c_[1e9 + np.random.default_rng(seed).normal(size=n), X]
+
+
+def test_a_refusal_of_x_names_x_not_a_temporary_corpus():
+    with pytest.raises(bnpmix.BnpmixError) as caught:
+        BayesianMixture(obs="gauss", random_state=0).fit(offset_column(200))
+    assert str(caught.value).startswith("X: column 0 (0-based, of 3) is about 1e+09")
+
+
+def test_tune_names_the_corpus_it_sampled(tmp_path):
+    from bnpmix.storage import ingest_array
+
+    ingest_array(offset_column(300), tmp_path / "corpus")
+    done = cli("tune", tmp_path / "corpus", "--algorithm", "memo", "--alpha-grid", "1",
+               "--scale-grid", "0.1")
+    assert done.returncode == 1
+    assert (f"bnpmix: error: {tmp_path / 'corpus'} (tune's training sample of it): column 0 "
+            "(0-based, of 3) is about 1e+09") in done.stderr, done.stderr
+
+
+def test_a_full_disk_during_the_estimators_checkpoint_names_no_temporary_run(monkeypatch):
+    """The checkpoint's write fails with ENOSPC: the error says where (the temporary directory
+    the estimator's run is in) without a /tmp/bnpmix-estimator-* path nor a `bnpmix resume`
+    of a directory that is removed."""
+    import errno
+    import os
+
+    import dask
+
+    from bnpmix.pipeline.runtime import checkpoint
+    from bnpmix.storage.atomic import atomic_write
+
+    def full_disk(path, meta, arrays):
+        def write(tmp):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp))
+
+        return atomic_write(path, write)
+
+    monkeypatch.setattr(checkpoint, "write_arrays_atomic", full_disk)
+    X, _ = blobs(100, 0)
+    with dask.config.set({"bnpmix.checkpoint-interval": 0}), \
+            pytest.raises(bnpmix.BnpmixError) as caught:
+        BayesianMixture(obs="gauss", random_state=0).fit(X)
+    text = "\n".join([str(caught.value), *getattr(caught.value, "__notes__", [])])
+    assert "<the estimator's temporary run>/checkpoint.npz: cannot write (No space" in text
+    assert "bnpmix-estimator-" not in text and "resume" not in text, text
