@@ -149,6 +149,17 @@ class SweepResult:
     v: float
     loglik: float
     logP: np.ndarray | None = None  # ADF with the exact E[K']: log P_k over the sites' clusters
+    # ADF: (items absorbed, K, Σ log density so far) at up to PATH_POINTS evenly spaced items of
+    # the partition, the last included (how the pass went item by item; None for EP)
+    path: np.ndarray | None = None
+
+
+PATH_POINTS = 32
+
+
+def path_points(n: int) -> np.ndarray:
+    """The items (1-based counts) after which a sweep of n items records its path."""
+    return np.unique(np.linspace(1, n, min(n, PATH_POINTS)).round().astype(np.int64))
 
 
 def ep_step(cl: Clusters, x: Data, old: np.ndarray, m: float, eps: float, uid: int
@@ -215,6 +226,8 @@ def sweep(X: Data, obs: ObsModel, prior: NRM, eps: float, total: Summary,
     qs: list[np.ndarray] = []  # ADF: q over the first len(q) clusters (no cluster moves)
     ids: list[np.ndarray] = []  # EP: the ids and values of q's non-zero entries
     rs: list[np.ndarray] = []
+    marks = path_points(n) if columns is None else np.zeros(0, np.int64)
+    path, mark = np.zeros((len(marks), 3)), 0
     with np.errstate(divide="ignore"):
         for i in range(n):
             new_i = None if new is None else new[i]
@@ -233,6 +246,9 @@ def sweep(X: Data, obs: ObsModel, prior: NRM, eps: float, total: Summary,
             if cl.uids[-1] == -(created + 1):
                 created += 1
             loglik += ll
+            if mark < len(marks) and marks[mark] == i + 1:
+                path[mark] = (i + 1, cl.K, loglik)
+                mark += 1
     survivors = cl.uids
     Q = np.zeros((n, len(survivors)))
     if n and columns is None:
@@ -252,4 +268,5 @@ def sweep(X: Data, obs: ObsModel, prior: NRM, eps: float, total: Summary,
     stats, shared = obs.split_stats(obs.stats(X, Q))
     summary = Summary(survivors.copy(), Q.sum(0), stats, np.zeros(len(survivors)), n_items=n,
                       shared=shared)
-    return SweepResult(Sites.from_matrix(Q, survivors, summary), created, cl.v, loglik, cl.logP)
+    return SweepResult(Sites.from_matrix(Q, survivors, summary), created, cl.v, loglik, cl.logP,
+                       path if columns is None else None)

@@ -340,7 +340,7 @@ def compare(tag: str, docs: nrm_data.Docs, train: np.ndarray, test_corpus: Path,
         for name, options in methods(hyper, passes, dp_eps):
             out = work / f"{tag}-order{o}-{name.replace(' ', '_')}"
             summary, seconds = run_fit(corpus, out, prior={"lam0": lam0}, **options)
-            e = evaluate(out, test_corpus, labels_column="label")
+            e = evaluate(out, test_corpus, label_column="label")
             S = load(out).model.sums.N  # K_half: clusters with at least half a document
             runs.setdefault(name, []).append({
                 "order": o, "heldout": e["heldout_loglik_per_item"],

@@ -38,6 +38,10 @@ autodoc_typehints = "none"
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False
 
+# the page's table of contents names a method `fit()`, not `BayesianMixture.fit()`: the side
+# bar keeps to its width
+toc_object_entries_show_parents = "hide"
+
 html_theme = "pydata_sphinx_theme"
 html_title = f"bnpmix {release}"
 html_static_path = ["_static"]

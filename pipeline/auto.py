@@ -243,7 +243,6 @@ def choose_obs(corpus: Corpus, job: JobConfig, executor: Executor) -> Choice:
     try:
         for name in names:
             ctx = make_context(corpus, job.run, job.replace(model_obs=name).model, executor)
-            ctx.started = started  # the run's clock counts the race
             ctx.state_budget = shared
             engine = cls(ctx, cfg)
             runners.append(Runner(name, engine))

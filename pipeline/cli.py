@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, NoReturn
 from bnpmix.pipeline import stops
 from bnpmix.pipeline.declared import HELDOUT_DEQUANTISED, HELDOUT_NOTE
 from bnpmix.pipeline.report.cli import add_parsers as add_report_parsers
-from bnpmix.pipeline.usage import UsageError
+from bnpmix.pipeline.usage import UsageError, renamed_flag
 from bnpmix.storage import BnpmixError, local_path
 from bnpmix.storage.errors import is_url
 
@@ -225,8 +225,13 @@ def typed_flag(args: argparse.Namespace, key: str) -> str:
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
+    import time
+    import warnings
+
+    started = time.perf_counter()  # summary.json's wall_seconds count from here
     from bnpmix.pipeline.config import OptionError
     from bnpmix.pipeline.jobfile import load_job
+    from bnpmix.storage import DataWarning
 
     flags = fit_flags(args)
     try:  # the options are checked before Dask or an engine's run is imported
@@ -242,9 +247,11 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
     progress = Progress()
     try:
-        with job.storage_config():
+        with job.storage_config(), warnings.catch_warnings():  # as `bnpmix: warning: ...`
+            warnings.simplefilter("always", DataWarning)
+            warnings.showwarning = _show_warning
             summary = fit(job.corpus, job.out, job.config, progress=progress,
-                          on_step=progress.step)
+                          on_step=progress.step, started=started)
     finally:
         progress.close()
     print(format_fit(summary, job.out))
@@ -346,10 +353,13 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from bnpmix.pipeline.remote_run import local_copy
 
     with local_copy(args.run_dir) as run_dir:
-        result = evaluate(run_dir, args.heldout, args.labels_column, scheduler=args.scheduler,
+        result = evaluate(run_dir, args.heldout, args.label_column, scheduler=args.scheduler,
                           cluster=args.cluster)
     if result["heldout_kind"] == HELDOUT_DEQUANTISED:
         print(f"bnpmix evaluate: {HELDOUT_NOTE}", file=sys.stderr)
+    if args.heldout is None:
+        print(f"bnpmix evaluate: no --heldout: scored the run's training corpus "
+              f"{result['corpus']} (in-sample: items the fit saw)", file=sys.stderr)
     print(json.dumps(result))
     return 0
 
@@ -451,7 +461,7 @@ def demo_next(corpus: Path, run: Path) -> str:
         f"  bnpmix info {run}                     # the run: K, weights, sizes, ELBO",
         f"  bnpmix show {run}                     # each cluster's weight, size and mean",
         f"  bnpmix report {run}                   # an HTML report in {run / 'report'}",
-        f"  bnpmix evaluate {run} --heldout {corpus} --labels-column label",
+        f"  bnpmix evaluate {run} --heldout {corpus} --label-column label",
         f"  bnpmix fit {corpus} --out {run.parent / 'run-vb'} --algorithm vb --K 20"
         "   # another engine"])
 
@@ -518,8 +528,8 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
             "options, the --seed) over alpha0. Both also search a Gaussian prior's "
             "scale; memo on bag-of-words searches the Dirichlet's lam0.")
     command("evaluate", _evaluate_arguments,
-            help="held-out log-likelihood per item, K; with labels ARI, NMI, VI and "
-            "majority-label accuracy (prints JSON)")
+            help="held-out (or, without --heldout, training) log-likelihood per item, K; with "
+            "labels ARI, NMI, VI and majority-label accuracy (prints JSON)")
     command("plan", _plan_arguments,
             help="project a memo lap's seconds and the driver's and workers' memory for a "
             "corpus on N workers (from its manifest and costs measured by "
@@ -558,13 +568,15 @@ def _ingest_arguments(p: argparse.ArgumentParser) -> None:
                    "beside it)")
     p.add_argument("--labels", metavar="FILE",
                    help="npy, docword, text: one label per line for each row/document, in order "
-                   "(text: each file of the folder in name order, or each line of the file); "
+                   "(text: each file of the folder in name order, or each line of the file), or "
+                   "a .npy file of a 1-D integer or string array, one entry per item; "
                    "stored as the corpus's `label` column as csv's --label-column stores one; "
                    "integers, or strings (mapped to 0..k-1 in sorted order, the mapping recorded "
                    "in the manifest)")
     p.add_argument("--label-column", help="csv: column holding a label per item (a feature "
                    "column named label, class, target, y, ... holding integers gets a warning "
                    "when this is not given)")
+    renamed_flag(p, "--labels-column", "--label-column", "label_column")
     p.add_argument("--time-column", help="csv: column holding an integer time/epoch per item")
     p.add_argument("--id-column", help="csv: column holding an item id")
     p.add_argument("--sequence-column",
@@ -679,11 +691,15 @@ def _tune_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _evaluate_arguments(p: argparse.ArgumentParser) -> None:
-    """`evaluate RUN_DIR --heldout CORPUS_DIR` and its options."""
-    p.add_argument("run_dir")
-    p.add_argument("--heldout", required=True, metavar="CORPUS_DIR")
-    p.add_argument("--labels-column", help="corpus column with true labels (for ARI, NMI, "
+    """`evaluate RUN_DIR [--heldout CORPUS_DIR]` and its options."""
+    p.add_argument("run_dir", metavar="RUN_DIR")
+    p.add_argument("--heldout", metavar="CORPUS_DIR",
+                   help="score this corpus (a directory or a URL) of items the fit did not see, "
+                   "with the run's columns or vocabulary (default: the run's training corpus, "
+                   "recorded in RUN_DIR/job.json, in-sample; the output's `scored` says which)")
+    p.add_argument("--label-column", help="corpus column with true labels (for ARI, NMI, "
                    "VI and accuracy)")
+    renamed_flag(p, "--labels-column", "--label-column", "label_column")
     p.add_argument("--scheduler", default="threads",
                    help="where partitions are scored: threads, synchronous, or tcp://HOST:PORT "
                    "of a Dask scheduler (default threads)")
@@ -723,13 +739,13 @@ def _plan_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _bytes(text: str) -> int:
-    """A size: bytes, or with units (500MB, 2GiB)."""
-    from dask.utils import parse_bytes
+    """A size (pipeline/sizes.py: bytes, or 40MB, 1.5GiB, 200k)."""
+    from bnpmix.pipeline.sizes import nbytes
 
     try:
-        return int(parse_bytes(text))
-    except (TypeError, ValueError):
-        raise argparse.ArgumentTypeError(f"expected a size such as 2GiB, not {text!r}") from None
+        return nbytes(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _demo_arguments(p: argparse.ArgumentParser) -> None:

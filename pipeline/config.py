@@ -28,6 +28,7 @@ from .addresses import CURRENT_CLIENT, is_address
 from .engines import DEFAULT_ENGINE
 from .runtime.context import AUTO
 from .runtime.engine import ENGINES, engine_class, engine_names
+from .sizes import EXAMPLES, parse_size
 
 OBS_CHOICES = (*OBS_NAMES, AUTO)  # --obs
 SCHEDULERS = ("threads, synchronous, a Dask scheduler's address (tcp://HOST:PORT), or "
@@ -239,13 +240,13 @@ class RunConfig:
                            "(default: the engine's own, whatever the executor: memo 4, ep 1)",
                            parse=_optional(_int), within="[1, inf)")
     cache_bytes: int | None = opt(None, "bytes of partitions kept in memory per worker (or "
-                                  "locally) across laps (default: Dask config "
+                                  f"locally) across laps ({EXAMPLES}; default: Dask config "
                                   "bnpmix.cache-bytes, 10% of the memory each process may "
-                                  "use)", parse=_optional(_int), within="[0, inf)")
+                                  "use)", parse=_optional(parse_size), within="[0, inf)")
     summary_bytes: int | None = opt(None, "bytes of per-partition state the driver keeps in "
-                                    "memory before spilling it to disk (default: Dask config "
-                                    "bnpmix.summary-bytes, 5% of the driver's memory)",
-                                    parse=_optional(_int), within="[0, inf)")
+                                    f"memory before spilling it to disk ({EXAMPLES}; default: "
+                                    "Dask config bnpmix.summary-bytes, 5% of the driver's "
+                                    "memory)", parse=_optional(parse_size), within="[0, inf)")
     checkpoint_every: int = opt(0, "also checkpoint every M batch visits (0: after each lap)",
                                 within="[0, inf)")
     warm_start: str | None = opt(None, "start from a previous run's model (RUN_DIR)", parse=_str)

@@ -32,6 +32,11 @@ class Declared:
     # trace rows are per partition (lap: the pass, batch: the partition, the objective that
     # partition's per item), not totals over the data
     trace_per_partition: bool = False
+    # what each component belongs to when components are not clusters shared by all items
+    # ("sequence": a ddcrp table holds items of one sequence only; "": shared), and their noun;
+    # summary.json's "per_group" then counts them (local_note)
+    local_to: str = ""
+    component_noun: str = "component"
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -48,6 +53,24 @@ class Declared:
         key = summary.get("objective", cls.objective)
         return cls(objective=key, objective_label=cls.objective_label if key == cls.objective
                    else key)
+
+
+def local_note(summary: dict[str, Any]) -> str | None:
+    """For a run whose components are local to a group (Declared.local_to): one line saying so,
+    with the groups and the components per group (summary.json's "per_group"); None for a run
+    whose components are clusters shared by all items. K and the weights of such a run count
+    every group's own components, which info, show and the report must not present as K
+    clusters of the whole corpus."""
+    declared = Declared.of(summary)
+    group, noun = declared.local_to, declared.component_noun
+    if not group:
+        return None
+    text = f"{noun}s are per {group}, not clusters shared across {group}s"
+    counts = summary.get("per_group")
+    if isinstance(counts, dict):
+        text += (f": {counts['groups']} {group}s with {counts['min']}-{counts['max']} {noun}s "
+                 f"each (mean {counts['mean']:.2f})")
+    return text + f"; K = {summary['K']} counts every {group}'s own {noun}s"
 
 
 # what a run's held-out scores are (summary.json's and bnpmix evaluate's heldout_kind)

@@ -92,7 +92,7 @@ class BayesianMixture(*BASES):
 
     Parameters
     ----------
-    algorithm : str, default: pipeline.engines.DEFAULT_ENGINE (memo)
+    algorithm : str
         The engine: any name ``bnpmix fit --algorithm`` takes: today memo (memoized online VB
         with births, merges and deletes), vb, sovb, adf, ep, tdpm, ddcrp, and any engine an
         installed package registers (see ``bnpmix fit --help``).

@@ -14,6 +14,7 @@ import json
 import shutil
 import sys
 import time
+import warnings
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -24,6 +25,7 @@ import numpy as np
 from bnpmix.algorithms.obs import AUTO_CANDIDATES, ObsModel
 from bnpmix.storage import BnpmixError, Corpus, RunDir
 from bnpmix.storage.atomic import write_json_atomic
+from bnpmix.storage.errors import FitWarning
 from bnpmix.storage.objectstore import is_url
 
 from . import auto, stops
@@ -42,7 +44,7 @@ from .runtime.context import (
     default_obs_name,
     make_context,
 )
-from .runtime.engine import Best, Engine, Fitted, Step, engine_class
+from .runtime.engine import Best, Engine, Fitted, Step, engine_class, engine_names
 from .runtime.executors import DaskExecutor, open_executor
 from .runtime.models import read_model, write_model
 from .settings import setting
@@ -65,15 +67,18 @@ DEFAULT_THREADS = 2
 
 def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *,
         client: Any = None, progress: ProgressHook | None = None,
-        on_step: StepHook | None = None) -> dict[str, Any]:
+        on_step: StepHook | None = None, started: float | None = None) -> dict[str, Any]:
     """Fit a model to a corpus and write the run directory; returns summary.json's content.
+    ``started``: the time.perf_counter() the command began at (default: now), from which
+    summary.json's wall_seconds count, corpus checks and --obs auto's race included.
     ``client``: a distributed.Client whose cluster runs the partition tasks in place of the
     executor the job names (its workers must reach the corpus); it is neither closed nor
     changed, and job.json records its scheduler's address. The job's scheduler
     ``"distributed"`` asks for this process's current Client the same way."""
+    started = time.perf_counter() if started is None else started
     if is_url(out):  # a run directory in object storage: a mirrored local workspace
-        return fit_to_store(fit, corpus_dir, str(out), job, on_step, client=client,
-                            progress=progress)
+        return fit_to_store(functools.partial(fit, started=started), corpus_dir, str(out), job,
+                            on_step, client=client, progress=progress)
     job, client = on_client(job or JobConfig(), client)
     corpus = Corpus(corpus_dir)
     run = RunDir(out)
@@ -94,7 +99,7 @@ def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *
     begun: list[bool] = []  # set once the engine has started: a failure then leaves a run
     try:
         write_job(run, corpus, job)  # with the claim, before any work: always resumable
-        summary = _run(corpus, run, job, None, progress, on_step, client, begun)
+        summary = _run(corpus, run, job, None, progress, on_step, client, started, begun)
     except BaseException as exc:
         stopped(run, claimed.created, exc, bool(begun))
         raise
@@ -158,7 +163,10 @@ def resume(run_dir: str | Path, progress: ProgressHook | None = None,
     """Continue a run from its last checkpoint (from the start if it has none); None if it had
     already finished. A run whose corpus has changed since it started (appended partitions) is
     refused: resuming it would mix summaries of two different data sets. ``client`` as fit's
-    (job.json keeps the address the run started with; summary.json names this one's)."""
+    (job.json keeps the address the run started with; summary.json names this one's). The
+    wall seconds add this command's whole time to the time the run had taken by its
+    checkpoint."""
+    started = time.perf_counter()
     if is_url(run_dir):
         return resume_from_store(resume, str(run_dir), on_step, progress=progress, client=client)
     run = RunDir(run_dir)
@@ -177,7 +185,7 @@ def resume(run_dir: str | Path, progress: ProgressHook | None = None,
         print(f"bnpmix: {run.path}: no checkpoint (the run stopped before its first one); "
               "starting it from the beginning", file=sys.stderr)
     try:
-        summary = _run(corpus, run, config, ckpt, progress, on_step, client)
+        summary = _run(corpus, run, config, ckpt, progress, on_step, client, started)
     except BaseException as exc:
         exc.add_note(f"continue the run with `bnpmix resume {run.path}`")
         raise
@@ -190,9 +198,10 @@ def resume(run_dir: str | Path, progress: ProgressHook | None = None,
 
 def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
          progress: ProgressHook | None, on_step: StepHook | None,
-         client: Any, begun: list[bool] | None = None) -> dict[str, Any]:
+         client: Any, started: float, begun: list[bool] | None = None) -> dict[str, Any]:
     """Restart r runs with the streams of seed + r over the same context and prior; each is
-    driven to its end with checkpoints (which carry the best finished restart so far).
+    driven to its end with checkpoints (which carry the best finished restart so far). The
+    run's clock counts from ``started``.
     ``begun`` is told (appended to) once the first engine has started."""
     r = job.run
     threads = r.threads or memlimit.fitting_threads(
@@ -226,6 +235,7 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
         handed = chosen.engine if chosen is not None else None  # the race's winner, continued
         ctx = make_context(corpus, job.run, model, executor) if handed is None else handed.ctx
         ctx.chunks = checkpoint.chunks_dir(run)
+        ctx.started = started  # wall_seconds: the whole command, --obs auto's race included
         if chosen is not None:
             ctx.obs_auto = chosen.notes() if chosen.scores else None  # (an older checkpoint)
             if chosen.prior is not None:  # another engine starts from the winner's prior
@@ -362,9 +372,28 @@ def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace
     if ctx.corpus.manifest.vocab is not None:  # the run names its columns (`bnpmix show`)
         run.write_vocab(ctx.corpus.manifest.vocab)
     run.write_summary(summary)
+    warn_k_limits(summary, job)
     checkpoint.checkpoint_path(run).unlink(missing_ok=True)
     shutil.rmtree(checkpoint.chunks_dir(run), ignore_errors=True)
     return summary
+
+
+def warn_k_limits(summary: dict[str, Any], job: JobConfig) -> None:
+    """FitWarnings a success message would hide: the fit ends with one cluster holding the mass
+    although the job allowed more (not a truncated engine told K = 1), which on data with
+    clusters is a start, truncation or prior that did not fit them; or a truncated engine's
+    every component holds mass, so the truncation may have capped the clusters found."""
+    cls, K, n = engine_class(job.algorithm), summary["K_effective"], summary["n_items"]
+    if K <= 1 < n and not (cls.truncated and job.engine.K == 1):
+        truncated = ", ".join(name for name in engine_names() if engine_class(name).truncated)
+        warnings.warn(f"{job.algorithm} ended with one cluster holding the mass of all {n:,} "
+                      f"items (K = {summary['K']}); if the data should hold more, try another "
+                      f"--obs or --alpha0, or ({truncated}) a larger --K", FitWarning,
+                      stacklevel=2)
+    elif cls.truncated and 1 < K == job.engine.K:
+        warnings.warn(f"{job.algorithm}: each of the K = {K} components holds more than 1% of "
+                      "the mass: the truncation may have capped the clusters found; a larger "
+                      "--K shows whether the data hold more", FitWarning, stacklevel=2)
 
 
 def prior_entry(ctx: FitContext, model: Any) -> dict[str, Any] | None:

@@ -29,7 +29,7 @@ from bnpmix.storage import BnpmixError, Corpus
 from bnpmix.storage.corpus import MANIFEST, vocab_sha256
 from bnpmix.storage.rundir import run_path
 
-from .declared import HELDOUT_DEQUANTISED, HELDOUT_NOTE, Declared
+from .declared import HELDOUT_DEQUANTISED, HELDOUT_NOTE, Declared, local_note
 from .labels import label_order
 
 if TYPE_CHECKING:
@@ -219,6 +219,7 @@ def run_info(path: str | Path) -> dict[str, Any]:
         "n_items": summary["n_items"],
         "wall_seconds": summary["wall_seconds"],
         "vocab_file": str(run.vocab_path) if run.vocab_path.is_file() else None,
+        "local": local_note(summary),
     }
     for key in ("converged", "stopped", "returned", "executor", "restart", "prior",
                 "obs_candidates", "obs_auto", "last_laps", "heldout_kind"):
@@ -271,6 +272,7 @@ def format_run_info(info: dict[str, Any]) -> str:
         f"{shape}",
         f"K             {_plural(K, 'component')}: {info['K_effective']} with more than "
         f"{EFFECTIVE:.0%} of the weight{nonempty}",
+        *([f"local         {info['local']}"] if info.get("local") else []),
         "weights       " + ", ".join(f"{w:.3f}" for w in weights[:SHOWN_WEIGHTS])
         + (f" ... ({K - SHOWN_WEIGHTS} more)" if K > SHOWN_WEIGHTS else "")
         + f"; new component {info['weight_new']:.3g} ({info['weights_are']})",
@@ -296,7 +298,8 @@ def format_run_info(info: dict[str, Any]) -> str:
         lines.append(f"converged     no: {moving.split(': ', 1)[1]}")
     lines += [
         f"items         {info['n_items']}",
-        f"wall seconds  {info['wall_seconds']:.1f}",
+        f"wall seconds  {info['wall_seconds']:.1f} (the whole fit command: corpus checks, "
+        "--obs auto's race, the fit and its output; across resumes, each command's)",
     ]
     if "obs_candidates" in info:  # --obs auto: each model's bound on the corpus
         lines += auto_lines(info["obs_candidates"], info.get("obs_auto") or {})
@@ -400,6 +403,8 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
         "kind": "text" if text else "dense",
         "shown": min(top, len(clusters)),
         "weights_are": Declared.of(summary).weights_are,
+        "noun": Declared.of(summary).component_noun if local_note(summary) else "cluster",
+        "local": local_note(summary),
     }
     vocab: list[str] | None = None
     if text:
@@ -415,10 +420,15 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
         cov = obs.covariances(model.model.post)
         if cov is not None and len(cov):
             out["shared_covariance"] = [[round(float(v), 6) for v in row] for row in cov[0]]
+    spans = component_spans(model)
+    if spans is not None:
+        out["mean_at"] = "its last epoch"
     rows = []
     for c in clusters[:top]:  # the label is the rank from 0 (pipeline/labels.py)
         row = {"cluster": c["cluster"], "weight": c["weight"], "size": c["size"],
                "fraction": None if c["size"] is None else c["size"] / summary["n_items"]}
+        if spans is not None:
+            row["epochs"] = spans[c["cluster"]].tolist()
         m = means[c["cluster"]] if means.ndim == 2 and len(means) > c["cluster"] else None
         if m is None:
             pass
@@ -433,16 +443,24 @@ def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[
     return out
 
 
+def component_spans(model: Any) -> np.ndarray | None:
+    """Each cluster's first and last epoch in label order, (K, 2), for models whose components
+    are chains over epochs (a ``spans`` method: tdpm), whose means are the state at the last
+    one; None for the others."""
+    spans = getattr(model.model, "spans", None)
+    return None if spans is None else np.asarray(spans())[model.order_]
+
+
 def format_show(shown: dict[str, Any]) -> str:
     """Human-readable lines of ``show_clusters``: one line per cluster."""
     K, n = shown["K"], shown["shown"]
-    head = (f"{shown['engine']} ({shown['obs']}): {_plural(K, 'cluster')} of "
+    head = (f"{shown['engine']} ({shown['obs']}): {_plural(K, shown.get('noun', 'cluster'))} of "
             f"{_plural(shown['n_items'], 'item')}; "
             + (f"the {n} heaviest" if n < K else "all") + ", by decreasing weight")
     lines = [head]
     if shown.get("vocab"):
         lines.append(f"words from {shown['vocab']}")
-    for key in ("vocab_note", "note"):
+    for key in ("local", "vocab_note", "note"):
         if shown.get(key):
             lines.append(f"note: {shown[key]}")
     if shown.get("shared_covariance"):
@@ -452,7 +470,9 @@ def format_show(shown: dict[str, Any]) -> str:
                      + (f", ... ({len(sd)} dimensions; --json for the matrix)]"
                         if len(sd) > SHOWN_DIMS else "] (--json for the matrix)"))
     what = "top words" if shown["kind"] == "text" else "mean"
-    lines.append(f"{'cluster':>7} {'weight':>7} {'size':>8} {'fraction':>8}  {what}")
+    at = shown.get("mean_at")
+    lines.append(f"{'cluster':>7} {'weight':>7} {'size':>8} {'fraction':>8}  "
+                 + (f"{'epochs':<13}  {what} at {at}" if at else what))
     for row in shown["clusters"]:
         size = "-" if row["size"] is None else str(row["size"])
         if "top_words" in row:
@@ -464,10 +484,15 @@ def format_show(shown: dict[str, Any]) -> str:
         else:
             detail = "-"
         fraction = "-" if row["fraction"] is None else f"{row['fraction']:.4f}"
+        if "epochs" in row:  # the chain's first-last epoch (time values)
+            span = "-".join(_number(t, "g") for t in row["epochs"])
+            detail = f"{span:<13}  {detail}"
         lines.append(f"{row['cluster']:>7} {row['weight']:>7.4f} {size:>8} {fraction:>8}  "
                      f"{detail}")
     lines.append(f"(cluster: its label everywhere; weight: {shown['weights_are']}; fraction: "
-                 "its share of all items)")
+                 "its share of all items" + ("; epochs: the chain's first and last epoch, the "
+                                             f"{what} being its state at the last)" if at
+                                             else ")"))
     return "\n".join(lines)
 
 

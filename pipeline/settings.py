@@ -24,6 +24,8 @@ from typing import Any
 
 from bnpmix.storage.errors import BnpmixError
 
+from .sizes import nbytes
+
 FILE = "bnpmix.yaml"
 
 
@@ -37,24 +39,14 @@ def shipped_defaults() -> dict[str, Any]:
     return yaml.safe_load(text)
 
 
-def _nbytes(value: Any) -> int:
-    """A size: a number of bytes or a string with units ("2GiB"); at least 0."""
-    from dask.utils import parse_bytes
-
-    size = parse_bytes(value)
-    if size < 0:
-        raise ValueError("a size cannot be negative")
-    return size
-
-
 def _size(value: Any) -> Any:
-    """A size as ``_nbytes``, or a share of the memory the process using it may use ("20%":
+    """A size (sizes.nbytes), or a share of the memory the process using it may use ("20%":
     runtime.memlimit.Share, resolved where it is used)."""
     if isinstance(value, str) and value.strip().endswith("%"):
         from .runtime.memlimit import parse_share
 
         return parse_share(value)
-    return _nbytes(value)
+    return nbytes(value)
 
 
 def _seconds(value: Any) -> float:
@@ -91,7 +83,7 @@ def _count(least: int) -> Callable[[Any], int]:
 PARSERS: dict[str, Callable[[Any], Any]] = {
     "cache-bytes": _size, "summary-bytes": _size, "worker-wait": _seconds,
     "task-retries": _count(0), "scheduler-timeout": _seconds, "connect-timeout": _seconds,
-    "worker-malloc-trim": _nbytes,
+    "worker-malloc-trim": nbytes,
     "assign-wave": _count(1), "schedule-lease": _seconds, "checkpoint-interval": _duration,
 }
 

@@ -177,8 +177,8 @@ def ingest_npy(
 ) -> Manifest:
     """Ingest a 2-D real ``.npy`` array, mapping one partition's rows into memory at a time
     (None for ``partition_rows``: storage.partition_rows' default for its width).
-    ``labels``: a file with one label per row (see storage/labels.py), stored as the ``label``
-    column."""
+    ``labels``: a text file with one label per row, or a .npy 1-D array of them (see
+    storage/labels.py), stored as the ``label`` column."""
     path = Path(path)
     try:
         header = np.load(path, mmap_mode="r", allow_pickle=False)

@@ -56,6 +56,10 @@ class DataWarning(UserWarning):
     """Input that ingests but probably not as meant (the CLI prints it as ``bnpmix: warning``)."""
 
 
+class FitWarning(DataWarning):
+    """A fit that finished but probably not as meant (one cluster where more were possible)."""
+
+
 def local_path(path: str | Path) -> Path:
     """``path`` as a local Path, or an error for an object-storage URL (s3://, gs://, ...)
     where bnpmix would write, which ``Path`` would silently turn into a local directory named

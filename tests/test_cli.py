@@ -107,7 +107,7 @@ def test_fit_writes_run_directory_and_evaluate_prints_json(tmp_path):
     assert trace[0] == "lap,batch,elbo,K,seconds" and len(trace) > 6
     assert len(list((tmp_path / "run" / "assignments").glob("part-*.parquet"))) == 6
     res = run("evaluate", str(tmp_path / "run"), "--heldout", str(tmp_path / "c"),
-              "--labels-column", "label")
+              "--label-column", "label")
     assert res.returncode == 0, res.stderr
     scores = json.loads(res.stdout)
     assert scores["ari"] > 0.95 and scores["K"] == summary["K"]

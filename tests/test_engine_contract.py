@@ -219,8 +219,8 @@ def test_a_state_restored_from_its_checkpoint_is_the_same_state(runs):
 @each
 def test_evaluate_scores_held_out_items_as_the_loaded_model_does(runs, corpora):
     run = runs.root / "threads"
-    out = evaluate(run, corpora.held, labels_column="label")
-    same = evaluate(run, corpora.held, labels_column="label", scheduler="synchronous")
+    out = evaluate(run, corpora.held, label_column="label")
+    same = evaluate(run, corpora.held, label_column="label", scheduler="synchronous")
     assert same == out
     model = bnpmix.load(run)
     assert out["n_items"] == 18 and out["K"] == model.n_components_

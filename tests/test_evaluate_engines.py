@@ -180,14 +180,15 @@ def majority_accuracy(clusters: np.ndarray, labels: np.ndarray) -> float:
 def test_evaluate_every_engine(runs, name):
     corpus = RUNS[name][0]
     run, heldout = runs.runs[name], runs.corpora[HELD[corpus]]
-    out = evaluate(run, heldout, "--labels-column", "label")
+    out = evaluate(run, heldout, "--label-column", "label")
     logp, best, batch = independent(run, heldout)
     bow = corpus == "bow"
     expected = {"heldout_loglik_per_item", "K", "n_items", "scoring",
                 "multinomial_coefficient_included", "ari", "nmi", "vi", "accuracy",
-                "heldout_kind"}
+                "heldout_kind", "scored", "corpus"}
     assert set(out) == expected | ({"heldout_loglik_per_item_with_coefficient"} if bow
                                    else set()), out
+    assert (out["scored"], out["corpus"]) == ("heldout", str(heldout))
     assert out["n_items"] == len(batch) == 18
     assert out["K"] == bnpmix.load(run).n_components_
     assert out["scoring"].startswith(SCORING[name.removesuffix("-bow")]), out["scoring"]
@@ -217,7 +218,7 @@ def test_ddcrp_items_placed_among_the_training_items(runs):
     """Held-out items at times 0..3 link back, by the decay, to the training items of their
     sequence at or before them."""
     run, heldout = runs.runs["ddcrp-time"], runs.corpora["mid"]
-    out = evaluate(run, heldout, "--labels-column", "label")
+    out = evaluate(run, heldout, "--label-column", "label")
     logp, best, _ = independent(run, heldout)
     assert out["heldout_loglik_per_item"] == pytest.approx(logp.mean(), rel=1e-12)
     assert out["ari"] == pytest.approx(

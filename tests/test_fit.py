@@ -131,7 +131,7 @@ def test_load_scores_like_evaluate_and_the_mixture_density(tmp_path):
     y = rng.integers(0, 3, 300)
     Xh = rng.normal(0, 6, (3, 3))[y] + rng.normal(size=(300, 3))
     ingest_array(Xh, tmp_path / "heldout", partition_rows=70, columns={"label": y})
-    scores = evaluate(tmp_path / "run", tmp_path / "heldout", labels_column="label")
+    scores = evaluate(tmp_path / "run", tmp_path / "heldout", label_column="label")
     model = bnpmix.load(tmp_path / "run")
     X = Corpus(tmp_path / "heldout").read_all().X
     logp = model.score_samples(X)

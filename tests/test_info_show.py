@@ -213,3 +213,30 @@ def test_show_on_a_corpus_and_on_an_unfinished_run(dense_run, tmp_path):
 def test_show_rejects_a_non_positive_count(dense_run):
     assert bnpmix("show", dense_run, "--top", "0").returncode == 2
     assert bnpmix("show", dense_run, "--top-words", "-1").returncode == 2
+
+
+def test_wall_seconds_cover_the_whole_fit_command(tmp_path, monkeypatch):
+    """`bnpmix fit --algorithm vb` with --obs auto, its race made 0.6 s slower: summary.json's
+    wall_seconds include the race (main counted from the vb engine's context, after it), and
+    `bnpmix info` says what they cover."""
+    import time
+
+    import bnpmix.pipeline.fit as fitting
+
+    race = fitting.choose_obs
+
+    def slow_race(*args, **kwargs):
+        time.sleep(0.6)
+        return race(*args, **kwargs)
+
+    monkeypatch.setattr(fitting, "choose_obs", slow_race)
+    rng = np.random.default_rng(0)
+    np.save(tmp_path / "x.npy", np.concatenate([rng.normal(c, 0.4, (60, 2)) for c in CENTRES]))
+    ok("ingest", tmp_path / "x.npy", tmp_path / "corpus")
+    start = time.perf_counter()
+    ok("fit", tmp_path / "corpus", "--out", tmp_path / "run", "--algorithm", "vb", "--K", "3")
+    took = time.perf_counter() - start
+    summary = RunDir(tmp_path / "run").load_summary()
+    assert 0.6 + summary["obs_auto"]["seconds"] <= summary["wall_seconds"] <= took
+    info = ok("info", tmp_path / "run")
+    assert "(the whole fit command: corpus checks, --obs auto's race" in info

@@ -777,7 +777,7 @@ def test_evaluate_scores_agree_with_sklearn_on_heldout_labels(obs, tmp_path):
     ingest_array(X[400:], tmp_path / "test", partition_rows=100, columns={"label": z[400:]})
     cfg = job_config(algorithm="memo", obs=obs, K=1, laps=6, moves=("birth", "merge"), seed=3)
     fit(tmp_path / "train", tmp_path / "run", cfg)
-    out = evaluate(tmp_path / "run", tmp_path / "test", labels_column="label")
+    out = evaluate(tmp_path / "run", tmp_path / "test", label_column="label")
     model = load(tmp_path / "run")
     logp = model.score_samples(X[400:])
     best = model.component_ids_[model.predict(X[400:])]

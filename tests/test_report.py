@@ -159,7 +159,7 @@ def test_the_vocabulary_kept_in_the_run_directory_is_preferred(runs, tmp_path):
 def test_compare_puts_both_runs_side_by_side(runs, plotting):
     out = runs["tmp"] / "compare"
     done = ok("compare", str(runs["digits"]), str(runs["vb"]), "--out", str(out),
-              "--heldout", str(runs["corpus"]), "--labels-column", "label")
+              "--heldout", str(runs["corpus"]), "--label-column", "label")
     assert "comparison of 2 runs" in done.stdout
     page = (out / "index.html").read_text(encoding="utf-8")
     assert sorted(img_files(page)) == ["compare_traces.png", "compare_weights.png"]
@@ -307,3 +307,33 @@ def test_the_report_opens_in_headless_chromium(runs, plotting, browser, which, t
     if SHOTS:
         Path(SHOTS).mkdir(parents=True, exist_ok=True)
         shutil.copy(shot, Path(SHOTS) / shot.name)
+
+
+def test_the_report_of_a_one_pass_adf_run_draws_the_pass_item_by_item(tmp_path, plotting):
+    """A corpus of one partition: the ADF trace has one row (main drew it as a dot per panel on
+    empty axes); the report draws the pass item by item from progress.parquet instead."""
+    from bnpmix.pipeline.report import figures as F
+    from bnpmix.pipeline.report.contents import trace_section
+    from bnpmix.pipeline.report.rundata import load_run
+    from bnpmix.storage import RunDir
+
+    rng = np.random.default_rng(0)
+    X = np.concatenate([rng.normal(c, 0.5, (100, 2)) for c in ([0, 0], [6, 6], [-6, 6])])
+    np.save(tmp_path / "x.npy", rng.permutation(X))
+    ok("ingest", str(tmp_path / "x.npy"), str(tmp_path / "corpus"))
+    run = tmp_path / "run"
+    ok("fit", str(tmp_path / "corpus"), "--out", str(run), "--algorithm", "adf", "--obs",
+       "gauss")
+    summary = RunDir(run).load_summary()
+    assert len(RunDir(run).load_trace()) == 1
+    data = load_run(run)
+    p = data.progress
+    assert len(p.K) == 32 and p.items_seen[0] == 1 and p.items_seen[-1] == 300
+    assert np.all(np.diff(p.K) >= 0) and p.K[0] == 1 and p.K[-1] >= 3
+    assert p.objective[-1] * 300 == pytest.approx(summary["loglik"])
+    section = trace_section(data)
+    assert [image.file for image in section.images] == ["pass.png"]
+    fig = F.trace_figure([F.Series("run", p.items_seen, p.objective, p.K, p.objective_name)],
+                         "pass")
+    top, bottom = fig.axes
+    assert len(top.lines[0].get_xdata()) == 32 and bottom.get_ylim()[1] >= p.K[-1]

@@ -21,7 +21,7 @@ from test_distributed import assert_same_run
 
 from bnpmix import load
 from bnpmix.storage import ingest_array
-from helpers import DaskCluster, free_port
+from helpers import DaskCluster, cli, free_port
 
 boto3 = pytest.importorskip("boto3", reason="boto3 and moto[server] are in the test extra")
 pytest.importorskip("moto", reason="moto[server] is in the test extra")
@@ -141,9 +141,9 @@ def test_ingest_fit_evaluate_entirely_in_the_bucket_with_a_worker_killed(tmp_pat
     finally:
         cluster.close()
     assert_same_run(tmp_path / "ref", download_run("runs/workers-killed", tmp_path / "copy"))
-    on_s3 = bnpmix(s3, "evaluate", run_url, "--heldout", held_url, "--labels-column", "label")
+    on_s3 = bnpmix(s3, "evaluate", run_url, "--heldout", held_url, "--label-column", "label")
     here = bnpmix({}, "evaluate", str(tmp_path / "ref"), "--heldout",
-                  str(tmp_path / "held-local"), "--labels-column", "label")
+                  str(tmp_path / "held-local"), "--label-column", "label")
     assert on_s3.returncode == 0 and here.returncode == 0, on_s3.stderr + here.stderr
     a, b = json.loads(on_s3.stdout), json.loads(here.stdout)
     np.testing.assert_allclose(a["heldout_loglik_per_item"], b["heldout_loglik_per_item"],
@@ -168,6 +168,22 @@ def test_a_partition_corrupted_in_the_bucket_is_caught_by_its_checksum(tmp_path,
     assert done.returncode == 1
     assert f"{url}/{name}" in done.stderr and "checksum" in done.stderr
     assert not (tmp_path / "run" / "summary.json").exists()
+
+
+def test_evaluate_without_heldout_scores_a_bucket_run_on_its_corpus_in_the_bucket(tmp_path, s3):
+    """A run at a URL fitted to a corpus at a URL: evaluate RUN_URL, without --heldout, scores
+    that corpus (job.json's URL) and says so."""
+    url = upload(corpus(tmp_path / "corpus", 200, 5, partitions=2), "training")
+    run_url = f"s3://{BUCKET}/runs/training"
+    assert cli("fit", url, "--out", run_url, "--algorithm", "vb", "--obs", "gauss", "--K", "2",
+               "--laps", "1", "--scheduler", "synchronous").returncode == 0
+    done = cli("evaluate", run_url)
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert (out["scored"], out["corpus"], out["n_items"]) == ("training", url, 200)
+    assert f"scored the run's training corpus {url}" in done.stderr
+    held = json.loads(cli("evaluate", run_url, "--heldout", url).stdout)
+    assert held["heldout_loglik_per_item"] == out["heldout_loglik_per_item"]
 
 
 def test_errors_name_the_url(tmp_path, s3):

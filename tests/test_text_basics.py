@@ -292,6 +292,43 @@ def test_cli_labels_and_wrong_count(tmp_path):
     assert res.returncode == 2 and "--label-column" in res.stderr
 
 
+@pytest.mark.parametrize("labels, stored", [
+    (np.array([3, 1, 1, 2, 3]), ["3", "1", "1", "2", "3"]),
+    (np.array(["b", " a", "b", "c", "a"]), ["b", "a", "b", "c", "a"]),
+    (np.array([b"x", b"y", b"x", b"y", b"x"]), ["x", "y", "x", "y", "x"])])
+def test_npy_labels_beside_an_npy_corpus_are_stored_like_a_text_file(tmp_path, labels, stored):
+    """ingest --labels labels.npy (a 1-D array of integers or strings) as a text file of the same
+    labels: the same column and manifest entry, partition by partition."""
+    np.save(tmp_path / "x.npy", np.arange(10.0).reshape(5, 2))
+    np.save(tmp_path / "y.npy", labels)
+    res = bnpmix("ingest", tmp_path / "x.npy", tmp_path / "c", "--labels", tmp_path / "y.npy",
+                 "--partition-rows", "2")
+    assert res.returncode == 0, res.stderr
+    corpus = Corpus(tmp_path / "c")
+    assert list(corpus.read_all().columns["label"]) == stored
+    (tmp_path / "y.txt").write_text("\n".join(stored) + "\n")
+    text = ingest_npy(tmp_path / "x.npy", tmp_path / "t", labels=tmp_path / "y.txt")
+    meta = {k: v for k, v in corpus.manifest.ingest["labels"].items() if k != "file"}
+    assert meta == {k: v for k, v in text.ingest["labels"].items() if k != "file"}
+
+
+@pytest.mark.parametrize("labels, message", [
+    (np.array(["a", 1, 2, 3], dtype=object), r"Python objects .*never unpickles"),
+    (np.ones(4), "integers or strings, not dtype float64"),
+    (np.ones((4, 1), dtype=int), r"1-D array .*shape \(4, 1\)"),
+    (np.array([1, 2, 3]), "has 3 labels but .*x.npy has 4 rows"),
+    (np.array(["a", "", "b", "c"]), "y.npy, row 1: empty label")])
+def test_npy_labels_refused_naming_the_file(tmp_path, labels, message):
+    """An object array (unpickling it could run code), floats, a 2-D array, a wrong count or an
+    empty label: one error naming the labels file; nothing written."""
+    np.save(tmp_path / "x.npy", np.zeros((4, 2)))
+    np.save(tmp_path / "y.npy", labels)
+    with pytest.raises(DataError, match=message) as err:
+        ingest_npy(tmp_path / "x.npy", tmp_path / "c", labels=tmp_path / "y.npy")
+    assert str(tmp_path / "y.npy") in str(err.value)
+    assert not (tmp_path / "c").exists()
+
+
 # --------------------------------------------------------------------------------------------
 # CSV: a label left among the features
 

@@ -90,6 +90,11 @@ class TemporalMixture(PredictiveMixture):
         self.post = {"last_state": self.states[self.offsets[1:] - 1] if self.K else
                      np.zeros((0, self.obs.D))}
 
+    def spans(self) -> np.ndarray:
+        """Each chain's first and last epoch as the corpus's time values, (K, 2): ``means``
+        gives the state at the last one (bnpmix show names both)."""
+        return np.column_stack([self.times[self.first], self.times[self.last]])
+
     def chain_states(self, j: int) -> np.ndarray:
         """The states of the j-th chain over its span (L, D)."""
         return self.states[self.offsets[j]:self.offsets[j + 1]]

@@ -3,13 +3,22 @@
 ``.. bnpmix-options::`` renders rows of the option table (``bnpmix.pipeline.config.options()``,
 the table ``bnpmix fit --help`` and job files are built from); ``.. bnpmix-benchmark::`` renders
 figures from a ``benchmarks/results/*.json`` file with the command that produced it (taken from
-the script's docstring) and the date the file was committed.
+the script's docstring) and the date the file was committed; ``.. bnpmix-collapsed::`` folds its
+content into a ``<details>`` element.
+
+The estimator's API page is made to read as scikit-learn's: its signature shows the named
+parameters and ``**options`` (not the option table's keyword parameters, all ``None``), a
+parameter's default is the signature's, and the options are tables grouped as the engines
+declare them (``estimator_groups``), inserted after the Parameters.
 """
 
 from __future__ import annotations
 
 import ast
+import html
+import inspect
 import json
+import re
 import subprocess
 from pathlib import Path
 from typing import Any, ClassVar
@@ -55,6 +64,7 @@ def shown(value: Any) -> str:
 
 
 def allowed(row: Any) -> str:
+    """The values an option takes: its choices, else its interval ("" when any)."""
     if row.choices:
         return " | ".join(row.choices)
     return row.within or ""
@@ -98,6 +108,149 @@ class OptionsDirective(SphinxDirective):
         if not out.children:
             raise self.error(f"no option matches {self.options}")
         return [out]
+
+
+# -- the estimator's page -------------------------------------------------------------------
+
+# options whose unset default each engine fills in from a class attribute of its own
+ENGINE_ATTRIBUTE_DEFAULTS = {"restarts": "default_restarts", "wave": "default_wave"}
+OPTION_HEADER = ["option", "default", "values", "what it sets"]
+OPTION_WIDTHS = [14, 10, 14, 50]
+
+
+def engine_default(row: Any, engine: str) -> Any:
+    """``row``'s default for ``engine``: its own row's (a variant), its entry among the
+    differing defaults, or the engine class's attribute for the options it fills in itself."""
+    from bnpmix.pipeline.runtime.engine import engine_class
+
+    if row.name in ENGINE_ATTRIBUTE_DEFAULTS:
+        return getattr(engine_class(engine), ENGINE_ATTRIBUTE_DEFAULTS[row.name])
+    return dict(row.defaults).get(engine, row.for_engine(engine).default)
+
+
+def option_row(row: Any, engine: str | None = None) -> list[str]:
+    """One table row: the keyword, its default (``engine``'s), its values and its help."""
+    one = row if engine is None else row.for_engine(engine)
+    default = row.default if engine is None else engine_default(row, engine)
+    return [row.name, shown(default), allowed(one), one.help]
+
+
+def estimator_groups() -> list[tuple[str, str, list[list[str]]]]:
+    """The estimator's ``**options`` as (name, title, rows): first those every engine takes, then
+    each registered engine's own, the default engine first (an option several engines share
+    in each, with that engine's default), so that every default shown is the one a fit
+    gets."""
+    from bnpmix.pipeline.config import options
+    from bnpmix.pipeline.engines import DEFAULT_ENGINE
+    from bnpmix.pipeline.estimator import OPTIONS
+    from bnpmix.pipeline.runtime.engine import engine_class, engine_names
+
+    rows = [r for r in options() if r.name in OPTIONS]
+    common = [option_row(r) for r in rows
+              if not r.engines and r.name not in ENGINE_ATTRIBUTE_DEFAULTS]
+    groups = [("every engine", "Options every engine takes", common)]
+    for name in sorted(engine_names(), key=lambda name: name != DEFAULT_ENGINE):
+        own = [option_row(r, name) for r in rows
+               if name in r.engines or r.name in ENGINE_ATTRIBUTE_DEFAULTS]
+        groups.append((name, f'algorithm="{name}": {engine_class(name).summary}', own))
+    return groups
+
+
+class EstimatorOptionsDirective(SphinxDirective):
+    """The estimator's grouped option tables (``estimator_groups``), one per group."""
+
+    def run(self) -> list[nodes.Node]:
+        groups = estimator_groups()
+        ids = [f"options-{i}" for i in range(len(groups))]
+        jump = nodes.paragraph(text="Options of ")
+        for i, (name, _, _) in enumerate(groups):
+            jump += [nodes.Text(" · " if i else ""), nodes.reference(text=name, refid=ids[i])]
+        out: list[nodes.Node] = [
+            nodes.rubric(text="Options (**options), by engine"),
+            nodes.paragraph(text="Keyword parameters under their job-file names, as job files "
+                            "and bnpmix fit --help name them; each default is the one a fit "
+                            "with that engine gets ((unset): its help says what is used), "
+                            "generated from the engines' configurations."), jump]
+        for key, (_, title, rows) in zip(ids, groups, strict=True):
+            out += [nodes.rubric(text=title, ids=[key], classes=["bnpmix-option-group"]),
+                    table(OPTION_HEADER, rows, OPTION_WIDTHS)]
+        return out
+
+
+def is_estimator(obj: Any) -> bool:
+    """Whether ``obj`` is bnpmix's estimator class (imported only once autodoc asks)."""
+    from bnpmix.pipeline.estimator import BayesianMixture
+
+    return obj is BayesianMixture
+
+
+def short_signature(app: Any, what: str, name: str, obj: Any, options: Any, signature: Any,
+                    return_annotation: Any) -> tuple[str, str] | None:
+    """The estimator's signature as its user writes it: the named parameters and
+    ``**options``, without the option table's keyword-only parameters (its real signature
+    lists them for scikit-learn's get_params, each ``None``: the engine's default)."""
+    if what != "class" or not is_estimator(obj):
+        return None
+    params = [p.replace(annotation=inspect.Parameter.empty)
+              for p in inspect.signature(obj).parameters.values()
+              if p.kind is not inspect.Parameter.KEYWORD_ONLY]
+    options_param = inspect.Parameter("options", inspect.Parameter.VAR_KEYWORD)
+    return str(inspect.Signature([*params, options_param])), ""
+
+
+PARAM_LINE = re.compile(r"^(\w+) : ([^,]+)$")
+
+
+def signature_defaults(app: Any, what: str, name: str, obj: Any, options: Any,
+                       lines: list[str]) -> None:
+    """Before numpydoc reads the estimator's docstring: a parameter line without a default
+    gets the signature's, so that no default is retyped in the docstring."""
+    if what != "class" or not is_estimator(obj):
+        return
+    params = inspect.signature(obj).parameters
+    for i, line in enumerate(lines):
+        match = PARAM_LINE.match(line)
+        if match and match.group(1) in params:
+            default = params[match.group(1)].default
+            if default is not inspect.Parameter.empty:
+                lines[i] = f"{line}, default {default!r}"
+
+
+def option_tables(app: Any, what: str, name: str, obj: Any, options: Any,
+                  lines: list[str]) -> None:
+    """After numpydoc: the estimator's option tables inserted before its Attributes."""
+    if what != "class" or not is_estimator(obj):
+        return
+    at = next((i for i, line in enumerate(lines) if line.startswith(":Attributes:")),
+              len(lines))
+    lines[at:at] = [".. bnpmix-estimator-options::", ""]
+
+
+# -- collapsed content ------------------------------------------------------------------------
+
+class details(nodes.General, nodes.Element):
+    """A ``<details>`` element: its title shown, its content folded until opened."""
+
+
+def visit_details(self: Any, node: details) -> None:
+    self.body.append(f'<details class="bnpmix-details"><summary>{node["summary"]}</summary>')
+
+
+def depart_details(self: Any, node: details) -> None:
+    self.body.append("</details>")
+
+
+class CollapsedDirective(SphinxDirective):
+    """Its content folded under the one-line title given as its argument."""
+
+    required_arguments = 1
+    final_argument_whitespace = True
+    has_content = True
+
+    def run(self) -> list[nodes.Node]:
+        node = details(summary=html.escape(self.arguments[0]))
+        self.state.nested_parse(self.content, self.content_offset, node)
+        return [node]
 
 
 # -- Dask settings --------------------------------------------------------------------------
@@ -270,6 +423,12 @@ class ScriptsDirective(SphinxDirective):
 
 
 def setup(app: Any) -> dict[str, Any]:
+    app.connect("autodoc-process-signature", short_signature, priority=400)
+    app.connect("autodoc-process-docstring", signature_defaults, priority=90)
+    app.connect("autodoc-process-docstring", option_tables, priority=600)  # after numpydoc
+    app.add_node(details, html=(visit_details, depart_details))
+    app.add_directive("bnpmix-collapsed", CollapsedDirective)
+    app.add_directive("bnpmix-estimator-options", EstimatorOptionsDirective)
     app.add_directive("bnpmix-options", OptionsDirective)
     app.add_directive("bnpmix-benchmark", BenchmarkDirective)
     app.add_directive("bnpmix-dask-settings", SettingsDirective)

@@ -10,10 +10,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from bnpmix.algorithms.adf import adf_pass
+from bnpmix.algorithms.alloc.base import VariationalAllocation
 from bnpmix.algorithms.alloc.nrm import NRM
-from bnpmix.algorithms.mixture import Mixture
+from bnpmix.algorithms.mixture import Mixture, log_marginals, optimal_elbo
 from bnpmix.algorithms.obs.base import ObsModel
-from bnpmix.algorithms.summary import Summary
+from bnpmix.algorithms.summary import Reorder, Summary
 from bnpmix.algorithms.vb.init import hard_summary, seeded_summary
 from bnpmix.algorithms.vb.local import BatchResult, Globals, Plan, batch_step
 from bnpmix.storage import Batch, BnpmixError
@@ -108,6 +109,20 @@ def initial_model(ctx: FitContext, K: int) -> Mixture:
         sample = ctx.source.sample(ctx.init_sample, ctx.rng.init)
         S = seeded_summary(sample, ctx.obs, K, ctx.new_uids(K), ctx.rng.init)
     return Mixture.from_summary(ctx.obs, ctx.alloc, S)
+
+
+def mass_order(obs: ObsModel, alloc: VariationalAllocation, S: Summary) -> Reorder | None:
+    """The move that sorts the components by decreasing mass, if it raises the optimal ELBO,
+    else None: under stick-breaking an emptied component ahead of full ones keeps a stick whose
+    KL costs nats (a few per empty stick) that no global update can recover."""
+    order = np.argsort(-S.N, kind="stable")
+    if np.array_equal(order, np.arange(S.K)):
+        return None
+    move = Reorder(tuple(int(u) for u in S.uids[order]))
+    marginals = log_marginals(obs, S)  # the candidate's are the same, reordered
+    better = optimal_elbo(obs, alloc, move.apply(S), None if marginals is None
+                          else marginals[order]) > optimal_elbo(obs, alloc, S, marginals)
+    return move if better else None
 
 
 def one_pass_summary(ctx: FitContext) -> Summary:

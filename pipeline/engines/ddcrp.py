@@ -175,7 +175,8 @@ class DDCRPEngine(Engine):
     restarts_within = True
     default_restarts = 10  # the bound has many local optima (the paper restarts 300 times)
     declared = Declared(weights_are="fractions of all training items",
-                        weight_label="fraction of the items")
+                        weight_label="fraction of the items", local_to="sequence",
+                        component_noun="table")
 
     def _layout(self) -> None:
         """The sequences: (partition, id, ordinal) per sequence, or one gathered sequence."""
@@ -306,6 +307,9 @@ class DDCRPEngine(Engine):
         per_sequence = {k: [r[k] for r in res] for k in SCALARS}
         per_sequence["items"] = [len(r["positions"]) for r in res]
         per_sequence["tables"] = [r["Z"].shape[1] for r in res]
+        tables = per_sequence["tables"]
+        info["per_group"] = {"groups": len(res), "min": min(tables), "max": max(tables),
+                             "mean": float(np.mean(tables))}  # (declared.local_note)
         per_sequence["restart_elbos"] = [list(map(float, r["restart_elbos"])) for r in res]
         rows = np.concatenate([r["rows"] for r in res]).astype(np.int64)
         offsets = np.concatenate([[0], np.cumsum([len(r["rows"]) for r in res])])

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from bnpmix.algorithms import sparse_stats
-from bnpmix.algorithms.mixture import Mixture, log_marginals, optimal_elbo
+from bnpmix.algorithms.mixture import Mixture
 from bnpmix.algorithms.obs.base import stack_rows
 from bnpmix.algorithms.summary import (
     Delete,
@@ -42,7 +42,6 @@ from bnpmix.algorithms.summary import (
     Merge,
     MergeGroup,
     Move,
-    Reorder,
     Replay,
     Summary,
 )
@@ -61,6 +60,7 @@ from .common import (
     LapsConfig,
     initial_model,
     learn_prior,
+    mass_order,
     model_from,
     model_items,
     summary_from,
@@ -708,15 +708,8 @@ class MemoEngine(Engine):
 
     def _reorder(self) -> None:
         """Sort components by decreasing mass when that raises the ELBO (stick-breaking order)."""
-        order = np.argsort(-self.S0.N, kind="stable")
-        if np.array_equal(order, np.arange(self.S0.K)):
-            return
-        move = Reorder(tuple(int(u) for u in self.S0.uids[order]))
-        candidate = move.apply(self.S0)
-        obs, alloc = self.ctx.obs, self.ctx.alloc
-        marginals = log_marginals(obs, self.S0)  # the candidate's are the same, reordered
-        if optimal_elbo(obs, alloc, candidate, None if marginals is None else marginals[order]
-                        ) > optimal_elbo(obs, alloc, self.S0, marginals):
+        move = mass_order(self.ctx.obs, self.ctx.alloc, self.S0)
+        if move is not None:
             self._log(move)
 
     # checkpoints -----------------------------------------------------------------------------

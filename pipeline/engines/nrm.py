@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from bnpmix.algorithms.alloc import NRM
 from bnpmix.algorithms.ep import OnSites, Sites, SweepResult, sweep
@@ -150,6 +151,7 @@ class NRMEngine(Engine):
         keys = self._keys()
         self.todo = [p for p in range(ctx.corpus.n_partitions) if keys[p] not in self.absorbed]
         self.pos, self.pass_, self.loglik, self.pass_loglik, self.merged = 0, 0, 0.0, 0.0, 0
+        self.path: list[list[float]] = []  # the ADF pass item by item (_follow)
 
     def _keys(self) -> list[list[str]]:
         return [[p.file, p.sha256] for p in self.ctx.corpus.manifest.partitions]
@@ -204,6 +206,8 @@ class NRMEngine(Engine):
         self.total, self.v = total, res.v
         if self.exact_k:  # the sweep's clusters: the total's, then its new ones, as in uids
             self.logP = res.logP
+        if res.path is not None:
+            self._follow(res.path)
         self.loglik += res.loglik
         self.trace.append(self.ctx.row(self.pass_, p, self.total.K, loglik=res.loglik / max(
             sites.n, 1), U=float(np.exp(res.v)) if np.isfinite(res.v) else float("nan")))
@@ -212,6 +216,15 @@ class NRMEngine(Engine):
             if old is not None:
                 for u in self.total.uids[self.eps > self.total.N].tolist():
                     self._move(Delete(u))
+
+    def _follow(self, path: np.ndarray) -> None:
+        """The ADF pass's rows within a partition (SweepResult.path): items absorbed (a warm
+        start's included), K, and the Σ log density and the items of the pass so far, from which
+        result() gives the pass's predictive log-likelihood per item up to each row: what a
+        report draws of a pass over few partitions, whose trace has a row per partition only."""
+        done = self.path[-1][3] if self.path else 0.0
+        for items, K, loglik in path.tolist():
+            self.path.append([self.m + items, K, self.loglik + loglik, done + items])
 
     def _move(self, move: Delete | Pool) -> None:
         if self.logP is not None:  # a pooled cluster is empty only if both were: P = P_a P_b
@@ -258,7 +271,11 @@ class NRMEngine(Engine):
         info = {"stopped": "the ADF pass" + (f" and {ep} EP pass{'es' if ep != 1 else ''}"
                                              if self.keep_sites else ""),
                 "merges": str(self.merged)}
-        return Fitted(self.model(), {self.declared.objective: self.pass_loglik}, info)
+        path = np.array(self.path, float).reshape(-1, 4)
+        progress = pa.table({"items": path[:, 0].astype(np.int64), "K": path[:, 1].astype(
+            np.int64), self.declared.objective: path[:, 2] / np.maximum(path[:, 3], 1)})
+        return Fitted(self.model(), {self.declared.objective: self.pass_loglik}, info,
+                      {"progress": progress} if len(path) else {})
 
     def status(self) -> str:
         return (f"pass {self.pass_}  partition {self.pos}/{len(self.todo)}  K={self.total.K}")
@@ -267,7 +284,7 @@ class NRMEngine(Engine):
         meta = {"m": self.m, "v": None if not np.isfinite(self.v) else self.v,
                 "absorbed": self.absorbed, "todo": self.todo, "pos": self.pos,
                 "pass": self.pass_, "loglik": self.loglik, "merged": self.merged,
-                "pass_loglik": self.pass_loglik, "stored": self.store.keys()}
+                "pass_loglik": self.pass_loglik, "stored": self.store.keys(), "path": self.path}
         return meta, self._arrays()
 
     def _arrays(self) -> Items:
@@ -288,6 +305,7 @@ class NRMEngine(Engine):
         self.todo, self.pos, self.pass_ = list(meta["todo"]), int(meta["pos"]), int(meta["pass"])
         self.loglik, self.merged = float(meta["loglik"]), int(meta["merged"])
         self.pass_loglik = float(meta["pass_loglik"])
+        self.path = [list(row) for row in meta.get("path", [])]  # (checkpoints from before it)
         self.store = StateStore(SITES, self.ctx.summary_bytes)
         for key in meta["stored"]:
             self.store.put(int(key), Sites.from_arrays(arrays.tree(f"store/{key}")))

@@ -32,6 +32,9 @@ SCHEDULES = {"a": (0.5, 10.0), "b": (0.5, 100.0), "c": (0.9, 10.0)}  # (kappa, d
 
 @dataclass(frozen=True)
 class SOVBConfig(LapsConfig):
+    K: int = opt(10, "truncation: the components the fit may use, seeded by k-means++ on a "
+                 "sample; the stochastic steps empty the ones the data do not need",
+                 within="[1, inf)")
     sovb_kappa: float = opt(0.5, "sovb learning-rate decay kappa in (t + delay)^-kappa "
                             "(schedules a, b: 0.5; c: 0.9; Robbins-Monro needs (0.5, 1])",
                             within="[0.5, 1]")
@@ -43,6 +46,7 @@ class SOVBConfig(LapsConfig):
 class SOVBEngine(Engine):
     name = "sovb"
     mixes_obs = True
+    truncated = True
     Config = SOVBConfig
     summary = "stochastic online VB (baseline)"
 

@@ -1,6 +1,7 @@
 """Full-dataset coordinate-ascent VB for a DP mixture (Hughes & Sudderth 2013, Sec. 2.2): every
 local step under the same globals, then the global update (Eq. 10), then (when the run learns
-it) the prior learned from the components and the global update under it. One step is one lap."""
+it) the prior learned from the components and the global update under it. One step is one lap. At
+convergence the components are sorted by mass if that raises the ELBO, and the laps go on."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from .common import (
     full_pass,
     initial_model,
     learn_prior,
+    mass_order,
     model_from,
     model_items,
     summary_from,
@@ -26,7 +28,10 @@ from .common import (
 
 @dataclass(frozen=True)
 class VBConfig(LapsConfig):
-    laps: int = opt(100, "most passes through the data (a run stops earlier on convergence)",
+    K: int = opt(10, "truncation: the components the fit may use, seeded by k-means++ on a "
+                 "sample (scikit-learn's n_components); VB empties the ones the data do not "
+                 "need", within="[1, inf)")
+    laps: int = opt(500, "most passes through the data (a run stops earlier on convergence)",
                     within="[1, inf)")
     tol: float = opt(1e-6, "converged when a lap changes the ELBO by less than this per item "
                      "(0: run every lap)", within="[0, inf)")
@@ -36,6 +41,7 @@ class VBConfig(LapsConfig):
 class VBEngine(Engine):
     name = "vb"
     mixes_obs = True
+    truncated = True
     Config = VBConfig
     summary = "full-data coordinate-ascent VB"
 
@@ -57,12 +63,24 @@ class VBEngine(Engine):
         elbo = self.model.elbo(self.S)
         if self.trace and self.cfg.tol > 0:
             change = abs(elbo - self.trace[-1]["elbo"]) / ctx.corpus.n_items
-            if change < self.cfg.tol:
+            if change < self.cfg.tol and not self._sorted():
                 self.stopped = (f"converged at lap {self.laps_done}: ELBO change {change:.3g} "
                                 f"per item < tol {self.cfg.tol:g}")
+            elbo = self.model.elbo(self.S)
         self.trace.append(ctx.trace_row(self.laps_done, ctx.corpus.n_partitions - 1, elbo,
                                         self.model.K))
         return Step(visits=ctx.corpus.n_partitions, lap_end=True)
+
+    def _sorted(self) -> bool:
+        """At convergence, the components sorted by decreasing mass when that raises the ELBO
+        (mass_order), and the laps go on from there: a start that left emptied components ahead
+        of the clusters in the stick-breaking order otherwise converges a few nats per such
+        component below the same partition's bound."""
+        move = mass_order(self.ctx.obs, self.ctx.alloc, self.S)
+        if move is not None:
+            self.S = move.apply(self.S)
+            self.model = Mixture.from_summary(self.ctx.obs, self.ctx.alloc, self.S)
+        return move is not None
 
     def status(self) -> str:
         return f"lap {self.laps_done}/{self.cfg.laps}  " + super().status()

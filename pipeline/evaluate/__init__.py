@@ -1,11 +1,13 @@
 """Held-out evaluation of fitted models (``bnpmix evaluate``) and loading them (``bnpmix.load``).
 
 Held-out partitions are scored where they are read, through an executor, a few at a time: only
-per-partition sums, cluster ids and labels come back to the driver.
+per-partition sums, cluster ids and labels come back to the driver. Without a held-out corpus
+the run's training corpus (job.json's) is scored, in-sample, and the result says so.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +28,7 @@ from ..declared import heldout_kind
 from ..runtime.context import check_heldout
 from ..runtime.executors import open_executor
 from ..runtime.models import read_model
+from ..usage import LABEL_NAMES, renamed_keyword
 from .fitted import FittedModel, load
 
 
@@ -103,7 +106,7 @@ def _check_next_epoch(batch: Batch, plan: HeldoutPlan) -> None:
                           f"{plan.next_time})")
 
 
-def score_partition(batch: Batch, model: Any, labels_column: str | None,
+def score_partition(batch: Batch, model: Any, label_column: str | None,
                     plan: HeldoutPlan | None = None
                     ) -> tuple[float, int, np.ndarray, np.ndarray | None, float]:
     """Σ_n log p(x_n | fit), n, the most probable active component id of each item (−1 if it
@@ -131,7 +134,7 @@ def score_partition(batch: Batch, model: Any, labels_column: str | None,
             k = active.argmax(axis=1)
             found = np.isfinite(active[np.arange(len(k)), k])
             best[found] = model.uids[k[found]]
-    labels = None if labels_column is None else batch.columns[labels_column]
+    labels = None if label_column is None else batch.columns[label_column]
     coefficient = float(log_multinomial_coefficient(batch.X).sum()) if plan.coefficient \
         else 0.0
     return float(np.sum(per_item)), len(batch), best, labels, coefficient
@@ -161,18 +164,24 @@ def fitted_facts(run_dir: str | Path, model: Any) -> dict[str, Any]:
             "dim": int(getattr(obs, "V", getattr(obs, "D", 0))), "vocab_sha256": None}
 
 
-def evaluate(run_dir: str | Path, heldout: str | Path, labels_column: str | None = None,
-             scheduler: str = "threads", wave: int = 8,
-             cluster: str | None = None) -> dict[str, Any]:
+def evaluate(run_dir: str | Path, heldout: str | Path | None = None,
+             label_column: str | None = None, scheduler: str = "threads", wave: int = 8,
+             cluster: str | None = None, *, labels_column: str | None = None) -> dict[str, Any]:
     """Held-out predictive log-likelihood per item, (1/N) Σ_n log p(x_n | fit), as the model
     defines it for new items (``plan_for``; the model's own ``score_samples`` /
     ``score_sequences``); with a label column also ARI, NMI (arithmetic mean), VI (nats) and the
-    majority-label accuracy of each item's most probable component against the labels."""
+    majority-label accuracy of each item's most probable component against the labels.
+    ``heldout`` None: the run's training corpus (``training_corpus``), in-sample; ``corpus`` and
+    ``scored`` (heldout or training) in the result say which. ``labels_column``: the former
+    name of ``label_column``."""
+    label_column = renamed_keyword(label_column, labels_column, LABEL_NAMES)
+    scored = "heldout" if heldout is not None else "training"
+    heldout = heldout if heldout is not None else training_corpus(run_dir)
     model = read_model(str(run_dir))
     corpus = Corpus(heldout)
     check_heldout(corpus, fitted_facts(run_dir, model), run_dir)
-    if labels_column is not None and labels_column not in corpus.manifest.columns:
-        raise BnpmixError(f"{heldout}: no column {labels_column!r} "
+    if label_column is not None and label_column not in corpus.manifest.columns:
+        raise BnpmixError(f"{heldout}: no column {label_column!r} "
                           f"(has {list(corpus.manifest.columns)})")
     config = RunDir(run_dir).load_summary().get("config") or {}
     plan = plan_for(model, config, corpus)
@@ -181,7 +190,7 @@ def evaluate(run_dir: str | Path, heldout: str | Path, labels_column: str | None
         for start in range(0, corpus.n_partitions, wave):
             indices = list(range(start, min(corpus.n_partitions, start + wave)))
             for s, m, best, y, c in executor.map(score_partition, indices, model,
-                                                 labels_column, plan):
+                                                 label_column, plan):
                 total += s
                 coefficient += c
                 n += m
@@ -191,13 +200,13 @@ def evaluate(run_dir: str | Path, heldout: str | Path, labels_column: str | None
     if n == 0:
         raise BnpmixError(f"{heldout}: no items to score")
     out: dict[str, Any] = {"heldout_loglik_per_item": total / n, "K": model.K, "n_items": n,
-                           "scoring": plan.scoring,
+                           "scoring": plan.scoring, "scored": scored, "corpus": str(heldout),
                            "heldout_kind": heldout_kind(getattr(model, "obs", None))}
     # documents: say which scale, and give the other one too; dense data: None, not applicable
     out["multinomial_coefficient_included"] = False if plan.coefficient else None
     if plan.coefficient:
         out["heldout_loglik_per_item_with_coefficient"] = (total + coefficient) / n
-    if labels_column is not None:
+    if label_column is not None:
         c, y = np.concatenate(clusters), np.concatenate(labels)
         out["ari"] = adjusted_rand_index(y, c)
         out["nmi"] = normalized_mutual_info(y, c)
@@ -206,4 +215,29 @@ def evaluate(run_dir: str | Path, heldout: str | Path, labels_column: str | None
     return out
 
 
-__all__ = ["FittedModel", "HeldoutPlan", "evaluate", "load", "plan_for", "score_partition"]
+def training_corpus(run_dir: str | Path) -> str:
+    """The corpus a run was fitted to, as job.json records it (a path or a URL), while it still
+    holds exactly the partitions the fit read (an appended or rewritten corpus is not)."""
+    from ..fit import partitions_of
+
+    job_file = RunDir(run_dir).path / "job.json"  # a scheduled run's latest: its version's
+    try:
+        job = json.loads(job_file.read_text(encoding="utf-8"))
+        uri, fitted = str(job["corpus"]), job["partitions"]
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise BnpmixError(f"{job_file}: no training corpus recorded ({type(exc).__name__}: "
+                          f"{exc}); give --heldout CORPUS_DIR") from None
+    try:
+        corpus = Corpus(uri)
+    except BnpmixError as exc:
+        raise BnpmixError(f"{run_dir}: its training corpus {uri} (job.json) cannot be read "
+                          f"({exc}); give --heldout CORPUS_DIR") from None
+    if partitions_of(corpus) != fitted:
+        raise BnpmixError(f"{uri}: not the corpus {run_dir} was fitted to any more "
+                          f"({len(fitted)} partitions then, {corpus.n_partitions} now, or "
+                          "rewritten); give --heldout CORPUS_DIR to score it as it is")
+    return uri
+
+
+__all__ = ["FittedModel", "HeldoutPlan", "evaluate", "load", "plan_for", "score_partition",
+           "training_corpus"]

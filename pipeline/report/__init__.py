@@ -17,6 +17,7 @@ from bnpmix.storage import BnpmixError
 from bnpmix.storage.atomic import staged_directory
 from bnpmix.storage.errors import is_url
 
+from ..usage import LABEL_NAMES, renamed_keyword
 from .page import GENERATOR, Image, render
 
 INDEX = "index.html"
@@ -94,10 +95,12 @@ def publish(out: Path | str, page: str, images: Sequence[Image]) -> Path | str:
 
 
 def report(run_dir: str | Path, out: str | Path | None = None,
-           heldout: str | Path | None = None, labels_column: str | None = None) -> Path | str:
+           heldout: str | Path | None = None, label_column: str | None = None, *,
+           labels_column: str | None = None) -> Path | str:
     """Write the report of a finished run (default ``RUN_DIR/report/``; ``out`` may be a URL);
     returns the path of its index.html. ``heldout``: a corpus whose held-out figures the report
-    adds."""
+    adds (``label_column``: its labels; ``labels_column`` is its deprecated name)."""
+    label_column = renamed_keyword(label_column, labels_column, LABEL_NAMES)
     from ..inspect import finished_run  # here: numpy, which listing the commands does not need
 
     run = finished_run(run_dir)  # the path's own errors first, then what is missing
@@ -107,7 +110,7 @@ def report(run_dir: str | Path, out: str | Path | None = None,
     from .contents import run_sections, run_subtitle
     from .rundata import load_run
 
-    data = load_run(run.path, heldout, labels_column)
+    data = load_run(run.path, heldout, label_column)
     sections = run_sections(data)
     images = [image for section in sections for image in section.images]
     page = render(f"bnpmix report: {data.name}", run_subtitle(data), sections)
@@ -115,9 +118,12 @@ def report(run_dir: str | Path, out: str | Path | None = None,
 
 
 def compare(run_dirs: Sequence[str | Path], out: str | Path,
-            heldout: str | Path | None = None, labels_column: str | None = None) -> Path | str:
+            heldout: str | Path | None = None, label_column: str | None = None, *,
+            labels_column: str | None = None) -> Path | str:
     """Write one page comparing runs (their figures, traces and weights side by side) into
-    ``out`` (a directory or a URL); returns the path of its index.html."""
+    ``out`` (a directory or a URL); returns the path of its index.html. ``heldout`` and
+    ``label_column`` as ``report``'s."""
+    label_column = renamed_keyword(label_column, labels_column, LABEL_NAMES)
     if not run_dirs:
         raise BnpmixError("compare needs run directories")
     from ..inspect import finished_run
@@ -129,7 +135,7 @@ def compare(run_dirs: Sequence[str | Path], out: str | Path,
     from .contents import compare_sections, compare_subtitle
     from .rundata import load_run
 
-    runs = [load_run(r, heldout, labels_column) for r in run_dirs]
+    runs = [load_run(r, heldout, label_column) for r in run_dirs]
     sections = compare_sections(runs)
     images = [image for section in sections for image in section.images]
     page = render(f"bnpmix comparison of {len(runs)} runs", compare_subtitle(runs), sections)

@@ -8,7 +8,7 @@ import argparse
 from bnpmix.storage.objectstore import is_url
 
 from ..remote_run import local_copy
-from ..usage import UsageError
+from ..usage import UsageError, renamed_flag
 from . import compare, report
 
 
@@ -19,7 +19,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise UsageError(f"{args.run_dir}: a run in object storage needs --out DIR (a "
                          "directory or a URL) for its report")
     with local_copy(args.run_dir) as run_dir:
-        page = report(run_dir, args.out, args.heldout, args.labels_column)
+        page = report(run_dir, args.out, args.heldout, args.label_column)
     if isinstance(page, str):  # in object storage
         print(f"report: {page}")
         return 0
@@ -32,7 +32,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     """Write the comparison page of two or more runs and print where it is."""
     if len(args.run_dirs) < 2:
         raise UsageError("compare needs two or more run directories")
-    page = compare(args.run_dirs, args.out, args.heldout, args.labels_column)
+    page = compare(args.run_dirs, args.out, args.heldout, args.label_column)
     print(f"comparison of {len(args.run_dirs)} runs: {page}")
     return 0
 
@@ -65,5 +65,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 def _heldout_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--heldout", metavar="CORPUS_DIR",
                    help="also show held-out figures on this corpus (as bnpmix evaluate)")
-    p.add_argument("--labels-column", help="with --heldout: corpus column with true labels "
+    p.add_argument("--label-column", help="with --heldout: corpus column with true labels "
                    "(ARI and NMI)")
+    renamed_flag(p, "--labels-column", "--label-column", "label_column")

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from ..declared import Declared
+from ..declared import Declared, local_note
 from . import figures as F
 from .page import Image, Section, paragraph, table
 from .rundata import TOP, RunData
@@ -16,6 +16,7 @@ from .rundata import TOP, RunData
 COVARIANCE_PANELS = 12  # full covariance matrices drawn (the heaviest components)
 MAX_MATRIX_D = 400  # larger covariance matrices are not drawn
 MAX_HEATMAP_D = 400  # means of more dimensions are not drawn as a heatmap
+MIN_TRACE_ROWS = 3  # a trace of fewer rows is not drawn beside a pass item by item
 SUMMARY_KEYS = ("algorithm", "obs", "n_items", "K", "K_effective", "objective", "laps",
                 "stopped", "wall_seconds", "executor", "restart", "merges", "kept_samples")
 
@@ -87,12 +88,34 @@ def _heaviest(data: RunData, noun: str = "components") -> str:
             else f"all K = {K} {noun}, heaviest first")
 
 
+def progress_image(data: RunData) -> Image | None:
+    """A pass item by item (RunData.progress), None for a run that has none."""
+    p = data.progress
+    if p is None or not len(p.K):
+        return None
+    series = F.Series(F.literal(data.name), p.items_seen, p.objective, p.K, p.objective_name)
+    name = p.objective_name
+    return _image(
+        "pass.png", lambda: F.trace_figure([series], f"{F.literal(data.name)}: the pass item "
+                                           "by item"),
+        f"{name} per item and K as the pass absorbs the items",
+        f"{name} per item of the items absorbed so far in the pass (top) and the number of "
+        "clusters K (bottom), against items seen, at up to 32 items of each partition "
+        "(before the merges at the pass's end).")
+
+
 def trace_section(data: RunData) -> Section:
-    """The objective per item and K against items seen."""
+    """The objective per item and K against items seen; for a run that records a pass item by
+    item, that pass first, and the trace only when it has more than a few rows (a pass over
+    one or two partitions has a row each: dots on empty axes)."""
     section = Section("Trace: objective and K against items seen", anchor="trace")
+    progress = progress_image(data)
+    if progress is not None:
+        section.images.append(progress)
     series = trace_series(data, F.literal(data.name))
-    if series is None:
-        section.html.append(paragraph("The run's trace is empty."))
+    if series is None or (progress is not None and len(series.K) < MIN_TRACE_ROWS):
+        if progress is None:
+            section.html.append(paragraph("The run's trace is empty."))
         return section
     name = series.objective_name
     section.images.append(_image(
@@ -107,6 +130,9 @@ def trace_section(data: RunData) -> Section:
 def weights_section(data: RunData) -> Section:
     """The weights' tail plot and the heaviest weights as a table."""
     section = Section("Cluster weights", anchor="weights")
+    local = local_note(data.summary)
+    if local is not None:  # (ddcrp: each sequence's own tables, not K clusters of the corpus)
+        section.html.append(paragraph(f"Not clusters of the whole corpus: {local}."))
     new = data.weight_new if data.weight_label.startswith("expected") else None
     section.images.append(_image(
         "weights.png", lambda: F.weights_figure(
@@ -117,9 +143,10 @@ def weights_section(data: RunData) -> Section:
         "is a power law)."))
     rows = [(int(data.ids[k]), float(data.weights[k])) for k in range(min(TOP, len(data.ids)))]
     declared = Declared.of(data.summary)
+    noun = declared.component_noun if local is not None else "component"
     chains = (" bnpmix info and show give this fraction too, and as weights the "
               f"{declared.weights_are}." if declared.plots_fractions else "")
-    section.html.append(paragraph(f"The {len(rows)} heaviest of {len(data.ids)} components "
+    section.html.append(paragraph(f"The {len(rows)} heaviest of {len(data.ids)} {noun}s "
                                   "(cluster: the label bnpmix show, predict and assignments/ "
                                   f"give it).{chains}"))
     section.html.append(table(rows, ("cluster", data.weight_label), "weights-table"))
@@ -291,7 +318,10 @@ def run_subtitle(data: RunData) -> str:
     declared = Declared.of(s)
     per_item = s.get(f"{declared.objective}_per_item")
     value = f"{per_item:.4f}" if isinstance(per_item, int | float) else "-"
-    return (f"{s['algorithm']} on {s['n_items']} items ({s.get('obs', data.obs)}): K = {s['K']}, "
+    local = (f" {declared.component_noun}s, each of one {declared.local_to}"
+             if local_note(s) is not None else "")
+    return (f"{s['algorithm']} on {s['n_items']} items ({s.get('obs', data.obs)}): "
+            f"K = {s['K']}{local}, "
             f"{declared.objective_label} per item {value}, {s['laps']} laps, "
             f"{s['wall_seconds']:.1f} s")
 

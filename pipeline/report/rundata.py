@@ -82,6 +82,7 @@ class RunData:
     chains: Chains | None = None
     sequences: pd.DataFrame | None = None
     heldout: dict[str, Any] | None = None
+    progress: Trace | None = None  # a pass item by item (progress.parquet: adf's, ep's first)
 
     @property
     def name(self) -> str:
@@ -154,6 +155,22 @@ def read_trace(run: RunDir, summary: dict[str, Any]) -> Trace | None:
     return Trace(x, values, frame["K"].to_numpy(float), declared.objective_label, per_partition)
 
 
+def read_progress(run: RunDir, summary: dict[str, Any]) -> Trace | None:
+    """RUN_DIR/progress.parquet, which an engine whose trace has a row per partition writes of
+    its pass item by item (items seen, K, its objective per item over the pass so far); None
+    for a run without one."""
+    path = run.path / "progress.parquet"
+    if not path.is_file():
+        return None
+    declared = Declared.of(summary)
+    try:
+        frame = pq.read_table(path, columns=["items", "K", declared.objective]).to_pandas()
+    except (OSError, ValueError, KeyError) as exc:
+        raise BnpmixError(f"{path}: unreadable ({exc})") from None
+    return Trace(frame["items"].to_numpy(float), frame[declared.objective].to_numpy(float),
+                 frame["K"].to_numpy(float), declared.objective_label, False)
+
+
 def top_words(means: np.ndarray, ids: np.ndarray, weights: np.ndarray, vocab: list[str],
               n_clusters: int = TOP, n_words: int = 10) -> list[TopWords]:
     """The ``n_words`` most probable words of the ``n_clusters`` first (heaviest) clusters."""
@@ -184,7 +201,7 @@ def read_chains(run: RunDir, model: Any, labels: np.ndarray) -> Chains:
 
 
 def load_run(run_dir: str | Path, heldout: str | Path | None = None,
-             labels_column: str | None = None) -> RunData:
+             label_column: str | None = None) -> RunData:
     """Read a finished run directory for its report; with ``heldout`` (a corpus) the held-out
     figures of ``bnpmix evaluate`` are computed too."""
     run = finished_run(run_dir)
@@ -226,6 +243,7 @@ def load_run(run_dir: str | Path, heldout: str | Path | None = None,
                 sequences, columns=["sequence", "items", "tables", "elbo"]).to_pandas()
         except (OSError, ValueError, KeyError) as exc:
             raise BnpmixError(f"{sequences}: unreadable ({exc})") from None
+    data.progress = read_progress(run, summary)
     if heldout is not None:
-        data.heldout = evaluate(run.path, heldout, labels_column)
+        data.heldout = evaluate(run.path, heldout, label_column)
     return data

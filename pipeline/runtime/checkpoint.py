@@ -12,7 +12,6 @@ engine: a malformed or foreign checkpoint is refused with an error naming the fi
 from __future__ import annotations
 
 import itertools
-import time
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +118,7 @@ def restore(engine: Engine, ckpt: ArrayFile) -> int:
         ctx.rng.set_states(meta["rng"])
         ctx.next_uid = int(meta["next_uid"])
         ctx.obs = obs_from_prior(meta["obs"]["name"], meta["obs"]["prior"])
-        ctx.started = time.perf_counter() - float(meta["elapsed"])
+        ctx.started -= float(meta["elapsed"])  # the time before the checkpoint, added
         engine.trace = list(meta["trace"])
         engine.restore(meta["state"], ckpt)
         return int(meta["laps_done"])

@@ -94,6 +94,9 @@ class Engine(ABC):
     # --wave when not given: a constant, never the executor's size, so that a run's result is a
     # function of the corpus, the options and the seed only
     default_wave: ClassVar[int] = 1
+    # its option K caps the components (a truncation, never grown): a fit told K = 1 can find
+    # only one, and fit's one-cluster warning is then not given
+    truncated: ClassVar[bool] = False
     # what readers of its runs need (the objective's key and name, what the weights are, ...),
     # recorded in summary.json
     declared: ClassVar[Declared] = Declared()

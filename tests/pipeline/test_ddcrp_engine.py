@@ -179,6 +179,28 @@ def test_a_fit_writes_one_row_per_sequence_and_per_item(data, default_run):
     assert len(all_tables) == len(set(all_tables)), tables
 
 
+def test_info_show_and_report_say_the_tables_are_per_sequence(default_run):
+    """K counts each sequence's own tables: info, show and the report's weights and subtitle
+    say so, with the sequences and the tables per sequence (issue 48: 83 "components" for 4
+    regimes shared by 30 sequences read as 83 clusters)."""
+    import html
+
+    from bnpmix.pipeline.report.contents import run_subtitle, weights_section
+    from bnpmix.pipeline.report.rundata import load_run
+
+    tables = sequences_of(default_run)["tables"]
+    note = (f"tables are per sequence, not clusters shared across sequences: {N_SEQUENCES} "
+            f"sequences with {tables.min()}-{tables.max()} tables each (mean "
+            f"{tables.mean():.2f}); K = {tables.sum()} counts every sequence's own tables")
+    assert f"local         {note}" in ok(cli("info", default_run)).stdout
+    shown = ok(cli("show", default_run)).stdout.splitlines()
+    assert shown[0].startswith(f"ddcrp (gauss): {tables.sum()} tables of ")
+    assert f"note: {note}" in shown
+    data = load_run(default_run)
+    assert f"K = {tables.sum()} tables, each of one sequence," in run_subtitle(data)
+    assert any(html.escape(note) in text for text in weights_section(data).html)
+
+
 # 2. determinism -------------------------------------------------------------------------------
 
 

@@ -110,7 +110,7 @@ def test_fit_writes_a_complete_run_with_progress(engine, corpus, tmp_path):
     assert "K=3" in tty.getvalue() and "ELBO=" in tty.getvalue()
     assert len(trace_of(tmp_path / "run")) == 5
     assert not (tmp_path / "run" / "checkpoint.npz").exists()  # removed once finished
-    scores = evaluate(tmp_path / "run", corpus, labels_column="label")
+    scores = evaluate(tmp_path / "run", corpus, label_column="label")
     assert scores["ari"] > 0.9  # three well-separated clusters
     model = load(tmp_path / "run")
     assert model.n_components_ == 3 and model.means_.shape == (3, 2)

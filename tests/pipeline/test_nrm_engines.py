@@ -549,7 +549,7 @@ def test_evaluate_reports_the_bag_of_words_scale(tmp_path, small_corpora, algori
     held = nrm_data.bars(5, n=90, length=30)
     nrm_data.write_corpus(held, tmp_path / "heldout", partition_size=40)
     res = ok(bnpmix("evaluate", run, "--heldout", tmp_path / "heldout",
-                    "--labels-column", "label"))
+                    "--label-column", "label"))
     out = json.loads(res.stdout)
     assert out["multinomial_coefficient_included"] is False
     assert out["n_items"] == 90

@@ -4,6 +4,8 @@ baseline, and bad input."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -239,3 +241,24 @@ def test_topic_chains_on_a_bag_of_words_corpus(tmp_path):
     res = bnpmix("fit", tmp_path / "c", "--out", tmp_path / "bad", "--algorithm", "tdpm",
                  "--noise-var", "0.1")
     assert res.returncode == 1 and "noise_var applies to Gaussian chains" in res.stderr
+
+
+def test_show_names_each_chains_epochs_and_the_epoch_of_its_mean(corpus, tmp_path):
+    """A chain's `show` mean is its state at its last epoch: show says so, and gives each
+    chain's first and last epoch (time values) as chains.parquet has them."""
+    path, *_ = corpus
+    run = tmp_path / "run"
+    fit(path, run, job_config(algorithm="tdpm", sweeps=6, burn_in=3, thin=3, seed=0))
+    shown = bnpmix("show", run, "--json")
+    assert shown.returncode == 0, shown.stderr
+    rows = json.loads(shown.stdout)["clusters"]
+    chains = pd.read_parquet(run / "chains.parquet")
+    for row in rows:
+        mine = chains[chains.chain == row["cluster"]].sort_values("epoch")
+        assert row["epochs"] == [2000 + mine.epoch.iloc[0], 2000 + mine.epoch.iloc[-1]]
+        np.testing.assert_allclose(row["mean"], mine[["state_0", "state_1"]].iloc[-1], atol=1e-4)
+    text = bnpmix("show", run).stdout.splitlines()
+    assert text[1].split() == ["cluster", "weight", "size", "fraction", "epochs", "mean", "at",
+                               "its", "last", "epoch"]
+    first = rows[0]
+    assert text[2].split()[4] == f"{first['epochs'][0]}-{first['epochs'][1]}"
