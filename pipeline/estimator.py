@@ -193,9 +193,10 @@ class BayesianMixture(*BASES):
         atomically (staged beside ``path``, renamed into place). ``bnpmix.load``, ``bnpmix
         info``, ``show``, ``report`` and ``evaluate --heldout CORPUS`` read it.
 
-        A fit to a corpus path records that corpus; a fit to X in memory does not keep X (the
-        estimator's corpus of it was temporary): the run's ``corpus`` is then null, so score
-        training data with ``bnpmix evaluate RUN --heldout`` on a corpus ingested from it.
+        A fit to a corpus path records that corpus (``bnpmix evaluate RUN`` scores it); a fit
+        to X in memory does not keep X (the estimator's corpus of it was temporary): the run
+        then records no training corpus, so score training data with ``bnpmix evaluate RUN
+        --heldout`` on a corpus ingested from X.
         After ``partial_fit``, the last call's run: the model so far, the last block's
         assignments and trace. An existing non-empty ``path`` is refused unless
         ``overwrite``, which replaces it only once the new directory is complete. Returns
@@ -339,7 +340,8 @@ def _places(tmp: str) -> dict[str, str]:
 def _relocated(files: dict[str, bytes], root: str, final: Path) -> dict[str, bytes]:
     """A run's files with job.json and summary.json no longer naming the estimator's temporary
     directory ``root``: the run is ``final``; a temporary corpus (X in memory) or warm start
-    (partial_fit's model so far) is not kept, so it is null."""
+    (partial_fit's model so far) is not kept: null in the configuration, and job.json records
+    no training corpus (``bnpmix evaluate`` then asks for --heldout)."""
     def moved(value: Any, key: str) -> Any:
         if not (isinstance(value, str) and Path(value).is_relative_to(root)):
             return value
@@ -350,8 +352,8 @@ def _relocated(files: dict[str, bytes], root: str, final: Path) -> dict[str, byt
         obj = json.loads(files[name])
         run = obj["config"]["run"]
         run.update({key: moved(value, key) for key, value in run.items()})
-        if "corpus" in obj and name == "job.json":
-            obj["corpus"] = moved(obj["corpus"], "corpus")
+        if name == "job.json" and moved(obj["corpus"], "corpus") is None:
+            del obj["corpus"], obj["partitions"]
         out[name] = (json.dumps(obj, indent=2) + "\n").encode("utf-8")
     return out
 

@@ -61,8 +61,11 @@ def test_every_command_reads_a_saved_fit(saved):
     assert info.returncode == 0 and f"K             {est.n_components_} component" in info.stdout
     assert "not kept" in info.stdout and "bnpmix-estimator" not in info.stdout, info.stdout
     assert cli("show", run).returncode == 0
-    done = cli("evaluate", run, "--heldout", where / "corpus", "--labels-column", "label")
+    done = cli("evaluate", run, "--heldout", where / "corpus", "--label-column", "label")
     assert done.returncode == 0 and json.loads(done.stdout)["ari"] > 0.9, done.stdout
+    done = cli("evaluate", run)  # X in memory is not kept: there is no training corpus to score
+    assert done.returncode == 1 and "no training corpus recorded" in done.stderr, done.stderr
+    assert "give --heldout" in done.stderr and "bnpmix-estimator" not in done.stderr
     pytest.importorskip("matplotlib")
     done = cli("report", run)
     assert done.returncode == 0 and (run / "report" / "index.html").is_file(), done.stderr
@@ -102,6 +105,8 @@ def test_a_fit_to_a_corpus_path_saves_that_corpus(saved, tmp_path):
     run = est.save(tmp_path / "run")
     job = json.loads((run / "job.json").read_text())
     assert job["corpus"] == job["config"]["run"]["corpus"] == str((where / "corpus").resolve())
+    done = cli("evaluate", run)  # scores that training corpus
+    assert done.returncode == 0 and json.loads(done.stdout)["n_items"] == 300, done.stderr
 
 
 def offset_column(n: int, seed: int = 0) -> np.ndarray:
