@@ -332,26 +332,26 @@ def test_a_constant_column_is_fitted_with_a_warning_naming_it(tmp_path):
     from bnpmix.storage import DataWarning, RunDir
 
     rng = np.random.default_rng(1)
-    X = rng.normal(size=(600, 2)) + 8.0 * rng.integers(0, 3, 600)[:, None] * [1, -1]
+    X = rng.normal(size=(800, 3)) * [1, 2, 0.5] + 3.0 * rng.integers(0, 5, 800)[:, None]
     alone = BayesianMixture(obs="gauss", random_state=0).fit(X)
-    assert alone.n_components_ == 3
-    np.savetxt(tmp_path / "data.csv", np.c_[X[:, :1], np.full(600, 123456.789), X[:, 1:]],
-               delimiter=",", header="a,b,c", comments="")
+    assert alone.n_components_ == 5
+    np.savetxt(tmp_path / "data.csv", np.c_[X[:, :1], np.full(800, 123456.789), X[:, 1:]],
+               delimiter=",", header="a,b,c,d", comments="")
     assert cli("ingest", tmp_path / "data.csv", tmp_path / "corpus").returncode == 0
     done = cli("fit", tmp_path / "corpus", "--out", tmp_path / "run", "--obs", "gauss")
     assert done.returncode == 0, done.stderr
-    assert (f"bnpmix: warning: {tmp_path / 'corpus'}: column 1 (0-based, of 3) is constant (= "
+    assert (f"bnpmix: warning: {tmp_path / 'corpus'}: column 1 (0-based, of 4) is constant (= "
             "123457): a constant column carries no cluster information") in done.stderr
     assert done.stderr.count("is constant") == 1, done.stderr
     labels = RunDir(tmp_path / "run").load_assignments().sort_values("item")["cluster"]
     assert RunDir(tmp_path / "run").load_summary()["K"] == alone.n_components_
     assert adjusted_rand_index(alone.labels_, labels.to_numpy()) == 1.0
-    far = np.c_[X, np.full(600, 3e5 + 0.5)]
-    with pytest.warns(DataWarning, match=r"X: column 2 \(0-based, of 3\) is constant \(= "
+    far = np.c_[X, np.full(800, 3e5 + 0.5)]
+    with pytest.warns(DataWarning, match=r"X: column 3 \(0-based, of 4\) is constant \(= "
                                          r"300000\).*floored"):
         est = BayesianMixture(algorithm="adf", obs="gauss", random_state=0).fit(far)
     assert np.all(np.linalg.eigvalsh(est.covariances_) > 0)
-    np.testing.assert_allclose(est.means_[:, 2], 3e5 + 0.5, rtol=1e-12)
+    np.testing.assert_allclose(est.means_[:, 3], 3e5 + 0.5, rtol=1e-12)
 
 
 def test_a_docword_nnz_beyond_int32_is_a_count_checked_against_the_triples(tmp_path):
