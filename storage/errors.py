@@ -73,16 +73,12 @@ def local_path(path: str | Path) -> Path:
 
 
 @contextlib.contextmanager
-def naming(places: dict[str, str]) -> Iterator[None]:
-    """Inside, work on temporary copies (the estimator's corpus of X, tune's sample) whose
-    BnpmixErrors and warnings name what each copy stands for: each path of ``places`` in their
-    text becomes its name (the user's X or corpus). Notes naming a copy (``bnpmix resume``
-    of a temporary run) are dropped: the copy is gone when the error arrives."""
-    def named(text: str) -> str:
-        for path, name in places.items():
-            text = text.replace(path, name)
-        return text
-
+def naming(places: dict[str, str], notes: dict[str, str] | None = None) -> Iterator[None]:
+    """Inside, work on temporary copies (the estimator's corpus of X, tune's sample, a run's
+    local workspace) whose BnpmixErrors and warnings name what each copy stands for: each path
+    of ``places`` in their text becomes its name (the user's X, corpus or run). An exception's
+    notes (``bnpmix resume RUN``) get the paths of ``notes`` instead, or, without them, are
+    dropped where they name a copy: the copy is gone when the exception arrives."""
     held: list[warnings.WarningMessage] = []
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -90,13 +86,22 @@ def naming(places: dict[str, str]) -> Iterator[None]:
                 yield
             finally:
                 held = list(caught)
-    except BnpmixError as exc:
-        exc.args = (named(str(exc)),)
+    except BaseException as exc:
+        if isinstance(exc, BnpmixError):
+            exc.args = (_renamed(str(exc), places),)
         if isinstance(exc, DataError):
-            exc.path = named(exc.path)
+            exc.path = _renamed(exc.path, places)
         if hasattr(exc, "__notes__"):
-            exc.__notes__ = [n for n in exc.__notes__ if named(n) == n]
+            exc.__notes__ = [_renamed(n, notes) for n in exc.__notes__] if notes is not None \
+                else [n for n in exc.__notes__ if _renamed(n, places) == n]
         raise
     finally:
         for w in held:
-            warnings.warn_explicit(named(str(w.message)), w.category, w.filename, w.lineno)
+            warnings.warn_explicit(_renamed(str(w.message), places), w.category, w.filename,
+                                   w.lineno)
+
+
+def _renamed(text: str, places: dict[str, str]) -> str:
+    for path, name in places.items():
+        text = text.replace(path, name)
+    return text

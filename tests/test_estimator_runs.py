@@ -14,7 +14,7 @@ import scipy.sparse as sp
 import bnpmix
 from bnpmix import BayesianMixture
 from bnpmix.pipeline.estimator import NotFittedError
-from helpers import blobs, cli
+from helpers import blobs, cli, full_disk_at_checkpoints
 
 
 @pytest.mark.parametrize("bad", [np.nan, np.inf])
@@ -137,24 +137,9 @@ def test_a_full_disk_during_the_estimators_checkpoint_names_no_temporary_run(mon
     """The checkpoint's write fails with ENOSPC: the error says where (the temporary directory
     the estimator's run is in) without a /tmp/bnpmix-estimator-* path nor a `bnpmix resume`
     of a directory that is removed."""
-    import errno
-    import os
-
-    import dask
-
-    from bnpmix.pipeline.runtime import checkpoint
-    from bnpmix.storage.atomic import atomic_write
-
-    def full_disk(path, meta, arrays):
-        def write(tmp):
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp))
-
-        return atomic_write(path, write)
-
-    monkeypatch.setattr(checkpoint, "write_arrays_atomic", full_disk)
+    full_disk_at_checkpoints(monkeypatch)
     X, _ = blobs(100, 0)
-    with dask.config.set({"bnpmix.checkpoint-interval": 0}), \
-            pytest.raises(bnpmix.BnpmixError) as caught:
+    with pytest.raises(bnpmix.BnpmixError) as caught:
         BayesianMixture(obs="gauss", random_state=0).fit(X)
     text = "\n".join([str(caught.value), *getattr(caught.value, "__notes__", [])])
     assert "<the estimator's temporary run>/checkpoint.npz: cannot write (No space" in text
