@@ -144,3 +144,16 @@ def test_a_full_disk_during_the_estimators_checkpoint_names_no_temporary_run(mon
     text = "\n".join([str(caught.value), *getattr(caught.value, "__notes__", [])])
     assert "<the estimator's temporary run>/checkpoint.npz: cannot write (No space" in text
     assert "bnpmix-estimator-" not in text and "resume" not in text, text
+
+
+def test_tune_holds_a_constant_column_as_a_fit_does(tmp_path):
+    """bnpmix tune (ADF's grid, fitted from the sample directly) warns of a constant column
+    naming the corpus, and fits it as a quantised column like make_context does."""
+    from bnpmix.pipeline.tune import tune
+    from bnpmix.storage import DataWarning, ingest_array
+
+    X, _ = blobs(300, 0)
+    ingest_array(np.c_[X, np.full(300, 7.5)], tmp_path / "corpus")
+    with pytest.warns(DataWarning, match=re.escape(f"{tmp_path / 'corpus'}: column 2 (0-based, "
+                                                   "of 3) is constant in a sample of 240")):
+        tune(tmp_path / "corpus", a_grid=[1.0], tau_grid=[1.0], scale_grid=[0.1])

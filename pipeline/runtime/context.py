@@ -183,8 +183,9 @@ def constant_columns_held(sample: np.ndarray, corpus: Corpus,
                           data: dict[str, Any]) -> dict[str, Any]:
     """The observation model's data arguments (``data``: corpus_steps') for the columns constant
     in the sample, with a warning naming them: such a column carries no cluster information, so
-    it is fitted as a quantised one (dequant.py) of step Δ, Δ²/12 its default prior's scale
-    (an integer column keeps its own): every component's variance there then goes to Δ²/12,
+    it is fitted as a quantised one (dequant.py) of step Δ, Δ²/12 the prior's diagonal target
+    there (the mean variance; an integer column keeps its own step): every component's variance
+    there then goes to Δ²/12,
     the same for all, where a continuous column of equal values would have each component's
     shrink with its size and merge the clusters. One at m too far from 0 for the default floor
     (check_offsets) gets a prior floor (shrinkage_target's ``floor``) at which its rounding
@@ -287,5 +288,5 @@ def prior_keys(obs_name: str) -> list[str]:
     keyword parameters (the prior's own parameters, plus ``scale``)."""
     params = inspect.signature(obs_class(obs_name).default).parameters
     return [n for n, p in params.items()  # delta and floor come from the data (corpus_steps,
-            if n not in ("X", "delta", "floor")  # constant_floor)
+            if n not in ("X", "delta", "floor")  # constant_columns_held)
             and p.kind is p.POSITIONAL_OR_KEYWORD]
