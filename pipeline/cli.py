@@ -16,7 +16,7 @@ import shutil
 import sys
 import tempfile
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -52,9 +52,6 @@ def guess_format(src: Path) -> str:
 def cmd_ingest(args: argparse.Namespace) -> int:
     """Ingest into a corpus directory, or into a URL: into a local temporary directory that is
     then published to the store, manifest last (storage.objectstore.publish_corpus)."""
-    import warnings
-
-    from bnpmix.storage import DataWarning
     from bnpmix.storage.objectstore import publish_corpus
     from bnpmix.storage.writer import check_replaceable
 
@@ -67,9 +64,7 @@ def cmd_ingest(args: argparse.Namespace) -> int:
     check_ingest_flags(args, fmt)
     staging = (tempfile.TemporaryDirectory(prefix="bnpmix-ingest-") if remote
                else contextlib.nullcontext(None))
-    with warnings.catch_warnings(), staging as tmp:  # DataWarnings as `bnpmix: warning: ...`
-        warnings.simplefilter("always", DataWarning)
-        warnings.showwarning = _show_warning
+    with data_warnings("always"), staging as tmp:
         out = Path(tmp) / "corpus" if remote else Path(args.corpus_dir)
         if args.append:
             return ingest_append(args, src, out, fmt)
@@ -86,6 +81,20 @@ def cmd_ingest(args: argparse.Namespace) -> int:
 def partitions(n: int) -> str:
     """``1 partition``, ``3 partitions``."""
     return f"{n} partition{'s' * (n != 1)}"
+
+
+@contextlib.contextmanager
+def data_warnings(action: str) -> Iterator[None]:
+    """DataWarnings shown as ``bnpmix: warning: ...`` (``action``: the filter's, "always" or
+    "default": once per text)."""
+    import warnings
+
+    from bnpmix.storage import DataWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter(action, DataWarning)
+        warnings.showwarning = _show_warning
+        yield
 
 
 def _show_warning(message: Warning | str, category: type[Warning], filename: str, lineno: int,
@@ -825,7 +834,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"{name}: {exc}")
     stops.install()
     try:
-        code = args.func(args)
+        with data_warnings("default"):  # e.g. a fit's constant columns, once per text
+            code = args.func(args)
         if stops.pending() is not None:  # swallowed where it landed, after the last step
             print("bnpmix: stopped by a signal once the command had finished; what it wrote "
                   "is complete", file=sys.stderr)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import inspect
 import itertools
+import json
 import tempfile
 import warnings
 from pathlib import Path
@@ -22,8 +23,11 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from bnpmix.storage import BnpmixError, Corpus, Manifest, RunDir
+from bnpmix.storage import BnpmixError, Corpus, DataError, Manifest, RunDir, local_path
+from bnpmix.storage.atomic import staged_directory
 from bnpmix.storage.corpus import integer_columns
+from bnpmix.storage.dense import check_finite
+from bnpmix.storage.errors import naming
 from bnpmix.storage.writer import new_corpus, partition_rows
 
 from .config import options
@@ -161,7 +165,8 @@ class BayesianMixture(*BASES):
         """Fit to X: an (n, D) array, a scipy.sparse count matrix, a pandas or pyarrow table, a
         Dask array or dataframe (written block by block, never gathered), or a corpus path."""
         job = self._job(self._run_seed())
-        with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp, \
+                naming(_places(tmp)):
             corpus = (Path(X) if isinstance(X, str | Path)
                       else write_corpus(X, Path(tmp) / "corpus"))
             summary = self._run(corpus, Path(tmp) / "run", job)
@@ -173,11 +178,40 @@ class BayesianMixture(*BASES):
         return self
 
     def _run(self, corpus: Path, run: Path, job: Any) -> dict[str, Any]:
-        """Fit ``corpus`` into ``run`` as ``bnpmix fit`` does and keep the result in memory."""
+        """Fit ``corpus`` into ``run`` as ``bnpmix fit`` does and keep the result in memory,
+        with the run directory's files (what ``save`` writes; the directory is temporary)."""
         summary = fit_corpus(corpus, run, job)
         self._set_fitted(FittedModel(read_model(str(run))), summary,
                          RunDir(run).load_assignments(), Corpus(corpus))
+        self._run_files = (str(run.parent.resolve()), {str(p.relative_to(run)): p.read_bytes()
+                                             for p in sorted(run.rglob("*")) if p.is_file()})
         return summary
+
+    def save(self, path: str | Path, *, overwrite: bool = False) -> Path:
+        """Write the fitted run as a run directory at ``path``, as ``bnpmix fit --out`` does
+        (summary.json, model.npz + model.json, trace.csv, assignments/; no pickle), published
+        atomically (staged beside ``path``, renamed into place). ``bnpmix.load``, ``bnpmix
+        info``, ``show``, ``report`` and ``evaluate --heldout CORPUS`` read it.
+
+        A fit to a corpus path records that corpus (``bnpmix evaluate RUN`` scores it); a fit
+        to X in memory does not keep X (the estimator's corpus of it was temporary): the run
+        then records no training corpus, so score training data with ``bnpmix evaluate RUN
+        --heldout`` on a corpus ingested from X.
+        After ``partial_fit``, the last call's run: the model so far, the last block's
+        assignments and trace. An existing non-empty ``path`` is refused unless
+        ``overwrite``, which replaces it only once the new directory is complete. Returns
+        the directory's path."""
+        self._fitted()
+        root, files = self._run_files
+        final = local_path(path)
+        if final.exists() and not overwrite and (not final.is_dir() or any(final.iterdir())):
+            raise BnpmixError(f"{final}: exists and is not empty; choose another path or "
+                              "save(..., overwrite=True) to replace it")
+        with staged_directory(final, overwrite=overwrite) as tmp:
+            for name, data in _relocated(files, root, final.resolve()).items():
+                (tmp / name).parent.mkdir(parents=True, exist_ok=True)
+                (tmp / name).write_bytes(data)
+        return final
 
     def _set_fitted(self, model: FittedModel, summary: dict[str, Any], assignments: Any,
                     corpus: Corpus) -> None:
@@ -220,7 +254,8 @@ class BayesianMixture(*BASES):
             raise ValueError(f"X has {_in_memory_width(X)} features, but BayesianMixture is "
                              f"expecting {self.n_features_in_} features as input")
         engine = engine_class(self.algorithm)
-        with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp, \
+                naming(_places(tmp)):
             job = self._job(self._run_seed())
             if started:  # the model so far, as a run directory to warm-start from
                 model = engine.stream_start(self.model_.model)
@@ -295,6 +330,34 @@ BayesianMixture.__init__.__signature__ = inspect.signature(BayesianMixture.__ini
                   for name in OPTIONS)])
 
 
+def _places(tmp: str) -> dict[str, str]:
+    """What the estimator's temporary files stand for in its errors and warnings (``naming``):
+    its corpus is X; its runs are in the temporary directory (a full disk is that one's)."""
+    return {str(Path(tmp) / "corpus"): "X", str(Path(tmp) / "so-far"): "<the model so far>",
+            str(Path(tmp) / "run"): f"{tempfile.gettempdir()}/<the estimator's temporary run>"}
+
+
+def _relocated(files: dict[str, bytes], root: str, final: Path) -> dict[str, bytes]:
+    """A run's files with job.json and summary.json no longer naming the estimator's temporary
+    directory ``root``: the run is ``final``; a temporary corpus (X in memory) or warm start
+    (partial_fit's model so far) is not kept: null in the configuration, and job.json records
+    no training corpus (``bnpmix evaluate`` then asks for --heldout)."""
+    def moved(value: Any, key: str) -> Any:
+        if not (isinstance(value, str) and Path(value).is_relative_to(root)):
+            return value
+        return str(final) if key == "out" else None
+
+    out = dict(files)
+    for name in ("job.json", "summary.json"):
+        obj = json.loads(files[name])
+        run = obj["config"]["run"]
+        run.update({key: moved(value, key) for key, value in run.items()})
+        if name == "job.json" and moved(obj["corpus"], "corpus") is None:
+            del obj["corpus"], obj["partitions"]
+        out[name] = (json.dumps(obj, indent=2) + "\n").encode("utf-8")
+    return out
+
+
 def _seed(random_state: Any) -> int:
     if isinstance(random_state, np.random.RandomState):
         return int(random_state.randint(2**31 - 1))
@@ -325,8 +388,19 @@ def _in_memory(X: Any) -> Any:
         raise ValueError(f"Found array with 0 feature(s) (shape={X.shape}) while a minimum of "
                          "1 is required.")
     if not np.all(np.isfinite(data)):
-        raise ValueError("X contains NaN or infinity")
+        _name_non_finite(X)
     return X
+
+
+def _name_non_finite(X: Any) -> None:
+    """Raise the ValueError of storage's check_finite (what ``bnpmix ingest`` reports) for X:
+    its first row holding NaN or inf, and the column, both 0-based."""
+    row = (int(np.searchsorted(X.indptr, np.flatnonzero(~np.isfinite(X.data))[0], "right")) - 1
+           if sp.issparse(X) else int(np.flatnonzero(~np.isfinite(X).all(axis=1))[0]))
+    try:
+        check_finite(X[row:row + 1].toarray() if sp.issparse(X) else X[row:row + 1], "X", row)
+    except DataError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def _in_memory_width(X: Any) -> int:

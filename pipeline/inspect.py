@@ -268,7 +268,8 @@ def format_run_info(info: dict[str, Any]) -> str:
     name = info["objective_label"]
     lines = [
         f"engine        {info['engine']} (observation model {info['obs']})",
-        f"corpus        {info['corpus']}{shape}",
+        f"corpus        {info['corpus'] or 'not kept (X in memory, BayesianMixture.save)'}"
+        f"{shape}",
         f"K             {_plural(K, 'component')}: {info['K_effective']} with more than "
         f"{EFFECTIVE:.0%} of the weight{nonempty}",
         *([f"local         {info['local']}"] if info.get("local") else []),

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bnpmix.storage import BnpmixError
+from bnpmix.storage.errors import naming
 from bnpmix.storage.leases import claim
 from bnpmix.storage.objectstore import delete_object, download, exists, is_url, write_object
 
@@ -101,6 +102,13 @@ def workspace() -> Iterator[Path]:
         yield Path(tmp) / "run"
 
 
+def in_store(local: Path, url: str) -> Any:
+    """Errors and warnings naming the workspace ``local`` name the run ``url`` (a full disk:
+    the workspace's, in the temporary directory); `bnpmix resume` notes name the URL."""
+    return naming({str(local): f"{tempfile.gettempdir()}/<the local workspace of {url}>"},
+                  notes={str(local): url})
+
+
 def fit_to_store(fit: Callable[..., dict[str, Any]], corpus_dir: Any, url: str, job: Any,
                  on_step: Callable | None = None, **options: Any) -> dict[str, Any]:
     """``fit`` (pipeline.fit.fit, which calls this for a URL) into a local workspace mirrored
@@ -108,7 +116,7 @@ def fit_to_store(fit: Callable[..., dict[str, Any]], corpus_dir: Any, url: str, 
     if exists(url, JOB) or exists(url, SUMMARY) or not _claim(url):
         raise BnpmixError(f"{url}: a run directory exists there (job.json); `bnpmix resume "
                           f"{url}` continues it, or choose another URL")
-    with workspace() as local:
+    with workspace() as local, in_store(local, url):
         mirror = Mirror(local, url, on_step)
         summary = fit(corpus_dir, local, job, on_step=mirror, **options)
         mirror.publish()
@@ -122,7 +130,7 @@ def resume_from_store(resume: Callable[..., dict[str, Any] | None], url: str,
     calls this for a URL), mirrored; None if it had finished."""
     if exists(url, SUMMARY):
         return None
-    with workspace() as local:
+    with workspace() as local, in_store(local, url):
         if JOB not in download(url, local):
             raise BnpmixError(f"{url}: not a run directory (no job.json)")
         mirror = Mirror(local, url, on_step)

@@ -54,13 +54,14 @@ from bnpmix.algorithms.obs import ObsModel, obs_class
 from bnpmix.algorithms.summary import Summary
 from bnpmix.storage import BnpmixError, Corpus
 from bnpmix.storage.atomic import write_text_atomic
+from bnpmix.storage.errors import naming
 
 from .config import JobConfig
 from .engines import DEFAULT_ENGINE
 from .engines.nrm import NRMConfig
 from .evaluate.fitted import load
 from .fit import fit, job_config
-from .runtime.context import check_obs, prior_keys
+from .runtime.context import check_obs, constant_columns_held, prior_keys
 from .runtime.data import BatchSource
 
 A_GRID = (1.0, 10.0, 100.0, 1000.0)
@@ -198,12 +199,14 @@ def tune(corpus_dir: str | Path, *, prior: str = "ig", sigma: float | None = Non
     obs_name, split = corpus_sample(corpus_dir, obs, fraction, max_items, test_fraction, seed)
     obs_prior = dict(obs_prior or {})
     key, scales = searched_prior(obs_name, obs_prior, {"scale": scale_grid})
+    data = {} if split.delta is None else {"delta": split.delta}  # dequantised as in a fit,
+    if not obs_class(obs_name).text:  # and constant columns held as a fit holds them
+        data = constant_columns_held(split.train, Corpus(corpus_dir), data)
     rows = []
     for scale in scales:
         given = with_value(obs_prior, key, scale)
         try:
-            model = obs_class(obs_name).default(  # dequantised as a fit's would be
-                split.train, **given, **({} if split.delta is None else {"delta": split.delta}))
+            model = obs_class(obs_name).default(split.train, **given, **data)
         except TypeError as exc:
             raise BnpmixError(f"prior: {exc} (the {obs_name} model's prior parameters are "
                               f"{prior_keys(obs_name)})") from None
@@ -258,7 +261,9 @@ def tune_memo(corpus_dir: str | Path, *, obs: str | None = None,
     from .estimator import write_corpus  # here: the estimator imports scikit-learn when present
 
     rows = []
-    with tempfile.TemporaryDirectory(prefix="bnpmix-tune-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="bnpmix-tune-") as tmp, naming({
+            str(Path(tmp) / "train"): f"{corpus_dir} (tune's training sample of it)",
+            tmp: f"{tempfile.gettempdir()}/<bnpmix tune's temporary files>"}):
         train = write_corpus(split.train, Path(tmp) / "train")
         for value in values:
             for alpha0 in alpha_grid:

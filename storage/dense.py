@@ -33,11 +33,13 @@ def _dense_dtype(dtype: np.dtype) -> str:
 
 
 def check_finite(X: np.ndarray, path: str | Path, first_row: int) -> None:
-    """Raise a DataError naming the first row (0-based, in the whole source) with NaN or inf."""
+    """Raise a DataError naming the first row (0-based, in the whole source) with NaN or inf,
+    and its column (0-based)."""
     bad = ~np.isfinite(X)
     if bad.any():
         r, c = np.argwhere(bad)[0]
-        raise DataError(path, f"non-finite value {X[r, c]} in column {c}", row=first_row + int(r))
+        raise DataError(path, f"non-finite value {X[r, c]} in column {c} (row and column "
+                        "0-based; NaN and infinity are not data)", row=first_row + int(r))
 
 
 FLOAT_EXACT = 2**53  # integers beyond this lose digits as float64

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import re
+import warnings
+from collections.abc import Iterator
 from pathlib import Path
 
 # a URL's scheme; Dask's own comm schemes name scheduler addresses, not storage
@@ -67,3 +70,38 @@ def local_path(path: str | Path) -> Path:
                           "argument names a local file or directory (corpora, run "
                           "directories, reports and scheduled runs can be URLs)")
     return Path(path)
+
+
+@contextlib.contextmanager
+def naming(places: dict[str, str], notes: dict[str, str] | None = None) -> Iterator[None]:
+    """Inside, work on temporary copies (the estimator's corpus of X, tune's sample, a run's
+    local workspace) whose BnpmixErrors and warnings name what each copy stands for: each path
+    of ``places`` in their text becomes its name (the user's X, corpus or run). An exception's
+    notes (``bnpmix resume RUN``) get the paths of ``notes`` instead, or, without them, are
+    dropped where they name a copy: the copy is gone when the exception arrives."""
+    held: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            try:
+                yield
+            finally:
+                held = list(caught)
+    except BaseException as exc:
+        if isinstance(exc, BnpmixError):
+            exc.args = (_renamed(str(exc), places),)
+        if isinstance(exc, DataError):
+            exc.path = _renamed(exc.path, places)
+        if hasattr(exc, "__notes__"):
+            exc.__notes__ = [_renamed(n, notes) for n in exc.__notes__] if notes is not None \
+                else [n for n in exc.__notes__ if _renamed(n, places) == n]
+        raise
+    finally:
+        for w in held:
+            warnings.warn_explicit(_renamed(str(w.message), places), w.category, w.filename,
+                                   w.lineno)
+
+
+def _renamed(text: str, places: dict[str, str]) -> str:
+    for path, name in places.items():
+        text = text.replace(path, name)
+    return text

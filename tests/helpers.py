@@ -225,3 +225,24 @@ def local_client():
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True, host="127.0.0.1",
                       dashboard_address=None) as cluster, Client(cluster) as client:
         yield client
+
+
+def full_disk_at_checkpoints(monkeypatch) -> None:
+    """Every checkpoint write fails as on a full disk (ENOSPC, raised by the writer of its
+    temporary file), and a checkpoint is due after every lap end (bnpmix.checkpoint-interval 0
+    until the test ends)."""
+    import errno
+
+    import dask
+
+    from bnpmix.pipeline.runtime import checkpoint
+    from bnpmix.storage.atomic import atomic_write
+
+    def full_disk(path, meta, arrays):
+        def write(tmp):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(tmp))
+
+        return atomic_write(path, write)
+
+    monkeypatch.setattr(checkpoint, "write_arrays_atomic", full_disk)
+    monkeypatch.setitem(dask.config.config["bnpmix"], "checkpoint-interval", 0)

@@ -116,7 +116,7 @@ def test_bad_options_and_data_are_refused_clearly():
     X, _ = blobs(50, 0)
     with pytest.raises(bnpmix.BnpmixError, match="laps"):
         BayesianMixture(laps=0).fit(X)
-    with pytest.raises(ValueError, match="NaN or infinity"):
+    with pytest.raises(ValueError, match="X, row 0: non-finite value nan in column 0"):
         BayesianMixture().fit(np.where(np.eye(50, 2) > 0, np.nan, X))
     est = BayesianMixture(random_state=0).fit(X)
     with pytest.raises(ValueError, match="X has 3 features, but BayesianMixture is expecting 2"):

@@ -318,28 +318,41 @@ def test_overwrite_waits_for_an_append_under_way(tmp_path):
     assert Corpus(out).n_items == 7
 
 
-def test_a_constant_column_is_fitted_or_named(tmp_path):
-    """A constant column is fitted where float64 resolves it (the prior's floor keeps every
-    E[Σ_k] positive definite, the column's means at its value); one too far from 0 for sums of
-    squares over the items (adf with full covariances failed with "LinAlgError: Matrix is not
-    positive definite") is refused before fitting, naming the column."""
+def test_a_constant_column_is_fitted_with_a_warning_naming_it(tmp_path):
+    """A constant column carries no cluster information: `bnpmix fit` and the estimator fit it
+    (as a quantised column: each component's likelihood there the same) with one warning
+    naming it and the corpus (or X), and find the clusters of the other columns alone. On
+    main a continuous constant column shrank each component's variance with its size and
+    merged every cluster (K = 1); one far from 0 (adf with full covariances failed with
+    "LinAlgError: Matrix is not positive definite") was refused."""
     import numpy as np
 
     from bnpmix import BayesianMixture
-    from bnpmix.storage import ingest_array
+    from bnpmix.algorithms.metrics import adjusted_rand_index
+    from bnpmix.storage import DataWarning, RunDir
 
     rng = np.random.default_rng(1)
-    X = rng.normal(size=(2000, 8)) + 4.0 * rng.integers(0, 4, 2000)[:, None]
-    est = BayesianMixture(algorithm="adf", obs="gauss", random_state=0).fit(
-        np.c_[X, np.full(2000, 7.0)])
+    X = rng.normal(size=(800, 3)) * [1, 2, 0.5] + 3.0 * rng.integers(0, 5, 800)[:, None]
+    alone = BayesianMixture(obs="gauss", random_state=0).fit(X)
+    assert alone.n_components_ == 5
+    np.savetxt(tmp_path / "data.csv", np.c_[X[:, :1], np.full(800, 123456.789), X[:, 1:]],
+               delimiter=",", header="a,b,c,d", comments="")
+    assert cli("ingest", tmp_path / "data.csv", tmp_path / "corpus").returncode == 0
+    done = cli("fit", tmp_path / "corpus", "--out", tmp_path / "run", "--obs", "gauss")
+    assert done.returncode == 0, done.stderr
+    assert (f"bnpmix: warning: {tmp_path / 'corpus'}: column 1 (0-based, of 4) is constant (= "
+            "123457): a constant column carries no cluster information") in done.stderr
+    assert done.stderr.count("is constant") == 1, done.stderr
+    labels = RunDir(tmp_path / "run").load_assignments().sort_values("item")["cluster"]
+    assert RunDir(tmp_path / "run").load_summary()["K"] == alone.n_components_
+    assert adjusted_rand_index(alone.labels_, labels.to_numpy()) == 1.0
+    far = np.c_[X, np.full(800, 3e5 + 0.5)]
+    with pytest.warns(DataWarning, match=r"X: column 3 \(0-based, of 4\) is constant \(= "
+                                         r"300000\).*floored"):
+        est = BayesianMixture(obs="gauss", random_state=0).fit(far)
+    assert adjusted_rand_index(alone.labels_, est.labels_) == 1.0
     assert np.all(np.linalg.eigvalsh(est.covariances_) > 0)
-    np.testing.assert_allclose(est.means_[:, 8], 7.0, rtol=1e-9)
-    ingest_array(np.c_[X, np.full(2000, 3e5)], tmp_path / "far", partition_rows=500)
-    done = cli("fit", tmp_path / "far", "--out", tmp_path / "run", "--algorithm", "adf",
-               "--obs", "gauss")
-    assert done.returncode == 1, done.stderr
-    assert "column 8 (0-based, of 9) is about 300000 (constant)" in done.stderr, done.stderr
-    assert "LinAlgError" not in done.stderr
+    np.testing.assert_allclose(est.means_[:, 3], 3e5 + 0.5, rtol=1e-12)
 
 
 def test_a_docword_nnz_beyond_int32_is_a_count_checked_against_the_triples(tmp_path):

@@ -20,8 +20,9 @@ import pytest
 from test_distributed import assert_same_run
 
 from bnpmix import load
-from bnpmix.storage import ingest_array
-from helpers import DaskCluster, cli, free_port
+from bnpmix.pipeline.fit import fit, job_config
+from bnpmix.storage import BnpmixError, ingest_array
+from helpers import DaskCluster, cli, free_port, full_disk_at_checkpoints
 
 boto3 = pytest.importorskip("boto3", reason="boto3 and moto[server] are in the test extra")
 pytest.importorskip("moto", reason="moto[server] is in the test extra")
@@ -197,6 +198,21 @@ def test_errors_name_the_url(tmp_path, s3):
     labels = bnpmix(s3, "ingest", str(tmp_path / "x.npy"), str(tmp_path / "c"), "--labels",
                     f"s3://{BUCKET}/labels.txt")
     assert labels.returncode == 2 and "URLs are not supported here" in labels.stderr
+
+
+def test_a_full_disk_in_a_bucket_runs_workspace_names_the_run_url(tmp_path, s3, monkeypatch):
+    """fit --out s3://...: a checkpoint that cannot be written in the local workspace (ENOSPC)
+    is reported against the run's URL (the workspace in the temporary directory), and the run
+    is continued with `bnpmix resume URL`, not with the removed workspace's path."""
+    full_disk_at_checkpoints(monkeypatch)
+    run_url = f"s3://{BUCKET}/runs/full-disk"
+    with pytest.raises(BnpmixError) as caught:
+        fit(corpus(tmp_path / "corpus", 200, 3, partitions=2), run_url,
+            job_config(obs="gauss", laps=3, scheduler="synchronous"))
+    assert str(caught.value).endswith(f"<the local workspace of {run_url}>/checkpoint.npz: "
+                                      "cannot write (No space left on device)")
+    assert caught.value.__notes__ == [f"continue the run with `bnpmix resume {run_url}`"]
+    assert "bnpmix-run-" not in str(caught.value)
 
 
 def test_ingest_into_a_bucket_publishes_the_manifest_last(tmp_path, s3, monkeypatch):

@@ -70,15 +70,17 @@ class DiagGauss(ObsModel):
     @classmethod
     def default(cls, X: Data, kappa0: float = 0.01, a0: float = 1.0, scale: float = 0.1,
                 m0: np.ndarray | None = None, b0: np.ndarray | None = None,
-                shrinkage: float = SHRINKAGE, delta: np.ndarray | None = None) -> DiagGauss:
+                shrinkage: float = SHRINKAGE, delta: np.ndarray | None = None,
+                floor: np.ndarray | None = None) -> DiagGauss:
         """m0 = data mean and b0_d = a0 · scale · v_d, so 1/E[λ_d] = scale · v_d, with v the
-        diagonal of data_scale_matrix: each column's own variance, a floor for constant ones."""
+        diagonal of data_scale_matrix: each column's own variance, a floor for constant ones
+        (at least ``floor``'s)."""
         X = np.asarray(X, dtype=float)
         D = X.shape[1]
         m0 = (X.mean(0) if len(X) else np.zeros(D)) if m0 is None else m0
         if b0 is None:
             var = X.var(0) if len(X) else np.ones(D)
-            b0 = a0 * prior_variances(var, scale, shrinkage)
+            b0 = a0 * prior_variances(var, scale, shrinkage, floor)
         return cls(D, m0, kappa0, a0, b0, delta)
 
     def prior(self) -> dict[str, Any]:

@@ -60,9 +60,11 @@ class Gauss(ObsModel):
     @classmethod
     def default(cls, X: Data, kappa0: float = 0.01, nu0: float | None = None, scale: float = 0.1,
                 m0: np.ndarray | None = None, B0: np.ndarray | None = None,
-                shrinkage: float = SHRINKAGE, delta: np.ndarray | None = None) -> Gauss:
+                shrinkage: float = SHRINKAGE, delta: np.ndarray | None = None,
+                floor: np.ndarray | None = None) -> Gauss:
         """The data-scaled Normal-Wishart prior (normal_wishart_default)."""
-        return cls(**normal_wishart_default(X, kappa0, nu0, scale, m0, B0, shrinkage), delta=delta)
+        return cls(**normal_wishart_default(X, kappa0, nu0, scale, m0, B0, shrinkage, floor),
+                   delta=delta)
 
     def prior(self) -> dict[str, Any]:
         return normal_wishart_prior(self)
@@ -317,11 +319,11 @@ def normal_wishart_prior(model: Any) -> dict[str, Any]:
 
 def normal_wishart_default(X: Data, kappa0: float, nu0: float | None, scale: float,
                            m0: np.ndarray | None, B0: np.ndarray | None,
-                           shrinkage: float) -> dict[str, Any]:
+                           shrinkage: float, floor: np.ndarray | None = None) -> dict[str, Any]:
     """The data-scaled Normal-Wishart prior (D, m0, kappa0, nu0, B0): ν0 = D + 2, m0 = the data
     mean and E[Λ⁻¹] = scale · C, C the sample's covariance with its correlations shrunk
-    (data_scale_matrix): a cluster is expected to spread like a tenth of the data, in the
-    data's own directions and units."""
+    (data_scale_matrix; ``floor``: its constant columns' least target): a cluster is expected
+    to spread like a tenth of the data, in the data's own directions and units."""
     X = np.asarray(X, dtype=float)
     D = X.shape[1]
     nu0 = D + 2.0 if nu0 is None else float(nu0)
@@ -330,7 +332,7 @@ def normal_wishart_default(X: Data, kappa0: float, nu0: float | None, scale: flo
         if nu0 <= D + 1:
             raise ValueError(f"the default B0 needs nu0 > D + 1 = {D + 1}; pass B0")
         C = np.atleast_2d(np.cov(X, rowvar=False, bias=True)) if len(X) > 1 else np.eye(D)
-        B0 = (nu0 - D - 1) * data_scale_matrix(C, scale, shrinkage)
+        B0 = (nu0 - D - 1) * data_scale_matrix(C, scale, shrinkage, floor)
     return {"D": D, "m0": m0, "kappa0": kappa0, "nu0": nu0, "B0": B0}
 
 

@@ -121,15 +121,16 @@ class MFA(ObsModel):
     @classmethod
     def default(cls, X: Data, q: int | None = None, v0: float = 1.0, scale: float = 0.1,
                 m0: np.ndarray | None = None, sd: np.ndarray | None = None,
-                psi: np.ndarray | None = None, delta: np.ndarray | None = None) -> MFA:
+                psi: np.ndarray | None = None, delta: np.ndarray | None = None,
+                floor: np.ndarray | None = None) -> MFA:
         """m0 = the data mean, σ_d = each column's deviation (the mean variance's root for a
-        constant column, shrinkage_target), Ψ = scale · σ² to start (learned between laps),
-        q = default_rank(D)."""
+        constant column, at least ``floor``: shrinkage_target), Ψ = scale · σ² to start
+        (learned between laps), q = default_rank(D)."""
         X = np.asarray(X, dtype=float)
         D = X.shape[1]
         m0 = (X.mean(0) if len(X) else np.zeros(D)) if m0 is None else m0
         if sd is None:
-            sd = np.sqrt(shrinkage_target(X.var(0) if len(X) > 1 else np.ones(D)))
+            sd = np.sqrt(shrinkage_target(X.var(0) if len(X) > 1 else np.ones(D), floor))
         sd = np.broadcast_to(np.asarray(sd, dtype=float), (D,))
         psi = scale * sd**2 if psi is None else psi
         return cls(D, m0, sd, psi, default_rank(D) if q is None else q, v0, delta)

@@ -144,10 +144,12 @@ class TiedGauss(ObsModel):
     @classmethod
     def default(cls, X: Data, kappa0: float = 0.01, nu0: float | None = None, scale: float = 0.1,
                 m0: np.ndarray | None = None, B0: np.ndarray | None = None,
-                shrinkage: float = SHRINKAGE, delta: np.ndarray | None = None) -> TiedGauss:
+                shrinkage: float = SHRINKAGE, delta: np.ndarray | None = None,
+                floor: np.ndarray | None = None) -> TiedGauss:
         """Gauss's data-scaled Normal-Wishart prior (normal_wishart_default), here over the one
         shared precision."""
-        return cls(**normal_wishart_default(X, kappa0, nu0, scale, m0, B0, shrinkage), delta=delta)
+        return cls(**normal_wishart_default(X, kappa0, nu0, scale, m0, B0, shrinkage, floor),
+                   delta=delta)
 
     def prior(self) -> dict[str, Any]:
         return normal_wishart_prior(self)

@@ -57,7 +57,8 @@ class ZeroMeanGauss(ObsModel):
     @classmethod
     def default(cls, X: Data, nu0: float | None = None, scale: float = 1.0,
                 B0: np.ndarray | None = None, shrinkage: float = SHRINKAGE,
-                delta: np.ndarray | None = None) -> ZeroMeanGauss:
+                delta: np.ndarray | None = None,
+                floor: np.ndarray | None = None) -> ZeroMeanGauss:
         """ν0 = D + 2 and E[Λ⁻¹] = scale · C, C the sample's second-moment matrix E[x xᵀ]
         with its correlations shrunk (data_scale_matrix); an explicit B0 replaces it."""
         X = np.asarray(X, dtype=float)
@@ -67,7 +68,7 @@ class ZeroMeanGauss(ObsModel):
             if nu0 <= D + 1:
                 raise ValueError(f"nu0 must exceed D + 1 = {D + 1} for a data-scaled B0; pass B0")
             M = X.T @ X / len(X) if len(X) else np.eye(D)
-            B0 = (nu0 - D - 1) * data_scale_matrix(M, scale, shrinkage)
+            B0 = (nu0 - D - 1) * data_scale_matrix(M, scale, shrinkage, floor)
         return cls(D, nu0, B0, delta)
 
     def prior(self) -> dict[str, Any]:

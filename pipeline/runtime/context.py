@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import inspect
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -13,8 +14,13 @@ import numpy as np
 
 from bnpmix.algorithms.alloc import VariationalAllocation, alloc_from_params
 from bnpmix.algorithms.obs import ObsModel, default_obs, obs_class
-from bnpmix.algorithms.obs.base import prior_variances
-from bnpmix.storage import BnpmixError, Corpus, RunDir
+from bnpmix.algorithms.obs.base import (
+    SHRINKAGE,
+    constant_columns,
+    prior_variances,
+    shrinkage_target,
+)
+from bnpmix.storage import BnpmixError, Corpus, DataWarning, RunDir
 from bnpmix.storage.objectstore import is_url
 
 from .data import BatchSource
@@ -140,11 +146,12 @@ def make_context(corpus: Corpus, run: Any, model: Any, executor: Executor) -> Fi
         check_warm_start(corpus, run.warm_start)
     source = BatchSource(corpus, run.cache_bytes)
     sample = source.sample(model.init_sample, np.random.default_rng(run.seed))
+    data = corpus_steps(corpus, model.dequantise)
     if corpus.manifest.kind == "dense":
-        check_offsets(np.asarray(sample), corpus)
+        data = constant_columns_held(np.asarray(sample), corpus, data)
+        check_offsets(np.asarray(sample), corpus, data.get("floor"))
     try:
-        obs = obs_class(obs_name).default(sample, **model.prior,
-                                          **corpus_steps(corpus, model.dequantise))
+        obs = obs_class(obs_name).default(sample, **model.prior, **data)
     except TypeError as exc:
         raise BnpmixError(f"prior: {exc} (the {obs_name} model's prior parameters are "
                           f"{prior_keys(obs_name)})") from None
@@ -169,18 +176,61 @@ def corpus_steps(corpus: Corpus, dequantise: bool) -> dict[str, Any]:
 # cannot be resolved: adf with full covariances on 2,000 items of blobs plus a constant column
 # failed ("not positive definite") at 2e-2 (the column at 3e5) and fitted at 2.4e-3 (1e5)
 OFFSET_LIMIT = 5e-3
+FLOOR_MARGIN = 0.1  # a floored constant column's rounding: this share of OFFSET_LIMIT
 
 
-def check_offsets(sample: np.ndarray, corpus: Corpus) -> None:
+def constant_columns_held(sample: np.ndarray, corpus: Corpus,
+                          data: dict[str, Any]) -> dict[str, Any]:
+    """The observation model's data arguments (``data``: corpus_steps') for the columns constant
+    in the sample, with a warning naming them: such a column carries no cluster information, so
+    it is fitted as a quantised one (dequant.py) of step Δ, Δ²/12 the prior's diagonal target
+    there (the mean variance; an integer column keeps its own step): every component's variance
+    there then goes to Δ²/12,
+    the same for all, where a continuous column of equal values would have each component's
+    shrink with its size and merge the clusters. One at m too far from 0 for the default floor
+    (check_offsets) gets a prior floor (shrinkage_target's ``floor``) at which its rounding
+    ε N m² is FLOOR_MARGIN of OFFSET_LIMIT. Unchanged when no column is constant."""
+    mean, var = sample.mean(0), sample.var(0)
+    constant = np.flatnonzero(constant_columns(var)) if len(sample) > 1 else []
+    if not len(constant):
+        return data
+    floor = np.zeros(len(var))
+    floor[constant] = (np.finfo(float).eps * corpus.n_items * mean[constant] ** 2
+                       / (FLOOR_MARGIN * OFFSET_LIMIT * SHRINKAGE))
+    raised = bool(np.any(floor > shrinkage_target(var)))
+    delta = np.zeros(len(var)) if data.get("delta") is None else np.array(data["delta"], float)
+    delta[constant] = np.where(delta[constant] > 0, delta[constant],
+                               np.sqrt(12 * shrinkage_target(var, floor)[constant]))
+    warnings.warn(constant_note(corpus, constant, mean, len(sample), raised), DataWarning,
+                  stacklevel=2)
+    return {**data, "delta": delta, **({"floor": floor} if raised else {})}
+
+
+def constant_note(corpus: Corpus, columns: np.ndarray, mean: np.ndarray, n: int,
+                  raised: bool) -> str:
+    """The warning of constant columns: which (0-based; the first few, with their values)."""
+    many = len(columns) > 1
+    more = f" and {len(columns) - 5} more" if len(columns) > 5 else ""
+    seen = f" in a sample of {n} of its {corpus.n_items} items" if n < corpus.n_items else ""
+    return (f"{corpus.path}: column{'s' * many} {', '.join(map(str, columns[:5]))}{more} "
+            f"(0-based, of {len(mean)}) {'are' if many else 'is'} constant{seen} (= "
+            f"{', '.join(f'{mean[j]:.6g}' for j in columns[:5])}): a constant column carries no "
+            "cluster information, so it is fitted as a quantised one, its likelihood the same "
+            "in every component" + (" (its prior variance floored so that float64 resolves it)"
+                                    if raised else ""))
+
+
+def check_offsets(sample: np.ndarray, corpus: Corpus, floor: np.ndarray | None = None) -> None:
     """The Gaussian models sum x xᵀ over the items, so a column about m with spread s (its
     standard deviation in the sample; for a constant column the default prior's floor
-    √(λ/D · Σ_j var_j), data_scale_matrix) carries a rounding error near ε · N · m² in its
-    scatter, which the data and prior no longer outweigh when ε N (m/s)² passes OFFSET_LIMIT:
-    the components' covariances stop being positive definite. An error naming the column instead."""
+    √(λ/D · Σ_j var_j), data_scale_matrix, or ``floor``'s) carries a rounding error near
+    ε · N · m² in its scatter, which the data and prior no longer outweigh when ε N (m/s)²
+    passes OFFSET_LIMIT: the components' covariances stop being positive definite. An error
+    naming the column instead."""
     if len(sample) < 2:
         return
     mean, var = sample.mean(0), sample.var(0)
-    ratio = np.abs(mean) / np.sqrt(prior_variances(var, 1.0) + 1e-300)
+    ratio = np.abs(mean) / np.sqrt(prior_variances(var, 1.0, floor=floor) + 1e-300)
     loss = np.finfo(float).eps * corpus.n_items * ratio**2
     bad = np.flatnonzero(loss > OFFSET_LIMIT)
     if len(bad):
@@ -237,5 +287,6 @@ def prior_keys(obs_name: str) -> list[str]:
     """The names a ``[prior]`` table may set for an observation model: its default()'s
     keyword parameters (the prior's own parameters, plus ``scale``)."""
     params = inspect.signature(obs_class(obs_name).default).parameters
-    return [n for n, p in params.items()  # delta comes from the corpus (corpus_steps)
-            if n not in ("X", "delta") and p.kind is p.POSITIONAL_OR_KEYWORD]
+    return [n for n, p in params.items()  # delta and floor come from the data (corpus_steps,
+            if n not in ("X", "delta", "floor")  # constant_columns_held)
+            and p.kind is p.POSITIONAL_OR_KEYWORD]
