@@ -319,10 +319,11 @@ class Option:
     engines: tuple[str, ...] = ()  # engine options: the engines that take it
     variants: tuple[tuple[str, Option], ...] = ()  # engines whose same-named options differ
     defaults: tuple[tuple[str, Any], ...] = ()  # each engine's default, when they differ
+    own: tuple[tuple[str, Option], ...] = ()  # each engine's own row, when parsed alike
 
     def for_engine(self, engine: str) -> Option:
-        """The row as ``engine`` defines it (its own parser, choices and range)."""
-        return dict(self.variants).get(engine, self)
+        """The row as ``engine`` defines it (its own parser, choices, range and help)."""
+        return dict(self.variants or self.own).get(engine, self)
 
     @property
     def flag(self) -> str:
@@ -356,19 +357,34 @@ def _rows(cls: type, section: str, prefix: tuple[str, ...] = ()) -> list[Option]
 
 def _shared(seen: Option, row: Option, engine: str) -> Option:
     """One row for an option that ``engine`` shares with ``seen.engines``: the first engine's
-    row if they parse it alike, else a row whose value each engine parses its own way (at
+    row if they parse it alike (with each engine's help and range when those differ: vb's K is
+    a truncation, memo's a start), else a row whose value each engine parses its own way (at
     resolve)."""
     engines = (*seen.engines, engine)
     alike = ("parse", "choices")  # ranges are checked per engine (check_ranges)
     if not seen.variants and all(getattr(seen, k) == getattr(row, k) for k in alike):
         defaults = (*(seen.defaults or ((seen.engines[0], seen.default),)), (engine, row.default))
         differ = len({repr(d) for _, d in defaults}) > 1
-        return dataclasses.replace(seen, engines=engines, defaults=defaults if differ else ())
+        own = (*(seen.own or ((seen.engines[0], seen),)), (engine, row))
+        texts = {(r.help, r.within) for _, r in own}
+        described = {} if len(texts) == 1 else {"help": _per_engine(own), "within": None}
+        return dataclasses.replace(seen, engines=engines, defaults=defaults if differ else (),
+                                   own=own, **described)
     variants = (*(seen.variants or ((seen.engines[0], seen),)), (engine, row))
     return dataclasses.replace(
         seen, parse=lambda value: value, default=None, choices=None,
         within=None, help="; ".join(f"{e}: {r.help}{_shown(r)}" for e, r in variants),
         engines=engines, variants=variants)
+
+
+def _per_engine(own: tuple[tuple[str, Option], ...]) -> str:
+    """The help of an option whose engines describe it differently: each text once, after the
+    engines that give it, with their range."""
+    groups: dict[tuple[str, str | None], list[str]] = {}
+    for engine, r in own:
+        groups.setdefault((r.help, r.within), []).append(engine)
+    return "; ".join(f"{', '.join(e)}: {text}" + (f" (in {within})" if within else "")
+                     for (text, within), e in groups.items())
 
 
 def _shown(row: Option) -> str:

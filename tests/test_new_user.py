@@ -130,6 +130,25 @@ def test_fit_help_gives_each_engines_own_default():
     assert "(default 100 (memo), 20 (sovb), 500 (vb)" in text
 
 
+def test_fit_help_and_the_engines_rows_give_each_engines_own_meaning():
+    """An option the engines read differently (vb's K is a truncation in [1, inf), memo's an
+    initial K in [0, inf)) is described per engine in `fit --help`, and each engine's row (the
+    docs' tables, the range checked at resolve) is its own."""
+    from bnpmix.pipeline.config import options, resolve
+    from bnpmix.storage import BnpmixError
+
+    text = " ".join(cli("fit", "--help").stdout.split())
+    assert "memo: initial number of components" in text
+    assert "vb: truncation: the components the fit may use" in text
+    K = next(r for r in options() if r.name == "K")
+    assert K.for_engine("vb").help.startswith("truncation") and K.for_engine("vb").within == \
+        "[1, inf)"
+    assert K.for_engine("memo").within == "[0, inf)"
+    assert resolve({"algorithm": "memo", "K": 0}, "flags") is not None
+    with pytest.raises(BnpmixError, match=r"K: 0 is not in \[1, inf\)"):
+        resolve({"algorithm": "vb", "K": 0}, "flags")
+
+
 def test_every_place_a_user_sees_a_cluster_gives_it_one_label(run_dir):
     """assignments/, predict, the estimator's labels_, `info`, `show` and the report call a
     cluster by one label: 0..K-1 by decreasing weight (the engine's ids stay internal)."""

@@ -224,7 +224,8 @@ EDGES = {"alpha0": ("0", "1e-9"), "seed": ("-1", "0"), "cache_bytes": ("-1", "0"
 def test_every_numeric_option_has_an_interval_that_the_table_enforces():
     """Each numeric option of memo's table is range-checked in one place; a value outside is an
     error naming the option and its interval, the edge value is accepted."""
-    rows = {r.name: r for r in options() if "memo" in r.engines or r.section in ("run", "model")}
+    rows = {r.name: r.for_engine("memo") for r in options()
+            if "memo" in r.engines or r.section in ("run", "model")}
     numeric = {n for n, r in rows.items() if type(r.default) in (int, float)}
     numeric |= {"restarts"}  # default None: each engine's own (1, ddcrp 10)
     numeric |= {"cache_bytes", "summary_bytes", "worker_wait"}  # default None: Dask config
