@@ -282,16 +282,19 @@ def cmd_schedule(args: argparse.Namespace) -> int:
 
 
 def format_fit(summary: dict, out: str | Path) -> str:
-    from bnpmix.pipeline.declared import Declared
+    from bnpmix.pipeline.declared import Declared, local_note
     from bnpmix.pipeline.inspect import convergence_text
 
     declared = Declared.of(summary)
     key = declared.objective
     weights = ", ".join(f"{w:.3f}" for w in sorted(summary["weights"], reverse=True)[:12])
-    lines = [f"{summary['algorithm']}: K = {summary['K']} components "
+    lines = [f"{summary['algorithm']}: K = {summary['K']} {declared.component_noun}s "
              f"({summary['K_effective']} with more than 1% of the mass), "
              f"{declared.objective_label} per item {summary[key + '_per_item']:.4f}, "
              f"{summary['wall_seconds']:.1f} s"]
+    local = local_note(summary)  # ddcrp's tables: each sequence's own, not shared clusters
+    if local is not None:
+        lines.append(local)
     moving = convergence_text(summary)  # not converged: says so, and what was still moving
     lines += [f"{key}: {summary[key]}" for key in ("stopped", "returned")
               if key in summary and not (key == "stopped" and moving)]

@@ -182,9 +182,10 @@ def test_a_fit_writes_one_row_per_sequence_and_per_item(data, default_run):
 def test_info_show_and_report_say_the_tables_are_per_sequence(default_run):
     """K counts each sequence's own tables: info, show and the report's weights and subtitle
     say so, with the sequences and the tables per sequence (issue 48: 83 "components" for 4
-    regimes shared by 30 sequences read as 83 clusters)."""
+    regimes shared by 30 sequences read as 83 clusters); so does fit's own closing text."""
     import html
 
+    from bnpmix.pipeline.cli import format_fit
     from bnpmix.pipeline.report.contents import run_subtitle, weights_section
     from bnpmix.pipeline.report.rundata import load_run
 
@@ -196,6 +197,8 @@ def test_info_show_and_report_say_the_tables_are_per_sequence(default_run):
     shown = ok(cli("show", default_run)).stdout.splitlines()
     assert shown[0].startswith(f"ddcrp (gauss): {tables.sum()} tables of ")
     assert f"note: {note}" in shown
+    fitted = format_fit(json.loads((default_run / "summary.json").read_text()), default_run)
+    assert fitted.startswith(f"ddcrp: K = {tables.sum()} tables (") and note in fitted
     data = load_run(default_run)
     assert f"K = {tables.sum()} tables, each of one sequence," in run_subtitle(data)
     assert any(html.escape(note) in text for text in weights_section(data).html)
