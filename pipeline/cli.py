@@ -226,12 +226,10 @@ def typed_flag(args: argparse.Namespace, key: str) -> str:
 
 def cmd_fit(args: argparse.Namespace) -> int:
     import time
-    import warnings
 
     started = time.perf_counter()  # summary.json's wall_seconds count from here
     from bnpmix.pipeline.config import OptionError
     from bnpmix.pipeline.jobfile import load_job
-    from bnpmix.storage import DataWarning
 
     flags = fit_flags(args)
     try:  # the options are checked before Dask or an engine's run is imported
@@ -247,9 +245,8 @@ def cmd_fit(args: argparse.Namespace) -> int:
 
     progress = Progress()
     try:
-        with job.storage_config(), warnings.catch_warnings():  # as `bnpmix: warning: ...`
-            warnings.simplefilter("always", DataWarning)
-            warnings.showwarning = _show_warning
+        # as `bnpmix: warning: ...`, each text once (obs auto's candidates share the corpus)
+        with job.storage_config(), data_warnings("default"):
             summary = fit(job.corpus, job.out, job.config, progress=progress,
                           on_step=progress.step, started=started)
     finally:

@@ -362,6 +362,8 @@ def test_a_constant_column_is_fitted_with_a_warning_naming_it(tmp_path):
     assert (f"bnpmix: warning: {tmp_path / 'corpus'}: column 1 (0-based, of 4) is constant (= "
             "123457): a constant column carries no cluster information") in done.stderr
     assert done.stderr.count("is constant") == 1, done.stderr
+    auto = cli("fit", tmp_path / "corpus", "--out", tmp_path / "auto")  # three candidates
+    assert auto.returncode == 0 and auto.stderr.count("is constant") == 1, auto.stderr
     labels = RunDir(tmp_path / "run").load_assignments().sort_values("item")["cluster"]
     assert RunDir(tmp_path / "run").load_summary()["K"] == alone.n_components_
     assert adjusted_rand_index(alone.labels_, labels.to_numpy()) == 1.0
