@@ -1,6 +1,6 @@
-"""Merges of ADF/EP clusters accepted by the model's evidence (issue 32): ADF's one greedy pass
-leaves many small, redundant clusters; after a pass, pairs are pooled while the log evidence of
-the partition rises.
+"""Merges of ADF/EP clusters accepted by the model's evidence (docs/theory/nrm.rst): ADF's one
+greedy pass leaves many small, redundant clusters; after a pass, pairs are pooled while the log
+evidence of the partition rises.
 
 The objective, for clusters with soft counts S_k (Σ_k S_k = N) and pooled statistics, is the log
 joint of the partition and the data given U = u for a generalized-gamma NRM (Lévy intensity

@@ -1,1 +1,2 @@
-"""The sequential distance-dependent CRP (Bartunov & Vetrov 2014, re-derived in issue 12)."""
+"""The sequential distance-dependent CRP (Bartunov & Vetrov 2014, re-derived in
+docs/theory/ddcrp.rst)."""

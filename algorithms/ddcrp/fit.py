@@ -1,15 +1,15 @@
-"""Variational inference for one sequence under the sequential ddCRP (issue 12): coordinate
-ascent alternating the tables' q(θ_j), λ_j = λ_0 + Σ_s Z_sj t(x_s) (any observation model of
-``algorithms/obs``; the live tables only: an empty table's optimal q(θ) is the prior and adds 0),
-and a sweep over the links' q(c_i) in random order (``vi.Links``). The ELBO is the links' term
-plus the observation model's Σ_j [Σ_s Z_sj E log p(x_s | θ_j) + E log G_0(θ_j) − E log q(θ_j)];
-each half-step is an exact coordinate maximisation, so without pruning it never decreases.
-The bound has many local optima (issue 34). A start is either drawn in one pass
-(``sampled_links``) or the tables of a truncated DP VB fit of the sequence (``vb_labels``), each
-customer linked to the earlier members of its table; after the ascent, ``climb`` alternates
-moves over whole tables on the fit's hard partition (``moves.Tables``: merges and splits, each
-accepted only if the exact bound rises) with a new ascent, kept only if its bound beats the
-fit's. ``fit_restarts`` keeps the best of several such starts.
+"""Variational inference for one sequence under the sequential ddCRP (docs/theory/ddcrp.rst):
+coordinate ascent alternating the tables' q(θ_j), λ_j = λ_0 + Σ_s Z_sj t(x_s) (any observation
+model of ``algorithms/obs``; the live tables only: an empty table's optimal q(θ) is the prior and
+adds 0), and a sweep over the links' q(c_i) in random order (``vi.Links``). The ELBO is the links'
+term plus the observation model's Σ_j [Σ_s Z_sj E log p(x_s | θ_j) + E log G_0(θ_j) − E log
+q(θ_j)]; each half-step is an exact coordinate maximisation, so without pruning it never decreases.
+The bound has many local optima (docs/theory/ddcrp.rst, moves over whole tables). A start is either
+drawn in one pass (``sampled_links``) or the tables of a truncated DP VB fit of the sequence
+(``vb_labels``), each customer linked to the earlier members of its table; after the ascent,
+``climb`` alternates moves over whole tables on the fit's hard partition (``moves.Tables``: merges
+and splits, each accepted only if the exact bound rises) with a new ascent, kept only if its bound
+beats the fit's. ``fit_restarts`` keeps the best of several such starts.
 """
 
 from __future__ import annotations

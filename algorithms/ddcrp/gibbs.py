@@ -1,6 +1,6 @@
-"""Gibbs samplers over the links of the sequential ddCRP (issue 12; Blei & Frazier 2011's link
-sampler, applied to Bartunov & Vetrov 2014's sequential prior): ``LinkSampler`` is collapsed,
-``ThetaSampler`` keeps the tables' parameters θ as the paper's Sec. 5.3 baseline does.
+"""Gibbs samplers over the links of the sequential ddCRP (docs/theory/ddcrp.rst; Blei & Frazier
+2011's link sampler, applied to Bartunov & Vetrov 2014's sequential prior): ``LinkSampler`` is
+collapsed, ``ThetaSampler`` keeps the tables' parameters θ as the paper's Sec. 5.3 baseline does.
 
 Customer i's step removes its link: since links only point backwards, i's table splits into A,
 the customers whose paths reach i (i and later customers only), and the rest (empty if i linked

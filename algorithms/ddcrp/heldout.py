@@ -1,4 +1,5 @@
-"""Held-out scoring under the sequential ddCRP (issue 12; the paper's Eq. 7, reconstructed).
+"""Held-out scoring under the sequential ddCRP (the paper's Eq. 7, reconstructed in
+docs/theory/ddcrp.rst, held-out items).
 
 A test item comes after the N training customers and links only to them (no self-link):
 p̃(c* = j) = f(d*_j) / Σ_{j'} f(d*_{j'}) over the training customers (the W most recent with a

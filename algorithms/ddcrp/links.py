@@ -1,5 +1,5 @@
-"""The sequential distance-dependent CRP's link prior (Bartunov & Vetrov 2014; the mathematics
-as re-derived in issue 12, the paper's copy having lost its equations).
+"""The sequential distance-dependent CRP's link prior (Bartunov & Vetrov 2014; the mathematics as
+re-derived in docs/theory/ddcrp.rst, the paper's copy having lost its equations).
 
 Customers i = 0..N−1 in sequence order link to an earlier customer j with probability
 f(d_ij)/Z_i or to themselves with α/Z_i, Z_i = α + Σ_{j<i} f(d_ij). A table is the set of

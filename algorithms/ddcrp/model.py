@@ -1,9 +1,8 @@
-"""A fitted sequential ddCRP over many sequences (issue 12): each sequence's tables (their
-posteriors, the training customers' responsibilities Z and positions) and the hard table of each
-training item. Held-out items are scored per sequence by the reconstructed Eq. 7
-(``heldout.py``); without a sequence, an item is scored against the pooled tables of every
-sequence weighted by their mass (there is no new-table mass: a test item links to a training
-customer)."""
+"""A fitted sequential ddCRP over many sequences (docs/theory/ddcrp.rst): each sequence's tables
+(their posteriors, the training customers' responsibilities Z and positions) and the hard table of
+each training item. Held-out items are scored per sequence by the reconstructed Eq. 7
+(``heldout.py``); without a sequence, an item is scored against the pooled tables of every sequence
+weighted by their mass (there is no new-table mass: a test item links to a training customer)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,6 @@
 """Hard partitions of one sequence under the sequential ddCRP, and moves over whole tables
-(issue 34): the high ground of the VI bound that coordinate steps on single links cannot reach.
+(docs/theory/ddcrp.rst, moves over whole tables): the high ground of the VI bound that coordinate
+steps on single links cannot reach.
 
 A partition P puts each customer at a table T (labelled by its root, its first member). Its
 links state q_P is q(c_i = j) ∝ p_ij over the earlier members j of i's table within the band

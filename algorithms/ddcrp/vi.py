@@ -1,5 +1,5 @@
-"""Coordinate ascent on the links of the sequential ddCRP (issue 12): q(c) = Π_i q(c_i), each
-q(c_i) categorical over i's self-link and its W most recent predecessors.
+"""Coordinate ascent on the links of the sequential ddCRP (docs/theory/ddcrp.rst):
+q(c) = Π_i q(c_i), each q(c_i) categorical over i's self-link and its W most recent predecessors.
 
 Under q, A_ij = q(c_i = j) (j < i) and R = (I − A)⁻¹ holds the path probabilities
 R_sj = P_q(s's path reaches j) (R_ss = 1; the paths only go backwards, so L = I − A is unit

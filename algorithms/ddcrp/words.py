@@ -1,4 +1,5 @@
-"""The fully observed language model of Sec. 5.1 under the sequential ddCRP (issue 12).
+"""The fully observed language model of Sec. 5.1 under the sequential ddCRP
+(docs/theory/ddcrp.rst).
 
 Tokens w_i sit at tables; each table draws its word from G_0 (word frequencies). With the words
 observed, p(w | c) = Π_i G_0(w_i)^{1[c_i = i]} · 1[w_i = w_{c_i}]^{1[c_i ≠ i]}: every customer of

@@ -1,4 +1,5 @@
-"""Integer-valued columns handled exactly: the variational dequantisation bound (issue 45).
+"""Integer-valued columns handled exactly: the variational dequantisation bound
+(docs/theory/dense.rst).
 
 A continuous density on integer data can put unbounded density on the integers (a component
 in which a pixel is constant earns unbounded likelihood), so the Gaussian models score an

@@ -3,7 +3,7 @@ diagonal noise Ψ shared by all components (Ghahramani & Beal 2000; Ghahramani &
 
 Component k: x = μ_k + Λ_k y + ε, y ~ N(0, I_q), ε ~ N(0, Ψ), Ψ = diag(ψ) the same for every k,
 so no component can make a coordinate's variance smaller than ψ_d (what keeps a few items that
-light a rarely lit pixel from a component of their own; ../shared notes: high-d). The model works
+light a rarely lit pixel from a component of their own; docs/theory/dense.rst). The model works
 in the columns' standard units, x' = (x - m0) / σ (σ from the data: ``default``), adding the
 Jacobian -Σ_d log σ_d per item so the bound is on the density of x itself.
 

@@ -1,5 +1,6 @@
 """Gibbs sampling for the temporal DP mixture (Ahmed & Xing 2008, Sec. 5 with the exact W-epoch
-look-ahead of issue 11) and for its fixed-K baseline (K Kalman-filter chains that never die).
+look-ahead of docs/theory/tdpm.rst) and for its fixed-K baseline (K Kalman-filter chains that never
+die).
 
 The sampler's state is the chain labels z (one per item) and each chain's states φ over its span
 [first occupied epoch, last occupied epoch]. Labels are canonical: a chain is a set of items whose

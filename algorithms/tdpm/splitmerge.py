@@ -1,4 +1,5 @@
-"""Split-merge moves over whole chains of the temporal DP mixture (not in the paper; issue 34).
+"""Split-merge moves over whole chains of the temporal DP mixture (not in the paper;
+docs/theory/tdpm.rst).
 
 One cluster held as two parallel chains is a mode that item moves leave only through many
 unlikely steps (each item that changes chain costs the prior and walk of a half-empty chain),
