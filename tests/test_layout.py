@@ -10,6 +10,8 @@ import ast
 import importlib.util
 from pathlib import Path
 
+from test_imports import import_graph
+
 from bnpmix.algorithms.mixture import MODEL_KINDS
 from bnpmix.algorithms.obs import OBS_NAMES
 from bnpmix.pipeline.runtime.engine import engine_names, load_entry_points
@@ -39,3 +41,15 @@ def test_no_engine_model_kind_or_observation_model_is_named_outside_its_own_modu
     assert len(files) > 30 and any(p.name == "cli.py" for p in files)
     found = [hit for path in files for hit in named(path, names)]
     assert found == []
+
+
+def test_the_option_parsers_are_a_leaf_that_engines_import_instead_of_the_option_table():
+    """Engines take their parsers from pipeline/options.py, which imports nothing of bnpmix: the
+    option table (config.py) imports the engines, never the other way round."""
+    graph = import_graph()
+    assert graph["bnpmix.pipeline.options"] == set()
+    engines = [m for m in graph if m.startswith("bnpmix.pipeline.engines.")]
+    assert len(engines) >= 6
+    assert [m for m in engines if "bnpmix.pipeline.config" in graph[m]] == []
+    assert all("bnpmix.pipeline.options" in graph[m] for m in engines if m.endswith(".memo"))
+

@@ -51,7 +51,7 @@ from bnpmix.algorithms.vb.local import BatchResult, Globals, Plan
 from bnpmix.algorithms.vb.merge import MergeConfig, merge_round, plan_pairs
 from bnpmix.storage.arrays import ArrayFile
 
-from ..config import names, opt
+from ..options import names, opt
 from ..runtime.data import data_from_arrays, data_to_arrays
 from ..runtime.engine import Engine, Fitted, State, Step, register
 from ..runtime.store import Codec, StateStore

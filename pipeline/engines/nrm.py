@@ -34,8 +34,8 @@ from bnpmix.algorithms.summary import Delete, Pool, Summary
 from bnpmix.storage import Batch, BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 
-from ..config import _float, opt
 from ..declared import Declared
+from ..options import number, opt
 from ..runtime.context import FitContext
 from ..runtime.engine import Engine, Fitted, State, Step, register
 from ..runtime.models import read_model
@@ -55,11 +55,11 @@ class NRMConfig:
                          choices=("dp", "ig", "nggp"))
     nrm_a: float = opt(1.0, "NRM mass a (the DP's concentration)", within="(0, inf)")
     nrm_tau: float = opt(1.0, "NRM tilt tau (ig, nggp)", within="[0, inf)")
-    nrm_sigma: float | None = opt(None, "NRM discount sigma of an nggp prior", parse=_float,
+    nrm_sigma: float | None = opt(None, "NRM discount sigma of an nggp prior", parse=number,
                                   within="(0, 1)")
     epsilon: float | None = opt(None, "create a cluster when an item's new-cluster probability "
                                 "exceeds this, remove one whose mass falls below it (at least "
-                                "sigma; default: max(sigma, 0.1))", parse=_float,
+                                "sigma; default: max(sigma, 0.1))", parse=number,
                                 within="(0, 1)")
     merge_threshold: float = opt(0.0, "after each pass merge clusters whose posterior-mean word "
                                  "distributions are closer than this Hellinger distance (0: no "
