@@ -33,7 +33,7 @@ from bnpmix.storage import BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 from bnpmix.storage.corpus import Batch
 
-from ..declared import Declared
+from ..declared import SEQUENCES_PANEL, Declared
 from ..options import opt, string
 from ..runtime.engine import Engine, Fitted, State, Step, register
 
@@ -176,7 +176,7 @@ class DDCRPEngine(Engine):
     default_restarts = 10  # the bound has many local optima (the paper restarts 300 times)
     declared = Declared(weights_are="fractions of all training items",
                         weight_label="fraction of the items", local_to="sequence",
-                        component_noun="table")
+                        component_noun="table", panels=(SEQUENCES_PANEL,))
 
     def _layout(self) -> None:
         """The sequences: (partition, id, ordinal) per sequence, or one gathered sequence."""

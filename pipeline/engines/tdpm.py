@@ -45,7 +45,7 @@ from bnpmix.algorithms.tdpm.text import TextEmission
 from bnpmix.storage import BnpmixError
 from bnpmix.storage.arrays import ArrayFile, read_arrays, write_arrays_atomic
 
-from ..declared import Declared
+from ..declared import CHAINS_PANEL, Declared
 from ..labels import labels_of
 from ..options import number, opt, string
 from ..runtime.engine import Engine, Fitted, State, Step, register
@@ -132,7 +132,8 @@ class TDPMEngine(Engine):
     summary = "temporal DP mixture (recurrent CRP) of drifting Gaussian chains, Gibbs sampling"
     declared = Declared(objective="log_joint", objective_label="log joint",
                         weights_are="next-epoch chain probabilities (0 for a chain dead by then)",
-                        weight_label="fraction of the items", plots_fractions=True)
+                        weight_label="fraction of the items", plots_fractions=True,
+                        panels=(CHAINS_PANEL,))
 
     # ---- data and sampler ------------------------------------------------------------------
 
