@@ -207,19 +207,21 @@ def fit_flags(args: argparse.Namespace) -> dict[str, Any]:
     flags["corpus"] = args.corpus_dir
     if flags["prior"] is not None:
         given = prior_flags(flags.pop("prior"))
-        if "nrm_prior" in given and flags["nrm_prior"] is not None:
-            raise UsageError(f"--prior {given['nrm_prior']} and --nrm-prior "
-                             f"{flags['nrm_prior']} both name the NRM prior; give one")
+        for key in sorted(given.keys() - {"prior"}):  # an engine's prior_alias
+            if flags[key] is not None:
+                raise UsageError(f"--prior {given[key]} and --{key.replace('_', '-')} "
+                                 f"{flags[key]} both set {key}; give one")
         flags.update(given)
     return flags
 
 
 def typed_flag(args: argparse.Namespace, key: str) -> str:
-    """The flag the user typed for option ``key`` (``--prior ig`` for an NRM prior given by
-    --prior)."""
-    from bnpmix.pipeline.config import options
+    """The flag the user typed for option ``key`` (``--prior ig`` for an engine's prior_alias
+    given by --prior)."""
+    from bnpmix.pipeline.config import options, prior_aliases
 
-    if key == "nrm_prior" and args.nrm_prior is None:
+    aliased = {row.name for row in prior_aliases().values()}
+    if key in aliased and getattr(args, key) is None:
         return " ".join(f"--prior {p}" for p in args.prior or [] if isinstance(p, str))
     return next((o.flag for o in options() if o.name == key), key)
 

@@ -35,25 +35,32 @@ SCHEDULERS = ("threads, synchronous, a Dask scheduler's address (tcp://HOST:PORT
               "its scheduler's address)")
 
 
-NRM_PRIORS = ("dp", "ig", "nggp")  # the names `--prior` also takes (the adf/ep weight prior)
+def prior_aliases() -> dict[str, Option]:
+    """The names ``prior`` also takes, each with the engine option it sets: the choices of the
+    option an engine names as its ``prior_alias`` (adf and ep: ``--prior ig`` is
+    ``--nrm-prior ig``)."""
+    rows = {o.name: o for o in options()}
+    keys = dict.fromkeys(ENGINES[n].prior_alias for n in engine_names())
+    return {choice: rows[key] for key in keys if key for choice in rows[key].choices or ()}
 
 
 def prior_value(value: Any) -> dict[str, Any] | str:
-    """``prior``: a table of observation-prior parameters, or the name of an NRM prior (``--prior
-    ig``, the form the adf and ep engines document), which ``split_prior`` moves to
-    ``nrm_prior``."""
-    if isinstance(value, str) and value.strip() in NRM_PRIORS:
+    """``prior``: a table of observation-prior parameters, or a name an engine's option takes
+    through ``--prior`` (``prior_aliases``), which ``split_prior`` moves to that option."""
+    aliases = prior_aliases()
+    if isinstance(value, str) and value.strip() in aliases:
         return value.strip()
     try:
         return table(value)
     except ValueError as exc:
-        raise ValueError(f"{exc}, or one of {list(NRM_PRIORS)} (adf, ep)") from None
+        engines = sorted({e for row in aliases.values() for e in row.engines})
+        raise ValueError(f"{exc}, or one of {list(aliases)} ({', '.join(engines)})") from None
 
 
 def split_prior(values: dict[str, Any]) -> dict[str, Any]:
-    """Option values with a ``prior`` that names an NRM prior moved to ``nrm_prior`` (so that
-    ``--prior ig`` on the command line does not replace a job file's [prior] table), and a
-    prior table's ``learn`` moved to ``learn_prior`` (``[prior] learn = false``)."""
+    """Option values with a ``prior`` that names an alias moved to its option (so that ``--prior
+    ig`` on the command line does not replace a job file's [prior] table), and a prior table's
+    ``learn`` moved to ``learn_prior`` (``[prior] learn = false``)."""
     prior = values.get("prior")
     if isinstance(prior, dict) and "learn" in prior:
         if "learn_prior" in values:
@@ -62,25 +69,26 @@ def split_prior(values: dict[str, Any]) -> dict[str, Any]:
                              "give one")
         values = {**values, "prior": {k: v for k, v in prior.items() if k != "learn"},
                   "learn_prior": prior["learn"]}
-    if not (isinstance(prior, str) and prior.strip() in NRM_PRIORS):
+    row = prior_aliases().get(prior.strip()) if isinstance(prior, str) else None
+    if row is None:
         return values
-    if "nrm_prior" in values:
-        raise ValueError(f"prior {prior!r} and nrm_prior {values['nrm_prior']!r} both name the "
-                         "NRM prior; give one")
+    if row.name in values:
+        raise ValueError(f"prior {prior!r} and {row.name} {values[row.name]!r} both set "
+                         f"{row.name}; give one")
     out = {k: v for k, v in values.items() if k != "prior"}
-    out["nrm_prior"] = prior.strip()
+    out[row.name] = prior.strip()
     return out
 
 
 def prior_flags(given: list[dict[str, Any] | str]) -> dict[str, Any]:
     """Repeated ``--prior`` flags as option values: the tables merged in order into ``prior``,
-    and an NRM prior's name as ``nrm_prior`` (``--prior ig --prior '{"lam0": 0.5}'``)."""
+    and an alias as its option (``--prior ig --prior '{"lam0": 0.5}'``: nrm_prior ig)."""
     tables = [g for g in given if isinstance(g, dict)]
     named = [g for g in given if isinstance(g, str)]
     if len(set(named)) > 1:
-        raise ValueError(f"--prior names more than one NRM prior: {named}")
+        raise ValueError(f"--prior names more than one value of the same option: {named}")
     out: dict[str, Any] = {"prior": {k: v for t in tables for k, v in t.items()}} if tables else {}
-    return {**out, "nrm_prior": named[0]} if named else out
+    return {**out, prior_aliases()[named[0]].name: named[0]} if named else out
 
 
 _INTERVAL = re.compile(r"^([\[(])\s*(-?inf|[-+0-9.e]+)\s*,\s*(-?inf|[-+0-9.e]+)\s*([\])])$")
@@ -402,8 +410,9 @@ def resolve(values: dict[str, Any], source: str,
         values = split_prior(values)
     except ValueError as exc:
         raise BnpmixError(f"{source}: {exc}") from None
-    if "nrm_prior" in values and "prior" in origins and "nrm_prior" not in origins:
-        origins = {**origins, "nrm_prior": origins["prior"]}
+    moved = {row.name for row in prior_aliases().values()} & set(values) - set(origins)
+    if moved and "prior" in origins:  # an alias given as prior: named where prior was given
+        origins = {**origins, **dict.fromkeys(moved, origins["prior"])}
     algorithm = values.get("algorithm", DEFAULT_ENGINE)
     if not isinstance(algorithm, str) or algorithm not in engine_names():
         raise BnpmixError(f"{source}: algorithm: unknown {algorithm!r}; choose from "

@@ -132,6 +132,7 @@ class NRMEngine(Engine):
     declared = Declared(objective="loglik", objective_label="training predictive log-likelihood",
                         trace_per_partition=True)
     tuner = "bnpmix.pipeline.tune:tune"
+    prior_alias = "nrm_prior"  # --prior ig: the NRM prior, as the paper names it
 
     def start(self) -> None:
         ctx = self.ctx

@@ -108,6 +108,10 @@ class Engine(ABC):
     # ``algorithm=NAME`` and the optional flags when its keyword parameters name them ("": the
     # engine is not tuned)
     tuner: ClassVar[str] = ""
+    # an option of its Config that ``--prior NAME`` (a job file's ``prior = "NAME"``) also
+    # sets, NAME one of the option's choices: adf's and ep's nrm_prior, so ``--prior ig`` is
+    # ``--nrm-prior ig`` ("": none; config.prior_aliases)
+    prior_alias: ClassVar[str] = ""
 
     def __init__(self, ctx: FitContext, cfg: Any) -> None:
         self.ctx = ctx
