@@ -36,6 +36,7 @@ most MEMO_MAX_ITEMS = 5,000 items.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import tempfile
@@ -57,12 +58,12 @@ from bnpmix.storage.atomic import write_text_atomic
 from bnpmix.storage.errors import naming
 
 from .config import JobConfig
-from .engines import DEFAULT_ENGINE
-from .engines.nrm import NRMConfig
+from .engines import DEFAULT_ENGINE, DEFAULT_TUNED
 from .evaluate.fitted import load
 from .fit import fit, job_config
 from .runtime.context import check_obs, constant_columns_held, prior_keys
 from .runtime.data import BatchSource
+from .runtime.engine import engine_class
 
 A_GRID = (1.0, 10.0, 100.0, 1000.0)
 TAU_GRID = (0.1, 1.0, 10.0, 100.0, 1000.0)
@@ -174,11 +175,11 @@ def heldout_score(obs: ObsModel, prior: NRM, eps: float, split: Split) -> tuple[
     return float(logsumexp(model.log_joint_predictive(split.test), axis=1).mean()), model.K
 
 
-def grid(config: NRMConfig, a_grid: Sequence[float], tau_grid: Sequence[float]
-         ) -> list[NRMConfig]:
-    """The configurations tried: a × τ, or a alone for the DP (σ = 0 ignores τ)."""
+def grid(config: Any, a_grid: Sequence[float], tau_grid: Sequence[float]) -> list[Any]:
+    """The configurations tried, the engine's ``config`` with its NRM prior's a and τ set: a × τ,
+    or a alone for the DP (σ = 0 ignores τ)."""
     taus = [1.0] if config.sigma == 0 else list(tau_grid)
-    return [NRMConfig(config.nrm_prior, float(a), float(t), config.nrm_sigma, config.epsilon)
+    return [dataclasses.replace(config, nrm_a=float(a), nrm_tau=float(t))
             for a in a_grid for t in taus]
 
 
@@ -187,13 +188,15 @@ def tune(corpus_dir: str | Path, *, prior: str = "ig", sigma: float | None = Non
          obs_prior: dict[str, Any] | None = None, fraction: float | None = None,
          max_items: int = MAX_ITEMS, test_fraction: float = 0.2, seed: int = 0,
          a_grid: Sequence[float] = A_GRID, tau_grid: Sequence[float] = TAU_GRID,
-         scale_grid: Sequence[float] = SCALE_GRID) -> dict[str, Any]:
-    """ADF and EP: the grid's held-out scores (``rows``, best first) and the best point's
-    options (``best``: nrm_prior, nrm_a, nrm_tau, and nrm_sigma / epsilon when given;
-    ``prior``: the observation prior, with the best ``scale`` for Gaussians), ``warnings``."""
+         scale_grid: Sequence[float] = SCALE_GRID,
+         algorithm: str = DEFAULT_TUNED) -> dict[str, Any]:
+    """ADF and EP (``algorithm``; their declared tuner): the grid's held-out scores (``rows``,
+    best first) and the best point's options (``best``: nrm_prior, nrm_a, nrm_tau, and
+    nrm_sigma / epsilon when given; ``prior``: the observation prior, with the best ``scale``
+    for Gaussians), ``warnings``."""
     check_fractions(fraction, test_fraction)
     try:
-        base = NRMConfig(prior, nrm_sigma=sigma, epsilon=epsilon)
+        base = engine_class(algorithm).Config(nrm_prior=prior, nrm_sigma=sigma, epsilon=epsilon)
     except ValueError as exc:
         raise BnpmixError(str(exc)) from None
     obs_name, split = corpus_sample(corpus_dir, obs, fraction, max_items, test_fraction, seed)

@@ -53,3 +53,13 @@ def test_the_option_parsers_are_a_leaf_that_engines_import_instead_of_the_option
     assert [m for m in engines if "bnpmix.pipeline.config" in graph[m]] == []
     assert all("bnpmix.pipeline.options" in graph[m] for m in engines if m.endswith(".memo"))
 
+
+def test_no_engine_module_is_imported_from_outside_the_engines():
+    """What the rest of bnpmix needs of an engine it asks the engine class (the registry, the
+    contract's attributes): only the package ``pipeline.engines`` (DEFAULT_ENGINE, DEFAULT_TUNED)
+    is imported from outside it, never ``pipeline.engines.NAME``."""
+    graph = import_graph()
+    inside = "bnpmix.pipeline.engines."
+    found = sorted(f"{m} imports {t}" for m, targets in graph.items() if not m.startswith(inside)
+                   for t in targets if t.startswith(inside))
+    assert found == []
