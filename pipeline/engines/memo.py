@@ -192,8 +192,22 @@ class MemoEngine(Engine):
     default_wave = 4
     streams = True
     tuner = "bnpmix.pipeline.tune:tune_memo"
+    races = True  # --obs auto's candidates are memo runs: the lap-end ELBO is the exact bound
 
     on_visit: VisitHook | None = None
+
+    @classmethod
+    def lap_limit(cls, cfg: MemoConfig) -> int:
+        return cfg.laps
+
+    @classmethod
+    def birth_rows(cls, cfg: MemoConfig) -> int:
+        return cfg.birth.max_collect if "birth" in cfg.moves else 0
+
+    def race_model(self) -> Mixture:
+        """The winner's components, their q and its learned prior, held through the first lap
+        of the whole-corpus run."""
+        return self.model.copy()
 
     def start(self) -> None:
         model = initial_model(self.ctx, self.cfg.K)

@@ -112,6 +112,10 @@ class Engine(ABC):
     # sets, NAME one of the option's choices: adf's and ep's nrm_prior, so ``--prior ig`` is
     # ``--nrm-prior ig`` ("": none; config.prior_aliases)
     prior_alias: ClassVar[str] = ""
+    # it fits --obs auto's candidates (pipeline/auto.py): a run per candidate model stepped a
+    # lap at a time, its lap-end objective a bound on ln p(X) comparable across observation
+    # models (memo); a job whose engine does not race is raced by DEFAULT_ENGINE's
+    races: ClassVar[bool] = False
 
     def __init__(self, ctx: FitContext, cfg: Any) -> None:
         self.ctx = ctx
@@ -150,6 +154,23 @@ class Engine(ABC):
         row = self.trace[-1] if self.trace else {}
         key, label = self.declared.objective, self.declared.objective_label
         return f"K={row.get('K', '?')}  {label}={row.get(key, float('nan')):.6g}"
+
+    @classmethod
+    def lap_limit(cls, cfg: Any) -> int | None:
+        """The most laps a run of ``cfg`` makes (None: no cap); --obs auto's race runs no more
+        (``races``)."""
+        return None
+
+    @classmethod
+    def birth_rows(cls, cfg: Any) -> int:
+        """The rows a run of ``cfg`` collects on the driver at once for a birth (0: none): a
+        term of the memory estimate fit prints."""
+        return 0
+
+    def race_model(self) -> PredictiveMixture | None:
+        """After winning a race on a sample (``races``), the model a run of this engine on the
+        whole corpus starts from (FitContext.start_model; None: it starts anew)."""
+        return None
 
     @classmethod
     def stream_start(cls, model: PredictiveMixture) -> PredictiveMixture:
