@@ -655,10 +655,11 @@ def _tune_arguments(p: argparse.ArgumentParser) -> None:
     from bnpmix.algorithms.obs import OBS_NAMES
     from bnpmix.pipeline.engines import DEFAULT_TUNED
     from bnpmix.pipeline.runtime.engine import ENGINES, engine_names
-    from bnpmix.pipeline.tune import ALL_ITEMS, FRACTION, MAX_ITEMS, MEMO_MAX_ITEMS, SCALE_GRID
+    from bnpmix.pipeline.tune import ALL_ITEMS, FRACTION, SCALE_GRID
 
+    tuned = [n for n in engine_names() if ENGINES[n].tuner]
     p.add_argument("corpus_dir")
-    p.add_argument("--algorithm", choices=[n for n in engine_names() if ENGINES[n].tuner],
+    p.add_argument("--algorithm", choices=tuned,
                    default=DEFAULT_TUNED, help="the engine tuned and written into the job file "
                    f"(those that declare a search; default {DEFAULT_TUNED})")
     p.add_argument("--prior", action="append", type=_prior, metavar="PRIOR",
@@ -673,8 +674,8 @@ def _tune_arguments(p: argparse.ArgumentParser) -> None:
                    f"corpus of at most {ALL_ITEMS}, else {FRACTION:g} of them but at least "
                    f"{ALL_ITEMS})")
     p.add_argument("--max-items", type=_positive_int,
-                   help=f"at most this many items sampled (default {MAX_ITEMS}; memo "
-                   f"{MEMO_MAX_ITEMS})")
+                   help=f"at most this many items sampled (default: "
+                   f"{_tuner_defaults(tuned, 'max_items')})")
     p.add_argument("--test-fraction", type=float, default=0.2,
                    help="fraction of the sample held out (default 0.2)")
     p.add_argument("--a-grid", type=_numbers, metavar="A,A,...",
@@ -693,6 +694,21 @@ def _tune_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", metavar="JOB.toml", help="write the best point as a job file")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_tune, remote_ok=("corpus_dir",))
+
+
+def _tuner_defaults(tuned: list[str], parameter: str) -> str:
+    """Each tuned engine's default of its search's keyword ``parameter``, engines sharing a
+    default named together ("adf, ep 20000; memo 5000")."""
+    from inspect import signature
+
+    from bnpmix.pipeline.runtime.engine import tuner_of
+
+    by: dict[Any, list[str]] = {}
+    for name in tuned:
+        given = signature(tuner_of(name)).parameters.get(parameter)
+        if given is not None:
+            by.setdefault(given.default, []).append(name)
+    return "; ".join(f"{', '.join(names)} {default}" for default, names in by.items())
 
 
 def _evaluate_arguments(p: argparse.ArgumentParser) -> None:

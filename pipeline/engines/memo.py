@@ -191,7 +191,7 @@ class MemoEngine(Engine):
     # (benchmarks/scaling.py and wave_cost.py measure the trade)
     default_wave = 4
     streams = True
-    tuner = "bnpmix.pipeline.tune:tune_memo"
+    tuner = "bnpmix.pipeline.engines.memo_tune:tune_memo"
     races = True  # --obs auto's candidates are memo runs: the lap-end ELBO is the exact bound
 
     on_visit: VisitHook | None = None

@@ -131,7 +131,7 @@ class NRMEngine(Engine):
     random = False  # items are absorbed in corpus order: the seed changes nothing
     declared = Declared(objective="loglik", objective_label="training predictive log-likelihood",
                         trace_per_partition=True)
-    tuner = "bnpmix.pipeline.tune:tune"
+    tuner = "bnpmix.pipeline.engines.nrm_tune:tune"
     prior_alias = "nrm_prior"  # --prior ig: the NRM prior, as the paper names it
 
     def start(self) -> None:
