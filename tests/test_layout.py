@@ -65,3 +65,14 @@ def test_no_engine_module_is_imported_from_outside_the_engines():
     found = sorted(f"{m} imports {t}" for m, targets in graph.items() if not m.startswith(inside)
                    for t in targets if t.startswith(inside))
     assert found == []
+
+
+def test_the_built_in_engines_tuners_live_with_them():
+    """An engine's ``bnpmix tune`` search is its own (pipeline/engines/), not pipeline/tune.py's,
+    which holds only what the searches share."""
+    load_entry_points()
+    inside = "bnpmix.pipeline.engines."
+    tuners = {cls.name: cls.tuner for cls in map(engine_class, engine_names())
+              if cls.tuner and cls.__module__.startswith(inside)}
+    assert {"memo", "adf", "ep"} <= set(tuners)
+    assert {n: t for n, t in tuners.items() if not t.startswith(inside)} == {}
