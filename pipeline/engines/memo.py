@@ -53,7 +53,7 @@ from bnpmix.storage.arrays import ArrayFile
 
 from ..options import names, opt
 from ..runtime.data import data_from_arrays, data_to_arrays
-from ..runtime.engine import Engine, Fitted, State, Step, register
+from ..runtime.engine import Engine, Fitted, State, Step, TuneFlag, register
 from ..runtime.store import Codec, StateStore
 from .common import (
     Items,
@@ -193,6 +193,11 @@ class MemoEngine(Engine):
     streams = True
     tuner = "bnpmix.pipeline.engines.memo_tune:tune_memo"
     races = True  # --obs auto's candidates are memo runs: the lap-end ELBO is the exact bound
+    tune_flags = (TuneFlag("alpha_grid", "--alpha-grid", "values of alpha0 (default "
+                           "0.1,1,10,100)", metavar="A,A,..."),
+                  TuneFlag("lam0_grid", "--lam0-grid", "bag-of-words: values of the Dirichlet's "
+                           "lam0 (default 0.01,0.1,1; not searched when --prior sets lam0)",
+                           metavar="L,L,..."))
 
     on_visit: VisitHook | None = None
 

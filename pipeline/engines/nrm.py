@@ -37,7 +37,7 @@ from bnpmix.storage.arrays import ArrayFile
 from ..declared import Declared
 from ..options import number, opt
 from ..runtime.context import FitContext
-from ..runtime.engine import Engine, Fitted, State, Step, register
+from ..runtime.engine import Engine, Fitted, State, Step, TuneFlag, register
 from ..runtime.models import read_model
 from ..runtime.store import Codec, StateStore
 from .common import Items, summary_from, summary_items
@@ -133,6 +133,14 @@ class NRMEngine(Engine):
                         trace_per_partition=True)
     tuner = "bnpmix.pipeline.engines.nrm_tune:tune"
     prior_alias = "nrm_prior"  # --prior ig: the NRM prior, as the paper names it
+    tune_flags = (TuneFlag("a_grid", "--a-grid", "values of a (default 1,10,100,1000)",
+                           metavar="A,A,..."),
+                  TuneFlag("tau_grid", "--tau-grid", "values of tau (default "
+                           "0.1,1,10,100,1000; ignored for dp)", metavar="T,T,..."),
+                  TuneFlag("sigma", "--nrm-sigma", "discount sigma of an nggp prior",
+                           grid=False),
+                  TuneFlag("epsilon", "--epsilon", "cluster creation threshold (default: "
+                           "max(sigma, 0.1))", grid=False))
 
     def start(self) -> None:
         ctx = self.ctx

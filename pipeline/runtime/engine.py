@@ -62,6 +62,19 @@ class Fitted:
     converged: bool = True
 
 
+@dataclass(frozen=True)
+class TuneFlag:
+    """A ``bnpmix tune`` flag of an engine's search (Engine.tune_flags): the search's keyword
+    ``parameter`` it sets, the ``flag``, its help, and whether it takes a grid (positive
+    numbers separated by commas, ``metavar``) or one number."""
+
+    parameter: str
+    flag: str
+    help: str
+    grid: bool = True
+    metavar: str | None = None
+
+
 @dataclass
 class Best:
     """The best finished restart so far (highest first objective), and every restart's."""
@@ -108,6 +121,11 @@ class Engine(ABC):
     # ``algorithm=NAME`` and the optional flags when its keyword parameters name them ("": the
     # engine is not tuned)
     tuner: ClassVar[str] = ""
+    # the flags of its search beyond every search's (--prior, --obs, --fraction, --max-items,
+    # --test-fraction, --seed, --scale-grid): `bnpmix tune` offers each, a flag of another
+    # engine's search is a usage error; a search taking ``prior`` gets the name ``--prior``
+    # gave its prior_alias
+    tune_flags: ClassVar[tuple[TuneFlag, ...]] = ()
     # an option of its Config that ``--prior NAME`` (a job file's ``prior = "NAME"``) also
     # sets, NAME one of the option's choices: adf's and ep's nrm_prior, so ``--prior ig`` is
     # ``--nrm-prior ig`` ("": none; config.prior_aliases)

@@ -18,7 +18,7 @@ from bnpmix.algorithms.vb.local import responsibilities, summarize
 from bnpmix.pipeline.evaluate import evaluate, load
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.pipeline.options import opt
-from bnpmix.pipeline.runtime import ENGINES, Engine, Fitted, Step, register
+from bnpmix.pipeline.runtime import ENGINES, Engine, Fitted, Step, TuneFlag, register
 from bnpmix.pipeline.runtime.context import partition_seed
 from bnpmix.pipeline.runtime.progress import Progress
 from bnpmix.storage import BnpmixError, RunDir, ingest_array
@@ -193,3 +193,33 @@ def test_an_engines_prior_alias_is_what_prior_names():
             resolve({"prior": "fancy"}, "job.toml")
     finally:
         ENGINES.pop(ShapedEngine.name)
+
+
+def depth_search(corpus_dir, *, obs=None, obs_prior=None, test_fraction=0.2, seed=0,
+                 scale_grid=(), depth_grid=(1.0,)):
+    """A tuner taking one flag of its own (never run here)."""
+    raise AssertionError("not reached")
+
+
+class TunedEngine(SampledEngine):
+    """The toy engine with a search of its own and its flag."""
+
+    name = "test-tuned"
+    tuner = f"{__name__}:depth_search"
+    tune_flags = (TuneFlag("depth_grid", "--depth-grid", "values of the depth",
+                           metavar="D,D,..."),)
+
+
+def test_an_engines_tune_flags_are_offered_and_kept_to_its_search(tmp_path):
+    from bnpmix.pipeline.cli import UsageError, build_parser
+
+    register(TunedEngine)
+    try:
+        args = build_parser(["tune"]).parse_args(
+            ["tune", "c", "--algorithm", "test-tuned", "--depth-grid", "2,3", "--a-grid", "1"])
+        assert args.depth_grid == (2.0, 3.0)
+        with pytest.raises(UsageError, match=r"--a-grid: not for --algorithm test-tuned .*"
+                           r"takes --depth-grid"):
+            args.func(args)
+    finally:
+        ENGINES.pop(TunedEngine.name)
