@@ -8,6 +8,7 @@ posterior predictive mixes the components' predictives with the mass left for ne
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
@@ -52,6 +53,22 @@ class PredictiveMixture:
         ``columns`` (``where``: its name, for errors, which are ValueErrors)."""
         return {"scoring": "posterior predictive: log sum_k E[w_k] p(x | q(phi_k)) + E[w_new] "
                            "p(x | prior)"}
+
+    def heldout_scores(self, X: Data, columns: Mapping[str, Any], plan: Any, start: int = 0
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """Held-out items' log p(x_n | fit) and each one's most probable active component id
+        (-1 when only a new one can hold it), as ``heldout_plan`` decided (``plan``: its fields
+        as attributes; ``columns``: the items' optional columns; ``start``: the first item's row,
+        which errors, ValueErrors, name). By default the posterior predictive,
+        ``log_joint_predictive``; a model kind scoring otherwise overrides it."""
+        logp = self.log_joint_predictive(X)
+        active = logp[:, :-1]
+        best = np.full(X.shape[0], -1, np.int64)
+        if active.shape[1]:
+            k = active.argmax(axis=1)
+            found = np.isfinite(active[np.arange(len(k)), k])
+            best[found] = self.uids[k[found]]
+        return logsumexp(logp, axis=1), best
 
     @property
     def K(self) -> int:

@@ -135,10 +135,11 @@ def run_fit(corpus: Path, out: Path, **options: Any) -> tuple[dict[str, Any], fl
 
 def choose(corpus: Path, prior: str, lam0: float, fraction: float, seed: int,
            paper: dict[str, Any] | None, echo: bool = True) -> tuple[dict[str, Any], Any]:
-    """The NRM options: ``bnpmix tune`` (pipeline.tune) on the corpus, or the paper's values."""
+    """The NRM options: ``bnpmix tune`` (adf's search) on the corpus, or the paper's values."""
     if paper is not None:
         return {"nrm_prior": prior, **paper[prior]}, "paper"
-    from bnpmix.pipeline.tune import format_table, tune
+    from bnpmix.pipeline.engines.nrm_tune import tune
+    from bnpmix.pipeline.tune import format_table
 
     t = time.perf_counter()
     result = tune(corpus, prior=prior, fraction=fraction, seed=seed, obs_prior={"lam0": lam0})

@@ -137,9 +137,10 @@ class Runner:
         return 0.0 if left == 0 else self.pace() * left
 
     def record(self) -> dict[str, Any]:
+        limit = self.engine.lap_limit(self.engine.cfg)
         return {"elbo_per_item": self.bound, "laps": self.laps, "K": self.Ks[-1] if self.Ks
                 else None, "seconds": round(self.seconds, 3), "converged": self.engine.done
-                and self.laps < self.engine.cfg.laps, "result": self.out}
+                and (limit is None or self.laps < limit), "result": self.out}
 
 
 @dataclass
@@ -167,6 +168,13 @@ class Choice:
         start = (None if self.prior is None
                  else {"name": self.prior.name, "prior": self.prior.prior()})
         return {**self.notes(), "start_prior": start}
+
+
+def racer(job: JobConfig) -> type[Engine]:
+    """The engine that fits the candidates: the job's own if it races (Engine.races), else
+    DEFAULT_ENGINE's."""
+    own = engine_class(job.algorithm)
+    return own if own.races else engine_class(DEFAULT_ENGINE)
 
 
 def candidates(job: JobConfig) -> list[str]:
@@ -227,13 +235,14 @@ def choose_obs(corpus: Corpus, job: JobConfig, executor: Executor) -> Choice:
     whole corpus). Stderr reports each round and each candidate that leaves."""
     check_obs(corpus, AUTO)
     names = candidates(job)
-    cls = engine_class(DEFAULT_ENGINE)
+    cls = racer(job)
+    own = cls is engine_class(job.algorithm)  # the job's engine races: it runs the winner
     sample = race_partitions(corpus, AUTO_ITEMS)
     if sample is not None:  # the race runs on these partitions, on the run's executor
         corpus, executor = corpus.subset(sample), SubsetExecutor(executor, sample)
-    continues = job.algorithm == DEFAULT_ENGINE and sample is None
+    continues = own and sample is None
     cfg = job.engine if continues else cls.Config()
-    budget = min(AUTO_LAPS, cfg.laps)
+    budget = min(AUTO_LAPS, cls.lap_limit(cfg) or AUTO_LAPS)
     started = time.perf_counter()
     runners: list[Runner] = []
     winner: Runner | None = None
@@ -286,7 +295,7 @@ def choose_obs(corpus: Corpus, job: JobConfig, executor: Executor) -> Choice:
     if continues:
         return Choice(winner.name, scores, record, winner.engine, winner.laps)
     prior = winner.engine.ctx.obs
-    model = winner.engine.model.copy() if job.algorithm == DEFAULT_ENGINE else None
+    model = winner.engine.race_model() if own else None
     winner.engine.close()
     return Choice(winner.name, scores, record, prior=prior, model=model)
 

@@ -207,19 +207,21 @@ def fit_flags(args: argparse.Namespace) -> dict[str, Any]:
     flags["corpus"] = args.corpus_dir
     if flags["prior"] is not None:
         given = prior_flags(flags.pop("prior"))
-        if "nrm_prior" in given and flags["nrm_prior"] is not None:
-            raise UsageError(f"--prior {given['nrm_prior']} and --nrm-prior "
-                             f"{flags['nrm_prior']} both name the NRM prior; give one")
+        for key in sorted(given.keys() - {"prior"}):  # an engine's prior_alias
+            if flags[key] is not None:
+                raise UsageError(f"--prior {given[key]} and --{key.replace('_', '-')} "
+                                 f"{flags[key]} both set {key}; give one")
         flags.update(given)
     return flags
 
 
 def typed_flag(args: argparse.Namespace, key: str) -> str:
-    """The flag the user typed for option ``key`` (``--prior ig`` for an NRM prior given by
-    --prior)."""
-    from bnpmix.pipeline.config import options
+    """The flag the user typed for option ``key`` (``--prior ig`` for an engine's prior_alias
+    given by --prior)."""
+    from bnpmix.pipeline.config import options, prior_aliases
 
-    if key == "nrm_prior" and args.nrm_prior is None:
+    aliased = {row.name for row in prior_aliases().values()}
+    if key in aliased and getattr(args, key) is None:
         return " ".join(f"--prior {p}" for p in args.prior or [] if isinstance(p, str))
     return next((o.flag for o in options() if o.name == key), key)
 
@@ -303,11 +305,21 @@ def format_fit(summary: dict, out: str | Path) -> str:
     return "\n".join(lines)
 
 
-# tune's optional flags by the tuner's keyword parameter each sets (a tuner takes the ones its
-# signature names; `prior` is the NRM prior's name given with --prior)
-TUNE_FLAGS = {"a_grid": "--a-grid", "tau_grid": "--tau-grid", "sigma": "--nrm-sigma",
-              "epsilon": "--epsilon", "alpha_grid": "--alpha-grid", "lam0_grid": "--lam0-grid",
-              "fraction": "--fraction", "max_items": "--max-items", "prior": "--prior"}
+# the optional flags every search may take, by its keyword parameter each sets (`prior`: the
+# name --prior gave an engine's prior_alias); each engine's own are its Engine.tune_flags
+TUNE_COMMON = {"fraction": "--fraction", "max_items": "--max-items", "prior": "--prior"}
+
+
+def engine_tune_flags() -> dict[Any, list[str]]:
+    """Every tuned engine's own tune flags (Engine.tune_flags), each with the engines whose
+    search takes it."""
+    from bnpmix.pipeline.runtime.engine import ENGINES, engine_names
+
+    found: dict[Any, list[str]] = {}
+    for name in engine_names():
+        for flag in ENGINES[name].tune_flags if ENGINES[name].tuner else ():
+            found.setdefault(flag, []).append(name)
+    return found
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -320,15 +332,15 @@ def cmd_tune(args: argparse.Namespace) -> int:
     given = prior_flags(args.prior or [])
     search = tuner_of(args.algorithm)  # the engine's own search, with its own parameters
     takes = signature(search).parameters
-    values = {"a_grid": args.a_grid, "tau_grid": args.tau_grid, "sigma": args.nrm_sigma,
-              "epsilon": args.epsilon, "alpha_grid": args.alpha_grid,
-              "lam0_grid": args.lam0_grid, "fraction": args.fraction,
-              "max_items": args.max_items, "prior": given.get("nrm_prior")}
+    flags = {**{f.parameter: f.flag for f in engine_tune_flags()}, **TUNE_COMMON}
+    alias = next((value for key, value in given.items() if key != "prior"), None)
+    values = {**{k: getattr(args, k) for k in flags if k not in TUNE_COMMON},
+              "fraction": args.fraction, "max_items": args.max_items, "prior": alias}
     chosen = {k: v for k, v in values.items() if v is not None}
-    wrong = [TUNE_FLAGS[k] + (f" {v}" if k == "prior" else "") for k, v in chosen.items()
+    wrong = [flags[k] + (f" {v}" if k == "prior" else "") for k, v in chosen.items()
              if k not in takes]
     if wrong:
-        own = [flag for k, flag in TUNE_FLAGS.items() if k in takes]
+        own = [flag for k, flag in flags.items() if k in takes]
         raise UsageError(f"tune: {', '.join(wrong)}: not for --algorithm {args.algorithm} "
                          f"(its search takes {', '.join(own)}: {search.__name__} in "
                          f"{search.__module__})")
@@ -650,44 +662,53 @@ def _tune_arguments(p: argparse.ArgumentParser) -> None:
     from bnpmix.algorithms.obs import OBS_NAMES
     from bnpmix.pipeline.engines import DEFAULT_TUNED
     from bnpmix.pipeline.runtime.engine import ENGINES, engine_names
-    from bnpmix.pipeline.tune import ALL_ITEMS, FRACTION, MAX_ITEMS, MEMO_MAX_ITEMS, SCALE_GRID
+    from bnpmix.pipeline.tune import ALL_ITEMS, FRACTION, SCALE_GRID
 
+    tuned = [n for n in engine_names() if ENGINES[n].tuner]
     p.add_argument("corpus_dir")
-    p.add_argument("--algorithm", choices=[n for n in engine_names() if ENGINES[n].tuner],
+    p.add_argument("--algorithm", choices=tuned,
                    default=DEFAULT_TUNED, help="the engine tuned and written into the job file "
                    f"(those that declare a search; default {DEFAULT_TUNED})")
     p.add_argument("--prior", action="append", type=_prior, metavar="PRIOR",
                    help="a JSON table of observation-prior parameters, kept fixed; or (adf, "
                    "ep) the NRM prior: dp, ig (default) or nggp (repeatable)")
-    p.add_argument("--nrm-sigma", type=float, help="adf, ep: discount sigma of an nggp prior")
-    p.add_argument("--epsilon", type=float, help="adf, ep: cluster creation threshold "
-                   "(default: max(sigma, 0.1))")
     p.add_argument("--obs", choices=OBS_NAMES, help="observation model (default: the corpus's)")
     p.add_argument("--fraction", type=float,
                    help=f"fraction of the corpus's items sampled (default: all items of a "
                    f"corpus of at most {ALL_ITEMS}, else {FRACTION:g} of them but at least "
                    f"{ALL_ITEMS})")
     p.add_argument("--max-items", type=_positive_int,
-                   help=f"at most this many items sampled (default {MAX_ITEMS}; memo "
-                   f"{MEMO_MAX_ITEMS})")
+                   help=f"at most this many items sampled (default: "
+                   f"{_tuner_defaults(tuned, 'max_items')})")
     p.add_argument("--test-fraction", type=float, default=0.2,
                    help="fraction of the sample held out (default 0.2)")
-    p.add_argument("--a-grid", type=_numbers, metavar="A,A,...",
-                   help="adf, ep: values of a (default 1,10,100,1000)")
-    p.add_argument("--tau-grid", type=_numbers, metavar="T,T,...",
-                   help="adf, ep: values of tau (default 0.1,1,10,100,1000; ignored for dp)")
-    p.add_argument("--alpha-grid", type=_numbers, metavar="A,A,...",
-                   help="memo: values of alpha0 (default 0.1,1,10,100)")
+    for flag, engines in engine_tune_flags().items():  # each engine's search's own
+        kind = ({"type": _numbers, "metavar": flag.metavar} if flag.grid else
+                {"type": float, "metavar": flag.flag[2:].replace("-", "_").upper()})
+        p.add_argument(flag.flag, dest=flag.parameter, help=f"{', '.join(engines)}: {flag.help}",
+                       **kind)
     p.add_argument("--scale-grid", type=_numbers, default=SCALE_GRID, metavar="S,S,...",
                    help="Gaussian priors' scale values (default 0.1,0.3,1; not searched when "
                    "--prior sets scale)")
-    p.add_argument("--lam0-grid", type=_numbers, metavar="L,L,...",
-                   help="memo, bag-of-words: values of the Dirichlet's lam0 (default "
-                   "0.01,0.1,1; not searched when --prior sets lam0)")
     p.add_argument("--seed", type=int, default=0, help="the sample's seed (and memo's)")
     p.add_argument("--out", metavar="JOB.toml", help="write the best point as a job file")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(func=cmd_tune, remote_ok=("corpus_dir",))
+
+
+def _tuner_defaults(tuned: list[str], parameter: str) -> str:
+    """Each tuned engine's default of its search's keyword ``parameter``, engines sharing a
+    default named together ("adf, ep 20000; memo 5000")."""
+    from inspect import signature
+
+    from bnpmix.pipeline.runtime.engine import tuner_of
+
+    by: dict[Any, list[str]] = {}
+    for name in tuned:
+        given = signature(tuner_of(name)).parameters.get(parameter)
+        if given is not None:
+            by.setdefault(given.default, []).append(name)
+    return "; ".join(f"{', '.join(names)} {default}" for default, names in by.items())
 
 
 def _evaluate_arguments(p: argparse.ArgumentParser) -> None:

@@ -13,8 +13,6 @@ flags) and never mutated afterwards.
 from __future__ import annotations
 
 import dataclasses
-import json
-import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -26,6 +24,7 @@ from bnpmix.storage import BnpmixError
 
 from .addresses import CURRENT_CLIENT, is_address
 from .engines import DEFAULT_ENGINE
+from .options import PARSERS, integer, meta, number, opt, optional, string, table
 from .runtime.context import AUTO
 from .runtime.engine import ENGINES, engine_class, engine_names
 from .sizes import EXAMPLES, parse_size
@@ -36,91 +35,32 @@ SCHEDULERS = ("threads, synchronous, a Dask scheduler's address (tcp://HOST:PORT
               "its scheduler's address)")
 
 
-def _int(value: Any) -> int:
-    """An integer: a TOML integer, or its text on the command line."""
-    try:
-        if isinstance(value, str):
-            return int(value.strip())
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    except ValueError:
-        pass
-    raise ValueError(f"expected an integer, not {value!r}")
-
-
-def _float(value: Any) -> float:
-    """A finite number: a TOML integer or float, or its text on the command line."""
-    try:
-        if isinstance(value, str) or (isinstance(value, int | float)
-                                      and not isinstance(value, bool)):
-            number = float(value)
-            if math.isfinite(number):
-                return number
-    except ValueError:
-        pass
-    raise ValueError(f"expected a finite number, not {value!r}")
-
-
-def _optional(parse: Callable[[Any], Any]) -> Callable[[Any], Any]:
-    """``parse`` for an option whose None means unset (its default comes from elsewhere)."""
-    return lambda value: None if value is None else parse(value)
-
-
-def _bool(value: Any) -> bool:
-    """true or false: a TOML boolean, or its text on the command line."""
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
-        return value.strip().lower() == "true"
-    raise ValueError(f"expected true or false, not {value!r}")
-
-
-def _str(value: Any) -> str:
-    if not isinstance(value, str):
-        raise ValueError(f"expected a string, not {value!r}")
-    return value
-
-
-def names(value: Any) -> tuple[str, ...]:
-    """A list of names: a TOML/JSON list or a comma-separated string."""
-    if isinstance(value, str):
-        return tuple(v for v in (p.strip() for p in value.split(",")) if v)
-    if isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise ValueError(f"expected a list of names, not {value!r}")
-
-
-def table(value: Any) -> dict[str, Any]:
-    """A table of parameters: a TOML table, or a JSON object on the command line."""
-    if isinstance(value, str):
-        try:
-            value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"expected a JSON object ({exc})") from None
-    if not isinstance(value, dict):
-        raise ValueError(f"expected a table, not {value!r}")
-    return dict(value)
-
-
-NRM_PRIORS = ("dp", "ig", "nggp")  # the names `--prior` also takes (the adf/ep weight prior)
+def prior_aliases() -> dict[str, Option]:
+    """The names ``prior`` also takes, each with the engine option it sets: the choices of the
+    option an engine names as its ``prior_alias`` (adf and ep: ``--prior ig`` is
+    ``--nrm-prior ig``)."""
+    rows = {o.name: o for o in options()}
+    keys = dict.fromkeys(ENGINES[n].prior_alias for n in engine_names())
+    return {choice: rows[key] for key in keys if key for choice in rows[key].choices or ()}
 
 
 def prior_value(value: Any) -> dict[str, Any] | str:
-    """``prior``: a table of observation-prior parameters, or the name of an NRM prior (``--prior
-    ig``, the form the adf and ep engines document), which ``split_prior`` moves to
-    ``nrm_prior``."""
-    if isinstance(value, str) and value.strip() in NRM_PRIORS:
+    """``prior``: a table of observation-prior parameters, or a name an engine's option takes
+    through ``--prior`` (``prior_aliases``), which ``split_prior`` moves to that option."""
+    aliases = prior_aliases()
+    if isinstance(value, str) and value.strip() in aliases:
         return value.strip()
     try:
         return table(value)
     except ValueError as exc:
-        raise ValueError(f"{exc}, or one of {list(NRM_PRIORS)} (adf, ep)") from None
+        engines = sorted({e for row in aliases.values() for e in row.engines})
+        raise ValueError(f"{exc}, or one of {list(aliases)} ({', '.join(engines)})") from None
 
 
 def split_prior(values: dict[str, Any]) -> dict[str, Any]:
-    """Option values with a ``prior`` that names an NRM prior moved to ``nrm_prior`` (so that
-    ``--prior ig`` on the command line does not replace a job file's [prior] table), and a
-    prior table's ``learn`` moved to ``learn_prior`` (``[prior] learn = false``)."""
+    """Option values with a ``prior`` that names an alias moved to its option (so that ``--prior
+    ig`` on the command line does not replace a job file's [prior] table), and a prior table's
+    ``learn`` moved to ``learn_prior`` (``[prior] learn = false``)."""
     prior = values.get("prior")
     if isinstance(prior, dict) and "learn" in prior:
         if "learn_prior" in values:
@@ -129,43 +69,26 @@ def split_prior(values: dict[str, Any]) -> dict[str, Any]:
                              "give one")
         values = {**values, "prior": {k: v for k, v in prior.items() if k != "learn"},
                   "learn_prior": prior["learn"]}
-    if not (isinstance(prior, str) and prior.strip() in NRM_PRIORS):
+    row = prior_aliases().get(prior.strip()) if isinstance(prior, str) else None
+    if row is None:
         return values
-    if "nrm_prior" in values:
-        raise ValueError(f"prior {prior!r} and nrm_prior {values['nrm_prior']!r} both name the "
-                         "NRM prior; give one")
+    if row.name in values:
+        raise ValueError(f"prior {prior!r} and {row.name} {values[row.name]!r} both set "
+                         f"{row.name}; give one")
     out = {k: v for k, v in values.items() if k != "prior"}
-    out["nrm_prior"] = prior.strip()
+    out[row.name] = prior.strip()
     return out
 
 
 def prior_flags(given: list[dict[str, Any] | str]) -> dict[str, Any]:
     """Repeated ``--prior`` flags as option values: the tables merged in order into ``prior``,
-    and an NRM prior's name as ``nrm_prior`` (``--prior ig --prior '{"lam0": 0.5}'``)."""
+    and an alias as its option (``--prior ig --prior '{"lam0": 0.5}'``: nrm_prior ig)."""
     tables = [g for g in given if isinstance(g, dict)]
     named = [g for g in given if isinstance(g, str)]
     if len(set(named)) > 1:
-        raise ValueError(f"--prior names more than one NRM prior: {named}")
+        raise ValueError(f"--prior names more than one value of the same option: {named}")
     out: dict[str, Any] = {"prior": {k: v for t in tables for k, v in t.items()}} if tables else {}
-    return {**out, "nrm_prior": named[0]} if named else out
-
-
-PARSERS: dict[type, Callable[[Any], Any]] = {bool: _bool, int: _int, float: _float, str: _str}
-
-
-def meta(help: str, parse: Callable[[Any], Any] | None = None,
-         choices: tuple[str, ...] | Callable[[], list[str]] | None = None,
-         within: str | None = None) -> dict[str, Any]:
-    """A field's row of the table: help text, parser (default: by the default's type), choices,
-    and the interval its value must lie in (``"[0, 1)"``, ``"(0, inf)"``; see ``in_range``)."""
-    return {"help": help, "parse": parse, "choices": choices, "range": within}
-
-
-def opt(default: Any, help: str, *, parse: Callable[[Any], Any] | None = None,
-        choices: tuple[str, ...] | Callable[[], list[str]] | None = None,
-        within: str | None = None) -> Any:
-    """A configuration field with an immutable default and its row of the table."""
-    return field(default=default, metadata=meta(help, parse, choices, within))
+    return {**out, prior_aliases()[named[0]].name: named[0]} if named else out
 
 
 _INTERVAL = re.compile(r"^([\[(])\s*(-?inf|[-+0-9.e]+)\s*,\s*(-?inf|[-+0-9.e]+)\s*([\])])$")
@@ -221,39 +144,39 @@ def check_ranges(cfg: Any, prefix: tuple[str, ...] = ()) -> None:
 class RunConfig:
     """Where the run reads and writes, how it executes, and how it checkpoints."""
 
-    corpus: str | None = opt(None, "corpus directory", parse=_str)
-    out: str | None = opt(None, "run directory to write", parse=_str)
+    corpus: str | None = opt(None, "corpus directory", parse=string)
+    out: str | None = opt(None, "run directory to write", parse=string)
     seed: int = opt(0, "random seed", within="[0, inf)")
     scheduler: str = opt("threads", SCHEDULERS)
     cluster: str | None = opt(None, "start or reach a Dask cluster from a profile in "
-                              "cluster-configs/ (PROFILE.yaml)", parse=_str)
+                              "cluster-configs/ (PROFILE.yaml)", parse=string)
     # unset (None): the most up to DEFAULT_THREADS whose visits fit in the memory this
     # process may use (a result never depends on it: visits of a wave are applied in order)
     threads: int | None = opt(None, "local threads (default: 2, or 1 where the memory this "
                               "process may use does not hold two visits at once)",
-                              parse=_optional(_int), within="[1, inf)")
+                              parse=optional(integer), within="[1, inf)")
     # unset (None): the Dask config key named in the help, read when the run uses it
     worker_wait: float | None = opt(None, "seconds to wait for a first Dask worker before "
                                     "failing (default: Dask config bnpmix.worker-wait, 60 s)",
-                                    parse=_optional(_float), within="(0, inf)")
+                                    parse=optional(number), within="(0, inf)")
     wave: int | None = opt(None, "batches computed in parallel against the same globals "
                            "(default: the engine's own, whatever the executor: memo 4, ep 1)",
-                           parse=_optional(_int), within="[1, inf)")
+                           parse=optional(integer), within="[1, inf)")
     cache_bytes: int | None = opt(None, "bytes of partitions kept in memory per worker (or "
                                   f"locally) across laps ({EXAMPLES}; default: Dask config "
                                   "bnpmix.cache-bytes, 10% of the memory each process may "
-                                  "use)", parse=_optional(parse_size), within="[0, inf)")
+                                  "use)", parse=optional(parse_size), within="[0, inf)")
     summary_bytes: int | None = opt(None, "bytes of per-partition state the driver keeps in "
                                     f"memory before spilling it to disk ({EXAMPLES}; default: "
                                     "Dask config bnpmix.summary-bytes, 5% of the driver's "
-                                    "memory)", parse=_optional(parse_size), within="[0, inf)")
+                                    "memory)", parse=optional(parse_size), within="[0, inf)")
     checkpoint_every: int = opt(0, "also checkpoint every M batch visits (0: after each lap)",
                                 within="[0, inf)")
-    warm_start: str | None = opt(None, "start from a previous run's model (RUN_DIR)", parse=_str)
+    warm_start: str | None = opt(None, "start from a previous run's model (RUN_DIR)", parse=string)
     restarts: int | None = opt(None, "independent starts, the best objective kept: of the "
                                "whole run (streams from seed, seed + 1, ...; the same prior; "
                                "default 1), or for ddcrp of each sequence (default 10)",
-                               parse=_optional(_int),
+                               parse=optional(integer),
                                within="[1, inf)")
 
     def __post_init__(self) -> None:
@@ -273,7 +196,7 @@ class ModelConfig:
                           "in a race of laps (a candidate leaves once it cannot catch up; memo "
                           "continues the winner), for memo, vb, sovb, adf and ep; gauss for "
                           "the others)",
-                          parse=_str, choices=OBS_CHOICES)
+                          parse=string, choices=OBS_CHOICES)
     prior: dict[str, Any] = field(default_factory=dict, metadata=meta(
         "observation prior parameters, keyed by the model's names (mult: lam0; gauss and "
         "tied-gauss: m0, kappa0, nu0, B0, scale; ...); a [prior] table in a job file, a JSON "
@@ -394,7 +317,7 @@ def _shown(row: Option) -> str:
 def options() -> list[Option]:
     """The whole table: run and model options, then every registered engine's options (an
     option several engines share, e.g. ``laps``, is one row naming all of them)."""
-    algorithm = Option("algorithm", "job", ("algorithm",), _str, DEFAULT_ENGINE,
+    algorithm = Option("algorithm", "job", ("algorithm",), string, DEFAULT_ENGINE,
                        "the engine: " + "; ".join(f"{n}: {ENGINES[n].summary}"
                                                   for n in engine_names()),
                        tuple(engine_names()))
@@ -487,8 +410,9 @@ def resolve(values: dict[str, Any], source: str,
         values = split_prior(values)
     except ValueError as exc:
         raise BnpmixError(f"{source}: {exc}") from None
-    if "nrm_prior" in values and "prior" in origins and "nrm_prior" not in origins:
-        origins = {**origins, "nrm_prior": origins["prior"]}
+    moved = {row.name for row in prior_aliases().values()} & set(values) - set(origins)
+    if moved and "prior" in origins:  # an alias given as prior: named where prior was given
+        origins = {**origins, **dict.fromkeys(moved, origins["prior"])}
     algorithm = values.get("algorithm", DEFAULT_ENGINE)
     if not isinstance(algorithm, str) or algorithm not in engine_names():
         raise BnpmixError(f"{source}: algorithm: unknown {algorithm!r}; choose from "

@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 EXPECTED_WEIGHTS = "expected weights E[w_k]"
+CHAINS_PANEL = "chains"  # a temporal run's chains over epochs (Declared.panels)
+SEQUENCES_PANEL = "sequences"  # each sequence's tables and ELBO per item
 
 
 @dataclass(frozen=True)
@@ -37,6 +39,10 @@ class Declared:
     # summary.json's "per_group" then counts them (local_note)
     local_to: str = ""
     component_noun: str = "component"
+    # the report's panels beyond every run's (CHAINS_PANEL, SEQUENCES_PANEL), drawn from what
+    # the engine wrote (chains: the model's spans and counts, epochs.parquet; sequences:
+    # sequences.parquet), never guessed from the model's attributes or the files present
+    panels: tuple[str, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -48,8 +54,9 @@ class Declared:
         recorded = summary.get("declared")
         if isinstance(recorded, dict):
             known = {f.name: f.default for f in dataclasses.fields(cls)}
-            return cls(**{k: v for k, v in recorded.items()
-                          if k in known and isinstance(v, type(known[k]))})
+            values = {k: tuple(v) if isinstance(v, list) else v  # JSON's lists: the tuples
+                      for k, v in recorded.items() if k in known}
+            return cls(**{k: v for k, v in values.items() if isinstance(v, type(known[k]))})
         key = summary.get("objective", cls.objective)
         return cls(objective=key, objective_label=cls.objective_label if key == cls.objective
                    else key)

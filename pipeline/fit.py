@@ -33,7 +33,6 @@ from .auto import choose_obs
 from .clusters import process_client
 from .config import JobConfig, resolve
 from .declared import heldout_kind
-from .engines import DEFAULT_ENGINE
 from .labels import label_order, labels_of
 from .remote_run import fit_to_store, resume_from_store
 from .runtime import checkpoint, memlimit
@@ -295,12 +294,14 @@ def memory_need(corpus: Corpus, job: JobConfig, threads: int, local: bool
 
 
 def birth_rows(job: JobConfig) -> int:
-    """The rows of one memo birth's collection (0 without births): the job's own, or the
-    defaults of the memo runs --obs auto races."""
-    memo = engine_class(DEFAULT_ENGINE)
-    cfg = (job.engine if job.algorithm == DEFAULT_ENGINE
-           else memo.Config() if job.model.obs == AUTO else None)
-    return cfg.birth.max_collect if cfg is not None and "birth" in cfg.moves else 0
+    """The rows of one birth's collection (Engine.birth_rows; 0 without births): the job's
+    engine's, or under --obs auto the defaults of the engine that races (auto.racer) when the
+    job's does not race."""
+    cls = engine_class(job.algorithm)
+    if cls.races or job.model.obs != AUTO:
+        return cls.birth_rows(job.engine)
+    racing = auto.racer(job)
+    return racing.birth_rows(racing.Config())
 
 
 def drive(engine: Engine, run: RunDir, laps_done: int, every: int,

@@ -265,3 +265,4 @@ def test_the_report_builds_with_the_engines_names(runs):
     assert f"{declared.objective_label} per item" in html
     assert declared.weight_label in html
     assert html.count("data:image/png;base64,") >= 2  # the trace and the weights at least
+    assert all(f'id="{panel}"' in html for panel in declared.panels)  # its panels: their anchors

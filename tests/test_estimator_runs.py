@@ -149,7 +149,7 @@ def test_a_full_disk_during_the_estimators_checkpoint_names_no_temporary_run(mon
 def test_tune_holds_a_constant_column_as_a_fit_does(tmp_path):
     """bnpmix tune (ADF's grid, fitted from the sample directly) warns of a constant column
     naming the corpus, and fits it as a quantised column like make_context does."""
-    from bnpmix.pipeline.tune import tune
+    from bnpmix.pipeline.engines.nrm_tune import tune
     from bnpmix.storage import DataWarning, ingest_array
 
     X, _ = blobs(300, 0)

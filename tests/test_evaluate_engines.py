@@ -253,3 +253,27 @@ def test_tdpm_scores_only_the_next_epoch(runs):
     assert "no 'time' column" in out["scoring"]
     assert out["heldout_loglik_per_item"] == pytest.approx(timed["heldout_loglik_per_item"],
                                                            rel=1e-12)
+
+
+def test_a_model_kind_scores_held_out_items_by_its_own_heldout_scores():
+    """evaluate knows no model kind: each partition is scored by the model's ``heldout_scores``
+    (ddcrp's and tdpm's live with their models), a ValueError of it named by partition and
+    rows."""
+    from bnpmix.algorithms.mixture import PredictiveMixture
+    from bnpmix.algorithms.obs import obs_class
+    from bnpmix.pipeline.evaluate import HeldoutPlan, score_partition
+    from bnpmix.storage import Batch, BnpmixError
+
+    class Toy(PredictiveMixture):
+        obs = obs_class("gauss").default(np.eye(2))
+
+        def heldout_scores(self, X, columns, plan, start=0):
+            if plan.scoring == "refuse":
+                raise ValueError(f"row {start} refused")
+            return np.asarray(columns["score"], float), np.arange(len(X))
+
+    batch = Batch(np.zeros((3, 2)), 1, 10, {"score": np.array([-1.0, -2.0, -4.0])})
+    total, n, best, _, _ = score_partition(batch, Toy(), None, HeldoutPlan("toy"))
+    assert (total, n, list(best)) == (-7.0, 3, [0, 1, 2])
+    with pytest.raises(BnpmixError, match=r"held-out partition 1 \(rows 10..12\): row 10"):
+        score_partition(batch, Toy(), None, HeldoutPlan("refuse"))

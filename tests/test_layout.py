@@ -10,9 +10,11 @@ import ast
 import importlib.util
 from pathlib import Path
 
+from test_imports import import_graph
+
 from bnpmix.algorithms.mixture import MODEL_KINDS
 from bnpmix.algorithms.obs import OBS_NAMES
-from bnpmix.pipeline.runtime.engine import engine_names, load_entry_points
+from bnpmix.pipeline.runtime.engine import engine_class, engine_names, load_entry_points
 
 
 def pipeline_files() -> list[Path]:
@@ -39,3 +41,38 @@ def test_no_engine_model_kind_or_observation_model_is_named_outside_its_own_modu
     assert len(files) > 30 and any(p.name == "cli.py" for p in files)
     found = [hit for path in files for hit in named(path, names)]
     assert found == []
+
+
+def test_the_option_parsers_are_a_leaf_that_engines_import_instead_of_the_option_table():
+    """Engines take their parsers from pipeline/options.py, which imports nothing of bnpmix: the
+    option table (config.py) imports the engines, never the other way round (an engine's
+    tuner, which builds jobs, may)."""
+    load_entry_points()
+    graph = import_graph()
+    assert graph["bnpmix.pipeline.options"] == set()
+    engines = {cls.__module__ for cls in map(engine_class, engine_names())}
+    assert "bnpmix.pipeline.engines.memo" in engines and len(engines) >= 6
+    assert [m for m in engines if "bnpmix.pipeline.config" in graph[m]] == []
+    assert all("bnpmix.pipeline.options" in graph[m] for m in engines)
+
+
+def test_no_engine_module_is_imported_from_outside_the_engines():
+    """What the rest of bnpmix needs of an engine it asks the engine class (the registry, the
+    contract's attributes): only the package ``pipeline.engines`` (DEFAULT_ENGINE, DEFAULT_TUNED)
+    is imported from outside it, never ``pipeline.engines.NAME``."""
+    graph = import_graph()
+    inside = "bnpmix.pipeline.engines."
+    found = sorted(f"{m} imports {t}" for m, targets in graph.items() if not m.startswith(inside)
+                   for t in targets if t.startswith(inside))
+    assert found == []
+
+
+def test_the_built_in_engines_tuners_live_with_them():
+    """An engine's ``bnpmix tune`` search is its own (pipeline/engines/), not pipeline/tune.py's,
+    which holds only what the searches share."""
+    load_entry_points()
+    inside = "bnpmix.pipeline.engines."
+    tuners = {cls.name: cls.tuner for cls in map(engine_class, engine_names())
+              if cls.tuner and cls.__module__.startswith(inside)}
+    assert {"memo", "adf", "ep"} <= set(tuners)
+    assert {n: t for n, t in tuners.items() if not t.startswith(inside)} == {}

@@ -458,3 +458,27 @@ def test_a_run_raced_on_a_sample_resumes_to_the_same_result(tmp_path, monkeypatc
     for key in ("obs", "elbo", "K", "laps", "weights", "obs_candidates", "last_laps"):
         assert continued[key] == whole[key], key
     assert np.array_equal(load(tmp_path / "run").predict(X), load(tmp_path / "whole").predict(X))
+
+
+def test_an_engine_that_races_fits_the_candidates_and_continues_the_winner(tmp_path):
+    """Which engine fits --obs auto's candidates is what engines declare (Engine.races): a
+    job of an engine that races is raced by its own runs, and on the whole corpus the winner's
+    run is the job's, continued (a job of one that does not is raced by the default engine's,
+    and starts from the winner's prior)."""
+    from bnpmix.pipeline.engines.memo import MemoEngine
+    from bnpmix.pipeline.runtime import ENGINES, register
+
+    class Racer(MemoEngine):
+        name = "test-racer"
+
+    X, _ = clusters("full", n=300)
+    ingest_array(X, tmp_path / "c", partition_rows=100)
+    register(Racer)
+    try:
+        summary = fit(tmp_path / "c", tmp_path / "run", job_config(algorithm="test-racer",
+                                                                   laps=3))
+    finally:
+        ENGINES.pop(Racer.name)
+    race = summary["obs_auto"]["candidates"]
+    assert race[summary["obs"]]["result"] == "chosen, continues"
+    assert summary["algorithm"] == "test-racer" and summary["laps"] <= 3

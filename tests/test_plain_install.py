@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from bnpmix.algorithms.metrics import adjusted_rand_index
-from bnpmix.pipeline.tune import tune_memo
+from bnpmix.pipeline.engines.memo_tune import tune_memo
 from bnpmix.storage import ingest_array
 from helpers import blobs
 

@@ -198,6 +198,22 @@ def test_report_of_a_temporal_run_has_the_chain_panels(tmp_path, plotting):
     assert "Chains over epochs" in page and "log joint per item" in page
 
 
+def test_the_panels_are_the_ones_the_run_declares_not_the_files_it_holds(runs, tmp_path):
+    """The report reads what the run's summary declares (Declared.panels): a memo run holding
+    a sequences.parquet (ddcrp's table) is not reported as a ddcrp run."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from bnpmix.pipeline.report.rundata import load_run
+
+    run = tmp_path / "run"
+    shutil.copytree(runs["digits"], run)
+    pq.write_table(pa.table({"sequence": [0], "items": [500], "tables": [3], "elbo": [-1.0]}),
+                   run / "sequences.parquet")
+    data = load_run(run)
+    assert data.sequences is None and data.chains is None and data.trace is not None
+
+
 def test_errors_name_the_path_and_leave_nothing(runs, tmp_path, plotting):
     missing = tmp_path / "no-such-run"
     done = bnpmix("report", str(missing))

@@ -1,6 +1,6 @@
 """`bnpmix tune --algorithm memo`: memo's DP concentration alpha0 and the observation prior's
 scale (Gaussians) or lam0 (bag-of-words) by the held-out predictive log-likelihood of memo fits
-on a sample (pipeline/tune.py)."""
+on a sample (pipeline/engines/memo_tune.py)."""
 
 from __future__ import annotations
 
@@ -13,17 +13,10 @@ import scipy.sparse as sp
 
 from bnpmix import BayesianMixture
 from bnpmix.pipeline.cli import UsageError, build_parser
+from bnpmix.pipeline.engines.memo_tune import ALPHA_GRID, LAM0_GRID, tune_memo
+from bnpmix.pipeline.engines.nrm_tune import tune
 from bnpmix.pipeline.estimator import write_corpus
-from bnpmix.pipeline.tune import (
-    ALPHA_GRID,
-    LAM0_GRID,
-    SCALE_GRID,
-    format_table,
-    job_text,
-    sample_split,
-    tune,
-    tune_memo,
-)
+from bnpmix.pipeline.tune import SCALE_GRID, format_table, job_text, sample_split
 from bnpmix.storage import Corpus, ingest_array
 from helpers import cli
 

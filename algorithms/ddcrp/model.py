@@ -7,6 +7,7 @@ weighted by their mass (there is no new-table mass: a test item links to a train
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -108,6 +109,32 @@ class SequenceMixture(PredictiveMixture):
             out[rows] = self.score_sequence(X[rows], int(s),
                                             None if positions is None else positions[rows])
         return out
+
+    def heldout_scores(self, X: Data, columns: Mapping[str, Any], plan: Any, start: int = 0
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """Eq. 7 per held-out item within its sequence (``plan.sequence_column``'s, else the
+        run's one ``plan.sequence``; by ``plan.position_column``'s positions when set) and each
+        item's most probable table of that sequence, from one ``table_shares`` per sequence
+        (PredictiveMixture.heldout_scores)."""
+        n = X.shape[0]
+        seqs = (np.full(n, plan.sequence, np.int64) if plan.sequence_column is None
+                else np.asarray(columns[plan.sequence_column]))
+        positions = (None if plan.position_column is None
+                     else np.asarray(columns[plan.position_column], float))
+        unknown = np.setdiff1d(np.unique(seqs), self.sequences)
+        if len(unknown):
+            row = start + int(np.flatnonzero(seqs == unknown[0])[0])
+            raise ValueError(f"sequence {unknown[0]} (row {row}) is not one the model was "
+                             f"fitted to: a ddcrp model scores an item by linking it to its own "
+                             f"sequence's training items ({len(self.sequences)} sequences)")
+        best, logp = np.empty(n, np.int64), np.empty(n)
+        for s in np.unique(seqs):
+            rows = np.flatnonzero(seqs == s)
+            ids, joint = self.table_shares(X[rows], int(s),
+                                           None if positions is None else positions[rows])
+            logp[rows] = logsumexp(joint, axis=1)  # score_sequence's
+            best[rows] = ids[joint.argmax(axis=1)]
+        return logp, best
 
     def assign_batch(self, batch: Any) -> tuple[np.ndarray, np.ndarray]:
         """The training items' most probable tables and their probabilities."""

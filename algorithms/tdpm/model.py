@@ -12,6 +12,7 @@ sampled chain.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -137,6 +138,25 @@ class TemporalMixture(PredictiveMixture):
             out[:, j] = np.log(w[j]) + gauss_logpdf(X, self.states[end], var)
         out[:, -1] = np.log(rest) + gauss_logpdf(X, 0.0, h["birth_var"] + h["noise_var"])
         return out
+
+    def heldout_scores(self, X: Any, columns: Mapping[str, Any], plan: Any, start: int = 0
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """The next epoch's predictive (PredictiveMixture.heldout_scores), refusing items of
+        another time when the corpus has the run's time column (``plan.time_column``): the
+        chains' weights and states at other epochs are not part of the model."""
+        if plan.time_column is not None:
+            times = np.asarray(columns[plan.time_column])
+            off = np.flatnonzero(times != plan.next_time)
+            if len(off):
+                raise ValueError(
+                    f"{plan.time_column!r} is {times[off[0]]} at row {start + int(off[0])} "
+                    f"({len(off)} of the partition's {len(times)} rows are not of time "
+                    f"{plan.next_time}): a tdpm model predicts only the epoch after its "
+                    f"last, time {plan.next_time}; the chains' weights and states at "
+                    "another epoch given the training items are not part of the fitted "
+                    f"model, so these items cannot be scored (hold out items of time "
+                    f"{plan.next_time})")
+        return super().heldout_scores(X, columns, plan, start)
 
     def assign_batch(self, batch: Any) -> tuple[np.ndarray, np.ndarray]:
         """The training items' sampled chains and their stability across kept samples."""

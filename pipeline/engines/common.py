@@ -20,7 +20,7 @@ from bnpmix.algorithms.vb.local import BatchResult, Globals, Plan, batch_step
 from bnpmix.storage import Batch, BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 
-from ..config import opt
+from ..options import opt
 from ..runtime.context import FitContext
 from ..runtime.executors import Executor
 from ..runtime.models import read_model

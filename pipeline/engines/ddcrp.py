@@ -33,8 +33,8 @@ from bnpmix.storage import BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 from bnpmix.storage.corpus import Batch
 
-from ..config import _str, opt
-from ..declared import Declared
+from ..declared import SEQUENCES_PANEL, Declared
+from ..options import opt, string
 from ..runtime.engine import Engine, Fitted, State, Step, register
 
 WAVE = 32  # sequences per step
@@ -51,10 +51,10 @@ class DDCRPConfig:
     sequence_column: str | None = opt(None, "the corpus column holding each item's integer "
                                       "sequence id (default: `sequence` if the corpus has it, "
                                       "else the corpus is one sequence in stored order)",
-                                      parse=_str, choices=("sequence", "time"))
+                                      parse=string, choices=("sequence", "time"))
     position_column: str | None = opt(None, "the corpus column holding each item's position "
                                       "(distances are differences of positions; default: the "
-                                      "item's index in its sequence)", parse=_str,
+                                      "item's index in its sequence)", parse=string,
                                       choices=("time",))
     decay: str = opt("none", "f(d), the weight of a link over distance d: none (f = 1, the "
                      "sequential CRP), window 1[d < a], exponential exp(-d/a), logistic "
@@ -176,7 +176,7 @@ class DDCRPEngine(Engine):
     default_restarts = 10  # the bound has many local optima (the paper restarts 300 times)
     declared = Declared(weights_are="fractions of all training items",
                         weight_label="fraction of the items", local_to="sequence",
-                        component_noun="table")
+                        component_noun="table", panels=(SEQUENCES_PANEL,))
 
     def _layout(self) -> None:
         """The sequences: (partition, id, ordinal) per sequence, or one gathered sequence."""

@@ -51,9 +51,9 @@ from bnpmix.algorithms.vb.local import BatchResult, Globals, Plan
 from bnpmix.algorithms.vb.merge import MergeConfig, merge_round, plan_pairs
 from bnpmix.storage.arrays import ArrayFile
 
-from ..config import names, opt
+from ..options import names, opt
 from ..runtime.data import data_from_arrays, data_to_arrays
-from ..runtime.engine import Engine, Fitted, State, Step, register
+from ..runtime.engine import Engine, Fitted, State, Step, TuneFlag, register
 from ..runtime.store import Codec, StateStore
 from .common import (
     Items,
@@ -191,9 +191,28 @@ class MemoEngine(Engine):
     # (benchmarks/scaling.py and wave_cost.py measure the trade)
     default_wave = 4
     streams = True
-    tuner = "bnpmix.pipeline.tune:tune_memo"
+    tuner = "bnpmix.pipeline.engines.memo_tune:tune_memo"
+    races = True  # --obs auto's candidates are memo runs: the lap-end ELBO is the exact bound
+    tune_flags = (TuneFlag("alpha_grid", "--alpha-grid", "values of alpha0 (default "
+                           "0.1,1,10,100)", metavar="A,A,..."),
+                  TuneFlag("lam0_grid", "--lam0-grid", "bag-of-words: values of the Dirichlet's "
+                           "lam0 (default 0.01,0.1,1; not searched when --prior sets lam0)",
+                           metavar="L,L,..."))
 
     on_visit: VisitHook | None = None
+
+    @classmethod
+    def lap_limit(cls, cfg: MemoConfig) -> int:
+        return cfg.laps
+
+    @classmethod
+    def birth_rows(cls, cfg: MemoConfig) -> int:
+        return cfg.birth.max_collect if "birth" in cfg.moves else 0
+
+    def race_model(self) -> Mixture:
+        """The winner's components, their q and its learned prior, held through the first lap
+        of the whole-corpus run."""
+        return self.model.copy()
 
     def start(self) -> None:
         model = initial_model(self.ctx, self.cfg.K)

@@ -34,10 +34,10 @@ from bnpmix.algorithms.summary import Delete, Pool, Summary
 from bnpmix.storage import Batch, BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 
-from ..config import _float, opt
 from ..declared import Declared
+from ..options import number, opt
 from ..runtime.context import FitContext
-from ..runtime.engine import Engine, Fitted, State, Step, register
+from ..runtime.engine import Engine, Fitted, State, Step, TuneFlag, register
 from ..runtime.models import read_model
 from ..runtime.store import Codec, StateStore
 from .common import Items, summary_from, summary_items
@@ -55,11 +55,11 @@ class NRMConfig:
                          choices=("dp", "ig", "nggp"))
     nrm_a: float = opt(1.0, "NRM mass a (the DP's concentration)", within="(0, inf)")
     nrm_tau: float = opt(1.0, "NRM tilt tau (ig, nggp)", within="[0, inf)")
-    nrm_sigma: float | None = opt(None, "NRM discount sigma of an nggp prior", parse=_float,
+    nrm_sigma: float | None = opt(None, "NRM discount sigma of an nggp prior", parse=number,
                                   within="(0, 1)")
     epsilon: float | None = opt(None, "create a cluster when an item's new-cluster probability "
                                 "exceeds this, remove one whose mass falls below it (at least "
-                                "sigma; default: max(sigma, 0.1))", parse=_float,
+                                "sigma; default: max(sigma, 0.1))", parse=number,
                                 within="(0, 1)")
     merge_threshold: float = opt(0.0, "after each pass merge clusters whose posterior-mean word "
                                  "distributions are closer than this Hellinger distance (0: no "
@@ -131,7 +131,16 @@ class NRMEngine(Engine):
     random = False  # items are absorbed in corpus order: the seed changes nothing
     declared = Declared(objective="loglik", objective_label="training predictive log-likelihood",
                         trace_per_partition=True)
-    tuner = "bnpmix.pipeline.tune:tune"
+    tuner = "bnpmix.pipeline.engines.nrm_tune:tune"
+    prior_alias = "nrm_prior"  # --prior ig: the NRM prior, as the paper names it
+    tune_flags = (TuneFlag("a_grid", "--a-grid", "values of a (default 1,10,100,1000)",
+                           metavar="A,A,..."),
+                  TuneFlag("tau_grid", "--tau-grid", "values of tau (default "
+                           "0.1,1,10,100,1000; ignored for dp)", metavar="T,T,..."),
+                  TuneFlag("sigma", "--nrm-sigma", "discount sigma of an nggp prior",
+                           grid=False),
+                  TuneFlag("epsilon", "--epsilon", "cluster creation threshold (default: "
+                           "max(sigma, 0.1))", grid=False))
 
     def start(self) -> None:
         ctx = self.ctx

@@ -13,7 +13,7 @@ import numpy as np
 from bnpmix.algorithms.mixture import Mixture
 from bnpmix.storage.arrays import ArrayFile
 
-from ..config import opt
+from ..options import opt
 from ..runtime.engine import Engine, Fitted, State, Step, register
 from .common import (
     LapsConfig,

@@ -45,9 +45,9 @@ from bnpmix.algorithms.tdpm.text import TextEmission
 from bnpmix.storage import BnpmixError
 from bnpmix.storage.arrays import ArrayFile, read_arrays, write_arrays_atomic
 
-from ..config import _float, _str, opt
-from ..declared import Declared
+from ..declared import CHAINS_PANEL, Declared
 from ..labels import labels_of
+from ..options import number, opt, string
 from ..runtime.engine import Engine, Fitted, State, Step, register
 from ..runtime.models import read_model
 from ..runtime.progress import format_seconds
@@ -77,14 +77,14 @@ class TDPMConfig:
     burn_in: int = opt(100, "sweeps before samples are kept", within="[0, inf)")
     thin: int = opt(10, "keep every T-th sweep after the burn-in", within="[1, inf)")
     birth_var: float | None = opt(None, "sigma: variance of a new chain's state per dimension "
-                                  "(default: the data's variance per dimension)", parse=_float,
+                                  "(default: the data's variance per dimension)", parse=number,
                                   within="(0, inf)")
     drift_var: float | None = opt(None, "rho: variance of a chain's drift per epoch (default: "
                                   "sampled, from an inverse-gamma prior with mean the starting "
-                                  "noise variance)", parse=_float, within="(0, inf)")
+                                  "noise variance)", parse=number, within="(0, inf)")
     noise_var: float | None = opt(None, "Sigma: variance of an item around its chain's state "
                                   "(default: sampled, from an inverse-gamma prior with mean the "
-                                  "data's variance per dimension / 25)", parse=_float,
+                                  "data's variance per dimension / 25)", parse=number,
                                   within="(0, inf)")
     fixed_k: int | None = opt(None, "run the baseline instead: K chains alive at every epoch, "
                               "weights Dirichlet(previous epoch's counts + alpha/K) (the "
@@ -93,7 +93,7 @@ class TDPMConfig:
     id_column: str | None = opt(None, "membership stability (Sec. 9.2): the corpus column "
                                 "holding each item's persistent id, at most once per epoch; a "
                                 "returning item stays in its previous chain with a learned "
-                                "probability (default: off)", parse=_str,
+                                "probability (default: off)", parse=string,
                                 choices=("item", "label", "sequence"))
     stickiness_a: float = opt(1.0, "a of the Beta(a, b) prior of each id's probability of "
                               "staying", within="(0, inf)")
@@ -132,7 +132,8 @@ class TDPMEngine(Engine):
     summary = "temporal DP mixture (recurrent CRP) of drifting Gaussian chains, Gibbs sampling"
     declared = Declared(objective="log_joint", objective_label="log joint",
                         weights_are="next-epoch chain probabilities (0 for a chain dead by then)",
-                        weight_label="fraction of the items", plots_fractions=True)
+                        weight_label="fraction of the items", plots_fractions=True,
+                        panels=(CHAINS_PANEL,))
 
     # ---- data and sampler ------------------------------------------------------------------
 

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from scipy.special import logsumexp
 
 from bnpmix.algorithms.metrics import (
     adjusted_rand_index,
@@ -64,48 +63,6 @@ def _rows_error(batch: Batch, what: str) -> BnpmixError:
                        f"{batch.start + len(batch) - 1}): {what}")
 
 
-def _score_sequences(batch: Batch, model: Any, plan: HeldoutPlan
-                     ) -> tuple[np.ndarray, np.ndarray]:
-    """Eq. 7 per item and each item's most probable table of its sequence, from one
-    ``table_shares`` per sequence."""
-    X, n = batch.X, len(batch)
-    seqs = (np.full(n, plan.sequence, np.int64) if plan.sequence_column is None
-            else np.asarray(batch.columns[plan.sequence_column]))
-    positions = (None if plan.position_column is None
-                 else np.asarray(batch.columns[plan.position_column], float))
-    unknown = np.setdiff1d(np.unique(seqs), model.sequences)
-    if len(unknown):
-        row = batch.start + int(np.flatnonzero(seqs == unknown[0])[0])
-        raise _rows_error(batch, f"sequence {unknown[0]} (row {row}) is not one the model was "
-                          f"fitted to: a ddcrp model scores an item by linking it to its own "
-                          f"sequence's training items ({len(model.sequences)} sequences)")
-    best, logp = np.empty(n, np.int64), np.empty(n)
-    try:
-        for s in np.unique(seqs):
-            rows = np.flatnonzero(seqs == s)
-            ids, joint = model.table_shares(X[rows], int(s),
-                                         None if positions is None else positions[rows])
-            logp[rows] = logsumexp(joint, axis=1)  # the model's score_sequence
-            best[rows] = ids[joint.argmax(axis=1)]
-    except ValueError as exc:
-        raise _rows_error(batch, str(exc)) from None
-    return logp, best
-
-
-def _check_next_epoch(batch: Batch, plan: HeldoutPlan) -> None:
-    times = np.asarray(batch.columns[plan.time_column])
-    off = np.flatnonzero(times != plan.next_time)
-    if len(off):
-        row = batch.start + int(off[0])
-        raise _rows_error(batch, f"{plan.time_column!r} is {times[off[0]]} at row {row} "
-                          f"({len(off)} of the partition's {len(times)} rows are not of time "
-                          f"{plan.next_time}): a tdpm model predicts only the epoch after its "
-                          f"last, time {plan.next_time}; the chains' weights and states at "
-                          "another epoch given the training items are not part of the fitted "
-                          f"model, so these items cannot be scored (hold out items of time "
-                          f"{plan.next_time})")
-
-
 def score_partition(batch: Batch, model: Any, label_column: str | None,
                     plan: HeldoutPlan | None = None
                     ) -> tuple[float, int, np.ndarray, np.ndarray | None, float]:
@@ -114,26 +71,17 @@ def score_partition(batch: Batch, model: Any, label_column: str | None,
     log(n_d! / Π_w x_dw!) that the first excludes. log p(x_n | fit) is the model's held-out
     predictive: log Σ_k π_k p(x_n | k) + π_new p(x_n | prior) (mixtures: expected weights and
     posterior predictives; NRM: the predictive rule; tdpm: the next epoch's chains), or for a
-    ddcrp model its Eq. 7 within the item's sequence."""
+    ddcrp model its Eq. 7 within the item's sequence: the model kind's ``heldout_scores``."""
     plan = plan if plan is not None else plan_for(model, {}, None)
     try:
         model.obs.check_data(batch.X)
     except ValueError as exc:
         raise BnpmixError(f"held-out partition {batch.index}: does not fit the model's "
                           f"{model.obs.name} observations: {exc}") from None
-    if plan.by_sequence:
-        per_item, best = _score_sequences(batch, model, plan)
-    else:
-        if plan.time_column is not None:
-            _check_next_epoch(batch, plan)
-        logp = model.log_joint_predictive(batch.X)
-        per_item = logsumexp(logp, axis=1)
-        active = logp[:, :-1]
-        best = np.full(len(batch), -1, np.int64)
-        if active.shape[1]:
-            k = active.argmax(axis=1)
-            found = np.isfinite(active[np.arange(len(k)), k])
-            best[found] = model.uids[k[found]]
+    try:
+        per_item, best = model.heldout_scores(batch.X, batch.columns, plan, batch.start)
+    except ValueError as exc:
+        raise _rows_error(batch, str(exc)) from None
     labels = None if label_column is None else batch.columns[label_column]
     coefficient = float(log_multinomial_coefficient(batch.X).sum()) if plan.coefficient \
         else 0.0

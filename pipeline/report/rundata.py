@@ -1,8 +1,9 @@
 """What a report shows of one finished run directory, read into plain arrays and tables.
 
-Nothing here draws: ``load_run`` reads summary.json, trace.csv, the model and the engines' extra
-tables (tdpm's epochs, ddcrp's sequences) and returns a ``RunData`` that the figures and the
-page are made from. A text run's words come from ``inspect.run_vocabulary``, as ``bnpmix show``'s.
+Nothing here draws: ``load_run`` reads summary.json, trace.csv, the model and the extra tables
+of the panels the run declares (``Declared.panels``: chains, sequences) and returns a
+``RunData`` that the figures and the page are made from. A text run's words come from
+``inspect.run_vocabulary``, as ``bnpmix show``'s.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pyarrow.parquet as pq
 
 from bnpmix.storage import BnpmixError, Corpus, RunDir
 
-from ..declared import Declared
+from ..declared import CHAINS_PANEL, SEQUENCES_PANEL, Declared
 from ..evaluate import evaluate
 from ..evaluate.fitted import load
 from ..inspect import finished_run, run_vocabulary
@@ -200,6 +201,16 @@ def read_chains(run: RunDir, model: Any, labels: np.ndarray) -> Chains:
     return chains
 
 
+def read_sequences(run: RunDir) -> pd.DataFrame:
+    """sequences.parquet's items, tables and ELBO of each sequence (a run declaring the
+    sequences panel)."""
+    path = run.path / "sequences.parquet"
+    try:
+        return pq.read_table(path, columns=["sequence", "items", "tables", "elbo"]).to_pandas()
+    except (OSError, ValueError, KeyError) as exc:
+        raise BnpmixError(f"{path}: unreadable ({exc})") from None
+
+
 def load_run(run_dir: str | Path, heldout: str | Path | None = None,
              label_column: str | None = None) -> RunData:
     """Read a finished run directory for its report; with ``heldout`` (a corpus) the held-out
@@ -234,15 +245,10 @@ def load_run(run_dir: str | Path, heldout: str | Path | None = None,
         data.vocab, data.vocab_note = (vocab, None) if vocab is not None else (None, where)
         if data.vocab is not None and data.means is not None:
             data.top_words = top_words(data.means, data.ids, data.weights, data.vocab)
-    if hasattr(model, "counts") and hasattr(model, "first"):
+    if CHAINS_PANEL in declared.panels:
         data.chains = read_chains(run, model, fitted.labels_of(model.uids))
-    sequences = run.path / "sequences.parquet"
-    if sequences.is_file():
-        try:
-            data.sequences = pq.read_table(
-                sequences, columns=["sequence", "items", "tables", "elbo"]).to_pandas()
-        except (OSError, ValueError, KeyError) as exc:
-            raise BnpmixError(f"{sequences}: unreadable ({exc})") from None
+    if SEQUENCES_PANEL in declared.panels:
+        data.sequences = read_sequences(run)
     data.progress = read_progress(run, summary)
     if heldout is not None:
         data.heldout = evaluate(run.path, heldout, label_column)

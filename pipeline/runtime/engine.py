@@ -62,6 +62,19 @@ class Fitted:
     converged: bool = True
 
 
+@dataclass(frozen=True)
+class TuneFlag:
+    """A ``bnpmix tune`` flag of an engine's search (Engine.tune_flags): the search's keyword
+    ``parameter`` it sets, the ``flag``, its help, and whether it takes a grid (positive
+    numbers separated by commas, ``metavar``) or one number."""
+
+    parameter: str
+    flag: str
+    help: str
+    grid: bool = True
+    metavar: str | None = None
+
+
 @dataclass
 class Best:
     """The best finished restart so far (highest first objective), and every restart's."""
@@ -108,6 +121,19 @@ class Engine(ABC):
     # ``algorithm=NAME`` and the optional flags when its keyword parameters name them ("": the
     # engine is not tuned)
     tuner: ClassVar[str] = ""
+    # the flags of its search beyond every search's (--prior, --obs, --fraction, --max-items,
+    # --test-fraction, --seed, --scale-grid): `bnpmix tune` offers each, a flag of another
+    # engine's search is a usage error; a search taking ``prior`` gets the name ``--prior``
+    # gave its prior_alias
+    tune_flags: ClassVar[tuple[TuneFlag, ...]] = ()
+    # an option of its Config that ``--prior NAME`` (a job file's ``prior = "NAME"``) also
+    # sets, NAME one of the option's choices: adf's and ep's nrm_prior, so ``--prior ig`` is
+    # ``--nrm-prior ig`` ("": none; config.prior_aliases)
+    prior_alias: ClassVar[str] = ""
+    # it fits --obs auto's candidates (pipeline/auto.py): a run per candidate model stepped a
+    # lap at a time, its lap-end objective a bound on ln p(X) comparable across observation
+    # models (memo); a job whose engine does not race is raced by DEFAULT_ENGINE's
+    races: ClassVar[bool] = False
 
     def __init__(self, ctx: FitContext, cfg: Any) -> None:
         self.ctx = ctx
@@ -146,6 +172,23 @@ class Engine(ABC):
         row = self.trace[-1] if self.trace else {}
         key, label = self.declared.objective, self.declared.objective_label
         return f"K={row.get('K', '?')}  {label}={row.get(key, float('nan')):.6g}"
+
+    @classmethod
+    def lap_limit(cls, cfg: Any) -> int | None:
+        """The most laps a run of ``cfg`` makes (None: no cap); --obs auto's race runs no more
+        (``races``)."""
+        return None
+
+    @classmethod
+    def birth_rows(cls, cfg: Any) -> int:
+        """The rows a run of ``cfg`` collects on the driver at once for a birth (0: none): a
+        term of the memory estimate fit prints."""
+        return 0
+
+    def race_model(self) -> PredictiveMixture | None:
+        """After winning a race on a sample (``races``), the model a run of this engine on the
+        whole corpus starts from (FitContext.start_model; None: it starts anew)."""
+        return None
 
     @classmethod
     def stream_start(cls, model: PredictiveMixture) -> PredictiveMixture:

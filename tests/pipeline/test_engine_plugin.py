@@ -17,10 +17,11 @@ from bnpmix.algorithms.vb.init import seeded_summary
 from bnpmix.algorithms.vb.local import responsibilities, summarize
 from bnpmix.pipeline.evaluate import evaluate, load
 from bnpmix.pipeline.fit import fit, job_config, resume
-from bnpmix.pipeline.runtime import ENGINES, Engine, Fitted, Step, register
+from bnpmix.pipeline.options import opt
+from bnpmix.pipeline.runtime import ENGINES, Engine, Fitted, Step, TuneFlag, register
 from bnpmix.pipeline.runtime.context import partition_seed
 from bnpmix.pipeline.runtime.progress import Progress
-from bnpmix.storage import RunDir, ingest_array
+from bnpmix.storage import BnpmixError, RunDir, ingest_array
 
 # ---------------------------------------------------------------- the engine (all it takes)
 
@@ -162,3 +163,63 @@ def test_a_second_engine_under_a_taken_name_is_refused(engine):
 
     with pytest.raises(ValueError, match="already registered"):
         register(Impostor)
+
+
+@dataclass(frozen=True)
+class ShapedConfig(SampledConfig):
+    shape: str = opt("plain", "how items are drawn", choices=("plain", "fancy"))
+
+
+class ShapedEngine(SampledEngine):
+    """The toy engine with an option that ``--prior`` names, as adf's nrm_prior."""
+
+    name = "test-shaped"
+    Config = ShapedConfig
+    prior_alias = "shape"
+
+
+def test_an_engines_prior_alias_is_what_prior_names():
+    from bnpmix.pipeline.cli import build_parser, fit_flags
+    from bnpmix.pipeline.config import resolve
+
+    register(ShapedEngine)
+    try:
+        job = resolve({"algorithm": "test-shaped", "prior": "fancy"}, "job.toml")
+        assert job.engine.shape == "fancy" and job.model.prior == {}
+        args = build_parser().parse_args(["fit", "c", "--out", "o", "--algorithm",
+                                          "test-shaped", "--prior", "fancy"])
+        assert fit_flags(args)["shape"] == "fancy"
+        with pytest.raises(BnpmixError, match="test-shaped"):  # not memo's
+            resolve({"prior": "fancy"}, "job.toml")
+    finally:
+        ENGINES.pop(ShapedEngine.name)
+
+
+def depth_search(corpus_dir, *, obs=None, obs_prior=None, test_fraction=0.2, seed=0,
+                 scale_grid=(), depth_grid=(1.0,)):
+    """A tuner taking one flag of its own (never run here)."""
+    raise AssertionError("not reached")
+
+
+class TunedEngine(SampledEngine):
+    """The toy engine with a search of its own and its flag."""
+
+    name = "test-tuned"
+    tuner = f"{__name__}:depth_search"
+    tune_flags = (TuneFlag("depth_grid", "--depth-grid", "values of the depth",
+                           metavar="D,D,..."),)
+
+
+def test_an_engines_tune_flags_are_offered_and_kept_to_its_search(tmp_path):
+    from bnpmix.pipeline.cli import UsageError, build_parser
+
+    register(TunedEngine)
+    try:
+        args = build_parser(["tune"]).parse_args(
+            ["tune", "c", "--algorithm", "test-tuned", "--depth-grid", "2,3", "--a-grid", "1"])
+        assert args.depth_grid == (2.0, 3.0)
+        with pytest.raises(UsageError, match=r"--a-grid: not for --algorithm test-tuned .*"
+                           r"takes --depth-grid"):
+            args.func(args)
+    finally:
+        ENGINES.pop(TunedEngine.name)

@@ -14,14 +14,8 @@ from bnpmix.algorithms.adf import adf_pass
 from bnpmix.algorithms.alloc import NRM
 from bnpmix.algorithms.obs.mult import Mult
 from bnpmix.pipeline.engines.nrm import NRMConfig
-from bnpmix.pipeline.tune import (
-    edge_warnings,
-    grid,
-    heldout_score,
-    sample_size,
-    sample_split,
-    tune,
-)
+from bnpmix.pipeline.engines.nrm_tune import grid, heldout_score, tune
+from bnpmix.pipeline.tune import edge_warnings, sample_size, sample_split
 from bnpmix.storage import BnpmixError, Corpus, Manifest, ingest_array
 from bnpmix.storage.writer import new_corpus
 from helpers import cli
