@@ -49,17 +49,34 @@ class Declared:
 
     @classmethod
     def of(cls, summary: dict[str, Any]) -> Declared:
-        """A run's declaration from its summary.json; a run written before summaries recorded
-        one gets the defaults, its objective named by its key."""
+        """A run's declaration from its summary.json. What a run written before a field
+        existed did not record (panels, local_to, ...) is its engine's declaration now, when
+        that engine is registered, else the default; a run written before summaries recorded
+        any has its objective named by its key."""
         recorded = summary.get("declared")
+        known = {f.name: f.default for f in dataclasses.fields(cls)}
         if isinstance(recorded, dict):
-            known = {f.name: f.default for f in dataclasses.fields(cls)}
             values = {k: tuple(v) if isinstance(v, list) else v  # JSON's lists: the tuples
                       for k, v in recorded.items() if k in known}
-            return cls(**{k: v for k, v in values.items() if isinstance(v, type(known[k]))})
-        key = summary.get("objective", cls.objective)
-        return cls(objective=key, objective_label=cls.objective_label if key == cls.objective
-                   else key)
+            values = {k: v for k, v in values.items() if isinstance(v, type(known[k]))}
+        else:
+            key = summary.get("objective", cls.objective)
+            values = {"objective": key,
+                      "objective_label": cls.objective_label if key == cls.objective else key}
+        engine = _engine_declared(summary.get("algorithm"))
+        return cls(**{**{k: getattr(engine, k) for k in known if k not in values}, **values})
+
+
+def _engine_declared(algorithm: Any) -> Declared:
+    """The declaration of the engine registered as ``algorithm`` (the defaults if none is)."""
+    from .runtime.engine import engine_class
+
+    if not isinstance(algorithm, str):
+        return Declared()
+    try:
+        return engine_class(algorithm).declared
+    except ValueError:  # an engine no longer installed
+        return Declared()
 
 
 def local_note(summary: dict[str, Any]) -> str | None:

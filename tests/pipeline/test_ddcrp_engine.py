@@ -557,3 +557,23 @@ def test_a_dask_cluster_gives_the_threads_result(data, cluster, tmp_path, partit
     assert cluster.address.removeprefix("tcp://") in \
         RunDir(tmp_path / "dask").load_summary()["executor"]
     assert_same_fit(tmp_path / "threads", tmp_path / "dask")
+
+
+def test_a_run_written_before_its_engine_declared_panels_keeps_them(default_run, tmp_path):
+    """A ddcrp run whose summary.json predates Declared.panels and local_to (written by an
+    earlier bnpmix) takes what its engine declares now: the report keeps its sequences panel
+    and info its per-sequence note, rather than losing them."""
+    import shutil
+
+    from bnpmix.pipeline.declared import Declared
+    from bnpmix.pipeline.report.rundata import load_run
+
+    old = tmp_path / "old"
+    shutil.copytree(default_run, old)
+    summary = json.loads((old / "summary.json").read_text())
+    for key in ("panels", "local_to", "component_noun"):
+        del summary["declared"][key]
+    (old / "summary.json").write_text(json.dumps(summary))
+    assert Declared.of(summary).panels == ("sequences",)
+    assert load_run(old).sequences is not None
+    assert "tables are per sequence" in ok(cli("info", old)).stdout
