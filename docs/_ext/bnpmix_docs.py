@@ -283,16 +283,27 @@ class SettingsDirective(SphinxDirective):
 
 # -- benchmark results -------------------------------------------------------------------------
 
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def benchmark_script(name: str) -> Path:
+    """The script ``benchmarks/<kind>/<name>.py`` (the kinds are folders: reproductions,
+    acceptance, speed, stress, history), so a page names a script without its kind."""
+    found = sorted(BENCHMARKS.glob(f"*/{name}.py"))
+    return found[0] if len(found) == 1 else BENCHMARKS / f"{name}.py"
+
+
 def command(script: Path) -> str:
     """The usage lines of a benchmark script's docstring: each line that starts
-    ``python benchmarks/<script>`` (with the line before it when that ends in a backslash, as
-    an environment or ``nice`` prefix does) and its indented continuation lines; the plain
-    invocation when there are none."""
+    ``python benchmarks/<kind>/<script>`` (with the line before it when that ends in a
+    backslash, as an environment or ``nice`` prefix does) and its indented continuation lines;
+    the plain invocation when there are none."""
     doc = ast.get_docstring(ast.parse(script.read_text())) or ""
     lines = doc.splitlines()
     blocks = []
+    invocation = f"python {script.relative_to(ROOT).as_posix()}"
     for i, line in enumerate(lines):
-        if not line.strip().startswith(f"python benchmarks/{script.name}"):
+        if not line.strip().startswith(invocation):
             continue
         first = i - 1 if i and lines[i - 1].rstrip().endswith("\\") else i
         indent = len(lines[first]) - len(lines[first].lstrip())
@@ -302,7 +313,7 @@ def command(script: Path) -> str:
                 break
             block.append("    " + more.strip())
         blocks.append("\n".join(block))
-    return "\n".join(blocks) or f"python benchmarks/{script.name}"
+    return "\n".join(blocks) or invocation
 
 
 def committed(path: Path) -> str:
@@ -375,9 +386,8 @@ class BenchmarkDirective(SphinxDirective):
                    "command": directives.unchanged}
 
     def run(self) -> list[nodes.Node]:
-        script = ROOT / "benchmarks" / f"{self.arguments[0]}.py"
-        result = ROOT / "benchmarks" / "results" / self.options.get("json",
-                                                                    f"{self.arguments[0]}.json")
+        script = benchmark_script(self.arguments[0])
+        result = BENCHMARKS / "results" / self.options.get("json", f"{self.arguments[0]}.json")
         for path in (script, result):
             if not path.exists():
                 raise self.error(f"{path.relative_to(ROOT)} does not exist")
@@ -405,11 +415,12 @@ class BenchmarkDirective(SphinxDirective):
 
 
 class ScriptsDirective(SphinxDirective):
-    """Every runnable script in benchmarks/: its command and its docstring's first sentence."""
+    """Every runnable script in benchmarks/'s kind folders, kind by kind: its command and its
+    docstring's first sentence."""
 
     def run(self) -> list[nodes.Node]:
         items = nodes.bullet_list()
-        for script in sorted((ROOT / "benchmarks").glob("*.py")):
+        for script in sorted(BENCHMARKS.glob("*/*.py")):
             text = script.read_text()
             if script.name.startswith("_") or "__main__" not in text:
                 continue  # helpers and data generators
