@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import argparse
 import atexit
+import json
 import os
 import shutil
 import tempfile
@@ -25,6 +27,24 @@ if not KEEP:
     atexit.register(shutil.rmtree, WORK, ignore_errors=True)
 # what bnpmix processes started by a benchmark run with: a short connect timeout to our cluster
 ENV = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
+
+
+def json_option(ap: argparse.ArgumentParser, name: str) -> None:
+    """``--json [PATH]``, as every script takes it: write the figures to PATH, or alone to
+    results/<name>.json; without it the script only prints."""
+    ap.add_argument("--json", nargs="?", type=Path, const=RESULTS / f"{name}.json", default=None,
+                    help="also write the figures to this file (alone: %(const)s)")
+
+
+def write_json(path: Path | None, figures: dict) -> None:
+    """Write a script's figures to ``path`` (its --json), if it was given: indented, numpy
+    scalars and arrays as plain numbers and lists, paths as text."""
+    def plain(x):
+        return x.tolist() if isinstance(x, np.ndarray | np.generic) else str(x)
+
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(figures, indent=1, default=plain) + "\n")
 
 
 def corpus_of(X, labels: np.ndarray, n_partitions: int, name: str) -> Path:

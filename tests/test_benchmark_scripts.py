@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-KINDS = {"reproductions", "acceptance", "speed", "stress"}
+KINDS = {"reproductions", "acceptance", "speed", "stress", "history"}
 SCRIPTS = sorted(p for p in BENCHMARKS.glob("*/*.py") if "ArgumentParser" in p.read_text())
 HELPERS = sorted(BENCHMARKS.glob("*.py"))
 
@@ -204,3 +204,50 @@ def test_real_data_mclust_takes_the_lowest_training_bic(monkeypatch):
             for t in real_data.MCLUST_TYPES for k in real_data.MCLUST_KS}
     assert (got["type"], got["K"]) == min(bics, key=bics.get) and got["K"] == 3
     assert got["ari"] == 1.0
+
+
+def _history_run():
+    sys.path.insert(0, str(BENCHMARKS))
+    from history import run
+
+    return run
+
+
+def test_a_history_record_round_trips(tmp_path):
+    """history/run.py on a fake suite (asv's conventions: setup, time_*, track_* with a unit):
+    its record is valid, reads back equal from the history file, replaces the record of the same
+    commit and machine, and sits beside another machine's; a record without a unit is refused."""
+    from types import ModuleType
+
+    run = _history_run()
+    suite = ModuleType("suite")
+    calls = []
+    suite.setup = lambda: calls.append("setup")
+    suite.time_fit = lambda: calls.append("fit")
+    suite.track_fit_ari = lambda: 0.75
+    suite.track_fit_ari.unit = "ARI"
+    times, tracks, units = run.measure(suite, repeat=2)
+    assert calls == ["setup", "fit", "fit"] and set(times) == {"time_fit"}
+    assert times["time_fit"] >= 0
+    assert tracks == {"track_fit_ari": 0.75} and units == {"time_fit": "seconds",
+                                                          "track_fit_ari": "ARI"}
+    rec = run.record(times, tracks, units)
+    run.check(rec)
+    path = tmp_path / "history.json"
+    assert run.append(path, rec) == [rec] and run.load(path) == [rec]
+    again = {**rec, "track": {"track_fit_ari": 0.5}}
+    assert run.append(path, again) == [again] and run.load(path) == [again]
+    elsewhere = {**rec, "machine": {**rec["machine"], "name": "other"}}
+    assert len(run.append(path, elsewhere)) == 2
+    with pytest.raises(ValueError, match=r"track\.track_fit_ari is not a number with a unit"):
+        run.check({**rec, "units": {"time_fit": "seconds"}})
+
+
+def test_the_committed_history_is_valid():
+    """benchmarks/results/history.json, which the Benchmarks page renders, holds valid records
+    of the suite's figures, each commit and machine once."""
+    run = _history_run()
+    records = run.load(run.HISTORY)
+    assert records and len({(r["commit"], r["machine"]["name"]) for r in records}) == len(records)
+    assert all(set(r["track"]) >= {"track_memo_iris_ari", "track_memo_digits_ari"}
+               for r in records)

@@ -359,7 +359,7 @@ def bnpmix_run(name: str, seed: int, split_: tuple, **options) -> dict:
     seconds = time.perf_counter() - t
     model = load(out)
     return {"K": summary["K"], "K_effective": summary["K_effective"], "obs": summary["obs"],
-            "elbo_per_item": summary["elbo_per_item"], "heldout": model.score(Xte),
+            "elbo_per_item": summary.get("elbo_per_item"), "heldout": model.score(Xte),
             "heldout_kind": summary.get(HELDOUT_KIND_KEY),
             "converged": summary.get("converged"), "laps": summary.get("laps"),
             "ari": ari(yte, model.predict(Xte)), "seconds": seconds,

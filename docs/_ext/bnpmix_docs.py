@@ -414,6 +414,37 @@ class BenchmarkDirective(SphinxDirective):
         return out
 
 
+def history_table(records: list[dict[str, Any]], group: str) -> nodes.table:
+    """The history's records as a table, oldest first: a row per record (commit, the commit's
+    date, machine), a column per figure of ``group`` (``time`` or ``track``) with its unit."""
+    names = list(dict.fromkeys(n for r in records for n in r[group]))
+    units = {n: r["units"][n] for r in records for n in r[group]}
+    header = ["commit", "date", "machine",
+              *(f"{n.split('_', 1)[1]} ({units[n]})" for n in names)]
+    rows = [[r["commit"][:10] + (" +" if r["dirty"] else ""), r["date"][:16].replace("T", " "),
+             r["machine"]["name"], *(cell(r[group].get(n)) for n in names)] for r in records]
+    return table(header, rows)
+
+
+class HistoryDirective(SphinxDirective):
+    """The trend of benchmarks/results/history.json (benchmarks/history/run.py appends a record
+    per commit and machine): the last ``:last:`` records (10), as a table of the ``:group:``
+    figures (``time``, the default, or ``track``)."""
+
+    option_spec: ClassVar = {"last": directives.positive_int, "group": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        path = BENCHMARKS / "results" / "history.json"
+        if not path.exists():
+            raise self.error(f"{path.relative_to(ROOT)} does not exist")
+        self.env.note_dependency(str(path))
+        records = json.loads(path.read_text())["records"][-self.options.get("last", 10):]
+        group = self.options.get("group", "time")
+        if group not in ("time", "track"):
+            raise self.error(f":group: is time or track, not {group}")
+        return [history_table(records, group)]
+
+
 class ScriptsDirective(SphinxDirective):
     """Every runnable script in benchmarks/'s kind folders, kind by kind: its command and its
     docstring's first sentence."""
@@ -444,4 +475,5 @@ def setup(app: Any) -> dict[str, Any]:
     app.add_directive("bnpmix-benchmark", BenchmarkDirective)
     app.add_directive("bnpmix-dask-settings", SettingsDirective)
     app.add_directive("bnpmix-benchmark-scripts", ScriptsDirective)
+    app.add_directive("bnpmix-benchmark-history", HistoryDirective)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
