@@ -224,10 +224,11 @@ def test_a_history_record_round_trips(tmp_path):
     calls = []
     suite.setup = lambda: calls.append("setup")
     suite.time_fit = lambda: calls.append("fit")
+    suite.time_fit.setup = lambda: calls.append("clear")
     suite.track_fit_ari = lambda: 0.75
     suite.track_fit_ari.unit = "ARI"
     times, tracks, units = run.measure(suite, repeat=2)
-    assert calls == ["setup", "fit", "fit"] and set(times) == {"time_fit"}
+    assert calls == ["setup", "clear", "fit", "clear", "fit"] and set(times) == {"time_fit"}
     assert times["time_fit"] >= 0
     assert tracks == {"track_fit_ari": 0.75} and units == {"time_fit": "seconds",
                                                           "track_fit_ari": "ARI"}

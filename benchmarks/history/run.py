@@ -55,13 +55,15 @@ def benchmarks(suite: ModuleType, prefix: str) -> dict[str, Callable[[], Any]]:
 
 
 def measure(suite: ModuleType, repeat: int) -> tuple[dict, dict, dict]:
-    """Each time_ function's shortest of ``repeat`` wall times (seconds), then each track_
-    function's figure (after the fits the times made) and the units of both."""
+    """Each time_ function's shortest of ``repeat`` wall times (seconds; its own ``setup``, if
+    any, run before each and not timed), then each track_ function's figure (after the fits the
+    times made) and the units of both."""
     getattr(suite, "setup", lambda: None)()
     times, units = {}, {}
     for name, f in benchmarks(suite, "time").items():
         runs = []
         for _ in range(repeat):
+            getattr(f, "setup", lambda: None)()
             t = time.perf_counter()
             f()
             runs.append(time.perf_counter() - t)

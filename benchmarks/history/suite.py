@@ -1,6 +1,7 @@
 """The per-commit suite, on asv's conventions: ``setup`` prepares the data once, each
-``time_<case>`` is one fit the runner (run.py) times, each ``track_<case>_<figure>`` returns a
-figure of that case's last fit in the unit its ``unit`` attribute names.
+``time_<case>`` is one fit the runner (run.py) times (after its own ``setup``, untimed), each
+``track_<case>_<figure>`` returns a figure of that case's last fit in the unit its ``unit``
+attribute names.
 
 The cases are small versions of what users run: memo with the plain defaults on real data
 (iris, wine and digits, 80/20 split, seed 0, as benchmarks/acceptance/real_data.py scores
@@ -11,13 +12,14 @@ machine and its load, which the record names."""
 
 from __future__ import annotations
 
+import shutil
 import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
-from _common import corpus_of, run_fit
+from _common import WORK, corpus_of, run_fit
 from acceptance.real_data import bnpmix_run, split
 from bnpmix.datasets import bag_of_words_topics, gaussian_clusters
 from bnpmix.pipeline.fit import job_config
@@ -74,6 +76,19 @@ def _figure(case: str, key: str) -> float:
     return float(_LAST[case][key])
 
 
+def _clear_runs() -> None:
+    """Remove the run directories of earlier fits, so that a fit can write its own again."""
+    for run in WORK.glob("run-*"):
+        shutil.rmtree(run)
+
+
+def _fresh(f):
+    """A time_ function whose every timing starts without earlier runs (asv's per-benchmark
+    ``setup``, which the runner calls before each timing)."""
+    f.setup = _clear_runs
+    return f
+
+
 def _unit(unit: str):
     def mark(f):
         f.unit = unit
@@ -81,30 +96,37 @@ def _unit(unit: str):
     return mark
 
 
+@_fresh
 def time_memo_iris() -> None:
     _fit("memo_iris")
 
 
+@_fresh
 def time_memo_wine() -> None:
     _fit("memo_wine")
 
 
+@_fresh
 def time_memo_digits() -> None:
     _fit("memo_digits")
 
 
+@_fresh
 def time_memo_gauss() -> None:
     _fit("memo_gauss")
 
 
+@_fresh
 def time_adf_iris() -> None:
     _fit("adf_iris")
 
 
+@_fresh
 def time_vb_iris() -> None:
     _fit("vb_iris")
 
 
+@_fresh
 def time_memo_text() -> None:
     _fit("memo_text")
 
