@@ -19,6 +19,7 @@ BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 KINDS = {"reproductions", "acceptance", "speed", "stress", "history"}
 SCRIPTS = sorted(p for p in BENCHMARKS.glob("*/*.py") if "ArgumentParser" in p.read_text())
 HELPERS = sorted(BENCHMARKS.glob("*.py"))
+ALWAYS_WRITE = {"dpmm_shaped.py", "ddcrp_paper.py"}  # JSON to --out, with or without options
 
 
 def test_the_scripts_are_found():
@@ -55,7 +56,7 @@ for path in {scripts!r}:
     except BaseException as exc:  # an import or a name gone stale
         code = repr(exc)
     out[path] = {{"code": code, "usage": shown.getvalue().startswith("usage:"),
-                 "stderr": err.getvalue()[-400:]}}
+                 "json": "--json" in shown.getvalue(), "stderr": err.getvalue()[-400:]}}
 print(json.dumps(out))
 """
 
@@ -69,6 +70,9 @@ def test_every_benchmark_answers_help():
     assert set(results) == {str(p) for p in SCRIPTS}
     failed = {Path(k).name: v for k, v in results.items() if v["code"] != 0 or not v["usage"]}
     assert not failed, failed
+    # every script writes its figures as JSON: --json [PATH], or always to its --out
+    silent = {Path(k).name for k, v in results.items() if not v["json"]} - ALWAYS_WRITE
+    assert not silent, f"no --json: {sorted(silent)}"
 
 
 @pytest.mark.parametrize("helper", HELPERS, ids=[p.stem for p in HELPERS])

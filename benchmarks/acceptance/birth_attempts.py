@@ -6,7 +6,7 @@ ELBO per item, K and seconds of each, and the difference in ELBO per item (posit
 ended higher).
 
     python benchmarks/acceptance/birth_attempts.py [--seeds 3] [--data
-        iris,wine,breast_cancer,digits]
+        iris,wine,breast_cancer,digits] [--json [PATH]]
 """
 
 from __future__ import annotations
@@ -15,11 +15,14 @@ import argparse
 import sys
 import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 from sklearn import datasets
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 import bnpmix
+from _common import json_option, write_json
 
 
 def fit(X: np.ndarray, obs: str, seed: int, grown: int) -> tuple[float, int, float]:
@@ -32,9 +35,10 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--data", default="iris,wine,breast_cancer,digits")
+    json_option(ap, "birth_attempts")
     args = ap.parse_args()
     warnings.simplefilter("ignore")  # scikit-learn-style ConvergenceWarnings of small fits
-    diffs, seconds = [], {1: 0.0, 3: 0.0}
+    diffs, seconds, rows = [], {1: 0.0, 3: 0.0}, []
     print(f"{'data':<14} {'scale':<4} {'obs':<10} seed | one run: K ELBO/item s | "
           "three runs: K ELBO/item s | ELBO/item, one - three")
     for name in args.data.split(","):
@@ -48,6 +52,10 @@ def main() -> int:
                     diffs.append(one[0] - three[0])
                     seconds[1] += one[2]
                     seconds[3] += three[2]
+                    rows.append({"data": name, "scale": scale, "obs": obs, "seed": seed,
+                                 **{f"{k}_{n}": v for n, r in (("one", one), ("three", three))
+                                    for k, v in zip(("elbo_per_item", "K", "seconds"), r,
+                                                    strict=True)}})
                     print(f"{name:<14} {scale:<4} {obs:<10} {seed:>4} | {one[1]:>3} "
                           f"{one[0]:>9.3f} {one[2]:>5.1f} | {three[1]:>3} {three[0]:>9.3f} "
                           f"{three[2]:>5.1f} | {diffs[-1]:+.3f}", flush=True)
@@ -56,6 +64,7 @@ def main() -> int:
           f"{(d < -1e-3).sum()}, within 1e-3 in {(abs(d) <= 1e-3).sum()}; ELBO/item difference "
           f"mean {d.mean():+.3f}, median {np.median(d):+.3f}; seconds in all {seconds[1]:.1f} "
           f"(one run) against {seconds[3]:.1f} (three)")
+    write_json(args.json, {"args": vars(args), "fits": rows, "seconds": seconds})
     return 0
 
 

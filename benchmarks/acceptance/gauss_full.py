@@ -2,7 +2,7 @@
 overlapping clusters (bnpmix.datasets.gaussian_clusters). memo with births and merges from
 K = 1; K and ARI against the truth, next to the ARI of the true parameters' own assignments.
 
-    python benchmarks/acceptance/gauss_full.py [--n 200000] [--laps 30] [--seed 0]
+    python benchmarks/acceptance/gauss_full.py [--n 200000] [--laps 30] [--seed 0] [--json [PATH]]
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
-from _common import corpus_of, run_fit
+from _common import corpus_of, json_option, run_fit, write_json
 from bnpmix.algorithms.metrics import adjusted_rand_index
 from bnpmix.datasets import gaussian_clusters
 from bnpmix.pipeline.fit import job_config
@@ -37,6 +37,7 @@ def main() -> int:
     ap.add_argument("--laps", type=int, default=30)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--partitions", type=int, default=100)
+    json_option(ap, "gauss_full")
     args = ap.parse_args()
     X, labels = gaussian_clusters(args.n, seed=0)
     corpus = corpus_of(X, labels, args.partitions, "gauss-full")
@@ -49,6 +50,8 @@ def main() -> int:
     print(f"memo + births + merges from K=1, {args.laps} laps, 2 births per lap: K={r['K']} "
           f"(K>1%: {r['K_eff']}), ARI {r['ari']:.4f} (oracle {best:.4f}), NMI {r['nmi']:.4f}, "
           f"{r['seconds']:.1f} s")
+    write_json(args.json, {"args": vars(args), "oracle_ari": best,
+                           "memo": {k: v for k, v in r.items() if k != "run"}})
     return 0
 
 

@@ -26,6 +26,7 @@ removal that pays only after the items have moved again, which memo's one-step t
 tried merge or delete cannot see.
 
     python benchmarks/acceptance/splinters.py [--sets wine,breast_cancer] [--seeds 3] [--small 5]
+        [--json [PATH]]
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
-from _common import WORK, converge
+from _common import WORK, converge, json_option, write_json
 from acceptance.real_data import split
 from bnpmix.algorithms.metrics import adjusted_rand_index
 from bnpmix.algorithms.mixture import Mixture
@@ -89,8 +90,10 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=3)
     ap.add_argument("--small", type=int, default=5, help="a component of at most this many "
                     "items is a splinter")
+    json_option(ap, "splinters")
     args = ap.parse_args()
     earn = missed = 0
+    fits = []
     for name in args.sets.split(","):
         for seed in range(args.seeds):
             Xtr, ytr, _, _ = split(name, seed)
@@ -103,6 +106,10 @@ def main() -> int:
             model = load(run).model
             rows, base, sizes = removals(Xtr, model, args.small)
             ari = adjusted_rand_index(ytr, load(run).predict(Xtr))
+            fits.append({"set": name, "seed": seed, "obs": model.obs.name, "K": summary["K"],
+                         "sizes": sorted(sizes, reverse=True), "ari": ari,
+                         "elbo_per_item": summary["elbo_per_item"],
+                         "converged_per_item": base / len(Xtr), "small": rows})
             print(f"{name} seed {seed}: {model.obs.name}, K = {summary['K']} (sizes "
                   f"{', '.join(map(str, sorted(sizes, reverse=True)))}), ELBO per item fit "
                   f"{summary['elbo_per_item']:.4f}, converged {base / len(Xtr):.4f}, ARI {ari:.3f}")
@@ -115,6 +122,7 @@ def main() -> int:
                       f"({r['merge_now']:+9.3f} at once; into {r['partner_size']} items): "
                       f"{'earns its keep' if keeps else 'a gainful removal the search missed'}")
     print(f"small components: {earn} earn their keep on the exact ELBO, {missed} do not")
+    write_json(args.json, {"args": vars(args), "fits": fits, "earn": earn, "missed": missed})
     return 0
 
 

@@ -2,7 +2,7 @@
 from 20 topics (bnpmix.datasets.bag_of_words_topics). memo with births and merges from K = 1
 must recover every topic: each true topic matched by a learned one at Hellinger distance < 0.2.
 
-    python benchmarks/acceptance/topics.py [--docs 20000] [--laps 20] [--seed 0]
+    python benchmarks/acceptance/topics.py [--docs 20000] [--laps 20] [--seed 0] [--json [PATH]]
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
-from _common import corpus_of, run_fit
+from _common import corpus_of, json_option, run_fit, write_json
 from bnpmix.datasets import bag_of_words_topics
 from bnpmix.pipeline.fit import job_config
 from bnpmix.storage import RunDir
@@ -30,6 +30,7 @@ def main() -> int:
     ap.add_argument("--docs", type=int, default=20_000)
     ap.add_argument("--laps", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    json_option(ap, "topics")
     args = ap.parse_args()
     X, labels, topics = bag_of_words_topics(args.docs, seed=0)
     corpus = corpus_of(X, labels, 20, "topics")
@@ -47,6 +48,8 @@ def main() -> int:
           f"ARI {r['ari']:.4f}, {r['seconds']:.1f} s")
     print(f"Hellinger distance of each true topic to its nearest learned topic: "
           f"max {d.max():.3f}, mean {d.mean():.3f}; all < 0.2: {'PASS' if ok else 'FAIL'}")
+    write_json(args.json, {"args": vars(args), "memo": {k: v for k, v in r.items() if k != "run"},
+                           "hellinger": d, "pass": ok})
     return 0 if ok else 1
 
 

@@ -7,7 +7,7 @@ seeds, must find exactly the 8 components (8 with more than 1% of the mass) with
 sovb with learning-rate schedules a, b, c and memo without moves.
 
     python benchmarks/reproductions/toy_patches.py [--n 100000] [--seeds 10] [--laps 20]
-        [--no-baselines]
+        [--no-baselines] [--json [PATH]]
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
-from _common import corpus_of, oracle_ari, run_fit
+from _common import corpus_of, json_option, oracle_ari, run_fit, write_json
 from bnpmix.datasets import toy_patch_covariances, toy_patches
 from bnpmix.pipeline.engines.sovb import SCHEDULES as SOVB_SCHEDULES
 from bnpmix.pipeline.fit import job_config
@@ -39,6 +39,7 @@ def main() -> int:
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--laps", type=int, default=20)
     ap.add_argument("--no-baselines", action="store_true")
+    json_option(ap, "toy_patches")
     args = ap.parse_args()
 
     X, labels = toy_patches(args.n, seed=0)
@@ -49,13 +50,15 @@ def main() -> int:
     print(f"\nmemo + births + merges from K=1, {args.laps} laps")
     print(f"{'seed':>4} {'K':>3} {'K>1%':>5} {'ARI':>7} {'ARI-oracle':>11} {'ELBO/item':>10} "
           f"{'seconds':>8}  pass")
-    passes = 0
+    passes, figures = 0, {"args": vars(args), "oracle_ari": oracle, "memo": [], "baselines": {}}
     for seed in range(args.seeds):
         cfg = job_config(algorithm="memo", obs="zm-gauss", K=1, laps=args.laps,
                         moves=("birth", "merge"), seed=seed)
         r = run_fit(corpus, cfg, f"memo-bm-{seed}")
         ok = r["K_eff"] == 8 and r["ari"] >= oracle - 0.02
         passes += ok
+        figures["memo"].append({"seed": seed, "pass": ok,
+                                **{k: v for k, v in r.items() if k != "run"}})
         print(f"{seed:>4} {r['K']:>3} {r['K_eff']:>5} {r['ari']:>7.4f} {r['ari'] - oracle:>+11.4f} "
               f"{r['elbo_per_item']:>10.4f} {r['seconds']:>8.1f}  {'yes' if ok else 'NO'}")
     need = int(np.ceil(0.9 * args.seeds))
@@ -73,8 +76,10 @@ def main() -> int:
                                                   laps=args.laps)))
         for name, cfg in runs:
             r = run_fit(corpus, cfg, name.split()[0] + name.split()[1])
+            figures["baselines"][name] = {k: v for k, v in r.items() if k != "run"}
             print(f"{name:<22} {r['K_eff']:>5} {r['ari']:>7.4f} {r['elbo_per_item']:>10.4f} "
                   f"{r['seconds']:>8.1f}")
+    write_json(args.json, figures | {"passes": passes, "verdict": verdict})
     return 0 if verdict == "PASS" else 1
 
 

@@ -39,7 +39,7 @@ MB means 10**6 bytes throughout. Exit status: 0 if every limit holds, 1 if a lim
 2 if an ingestion fails or produces a corpus that does not match its source.
 
     python benchmarks/speed/ingest.py [--rows 1000000] [--docs 100000] [--vocab 10000]
-        [--partition-rows 10000] [--seed 0] [--workdir DIR] [--keep]
+        [--partition-rows 10000] [--seed 0] [--workdir DIR] [--keep] [--json [PATH]]
 """
 
 from __future__ import annotations
@@ -57,6 +57,9 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
+from _common import json_option, write_json
 
 MB = 1_000_000
 DIM = 25
@@ -216,8 +219,10 @@ def ingest_and_report(
     nnz: int | None,
     baseline: ChildRun,
     log_dir: Path,
+    figures: dict,
 ) -> bool | None:
-    """Ingest ``src`` in a child and print its numbers; True/False = limit held, None = failure."""
+    """Ingest ``src`` in a child and print its numbers (kept in ``figures``); True/False = limit
+    held, None = failure."""
     argv = [sys.executable, "-m", "bnpmix", "ingest", str(src), str(out),
             "--partition-rows", str(partition_rows)]
     print(f"\n{title}")
@@ -253,6 +258,10 @@ def ingest_and_report(
     print(f"  limit          {mb(limit)} (3 partitions + {OVERHEAD_MB} MB)")
     print(f"  result         {'PASS' if passed else 'FAIL'}: peak RSS {mb(run.peak_rss)} "
           f"{'<' if passed else '>='} {mb(limit)}")
+    figures.update({"wall_s": run.wall_s, "cpu_s": run.cpu_s, "startup_s": startup,
+                    "items_per_s": n_items / run.wall_s, "peak_rss": run.peak_rss,
+                    "baseline_rss": baseline.peak_rss, "partitions": sizes.count,
+                    "limit": limit, "pass": passed})
     return passed
 
 
@@ -276,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", help="make the temporary directory here (default: system tmp)")
     parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
+    json_option(parser, "ingest")
     args = parser.parse_args(argv)
     if args.vocab < MAX_DOC_WORDS:
         parser.error(f"--vocab must be at least {MAX_DOC_WORDS} (the longest document)")
@@ -316,17 +326,20 @@ def run_benchmark(args: argparse.Namespace, work: Path) -> int:
     print(f"baseline       python -c \"import bnpmix.pipeline.cli\": peak RSS "
           f"{mb(baseline.peak_rss)}, wall {baseline.wall_s:.2f} s")
 
+    figures: dict[str, dict] = {"dense": {}, "docword": {}}
     results = [
         ingest_and_report(
             f"dense .npy: {args.rows:,} rows x {DIM} float64", npy, work / "dense-corpus",
-            args.partition_rows, args.rows, "rows", None, baseline, work,
+            args.partition_rows, args.rows, "rows", None, baseline, work, figures["dense"],
         ),
         ingest_and_report(
             f"UCI docword: {args.docs:,} documents, {nnz:,} non-zeros", docword,
             work / "docword-corpus", args.partition_rows, args.docs, "documents", nnz, baseline,
-            work,
+            work, figures["docword"],
         ),
     ]
+    write_json(args.json, {"args": {k: v for k, v in vars(args).items() if k != "json"},
+                           **figures})
 
     floor = own_peak_rss()
     print(f"\nthis process's peak RSS {mb(floor)}: no child's peak RSS can read lower "

@@ -6,6 +6,7 @@ S3 endpoint adds network latency), repeated R times in fresh Corpus objects; and
 ``Corpus(url)`` itself (the manifest). Prints partitions/s and MB/s for both and their ratio.
 
     python benchmarks/speed/s3_throughput.py [--items 200000] [--dim 16] [--rows 10000] [--repeat 3]
+        [--json [PATH]]
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests"))
 from bnpmix.storage import Corpus, ingest_array
 from helpers import free_port
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
+from _common import json_option, write_json
 
 
 def start_moto() -> tuple[subprocess.Popen, str]:
@@ -63,6 +67,7 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=16)
     ap.add_argument("--rows", type=int, default=10_000, help="rows a partition")
     ap.add_argument("--repeat", type=int, default=3)
+    json_option(ap, "s3_throughput")
     args = ap.parse_args()
     import boto3
 
@@ -92,6 +97,9 @@ def main() -> None:
     for name, pps, mbs, ms in rows:
         print(f"{name:20} {pps:13.1f} {mbs:8.1f} {ms:10.2f}")
     print(f"S3 / local: {rows[1][1] / rows[0][1]:.3f} of the local partitions/s")
+    write_json(args.json, {"args": vars(args), "partitions": n, "bytes": size, "reads": [
+        dict(zip(("where", "partitions_per_s", "mb_per_s", "open_ms"), r, strict=True))
+        for r in rows]})
 
 
 if __name__ == "__main__":

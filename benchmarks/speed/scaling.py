@@ -28,6 +28,7 @@ Printed, for local threads, one single-threaded Dask worker, one with as many th
 Every scheduler and worker process is started here on 127.0.0.1 and ended by its PID.
 
     python benchmarks/speed/scaling.py [--n 1000000] [--partition-rows N] [--laps 100] [--wave W]
+        [--json [PATH]]
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ import pandas as pd
 from distributed import Client
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
-from _common import ENV, WORK, LocalDaskCluster
+from _common import ENV, WORK, LocalDaskCluster, json_option, write_json
 from bnpmix.datasets import toy_patches
 from bnpmix.pipeline.config import JobConfig
 from bnpmix.pipeline.fit import fit, job_config
@@ -157,6 +158,7 @@ def main() -> int:
                     help="rows per partition (default: the ingest default, 50,000 at D = 25)")
     ap.add_argument("--wave", type=int, default=None,
                     help="W for every run (default: each executor's own)")
+    json_option(ap, "scaling")
     args = ap.parse_args()
     corpus = make_corpus(args.n, args.partition_rows, "big")
     partitions = Corpus(corpus).manifest.partitions
@@ -221,6 +223,12 @@ def main() -> int:
           f"{'does not grow' if rss_big < 1.15 * rss_small else 'GROWS'} with N)")
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"this process's peak RSS: {own:.0f} MB")
+    write_json(args.json, {
+        "args": vars(args), "partitions": P, "cores": cores,
+        "runs": [r._asdict() | {"task_overhead": overheads.get(r.name)}
+                 for r in [*results, *([reference] if reference not in results else [])]],
+        "speedup_2_workers": speedup, "visits_speedup_2_workers": visits_speedup,
+        "driver_rss_mb": {"small": rss_small, "big": rss_big}, "own_rss_mb": own})
     return 0
 
 

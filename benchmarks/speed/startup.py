@@ -4,7 +4,7 @@ here), each the median of N runs as a new process, against the target of 0.2 s. 
 comparison: `python -c pass`, the interpreter's own start, and `python -c "import numpy"`, which
 `info` needs.
 
-    python benchmarks/speed/startup.py [--runs 10]
+    python benchmarks/speed/startup.py [--runs 10] [--json [PATH]]
 
 Exits 1 when a command's median is over the target.
 """
@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
-from _common import WORK
+from _common import WORK, json_option, write_json
 from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.storage import ingest_array
 
@@ -39,6 +39,7 @@ def wall(command: list[str]) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=10)
+    json_option(ap, "startup")
     args = ap.parse_args()
     exe = shutil.which("bnpmix")
     if exe is None:
@@ -55,15 +56,17 @@ def main() -> int:
         "bnpmix info RUN": [exe, "info", str(run)],
     }
     print(f"median wall seconds of {args.runs} runs each (target {TARGET} s)")
-    over = 0
+    over, medians = 0, {}
     for name, command in commands.items():
         wall(command)  # once first: the page cache and __pycache__ as a user's later runs see
-        median = statistics.median(wall(command) for _ in range(args.runs))
+        median = medians[name] = statistics.median(wall(command) for _ in range(args.runs))
         verdict = ""
         if command[0] == exe:
             verdict = "  ok" if median < TARGET else "  over the target"
             over += median >= TARGET
         print(f"  {name:<20} {median:.3f}{verdict}")
+    write_json(args.json, {"runs": args.runs, "target": TARGET, "median_seconds": medians,
+                           "over_target": int(over)})
     return 1 if over else 0
 
 

@@ -32,6 +32,7 @@ the E-step at 0.8 of the matmul rate by the direct count. Medians of 5; the load
 printed beside them.
 
     python benchmarks/speed/vs_sklearn.py [--sizes 25000,100000,400000] [--seed 0] [--estep-only]
+        [--json [PATH]]
 """
 
 from __future__ import annotations
@@ -42,10 +43,13 @@ import sys
 import time
 import warnings
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 import bnpmix
+from _common import json_option, write_json
 from bnpmix.algorithms.metrics import adjusted_rand_index
 from bnpmix.algorithms.obs import wishart as W
 from bnpmix.algorithms.obs.gauss import Gauss
@@ -149,10 +153,12 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--max-iter", type=int, default=1000, help="scikit-learn's max_iter")
     ap.add_argument("--estep-only", action="store_true")
+    json_option(ap, "vs_sklearn")
     args = ap.parse_args()
 
     rate_ok = estep_rate()
     if args.estep_only:
+        write_json(args.json, {"args": vars(args), "estep_rate_ok": rate_ok})
         return 0 if rate_ok else 1
     sizes = [int(s) for s in args.sizes.split(",")]
     data = {}
@@ -187,6 +193,9 @@ def main() -> int:
               f"ARI {ari['bnpmix'] - ari['scikit-learn']:+.4f}, held-out {gain:+.4f}"
               f"/item: >= {TARGET_SPEEDUP:g}x at equal or better ARI: "
               f"{'PASS' if ok else 'FAIL'}")
+    write_json(args.json, {"args": vars(args), "estep_rate_ok": rate_ok, "pass": verdict,
+                           "fits": {n: {name: {k: v for k, v in r.items() if k != "labels"}
+                                        for name, r in results[n].items()} for n in sizes}})
     return 0 if verdict else 1
 
 

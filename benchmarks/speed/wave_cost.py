@@ -16,7 +16,7 @@ Local threads run the same arithmetic as a Dask cluster for the same (W, A) (the
 threads = Dask to 1e-9), so no cluster is started: the figures are ELBO, not seconds.
 
     python benchmarks/speed/wave_cost.py [--n 100000] [--laps 8] [--settings 1:0,2:0,2:1,4:1]
-        [--seeds 3]
+        [--seeds 3] [--json [PATH]]
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
-from _common import WORK
+from _common import WORK, json_option, write_json
 from bnpmix.datasets import toy_patches
 from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.storage import ingest_array
@@ -47,6 +47,7 @@ def main() -> int:
     ap.add_argument("--laps", type=int, default=8, help="laps of the runs without moves")
     ap.add_argument("--settings", default="1:0,2:0,2:1,4:1", help="W:A pairs")
     ap.add_argument("--seeds", type=int, default=3, help="fit seeds 0.. (the data's is 0)")
+    json_option(ap, "wave_cost")
     args = ap.parse_args()
     settings = [tuple(int(v) for v in s.split(":")) for s in args.settings.split(",")]
     X, labels = toy_patches(args.n, seed=0)
@@ -85,6 +86,10 @@ def main() -> int:
             laps, K, elbo = moving[(W, A, s)]
             runs.append(f"{laps:3d} laps K={K:2d} {elbo:.5f} ({elbo - moving[(*ref, s)][2]:+.1e})")
         print(f"  W={W} A={A}: " + "; ".join(runs))
+    write_json(args.json, {"args": vars(args), "runs": [
+        {"W": W, "A": A, "seed": s, "lap_elbo_per_item": fixed[(W, A, s)].tolist(),
+         **dict(zip(("laps", "K", "elbo_per_item"), moving[(W, A, s)], strict=True))}
+        for W, A in settings for s in range(args.seeds)]})
     return 0
 
 

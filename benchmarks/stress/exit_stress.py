@@ -7,7 +7,7 @@ about 1 command in 300 when the teardown runs), which is why the console script 
 Parquet corpus, then `bnpmix evaluate`, whose JSON must parse) N times, two at a time, and counts
 the exits that are not 0.
 
-    python benchmarks/stress/exit_stress.py [--runs 500] [--parallel 2]
+    python benchmarks/stress/exit_stress.py [--runs 500] [--parallel 2] [--json [PATH]]
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
-from _common import WORK
+from _common import WORK, json_option, write_json
 from bnpmix.storage import ingest_array
 
 
@@ -46,16 +46,20 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=500)
     ap.add_argument("--parallel", type=int, default=2)
+    json_option(ap, "exit_stress")
     args = ap.parse_args()
     X = np.random.default_rng(0).normal(size=(2000, 3))
     corpus = WORK / "corpus"
     ingest_array(X, corpus, partition_rows=200)
-    t = time.perf_counter()
+    start = time.perf_counter()
     with ThreadPoolExecutor(args.parallel) as pool:
         results = list(pool.map(lambda i: one(i, str(corpus)), range(args.runs)))
     bad = [(code, err.strip().splitlines()[-1:] if err else "") for code, err in results if code]
+    seconds = time.perf_counter() - start
     print(f"{args.runs} fit + evaluate pairs ({2 * args.runs} commands), {args.parallel} at a "
-          f"time, {time.perf_counter() - t:.0f} s: {len(bad)} failed")
+          f"time, {seconds:.0f} s: {len(bad)} failed")
+    write_json(args.json, {"runs": args.runs, "parallel": args.parallel, "seconds": seconds,
+                           "failed": [{"exit": code, "last": last} for code, last in bad]})
     for code, last in bad[:10]:
         print(f"  exit {code}: {last}")
     return 1 if bad else 0
