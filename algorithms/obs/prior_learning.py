@@ -35,8 +35,8 @@ from .base import Arrays
 # as in Stein's result (an estimated common prior improves on the groups' own estimates only from
 # three groups; Efron & Morris 1973), the prior learned from two fits them and not the next
 # component: iris and breast cancer, ending at K = 2, held out worse by 0.03 and 1.5 nats per
-# item with it (benchmarks/acceptance/learned_prior.py), and the runs ending at K >= 4 learn alike
-# from 3
+# item with it (benchmarks/acceptance/learned_prior.py), and the runs ending at K >= 4 learn
+# alike from 3
 MIN_COMPONENTS = 3
 # the most κ0 may be (a unit-information prior: the mean's prior is worth at most one item). The
 # type-II κ0 = K D / Σ_k E[(μ_k - m0)ᵀ Λ_k (μ_k - m0)] from a few components in many dimensions
