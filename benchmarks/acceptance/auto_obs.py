@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
-from _common import ENV, RESULTS, WORK
+from _common import ENV, WORK, json_option
 from bnpmix.algorithms.metrics import adjusted_rand_index
 from bnpmix.datasets import overlapping_covariances
 from bnpmix.storage import RunDir
@@ -76,8 +76,7 @@ def main() -> int:
     ap.add_argument("--n", type=int, default=25_000)
     ap.add_argument("--seed", type=int, default=0, help="the data set's seed")
     ap.add_argument("--bgm", action="store_true", help="also scikit-learn's BGM")
-    ap.add_argument("--json", nargs="?", type=Path, const=RESULTS / "auto_obs.json",
-                    default=None)
+    json_option(ap, "auto_obs")
     args = ap.parse_args()
     X, y = overlapping_covariances(args.n, seed=args.seed)
     print(f"overlapping_covariances: N = {args.n}, D = 25, 16 classes (seed {args.seed})")

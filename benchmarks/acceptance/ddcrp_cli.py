@@ -39,7 +39,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 import reproductions.ddcrp_paper as paper
-from _common import ENV, RESULTS, WORK
+from _common import ENV, WORK, json_option
 from bnpmix.algorithms.obs.gauss import Gauss
 from bnpmix.storage import ingest_array
 
@@ -106,7 +106,7 @@ def main() -> None:
     ap.add_argument("--data-seeds", type=seeds, default=seeds("1-10"))
     ap.add_argument("--seed", type=int, default=0, help="the commands' --seed")
     ap.add_argument("--radii", type=lambda s: [int(v) for v in s.split(",")], default=[5, 3])
-    ap.add_argument("--json", type=Path, nargs="?", const=RESULTS / "ddcrp_cli.json")
+    json_option(ap, "ddcrp_cli")
     args = ap.parse_args()
     start = time.perf_counter()
     rows = []

@@ -104,7 +104,7 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import BayesianGaussianMixture, GaussianMixture
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
-from _common import RESULTS, WORK
+from _common import WORK, json_option
 from bnpmix.algorithms.metrics import adjusted_rand_index
 from bnpmix.algorithms.obs import AUTO_CANDIDATES, obs_class
 from bnpmix.pipeline.evaluate import load
@@ -671,8 +671,7 @@ def main() -> int:
     ap.add_argument("--sets", default=",".join(SETS), help=f"comma-separated, of {list(SETS)}")
     ap.add_argument("--sensitivity", action="store_true",
                     help="also K and held-out against the default prior's scale")
-    ap.add_argument("--json", nargs="?", type=Path, const=RESULTS / "real_data.json",
-                    help="also write the figures to this file (default path: %(const)s)")
+    json_option(ap, "real_data")
     ap.add_argument("--tune-overlap", action="store_true",
                     help="only bisect overlap16's mean spread on data seed 0 to the true-parameter"
                          f" ARI {OVERLAP_TARGET} and print it (frozen as OVERLAP_SPREAD = "

@@ -30,7 +30,7 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
-from _common import RESULTS, WORK, converge, corpus_of
+from _common import WORK, converge, corpus_of, json_option
 from bnpmix.algorithms.vb.local import summarize
 from bnpmix.datasets import bag_of_words_topics, gaussian_clusters, toy_patches
 from bnpmix.pipeline.evaluate import load
@@ -99,8 +99,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=int, default=10)
     ap.add_argument("--problems", default=",".join(PROBLEMS))
-    ap.add_argument("--json", nargs="?", type=Path, const=RESULTS / "right_k.json",
-                    help="also write the figures to this file (default path: %(const)s)")
+    json_option(ap, "right_k")
     ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
                     help="an option as in job files, to try a non-default setting")
     args = ap.parse_args()

@@ -57,7 +57,7 @@ import scipy.sparse as sp
 from scipy.optimize import nnls
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
-from _common import ENV, RESULTS, WORK, LocalDaskCluster, corpus_of
+from _common import ENV, WORK, LocalDaskCluster, corpus_of, json_option
 from bnpmix.algorithms.vb.birth import BirthConfig
 from bnpmix.algorithms.vb.delete import DeleteConfig
 from bnpmix.datasets import gaussian_clusters
@@ -616,8 +616,7 @@ def main() -> int:
     ap.add_argument("--reuse", type=Path, metavar="JSON",
                     help="fit the engine's costs recorded in an earlier --json file instead of "
                     "measuring them again (to try other terms)")
-    ap.add_argument("--json", nargs="?", type=Path, const=RESULTS / "sizing.json",
-                    help="also write the figures to this file (alone: results/sizing.json)")
+    json_option(ap, "sizing")
     ap.add_argument("--coefficients", nargs="?", type=Path, const=COEFFICIENTS,
                     help="write the fitted coefficients here (alone: pipeline/sizing.json, "
                     "what `bnpmix plan` reads)")

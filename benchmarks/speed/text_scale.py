@@ -41,7 +41,7 @@ import numpy as np
 import scipy.sparse as sp
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
-from _common import RESULTS, WORK, LocalDaskCluster, corpus_of
+from _common import WORK, LocalDaskCluster, corpus_of, json_option
 
 BNPMIX = [sys.executable, "-m", "bnpmix"]
 GIB = 1 << 30
@@ -246,8 +246,7 @@ def main() -> int:
     ap.add_argument("--docs", type=int, default=266_000)
     ap.add_argument("--skip-nyt", action="store_true")
     ap.add_argument("--skip-pubmed", action="store_true")
-    ap.add_argument("--json", nargs="?", type=Path, const=RESULTS / "text_scale.json",
-                    help="also write the figures to this file (alone: results/text_scale.json)")
+    json_option(ap, "text_scale")
     args = ap.parse_args()
     load = os.getloadavg()[0]
     print(f"load average {load:.2f} on {os.cpu_count()} cores")
