@@ -1,20 +1,23 @@
-"""Shared by the benchmark scripts: temporary corpora, one timed fit, scores from assignments."""
+"""Shared by the benchmark scripts: temporary corpora, one timed fit, scores from assignments,
+--json and its writer. Its imports are the standard library's, bnpmix's and numpy's on use, so
+a script that measures its own memory (speed/ingest.py) can import it."""
 
 from __future__ import annotations
 
+import argparse
 import atexit
+import json
 import os
 import shutil
 import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
-from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
-from bnpmix.pipeline.config import JobConfig
-from bnpmix.pipeline.fit import fit
-from bnpmix.storage import Corpus, RunDir, ingest_array
+    from bnpmix.pipeline.config import JobConfig
 
 # where scripts write their figures (--json) by default
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -27,9 +30,29 @@ if not KEEP:
 ENV = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "5s"}
 
 
+def json_option(ap: argparse.ArgumentParser, name: str) -> None:
+    """``--json [PATH]``, as every script takes it: write the figures to PATH, or alone to
+    results/<name>.json; without it the script only prints."""
+    ap.add_argument("--json", nargs="?", type=Path, const=RESULTS / f"{name}.json", default=None,
+                    help="also write the figures to this file (alone: %(const)s)")
+
+
+def write_json(path: Path | None, figures: dict) -> None:
+    """Write a script's figures to ``path`` (its --json), if it was given: indented, numpy
+    scalars and arrays as plain numbers and lists, paths as text."""
+    def plain(x):
+        return x.tolist() if hasattr(x, "tolist") else str(x)
+
+    if path is not None:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(figures, indent=1, default=plain) + "\n")
+
+
 def corpus_of(X, labels: np.ndarray, n_partitions: int, name: str) -> Path:
     """Ingest X (dense array or CSR) with its labels into n_partitions partitions."""
     import scipy.sparse as sp
+
+    from bnpmix.storage import ingest_array
 
     out = WORK / name
     rows = -(-X.shape[0] // n_partitions)
@@ -50,6 +73,10 @@ def corpus_of(X, labels: np.ndarray, n_partitions: int, name: str) -> Path:
 
 def run_fit(corpus: Path, cfg: JobConfig, name: str) -> dict:
     """Fit, then score the run's own hard assignments against the corpus labels."""
+    from bnpmix.algorithms.metrics import adjusted_rand_index, normalized_mutual_info
+    from bnpmix.pipeline.fit import fit
+    from bnpmix.storage import Corpus, RunDir
+
     out = WORK / f"run-{name}"
     t = time.perf_counter()
     summary = fit(corpus, out, cfg)
@@ -67,6 +94,8 @@ def run_fit(corpus: Path, cfg: JobConfig, name: str) -> dict:
 
 def oracle_ari(log_density: np.ndarray, labels: np.ndarray) -> float:
     """ARI of the assignments the true parameters would make (argmax of their log densities)."""
+    from bnpmix.algorithms.metrics import adjusted_rand_index
+
     return adjusted_rand_index(labels, log_density.argmax(1))
 
 
@@ -151,7 +180,7 @@ def converge(X, obs, alloc, S, tol: float = 1e-12, max_iter: int = 1000):
     from bnpmix.algorithms.mixture import Mixture
     from bnpmix.algorithms.vb.local import batch_step
 
-    old = -np.inf
+    old = float("-inf")
     for _ in range(max_iter):
         model = Mixture.from_summary(obs, alloc, S)
         S = batch_step(X, obs, model.globals()).summary

@@ -44,9 +44,9 @@ race is not checkpointed: resume runs it again, to the same choice; once it is o
 checkpoints record the choice (``auto`` in checkpoint.npz), and resume continues the winner
 without racing again. The runtime's hooks (progress, on_step,
 checkpoints) see the winner's steps only after the race; stderr has a line per round instead.
-Measured (benchmarks/auto_obs.py --bgm, 25,000 x 25, 16 classes, 2 cores shared with another
-job): an 18 s race, of which the winner's own laps 5.6 s; 18.8 s and a peak of 442 MiB for the
-whole run (K = 16, ARI 0.998), against BayesianGaussianMixture's 60.5 s.
+Measured (benchmarks/acceptance/auto_obs.py --bgm, 25,000 x 25, 16 classes, 2 cores shared
+with another job): an 18 s race, of which the winner's own laps 5.6 s; 18.8 s and a peak of
+442 MiB for the whole run (K = 16, ARI 0.998), against BayesianGaussianMixture's 60.5 s.
 """
 
 from __future__ import annotations

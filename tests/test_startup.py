@@ -1,7 +1,7 @@
 """The quick commands stay quick: `bnpmix --help`, `bnpmix info CORPUS_DIR` and `bnpmix info
 RUN_DIR` import neither Dask nor pyarrow, pandas, scipy, matplotlib or scikit-learn (each run in
 a fresh interpreter, its modules listed when it ends), and print what they printed before; the
-lazy re-exports keep the public names. (Their wall times: benchmarks/startup.py.)"""
+lazy re-exports keep the public names. (Their wall times: benchmarks/speed/startup.py.)"""
 
 from __future__ import annotations
 

@@ -130,9 +130,9 @@ def default_starts(decay: str, window: int | None = None) -> tuple[str, ...]:
     """The starts of a sequence's restarts, in turn: with f ≡ 1 (``decay`` "none") and no
     window the sequential CRP is the CRP, whose partitions do not depend on the order, and every
     start is a DP VB fit's tables (the best of 10 was at or above the two kinds in turn on each
-    of 25 instances of Sec. 5.2.1, ``benchmarks/ddcrp_cli.py``); with a decay or a window the
-    order matters, and drawn starts, which follow it, alternate with them (Sec. 5.2.2 at R = 2:
-    -675.54 against -676.15 from DP VB starts alone)."""
+    of 25 instances of Sec. 5.2.1, ``benchmarks/acceptance/ddcrp_cli.py``); with a decay or a
+    window the order matters, and drawn starts, which follow it, alternate with them (Sec. 5.2.2
+    at R = 2: -675.54 against -676.15 from DP VB starts alone)."""
     return ("vb",) if decay == "none" and window is None else STARTS
 
 

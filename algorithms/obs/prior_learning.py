@@ -35,14 +35,15 @@ from .base import Arrays
 # as in Stein's result (an estimated common prior improves on the groups' own estimates only from
 # three groups; Efron & Morris 1973), the prior learned from two fits them and not the next
 # component: iris and breast cancer, ending at K = 2, held out worse by 0.03 and 1.5 nats per
-# item with it (benchmarks/learned_prior.py), and the runs ending at K >= 4 learn alike from 3
+# item with it (benchmarks/acceptance/learned_prior.py), and the runs ending at K >= 4 learn
+# alike from 3
 MIN_COMPONENTS = 3
 # the most κ0 may be (a unit-information prior: the mean's prior is worth at most one item). The
 # type-II κ0 = K D / Σ_k E[(μ_k - m0)ᵀ Λ_k (μ_k - m0)] from a few components in many dimensions
 # is large whenever they differ along a few directions only (breast cancer in 4 partitions,
 # K = 2, D = 30: κ0 = 6 to 23; digits: up to 22), and a prior that sure every mean lies near m0
 # makes any further component too dear: those runs stayed at K = 2 with a lower ELBO than the
-# K = 8 they reached under the cap (measured with benchmarks/learned_prior.py)
+# K = 8 they reached under the cap (measured with benchmarks/acceptance/learned_prior.py)
 KAPPA_MAX = 1.0
 # the floor of the prior's E[Λ]⁻¹ relative to the run's initial prior's (1: never a larger
 # expected precision than the default): without one, data constant along a direction within

@@ -298,7 +298,7 @@ def chol_rank1(L: np.ndarray, v: np.ndarray | None, sign: int,
     accurate). Rows stay exactly lower triangular and the diagonal positive. A downdate that
     leaves B not positive definite (q_D = 1 - |p|² ≤ D·eps) raises ValueError, L untouched.
     Per call, LAPACK's O(D³) Cholesky of a D x D matrix is still faster below D ≈ 300
-    (measured, benchmarks/obs_one_item.py); this needs no B and wins beyond.
+    (measured, benchmarks/speed/obs_one_item.py); this needs no B and wins beyond.
     ``p`` = L⁻¹ v when the caller has it (then v is not read). Returns q (rewhiten's input).
     """
     D = L.shape[0]

@@ -29,7 +29,7 @@ class BirthConfig:
 
     # 10 rather than the paper's 1: a start near the right K (the one-pass start on text)
     # has every large component to try, and 1 a lap (doubling while kept) took 20 laps on
-    # 1,200 docstrings against 15 (benchmarks/text_docstrings.py)
+    # 1,200 docstrings against 15 (benchmarks/acceptance/text_docstrings.py)
     per_lap: int = field(default=10, metadata={"help": "birth targets per lap",
                                                "range": "[1, inf)"})
     # 50 rather than 10: once K stops growing, each of the K components must fail a birth

@@ -283,16 +283,27 @@ class SettingsDirective(SphinxDirective):
 
 # -- benchmark results -------------------------------------------------------------------------
 
+BENCHMARKS = ROOT / "benchmarks"
+
+
+def benchmark_script(name: str) -> Path:
+    """The script ``benchmarks/<kind>/<name>.py`` (the kinds are folders: reproductions,
+    acceptance, speed, stress, history), so a page names a script without its kind."""
+    found = sorted(BENCHMARKS.glob(f"*/{name}.py"))
+    return found[0] if len(found) == 1 else BENCHMARKS / f"{name}.py"
+
+
 def command(script: Path) -> str:
     """The usage lines of a benchmark script's docstring: each line that starts
-    ``python benchmarks/<script>`` (with the line before it when that ends in a backslash, as
-    an environment or ``nice`` prefix does) and its indented continuation lines; the plain
-    invocation when there are none."""
+    ``python benchmarks/<kind>/<script>`` (with the line before it when that ends in a
+    backslash, as an environment or ``nice`` prefix does) and its indented continuation lines;
+    the plain invocation when there are none."""
     doc = ast.get_docstring(ast.parse(script.read_text())) or ""
     lines = doc.splitlines()
     blocks = []
+    invocation = f"python {script.relative_to(ROOT).as_posix()}"
     for i, line in enumerate(lines):
-        if not line.strip().startswith(f"python benchmarks/{script.name}"):
+        if not line.strip().startswith(invocation):
             continue
         first = i - 1 if i and lines[i - 1].rstrip().endswith("\\") else i
         indent = len(lines[first]) - len(lines[first].lstrip())
@@ -302,7 +313,7 @@ def command(script: Path) -> str:
                 break
             block.append("    " + more.strip())
         blocks.append("\n".join(block))
-    return "\n".join(blocks) or f"python benchmarks/{script.name}"
+    return "\n".join(blocks) or invocation
 
 
 def committed(path: Path) -> str:
@@ -375,9 +386,8 @@ class BenchmarkDirective(SphinxDirective):
                    "command": directives.unchanged}
 
     def run(self) -> list[nodes.Node]:
-        script = ROOT / "benchmarks" / f"{self.arguments[0]}.py"
-        result = ROOT / "benchmarks" / "results" / self.options.get("json",
-                                                                    f"{self.arguments[0]}.json")
+        script = benchmark_script(self.arguments[0])
+        result = BENCHMARKS / "results" / self.options.get("json", f"{self.arguments[0]}.json")
         for path in (script, result):
             if not path.exists():
                 raise self.error(f"{path.relative_to(ROOT)} does not exist")
@@ -404,12 +414,44 @@ class BenchmarkDirective(SphinxDirective):
         return out
 
 
+def history_table(records: list[dict[str, Any]], group: str) -> nodes.table:
+    """The history's records as a table, oldest first: a row per record (commit, the commit's
+    date, machine), a column per figure of ``group`` (``time`` or ``track``) with its unit."""
+    names = list(dict.fromkeys(n for r in records for n in r[group]))
+    units = {n: r["units"][n] for r in records for n in r[group]}
+    header = ["commit", "date", "machine",
+              *(f"{n.split('_', 1)[1]} ({units[n]})" for n in names)]
+    rows = [[r["commit"][:10] + (" +" if r["dirty"] else ""), r["date"][:16].replace("T", " "),
+             r["machine"]["name"], *(cell(r[group].get(n)) for n in names)] for r in records]
+    return table(header, rows)
+
+
+class HistoryDirective(SphinxDirective):
+    """The trend of benchmarks/results/history.json (benchmarks/history/run.py appends a record
+    per commit and machine): the last ``:last:`` records (10), as a table of the ``:group:``
+    figures (``time``, the default, or ``track``)."""
+
+    option_spec: ClassVar = {"last": directives.positive_int, "group": directives.unchanged}
+
+    def run(self) -> list[nodes.Node]:
+        path = BENCHMARKS / "results" / "history.json"
+        if not path.exists():
+            raise self.error(f"{path.relative_to(ROOT)} does not exist")
+        self.env.note_dependency(str(path))
+        records = json.loads(path.read_text())["records"][-self.options.get("last", 10):]
+        group = self.options.get("group", "time")
+        if group not in ("time", "track"):
+            raise self.error(f":group: is time or track, not {group}")
+        return [history_table(records, group)]
+
+
 class ScriptsDirective(SphinxDirective):
-    """Every runnable script in benchmarks/: its command and its docstring's first sentence."""
+    """Every runnable script in benchmarks/'s kind folders, kind by kind: its command and its
+    docstring's first sentence."""
 
     def run(self) -> list[nodes.Node]:
         items = nodes.bullet_list()
-        for script in sorted((ROOT / "benchmarks").glob("*.py")):
+        for script in sorted(BENCHMARKS.glob("*/*.py")):
             text = script.read_text()
             if script.name.startswith("_") or "__main__" not in text:
                 continue  # helpers and data generators
@@ -433,4 +475,5 @@ def setup(app: Any) -> dict[str, Any]:
     app.add_directive("bnpmix-benchmark", BenchmarkDirective)
     app.add_directive("bnpmix-dask-settings", SettingsDirective)
     app.add_directive("bnpmix-benchmark-scripts", ScriptsDirective)
+    app.add_directive("bnpmix-benchmark-history", HistoryDirective)
     return {"parallel_read_safe": True, "parallel_write_safe": True}

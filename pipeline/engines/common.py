@@ -32,7 +32,8 @@ LEARN_ROUNDS = 50
 LEARN_TOL = 1e-8
 # the one-pass start's threshold for a new component: 0.01, not ADF's default 0.1, which on
 # 1,200 docstrings started from 121 components and ended below ADF's held-out after 16 laps;
-# from 125 the run ended 2 nats a document above it after 9 (benchmarks/text_docstrings.py)
+# from 125 the run ended 2 nats a document above it after 9
+# (benchmarks/acceptance/text_docstrings.py)
 ONE_PASS_EPSILON = 0.01
 
 

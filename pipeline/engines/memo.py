@@ -188,7 +188,7 @@ class MemoEngine(Engine):
     summary = "memoized online VB: births, merges, deletes, exact ELBO"
     # four batches a wave, none ahead: up to four workers busy, each visit missing at most
     # three updates, and the result independent of how many workers there are
-    # (benchmarks/scaling.py and wave_cost.py measure the trade)
+    # (benchmarks/speed/scaling.py and wave_cost.py measure the trade)
     default_wave = 4
     streams = True
     tuner = "bnpmix.pipeline.engines.memo_tune:tune_memo"

@@ -74,7 +74,8 @@ def overlapping_covariances(n: int = 25_000, D: int = 25, K: int = 16, spread: f
     with its own random anisotropic covariance (a random rotation, variances log-uniform over
     [0.05, 4]): they overlap in every axis-aligned view and are told apart by their
     correlations. At the defaults the true parameters' assignments have ARI 0.998 and the true
-    means with only the covariances' diagonals 0.80 (benchmarks/auto_obs.py's data set)."""
+    means with only the covariances' diagonals 0.80 (the data set of
+    benchmarks/acceptance/auto_obs.py)."""
     rng = np.random.default_rng(seed)
     means = rng.normal(0, spread, (K, D))
     covs = []
