@@ -5,3 +5,4 @@ registry (pipeline/runtime/engine.py) imports them from there on first use."""
 
 DEFAULT_ENGINE = "memo"  # --algorithm when none is given (job files, the estimator)
 DEFAULT_TUNED = "adf"  # `bnpmix tune --algorithm` when none is given
+GROUP = "bnpmix.engines"  # the entry-point group engines are declared in

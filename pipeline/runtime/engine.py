@@ -34,6 +34,7 @@ from bnpmix.storage import BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 
 from ..declared import Declared
+from ..engines import GROUP
 from .context import FitContext
 
 State = tuple[dict[str, Any], Iterator[tuple[str, np.ndarray]]]
@@ -221,7 +222,6 @@ def register(cls: type[Engine]) -> type[Engine]:
     return cls
 
 
-GROUP = "bnpmix.engines"  # the entry-point group engines are declared in
 
 
 @functools.cache
