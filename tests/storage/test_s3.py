@@ -387,7 +387,7 @@ def test_two_fits_into_one_run_url_never_both_run_and_evaluate_takes_a_profile(t
     assert codes == [0, 1], outs
     loser = next(err for p, (_, err) in zip(both, outs, strict=True) if p.returncode == 1)
     assert f"{run_url}: a run directory exists there" in loser
-    profile = Path(__file__).parents[1] / "cluster-configs" / "local.yaml"
+    profile = Path(__file__).parents[2] / "cluster-configs" / "local.yaml"
     scored = [bnpmix(s3, "evaluate", run_url, "--heldout", url, *extra)
               for extra in ((), ("--cluster", str(profile)))]
     assert all(done.returncode == 0 for done in scored), [d.stderr for d in scored]

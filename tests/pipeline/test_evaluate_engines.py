@@ -36,7 +36,7 @@ V = 12
 
 # run name -> (training corpus, fit flags); one engine of each model kind on dense and on
 # bag-of-words data, and ddcrp with positions and on a corpus that is one sequence (every
-# engine's held-out figure against its loaded model: tests/test_engine_contract.py)
+# engine's held-out figure against its loaded model: tests/pipeline/runtime/test_engine_contract.py)
 RUNS = {
     "memo": ("dense", ("--algorithm", "memo", "--laps", 5)),
     "tdpm": ("dense", ("--algorithm", "tdpm", "--sweeps", 8, "--burn-in", 4, "--thin", 1)),

@@ -225,7 +225,7 @@ def test_missing_matplotlib_is_a_clear_error(runs):
     # what works for any install: bnpmix is not on PyPI, so `bnpmix[plot]` would find nothing
     assert "pip install matplotlib" in done.stderr and "bnpmix[plot]" not in done.stderr
     assert "pip install '.[plot]'" in done.stderr  # from a clone: the extra pyproject.toml has
-    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
     assert pyproject["project"]["optional-dependencies"]["plot"] == ["matplotlib>=3.7"]
     assert not (runs["tmp"] / "no-plot").exists()
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-_BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+_BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def _load(name: str):

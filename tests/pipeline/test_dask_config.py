@@ -26,7 +26,7 @@ from bnpmix.pipeline.runtime.store import ARRAYS, StateStore
 from bnpmix.pipeline.settings import PARSERS, setting, shipped_defaults
 from bnpmix.storage import BnpmixError, Corpus, ingest_array
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 YAML = ROOT / "pipeline" / "bnpmix.yaml"
 # the values the code had before they moved into bnpmix.yaml (no change by default), but the
 # budgets: shares of the memory each process may use (issue 46; were 2 GiB and 1 GiB)

@@ -29,7 +29,7 @@ from bnpmix.storage import (
 from bnpmix.storage.text import builtin_stopwords
 from helpers import cli, write_docword
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 
 DOCS = {
     "a.txt": "The cat and the dog sat on the mat.",

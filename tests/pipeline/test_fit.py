@@ -119,7 +119,7 @@ def test_fit_refuses_an_output_directory_that_is_not_its_own(tmp_path):
 def test_load_scores_like_evaluate_and_the_mixture_density(tmp_path):
     """A memo run's loaded model: evaluate's figure, score, predict_proba and the mixture's own
     density at the saved parameters by hand (every engine's evaluate against its loaded model:
-    tests/test_engine_contract.py)."""
+    tests/pipeline/runtime/test_engine_contract.py)."""
     import bnpmix
     from bnpmix.pipeline.evaluate import evaluate
     from bnpmix.storage import Corpus

@@ -24,7 +24,7 @@ from bnpmix.pipeline.evaluate import load
 from bnpmix.storage import Corpus, RunDir, ingest_array
 from helpers import ENV, cli, engine_for, run_to_end, write_docword
 
-_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "nrm_data.py"
+_PATH = Path(__file__).resolve().parents[3] / "benchmarks" / "nrm_data.py"
 _spec = importlib.util.spec_from_file_location("nrm_data", _PATH)
 nrm_data = importlib.util.module_from_spec(_spec)
 sys.modules["nrm_data"] = nrm_data  # dataclasses look the module up by name

@@ -39,7 +39,7 @@ import yaml
 from bnpmix.pipeline.clusters import CLUSTER_KEYS, LIBRARIES, cluster_class, load_profile
 from bnpmix.storage import BnpmixError
 
-ROOT = Path(__file__).parents[1]
+ROOT = Path(__file__).parents[2]
 PROFILES = sorted([*ROOT.glob("cluster-configs/*.yaml"), *ROOT.glob("cluster-configs/*.yml")])
 NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 

@@ -30,7 +30,7 @@ from helpers import ENV, cli, free_port, stop
 
 pytestmark = pytest.mark.slow  # daemons of their own, jobs through a real scheduler
 
-EXAMPLE = Path(__file__).parents[1] / "cluster-configs" / "slurm.yaml"
+EXAMPLE = Path(__file__).parents[2] / "cluster-configs" / "slurm.yaml"
 COMMANDS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scancel", "sinfo")
 SBIN = os.pathsep.join((os.environ.get("PATH", ""), "/usr/sbin", "/sbin"))  # the daemons
 

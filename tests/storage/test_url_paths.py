@@ -1,5 +1,5 @@
 """Object-storage URLs where bnpmix cannot write are refused by name (issue 14; corpora and run
-directories can be URLs: tests/test_s3.py): ``Path("s3://b/c")`` is the local
+directories can be URLs: tests/storage/test_s3.py): ``Path("s3://b/c")`` is the local
 path ``s3:/b/c``, so ``bnpmix ingest x.npy s3://bucket/corpus`` used to exit 0 after writing a
 directory named ``s3:`` in the working directory (it now ingests into the bucket)."""
 

@@ -85,7 +85,7 @@ def test_evaluate_takes_the_former_label_flag_with_a_note(fitted):
 @pytest.mark.parametrize("command", ["report", "compare"])
 def test_report_and_compare_take_the_former_label_flag_with_a_note(fitted, monkeypatch, command,
                                                                     tmp_path):
-    """What the command hands its function (the page itself is tests/test_report.py's)."""
+    """What the command hands its function (the page itself is tests/pipeline/test_report.py's)."""
     import bnpmix.pipeline.report.cli as report_cli
 
     corpus, run = fitted

@@ -11,7 +11,7 @@ import pytest
 
 from bnpmix.storage import Corpus
 
-_PATH = Path(__file__).resolve().parents[1] / "benchmarks" / "nrm_data.py"
+_PATH = Path(__file__).resolve().parents[2] / "benchmarks" / "nrm_data.py"
 _spec = importlib.util.spec_from_file_location("nrm_data", _PATH)
 nrm = importlib.util.module_from_spec(_spec)
 sys.modules["nrm_data"] = nrm  # dataclasses look the module up by name

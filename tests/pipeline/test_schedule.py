@@ -15,7 +15,7 @@ from bnpmix.pipeline.clusters import cluster_class, load_profile
 from bnpmix.storage import BnpmixError, Corpus
 from helpers import cli
 
-PROFILES = Path(__file__).parents[1] / "cluster-configs"
+PROFILES = Path(__file__).parents[2] / "cluster-configs"
 
 
 def bnpmix(*args: str) -> subprocess.CompletedProcess:

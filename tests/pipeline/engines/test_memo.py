@@ -4,7 +4,7 @@ stick-breaking expectations and the clustering metrics.
 
 Every engine test runs on a real corpus written to tmp_path with the storage ingesters, so the
 batches are the partitions a user's fit would read. The observation-model mathematics itself is
-tested in test_obs_gaussians.py and test_obs_mult.py and is not repeated here.
+tested in tests/algorithms/obs/ and is not repeated here.
 """
 
 from __future__ import annotations

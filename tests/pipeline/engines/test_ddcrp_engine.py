@@ -209,7 +209,8 @@ def test_info_show_and_report_say_the_tables_are_per_sequence(default_run):
 
 def test_the_same_seed_gives_the_same_fit_and_another_seed_another(data, default_run,
                                                                  tmp_path):
-    """(The synchronous executor against threads: tests/test_engine_contract.py.)"""
+    """(The synchronous executor against threads:
+    tests/pipeline/runtime/test_engine_contract.py.)"""
     ok(cli("fit", data.corpus, "--out", tmp_path / "again", *FIT))
     assert_same_fit(default_run, tmp_path / "again")
     # and the seed matters (the equality above is not that of a seedless fit)

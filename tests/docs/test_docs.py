@@ -20,7 +20,7 @@ from bnpmix.pipeline.estimator import OPTIONS, BayesianMixture
 from bnpmix.pipeline.fit import job_config
 from bnpmix.pipeline.runtime import ENGINES, engine_class, engine_names
 
-DOCS = Path(__file__).resolve().parents[1] / "docs"
+DOCS = Path(__file__).resolve().parents[2] / "docs"
 
 
 @pytest.fixture(scope="module")
