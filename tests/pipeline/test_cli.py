@@ -13,33 +13,29 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from helpers import write_docword
-
-
-def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True,
-                          text=True, cwd=cwd, timeout=300)
+from helpers import cli_process, write_docword
 
 
 def test_help_lists_commands():
-    res = run("--help")
+    res = cli_process("--help")
     assert res.returncode == 0
     for command in ("ingest", "info", "demo"):
         assert command in res.stdout
 
 
 def test_usage_error_exits_2():
-    assert run("ingest").returncode == 2
-    assert run("no-such-command").returncode == 2
-    assert run("ingest", "a.npy", "out", "--partition-rows", "0").returncode == 2
+    assert cli_process("ingest").returncode == 2
+    assert cli_process("no-such-command").returncode == 2
+    assert cli_process("ingest", "a.npy", "out", "--partition-rows", "0").returncode == 2
 
 
 def test_ingest_npy_then_info_json(tmp_path):
     X = np.random.default_rng(0).normal(size=(250, 4))
     np.save(tmp_path / "x.npy", X)
-    res = run("ingest", str(tmp_path / "x.npy"), str(tmp_path / "c"), "--partition-rows", "100")
+    res = cli_process("ingest", str(tmp_path / "x.npy"), str(tmp_path / "c"),
+                      "--partition-rows", "100")
     assert res.returncode == 0, res.stderr
-    info = json.loads(run("info", str(tmp_path / "c"), "--json").stdout)
+    info = json.loads(cli_process("info", str(tmp_path / "c"), "--json").stdout)
     assert info["kind"] == "dense"
     assert (info["n_items"], info["dim"], info["n_partitions"]) == (250, 4, 3)
     assert "nnz" not in info
@@ -48,17 +44,18 @@ def test_ingest_npy_then_info_json(tmp_path):
 def test_ingest_docword_then_info(tmp_path):
     X = sp.csr_matrix(np.array([[1, 0, 2], [0, 0, 0], [0, 3, 0]]))
     write_docword(tmp_path / "docword.toy.txt", X, ["a", "b", "c"])
-    assert run("ingest", str(tmp_path / "docword.toy.txt"), str(tmp_path / "c")).returncode == 0
-    info = json.loads(run("info", str(tmp_path / "c"), "--json").stdout)
+    ingested = cli_process("ingest", str(tmp_path / "docword.toy.txt"), str(tmp_path / "c"))
+    assert ingested.returncode == 0
+    info = json.loads(cli_process("info", str(tmp_path / "c"), "--json").stdout)
     assert (info["kind"], info["n_items"], info["dim"], info["nnz"]) == ("bow", 3, 3, 3)
-    text = run("info", str(tmp_path / "c")).stdout
+    text = cli_process("info", str(tmp_path / "c")).stdout
     assert "non-zeros     3" in text
 
 
 def test_ingest_csv_with_columns(tmp_path):
     (tmp_path / "d.csv").write_text("id,a,b,label,t\nx1,1.5,2,cat,0\nx2,-1,0.25,dog,1\n")
-    res = run("ingest", str(tmp_path / "d.csv"), str(tmp_path / "c"), "--id-column", "id",
-              "--label-column", "label", "--time-column", "t")
+    res = cli_process("ingest", str(tmp_path / "d.csv"), str(tmp_path / "c"), "--id-column", "id",
+                      "--label-column", "label", "--time-column", "t")
     assert res.returncode == 0, res.stderr
     from bnpmix.storage import Corpus
 
@@ -70,17 +67,17 @@ def test_ingest_csv_with_columns(tmp_path):
 
 
 def test_info_on_missing_corpus_is_one_line_error(tmp_path):
-    res = run("info", str(tmp_path / "nothing"))
+    res = cli_process("info", str(tmp_path / "nothing"))
     assert res.returncode == 1
     assert res.stderr.count("\n") == 1 and "nothing" in res.stderr
     assert "Traceback" not in res.stderr
-    res = run("--debug", "info", str(tmp_path / "nothing"))
+    res = cli_process("--debug", "info", str(tmp_path / "nothing"))
     assert res.returncode == 1 and "Traceback" in res.stderr
 
 
 @pytest.mark.slow  # the full demo
 def test_demo_finds_the_eight_components(tmp_path):
-    res = run("demo", cwd=tmp_path)
+    res = cli_process("demo", cwd=tmp_path)
     assert res.returncode == 0, res.stderr
     assert "K = 8 components (8 with more than 1% of the mass)" in res.stdout
     found, oracle = map(float, re.findall(r"ARI (\d\.\d+)", res.stdout))
@@ -95,8 +92,8 @@ def test_fit_writes_run_directory_and_evaluate_prints_json(tmp_path):
     from bnpmix.storage import ingest_array
 
     ingest_array(X, tmp_path / "c", partition_rows=100, columns={"label": y})
-    res = run("fit", str(tmp_path / "c"), "--out", str(tmp_path / "run"), "--K", "1",
-              "--laps", "6", "--moves", "birth,merge", "--seed", "3")
+    res = cli_process("fit", str(tmp_path / "c"), "--out", str(tmp_path / "run"), "--K", "1",
+                      "--laps", "6", "--moves", "birth,merge", "--seed", "3")
     assert res.returncode == 0, res.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     for key in ("algorithm", "K", "elbo", "elbo_per_item", "laps", "n_items", "wall_seconds",
@@ -106,8 +103,8 @@ def test_fit_writes_run_directory_and_evaluate_prints_json(tmp_path):
     trace = (tmp_path / "run" / "trace.csv").read_text().splitlines()
     assert trace[0] == "lap,batch,elbo,K,seconds" and len(trace) > 6
     assert len(list((tmp_path / "run" / "assignments").glob("part-*.parquet"))) == 6
-    res = run("evaluate", str(tmp_path / "run"), "--heldout", str(tmp_path / "c"),
-              "--label-column", "label")
+    res = cli_process("evaluate", str(tmp_path / "run"), "--heldout", str(tmp_path / "c"),
+                      "--label-column", "label")
     assert res.returncode == 0, res.stderr
     scores = json.loads(res.stdout)
     assert scores["ari"] > 0.95 and scores["K"] == summary["K"]
@@ -116,11 +113,11 @@ def test_fit_writes_run_directory_and_evaluate_prints_json(tmp_path):
 
 def test_fit_rejects_a_model_that_does_not_fit_the_corpus(tmp_path):
     np.save(tmp_path / "x.npy", np.ones((10, 2)))
-    assert run("ingest", str(tmp_path / "x.npy"), str(tmp_path / "c")).returncode == 0
-    res = run("fit", str(tmp_path / "c"), "--out", str(tmp_path / "run"), "--obs", "mult")
+    assert cli_process("ingest", str(tmp_path / "x.npy"), str(tmp_path / "c")).returncode == 0
+    res = cli_process("fit", str(tmp_path / "c"), "--out", str(tmp_path / "run"), "--obs", "mult")
     assert res.returncode == 1 and "does not fit" in res.stderr
-    res = run("fit", str(tmp_path / "c"), "--out", str(tmp_path / "run"), "--algorithm", "vb",
-              "--moves", "merge")
+    res = cli_process("fit", str(tmp_path / "c"), "--out", str(tmp_path / "run"),
+                      "--algorithm", "vb", "--moves", "merge")
     assert res.returncode == 2 and "--moves: does not apply" in res.stderr
 
 

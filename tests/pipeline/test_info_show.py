@@ -27,12 +27,8 @@ FILLER = ["the", "of", "and", "to", "in", "a", "is", "that", "it", "was", "for",
           "as"]  # all stop words
 
 
-def bnpmix(*args: object) -> subprocess.CompletedProcess[str]:
-    return cli(*args)
-
-
 def ok(*args: object) -> str:
-    res = bnpmix(*args)
+    res = cli(*args)
     assert res.returncode == 0, f"{args}: {res.stderr}"
     return res.stdout
 
@@ -193,26 +189,26 @@ def one_line_error(res: subprocess.CompletedProcess[str]) -> str:
 
 def test_missing_run_directory(tmp_path):
     for command in ("info", "show"):
-        err = one_line_error(bnpmix(command, tmp_path / "nothing"))
+        err = one_line_error(cli(command, tmp_path / "nothing"))
         assert str(tmp_path / "nothing") in err and "no such directory" in err
 
 
 def test_show_on_a_corpus_and_on_an_unfinished_run(dense_run, tmp_path):
-    err = one_line_error(bnpmix("show", dense_run.parent / "corpus"))
+    err = one_line_error(cli("show", dense_run.parent / "corpus"))
     assert "a corpus, not a run directory" in err
     (tmp_path / "half").mkdir()
     (tmp_path / "half" / "job.json").write_text("{}")
     for command in ("info", "show"):
-        err = one_line_error(bnpmix(command, tmp_path / "half"))
+        err = one_line_error(cli(command, tmp_path / "half"))
         assert "not finished" in err and "bnpmix resume" in err
     (tmp_path / "empty").mkdir()
-    err = one_line_error(bnpmix("info", tmp_path / "empty"))
+    err = one_line_error(cli("info", tmp_path / "empty"))
     assert "not a corpus directory (no manifest.json) nor a run directory" in err
 
 
 def test_show_rejects_a_non_positive_count(dense_run):
-    assert bnpmix("show", dense_run, "--top", "0").returncode == 2
-    assert bnpmix("show", dense_run, "--top-words", "-1").returncode == 2
+    assert cli("show", dense_run, "--top", "0").returncode == 2
+    assert cli("show", dense_run, "--top-words", "-1").returncode == 2
 
 
 def test_wall_seconds_cover_the_whole_fit_command(tmp_path, monkeypatch):

@@ -37,12 +37,8 @@ def plotting() -> None:
                         "installed")
 
 
-def bnpmix(*args: str) -> subprocess.CompletedProcess:
-    return cli(*args)
-
-
 def ok(*args: str) -> subprocess.CompletedProcess:
-    done = bnpmix(*args)
+    done = cli(*args)
     assert done.returncode == 0, f"bnpmix {' '.join(args)}: {done.stderr}"
     return done
 
@@ -170,7 +166,7 @@ def test_compare_puts_both_runs_side_by_side(runs, plotting):
     assert "run-digits</td>" in table and "run-digits-vb</td>" in table
     assert "held-out ari" in table and "held-out heldout_loglik_per_item" in table
     assert 'id="config-diff-table"' in page and "algorithm" in page
-    assert bnpmix("compare", str(runs["digits"]), "--out", str(out)).returncode == 2
+    assert cli("compare", str(runs["digits"]), "--out", str(out)).returncode == 2
 
 
 def test_report_of_a_temporal_run_has_the_chain_panels(tmp_path, plotting):
@@ -200,18 +196,18 @@ def test_report_of_a_temporal_run_has_the_chain_panels(tmp_path, plotting):
 
 def test_errors_name_the_path_and_leave_nothing(runs, tmp_path, plotting):
     missing = tmp_path / "no-such-run"
-    done = bnpmix("report", str(missing))
+    done = cli("report", str(missing))
     assert done.returncode == 1 and str(missing) in done.stderr
     assert not missing.exists()
     not_run = tmp_path / "plain"
     not_run.mkdir()
-    done = bnpmix("report", str(not_run))
+    done = cli("report", str(not_run))
     assert done.returncode == 1 and "nor a run directory (no summary.json)" in done.stderr
     assert list(not_run.iterdir()) == []
     other = tmp_path / "mine"  # a directory that is not a report is never replaced
     other.mkdir()
     (other / "notes.txt").write_text("keep me")
-    done = bnpmix("report", str(runs["text"]), "--out", str(other))
+    done = cli("report", str(runs["text"]), "--out", str(other))
     assert done.returncode == 1 and "not a bnpmix report" in done.stderr
     assert [p.name for p in other.iterdir()] == ["notes.txt"]
 

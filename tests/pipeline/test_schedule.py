@@ -18,10 +18,6 @@ from helpers import cli
 PROFILES = Path(__file__).parents[2] / "cluster-configs"
 
 
-def bnpmix(*args: str) -> subprocess.CompletedProcess:
-    return cli(*args)
-
-
 def write_npy(path: Path, n: int, seed: int) -> Path:
     rng = np.random.default_rng(seed)
     centers = np.array([[0.0, 0.0], [7.0, 0.0], [0.0, 7.0]])
@@ -36,8 +32,8 @@ def tree_digest(path: Path) -> dict[str, str]:
 
 @pytest.fixture
 def job(tmp_path):
-    res = bnpmix("ingest", str(write_npy(tmp_path / "a.npy", 1000, 0)), str(tmp_path / "corpus"),
-                 "--partition-rows", "100")
+    res = cli("ingest", str(write_npy(tmp_path / "a.npy", 1000, 0)), str(tmp_path / "corpus"),
+              "--partition-rows", "100")
     assert res.returncode == 0, res.stderr
     job = tmp_path / "job.toml"
     job.write_text('corpus = "corpus"\nlaps = 3\nmoves = "birth,merge"\nthreads = 1\n'
@@ -47,19 +43,19 @@ def job(tmp_path):
 
 def test_schedule_publishes_versions_and_is_idempotent(tmp_path, job):
     models = tmp_path / "models"
-    first = bnpmix("schedule", "run", str(job))
+    first = cli("schedule", "run", str(job))
     assert first.returncode == 0, first.stderr
     assert "published v0001" in first.stdout and "10 new" in first.stdout
     assert (models / "latest").read_text().strip() == "v0001"
-    again = bnpmix("schedule", "run", str(job))
+    again = cli("schedule", "run", str(job))
     assert again.returncode == 0 and "no new partitions" in again.stdout
     before = tree_digest(models / "v0001")
 
-    res = bnpmix("ingest", str(write_npy(tmp_path / "b.npy", 500, 1)), str(tmp_path / "corpus"),
-                 "--partition-rows", "100", "--append")
+    res = cli("ingest", str(write_npy(tmp_path / "b.npy", 500, 1)), str(tmp_path / "corpus"),
+              "--partition-rows", "100", "--append")
     assert res.returncode == 0, res.stderr
     assert Corpus(tmp_path / "corpus").n_partitions == 15
-    second = bnpmix("schedule", "run", str(job))
+    second = cli("schedule", "run", str(job))
     assert second.returncode == 0, second.stderr
     assert "published v0002" in second.stdout and "5 new since v0001" in second.stdout
     assert (models / "latest").read_text().strip() == "v0002"
@@ -72,7 +68,7 @@ def test_a_held_lock_means_the_call_does_nothing(tmp_path, job):
     (tmp_path / "models").mkdir()
     with open(tmp_path / "models" / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        res = bnpmix("schedule", "run", str(job))
+        res = cli("schedule", "run", str(job))
     assert res.returncode == 0 and "in progress" in res.stdout
     assert not (tmp_path / "models" / "latest").exists()
 
@@ -89,12 +85,12 @@ def test_a_lock_whose_holder_was_killed_is_taken_over(tmp_path, job):
                                "print('held', flush=True)\n"
                                "time.sleep(600)\n"], stdout=subprocess.PIPE, text=True)
     assert holder.stdout.readline().strip() == "held"
-    busy = bnpmix("schedule", "run", str(job))
+    busy = cli("schedule", "run", str(job))
     assert busy.returncode == 0 and "in progress" in busy.stdout
     holder.kill()  # only the process started here, by its handle
     holder.wait()
     holder.stdout.close()
-    res = bnpmix("schedule", "run", str(job))
+    res = cli("schedule", "run", str(job))
     assert res.returncode == 0 and "published v0001" in res.stdout, res.stderr
 
 
@@ -113,9 +109,9 @@ def test_two_concurrent_calls_never_both_run(tmp_path, job):
 def test_append_refuses_incompatible_data(tmp_path):
     np.save(tmp_path / "a.npy", np.ones((10, 2)))
     np.save(tmp_path / "b.npy", np.ones((10, 3)))
-    assert bnpmix("ingest", str(tmp_path / "a.npy"), str(tmp_path / "c")).returncode == 0
+    assert cli("ingest", str(tmp_path / "a.npy"), str(tmp_path / "c")).returncode == 0
     before = tree_digest(tmp_path / "c")
-    res = bnpmix("ingest", str(tmp_path / "b.npy"), str(tmp_path / "c"), "--append")
+    res = cli("ingest", str(tmp_path / "b.npy"), str(tmp_path / "c"), "--append")
     assert res.returncode == 1 and "dim differs" in res.stderr
     assert tree_digest(tmp_path / "c") == before
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.npy", "b.npy", "c"]
@@ -173,9 +169,9 @@ def test_a_call_killed_before_moving_the_pointer_is_finished_by_the_next(tmp_pat
     import shutil
 
     models = tmp_path / "models"
-    assert bnpmix("schedule", "run", str(job)).returncode == 0
+    assert cli("schedule", "run", str(job)).returncode == 0
     shutil.copytree(models / "v0001", models / "v0002")  # published, pointer not yet moved
-    res = bnpmix("schedule", "run", str(job))
+    res = cli("schedule", "run", str(job))
     assert res.returncode == 0 and "no new partitions since v0002" in res.stdout
     assert (models / "latest").read_text().strip() == "v0002"
 
@@ -184,21 +180,21 @@ def test_a_call_killed_before_moving_the_pointer_is_finished_by_the_next(tmp_pat
 def test_a_broken_latest_pointer_is_an_error_naming_it_and_nothing_changes(tmp_path, job,
                                                                            pointer):
     models = tmp_path / "models"
-    assert bnpmix("schedule", "run", str(job)).returncode == 0
+    assert cli("schedule", "run", str(job)).returncode == 0
     (models / "latest").write_bytes(pointer)
     before = tree_digest(models)
-    res = bnpmix("schedule", "run", str(job))
+    res = cli("schedule", "run", str(job))
     assert res.returncode == 1
     assert f"{models / 'latest'}: " in res.stderr and "Traceback" not in res.stderr
     assert tree_digest(models) == before
 
 
 def test_append_replaces_debris_of_a_killed_append(tmp_path):
-    assert bnpmix("ingest", str(write_npy(tmp_path / "a.npy", 200, 0)), str(tmp_path / "c"),
-                  "--partition-rows", "100").returncode == 0
+    assert cli("ingest", str(write_npy(tmp_path / "a.npy", 200, 0)), str(tmp_path / "c"),
+               "--partition-rows", "100").returncode == 0
     (tmp_path / "c" / "part-00002.parquet").write_bytes(b"half a partition")  # not in manifest
-    res = bnpmix("ingest", str(write_npy(tmp_path / "b.npy", 100, 1)), str(tmp_path / "c"),
-                 "--partition-rows", "100", "--append")
+    res = cli("ingest", str(write_npy(tmp_path / "b.npy", 100, 1)), str(tmp_path / "c"),
+              "--partition-rows", "100", "--append")
     assert res.returncode == 0, res.stderr
     corpus = Corpus(tmp_path / "c")
     assert corpus.n_partitions == 3 and len(corpus.read(2)) == 100
@@ -212,16 +208,16 @@ def test_models_latest_is_usable_as_the_newest_versions_path(tmp_path, job):
     from bnpmix import load
 
     models = tmp_path / "models"
-    assert bnpmix("schedule", "run", str(job)).returncode == 0
-    res = bnpmix("ingest", str(write_npy(tmp_path / "b.npy", 300, 1)), str(tmp_path / "corpus"),
-                 "--append")
+    assert cli("schedule", "run", str(job)).returncode == 0
+    res = cli("ingest", str(write_npy(tmp_path / "b.npy", 300, 1)), str(tmp_path / "corpus"),
+              "--append")
     assert res.returncode == 0, res.stderr
-    assert bnpmix("schedule", "run", str(job)).returncode == 0
-    info = bnpmix("info", str(models / "latest"), "--json")
+    assert cli("schedule", "run", str(job)).returncode == 0
+    info = cli("info", str(models / "latest"), "--json")
     assert info.returncode == 0, info.stderr
     assert json.loads(info.stdout)["run_dir"] == str(models / "v0002")
     assert json.loads(info.stdout)["n_items"] == 1300
-    shown = bnpmix("show", str(models / "latest"))
+    shown = cli("show", str(models / "latest"))
     assert shown.returncode == 0, shown.stderr
     latest, v2 = load(models / "latest"), load(models / "v0002")
     np.testing.assert_array_equal(latest.weights_, v2.weights_)

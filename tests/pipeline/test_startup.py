@@ -44,7 +44,7 @@ print(json.dumps({{"code": code, "heavy": heavy}}), file=sys.stderr)
 """
 
 
-def cli(*argv: object) -> tuple[str, list[str]]:
+def fresh_cli(*argv: object) -> tuple[str, list[str]]:
     """stdout of the command line run in a fresh interpreter, and the heavy modules it loaded
     (the command must succeed)."""
     done = subprocess.run([sys.executable, "-c", CLI, *map(str, argv)], capture_output=True,
@@ -79,7 +79,7 @@ def whole_parser_help(capsys, monkeypatch, *argv: str) -> str:
 
 
 def test_help_lists_every_command_and_loads_no_heavy_module(capsys, monkeypatch):
-    out, heavy = cli("--help")
+    out, heavy = fresh_cli("--help")
     assert heavy == []
     assert out == whole_parser_help(capsys, monkeypatch, "--help")
     listed = [line.split()[0] for line in out.splitlines() if line.startswith("    ")
@@ -88,21 +88,21 @@ def test_help_lists_every_command_and_loads_no_heavy_module(capsys, monkeypatch)
 
 
 def test_info_of_a_corpus_loads_no_heavy_module(corpus):
-    out, heavy = cli("info", corpus)
+    out, heavy = fresh_cli("info", corpus)
     assert heavy == []
     assert "items         300" in out and "partitions    3" in out
-    out, heavy = cli("info", corpus, "--json")
+    out, heavy = fresh_cli("info", corpus, "--json")
     assert heavy == []
     assert json.loads(out)["n_items"] == 300 and json.loads(out)["dim"] == 2
 
 
 def test_info_of_a_run_loads_no_heavy_module(run):
-    out, heavy = cli("info", run)
+    out, heavy = fresh_cli("info", run)
     assert heavy == []
     summary = RunDir(run).load_summary()
     assert f"K             {summary['K']} component" in out
     assert "items         300" in out
-    out, heavy = cli("info", run, "--json")
+    out, heavy = fresh_cli("info", run, "--json")
     assert heavy == []
     info = json.loads(out)
     assert info == run_info(run)
@@ -128,7 +128,7 @@ def test_info_of_a_run_that_recorded_no_sizes_counts_them(run, tmp_path):
 
 
 def test_fit_help_lists_every_engine_option(capsys, monkeypatch):
-    out, _ = cli("fit", "--help")
+    out, _ = fresh_cli("fit", "--help")
     assert out == whole_parser_help(capsys, monkeypatch, "fit", "--help")
     flags = [row.flag for row in options() if row.name != "corpus"]
     assert len(flags) > 20

@@ -29,10 +29,6 @@ ERROR_PREFIX = "bnpmix: error: "
 # helpers
 
 
-def run_cli(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return cli(*args, cwd=cwd)
-
-
 def npy_bytes(array: np.ndarray) -> bytes:
     buf = io.BytesIO()
     np.save(buf, array)
@@ -103,7 +99,7 @@ def check_rejected(tmp_path: Path, case: Bad) -> str:
     corpus = out_parent / "corpus"
     args = [a.replace("{src}", str(src_dir)) for a in case.args]
 
-    proc = run_cli("ingest", src_dir / case.src, corpus, *args, cwd=tmp_path)
+    proc = cli("ingest", src_dir / case.src, corpus, *args, cwd=tmp_path)
 
     assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
     msg = one_line_error(proc)
@@ -380,7 +376,7 @@ def test_usage_error(tmp_path: Path, args: tuple[str, ...]) -> None:
     out_parent = tmp_path / "out"
     out_parent.mkdir()
     corpus = out_parent / "corpus"
-    proc = run_cli("ingest", src, corpus, *args, cwd=tmp_path)
+    proc = cli("ingest", src, corpus, *args, cwd=tmp_path)
     assert proc.returncode == 2, (proc.stdout, proc.stderr)
     assert "Traceback" not in proc.stderr
     assert proc.stderr.startswith("usage: ")
@@ -407,7 +403,7 @@ def _existing(tmp_path: Path) -> tuple[Path, Path, Path, dict[str, bytes | None]
 
 def test_existing_output_refused_without_overwrite(tmp_path: Path) -> None:
     src, out_parent, corpus, before = _existing(tmp_path)
-    proc = run_cli("ingest", src, corpus, "--label-column", "label", cwd=tmp_path)
+    proc = cli("ingest", src, corpus, "--label-column", "label", cwd=tmp_path)
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     msg = one_line_error(proc)
     assert str(corpus) in msg
@@ -418,8 +414,8 @@ def test_existing_output_refused_without_overwrite(tmp_path: Path) -> None:
 
 def test_existing_output_replaced_with_overwrite(tmp_path: Path) -> None:
     src, out_parent, corpus, _ = _existing(tmp_path)
-    proc = run_cli("ingest", src, corpus, "--label-column", "label", "--time-column", "t",
-                   "--overwrite", cwd=tmp_path)
+    proc = cli("ingest", src, corpus, "--label-column", "label", "--time-column", "t",
+               "--overwrite", cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert proc.stderr == ""
     assert not (corpus / "keep.txt").exists()
@@ -436,8 +432,8 @@ def test_existing_output_replaced_with_overwrite(tmp_path: Path) -> None:
 def test_overwrite_with_bad_input_keeps_existing_output(tmp_path: Path) -> None:
     src, out_parent, corpus, before = _existing(tmp_path)
     src.write_text(_csv(3, "3.0,nan,y,20"))
-    proc = run_cli("ingest", src, corpus, "--label-column", "label", "--time-column", "t",
-                   "--partition-rows", "1", "--overwrite", cwd=tmp_path)
+    proc = cli("ingest", src, corpus, "--label-column", "label", "--time-column", "t",
+               "--partition-rows", "1", "--overwrite", cwd=tmp_path)
     assert proc.returncode == 1, (proc.stdout, proc.stderr)
     msg = one_line_error(proc)
     assert re.search(re.escape(str(src)) + r".*\bline 3\b", msg), msg
@@ -462,8 +458,8 @@ def _ingest_good(tmp_path: Path, kind: str) -> tuple[Path, int]:
         src = src_dir / DOCWORD
         src.write_text(_docword())
         n = 3
-    proc = run_cli("ingest", src, corpus, "--partition-rows", "2" if kind == "dense" else "1",
-                   cwd=tmp_path)
+    proc = cli("ingest", src, corpus, "--partition-rows", "2" if kind == "dense" else "1",
+               cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert Corpus(corpus).n_partitions == 3
     return corpus, n
@@ -491,11 +487,11 @@ def test_damaged_partition(tmp_path: Path, kind: str, damage) -> None:
     assert part.read_bytes() != original
 
     # `bnpmix info` reads only the manifest.
-    proc = run_cli("info", corpus, "--json", cwd=tmp_path)
+    proc = cli("info", corpus, "--json", cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     info = json.loads(proc.stdout)
     assert (info["kind"], info["n_items"], info["n_partitions"]) == (kind, n, 3)
-    proc = run_cli("info", corpus, cwd=tmp_path)
+    proc = cli("info", corpus, cwd=tmp_path)
     assert proc.returncode == 0, (proc.stdout, proc.stderr)
     assert re.search(rf"^items\s+{n}$", proc.stdout, re.M), proc.stdout
 

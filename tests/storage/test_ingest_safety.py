@@ -15,12 +15,9 @@ import numpy as np
 import pytest
 
 from bnpmix.storage import Corpus, ingest_array
+from helpers import cli_process
 
 BNPMIX = [sys.executable, "-m", "bnpmix"]
-
-
-def run(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([*BNPMIX, *args], capture_output=True, text=True, timeout=300, **kw)
 
 
 def tree(path: Path) -> dict[str, bytes]:
@@ -60,7 +57,7 @@ def test_overwrite_never_deletes_its_own_source(tmp_path):
     proj.mkdir()
     np.save(proj / "data.npy", np.ones((5, 2)))
     before = tree(proj)
-    res = run("ingest", str(proj / "data.npy"), str(proj), "--overwrite")
+    res = cli_process("ingest", str(proj / "data.npy"), str(proj), "--overwrite")
     assert res.returncode == 1
     assert f"{proj}: --overwrite would delete the source" in res.stderr
     assert tree(proj) == before
@@ -73,19 +70,19 @@ def test_overwrite_replaces_only_a_corpus(tmp_path, what):
     if what == "run directory":
         ingest_array(np.random.default_rng(0).normal(size=(40, 2)), tmp_path / "c",
                      partition_rows=20)
-        assert run("fit", str(tmp_path / "c"), "--out", str(target), "--laps", "1",
-                   "--K", "2", "--moves", "").returncode == 0
+        assert cli_process("fit", str(tmp_path / "c"), "--out", str(target), "--laps", "1",
+                           "--K", "2", "--moves", "").returncode == 0
     else:
         target.mkdir()
         (target / "thesis.tex").write_text("years of work")
     before = tree(target)
-    res = run("ingest", str(tmp_path / "x.npy"), str(target), "--overwrite")
+    res = cli_process("ingest", str(tmp_path / "x.npy"), str(target), "--overwrite")
     assert res.returncode == 1
     assert f"{target}: --overwrite replaces only a bnpmix corpus" in res.stderr
     assert tree(target) == before
     ingest_array(np.zeros((4, 2)), tmp_path / "old", partition_rows=2)
-    assert run("ingest", str(tmp_path / "x.npy"), str(tmp_path / "old"),
-               "--overwrite").returncode == 0  # a corpus is replaced
+    assert cli_process("ingest", str(tmp_path / "x.npy"), str(tmp_path / "old"),
+                       "--overwrite").returncode == 0  # a corpus is replaced
     assert Corpus(tmp_path / "old").n_items == 40
 
 
@@ -118,7 +115,7 @@ def test_staging_of_a_killed_ingest_is_removed_by_the_next(tmp_path):
     (stale / "part-00000.parquet").write_bytes(b"half")
     live = tmp_path / f".c.{os.getpid()}-efgh.tmp"  # a writer still alive: kept
     live.mkdir()
-    assert run("ingest", str(tmp_path / "x.npy"), str(tmp_path / "c")).returncode == 0
+    assert cli_process("ingest", str(tmp_path / "x.npy"), str(tmp_path / "c")).returncode == 0
     assert not stale.exists() and live.exists()
 
 
@@ -147,7 +144,7 @@ def write_docword(path: Path, header: tuple[int, int, int], triples: list[str]) 
 
 def test_docword_header_beyond_int32_is_refused(tmp_path):
     src = write_docword(tmp_path / "docword.x.txt", (2, 2**31, 1), ["1 1 1"])
-    res = run("ingest", str(src), str(tmp_path / "c"))
+    res = cli_process("ingest", str(src), str(tmp_path / "c"))
     assert res.returncode == 1
     assert f"{src}, line 2" in res.stderr and "int32" in res.stderr
     assert not (tmp_path / "c").exists()
@@ -157,7 +154,7 @@ def test_docword_header_claiming_millions_of_empty_documents_stops_at_once(tmp_p
     """A header D = 2,000,000 with one triple used to write empty partitions without end."""
     src = write_docword(tmp_path / "docword.x.txt", (2_000_000, 3, 1), ["1 2 1"])
     t = time.time()
-    res = run("ingest", str(src), str(tmp_path / "c"), "--partition-rows", "10")
+    res = cli_process("ingest", str(src), str(tmp_path / "c"), "--partition-rows", "10")
     assert res.returncode == 1 and time.time() - t < 30
     assert f"{src}, line 1: documents 11..1020 have no words (101 partitions in a row)" in (
         res.stderr) and "D=2000000" in res.stderr
@@ -171,7 +168,7 @@ def test_dense_sources_that_cannot_be_stored_faithfully_are_named(tmp_path):
     cases = {"zero.npy": "no feature columns", "huge.npy": "row 1: integer 4611686018427387904 "
              "in column 1 is beyond 2^53", "wide.csv": "line 3: malformed CSV (field larger"}
     for name, message in cases.items():
-        res = run("ingest", str(tmp_path / name), str(tmp_path / f"out-{name}"))
+        res = cli_process("ingest", str(tmp_path / name), str(tmp_path / f"out-{name}"))
         assert res.returncode == 1 and f"{tmp_path / name}" in res.stderr, res.stderr
         assert message in res.stderr, res.stderr
         assert not (tmp_path / f"out-{name}").exists()

@@ -22,10 +22,6 @@ from helpers import cli
 ERROR_PREFIX = "bnpmix: error: "
 
 
-def run_cli(*args: object, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return cli(*args, cwd=cwd)
-
-
 def one_line_error(proc: subprocess.CompletedProcess[str]) -> str:
     detail = f"exit {proc.returncode}\nstdout: {proc.stdout!r}\nstderr: {proc.stderr!r}"
     assert proc.returncode == 1, detail
@@ -67,8 +63,8 @@ def seven_sequences() -> list[int]:
 def test_sequences_are_kept_whole_and_partitions_close_at_boundaries(tmp_path):
     seqs = seven_sequences()
     write_csv(tmp_path / "s.csv", seqs)
-    proc = run_cli("ingest", tmp_path / "s.csv", tmp_path / "c", "--sequence-column", "seq",
-                   "--partition-rows", "5", cwd=tmp_path)
+    proc = cli("ingest", tmp_path / "s.csv", tmp_path / "c", "--sequence-column", "seq",
+               "--partition-rows", "5", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
 
     parts = partitions(tmp_path / "c")
@@ -93,7 +89,7 @@ def test_sequences_are_kept_whole_and_partitions_close_at_boundaries(tmp_path):
     c = Corpus(tmp_path / "c")
     assert c.manifest.columns == ("sequence",)
     assert c.read(0).columns["sequence"].dtype == np.int64
-    info = json.loads(run_cli("info", tmp_path / "c", "--json", cwd=tmp_path).stdout)
+    info = json.loads(cli("info", tmp_path / "c", "--json", cwd=tmp_path).stdout)
     assert info["columns"] == ["sequence"] and info["n_items"] == len(seqs)
 
 
@@ -179,8 +175,8 @@ def rejected(tmp_path: Path, seqs_text: list[str], *args: str) -> str:
     out = tmp_path / "out"
     out.mkdir()
     # enough rows before the culprit that a partition or two was already written when it fails
-    proc = run_cli("ingest", src / "s.csv", out / "corpus", "--partition-rows", "2", *args,
-                   cwd=tmp_path)
+    proc = cli("ingest", src / "s.csv", out / "corpus", "--partition-rows", "2", *args,
+               cwd=tmp_path)
     msg = one_line_error(proc)
     assert str(src / "s.csv") in msg, msg
     assert sorted(p.name for p in out.iterdir()) == [], "something was left behind"
@@ -217,15 +213,15 @@ def test_a_missing_sequence_column_is_refused(tmp_path):
 def test_append_refuses_an_existing_sequence_and_leaves_the_corpus_unchanged(tmp_path):
     write_csv(tmp_path / "a.csv", [1, 1, 2, 2, 2, 3])
     corpus = tmp_path / "c"
-    proc = run_cli("ingest", tmp_path / "a.csv", corpus, "--sequence-column", "seq",
-                   "--partition-rows", "2", cwd=tmp_path)
+    proc = cli("ingest", tmp_path / "a.csv", corpus, "--sequence-column", "seq",
+               "--partition-rows", "2", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     manifest = (corpus / "manifest.json").read_bytes()
     before = snapshot(corpus)
 
     write_csv(tmp_path / "b.csv", [7, 7, 3, 3, 2], start=6)  # 3 and 2 exist already
-    proc = run_cli("ingest", tmp_path / "b.csv", corpus, "--sequence-column", "seq", "--append",
-                   "--partition-rows", "2", cwd=tmp_path)
+    proc = cli("ingest", tmp_path / "b.csv", corpus, "--sequence-column", "seq", "--append",
+               "--partition-rows", "2", cwd=tmp_path)
     msg = one_line_error(proc)
     assert str(tmp_path / "b.csv") in msg, msg
     assert "sequence ids 3, 2 already in the corpus" in msg, msg
@@ -237,8 +233,8 @@ def test_append_refuses_an_existing_sequence_and_leaves_the_corpus_unchanged(tmp
 
     # new ids append, each sequence still in one partition
     write_csv(tmp_path / "b.csv", [7, 7, 5, 5, 5, 4], start=6)
-    proc = run_cli("ingest", tmp_path / "b.csv", corpus, "--sequence-column", "seq", "--append",
-                   "--partition-rows", "2", cwd=tmp_path)
+    proc = cli("ingest", tmp_path / "b.csv", corpus, "--sequence-column", "seq", "--append",
+               "--partition-rows", "2", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     parts = partitions(corpus)
     assert [ids for _, ids in parts] == [[1, 1], [2, 2, 2], [3], [7, 7], [5, 5, 5], [4]]
@@ -272,9 +268,9 @@ def test_append_refuses_when_only_one_side_has_a_sequence_column(tmp_path, with_
     else:
         first = (tmp_path / "plain.csv",)
         second = (tmp_path / "seq.csv", "--sequence-column", "seq")
-    assert run_cli("ingest", first[0], corpus, *first[1:], cwd=tmp_path).returncode == 0
+    assert cli("ingest", first[0], corpus, *first[1:], cwd=tmp_path).returncode == 0
     manifest = (corpus / "manifest.json").read_bytes()
-    proc = run_cli("ingest", second[0], corpus, *second[1:], "--append", cwd=tmp_path)
+    proc = cli("ingest", second[0], corpus, *second[1:], "--append", cwd=tmp_path)
     msg = one_line_error(proc)
     assert "cannot append: the new data's columns differs" in msg, msg
     shown = "(none vs sequence)" if with_sequence == "corpus" else "(sequence vs none)"
@@ -284,7 +280,7 @@ def test_append_refuses_when_only_one_side_has_a_sequence_column(tmp_path, with_
 
 
 def test_help_documents_the_flag():
-    proc = run_cli("ingest", "--help", cwd=Path.cwd())
+    proc = cli("ingest", "--help", cwd=Path.cwd())
     assert proc.returncode == 0
     text = " ".join(proc.stdout.split())
     assert "--sequence-column" in text

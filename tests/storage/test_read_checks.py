@@ -18,10 +18,6 @@ from bnpmix.storage import Corpus, ingest_array
 from helpers import cli
 
 
-def run(*args: str) -> subprocess.CompletedProcess:
-    return cli(*args)
-
-
 def replace_partition(corpus: Path, index: int, table: pa.Table, rows: int | None = None) -> Path:
     """Write ``table`` as partition ``index`` and make the manifest's checksum (and, unless
     ``rows`` is given, its row count) match: only the content is wrong."""
@@ -52,7 +48,7 @@ def test_a_partition_with_non_finite_values_stops_the_fit_naming_file_and_row(tm
     X = Corpus(corpus).read(1).X.copy()
     X[7, 2] = bad
     path = replace_partition(corpus, 1, dense_table(X))
-    res = run("fit", str(corpus), "--out", str(tmp_path / "run"), "--laps", "2")
+    res = cli("fit", str(corpus), "--out", str(tmp_path / "run"), "--laps", "2")
     assert res.returncode == 1
     assert f"{path}, row 7: non-finite value {bad} in column 2" in res.stderr, res.stderr
     assert not (tmp_path / "run" / "summary.json").exists()
@@ -63,11 +59,11 @@ def test_negative_or_non_finite_word_counts_are_named(tmp_path):
 
     src = tmp_path / "docword.t.txt"
     write_docword(src, np.array([[1, 2, 0], [0, 1, 3], [2, 0, 1]]))
-    assert run("ingest", str(src), str(tmp_path / "c")).returncode == 0
+    assert cli("ingest", str(src), str(tmp_path / "c")).returncode == 0
     table = pa.table({"word_ids": pa.array([[0, 1], [1, 2], [0, 2]], pa.list_(pa.int32())),
                       "counts": pa.array([[1, 2], [1, -3], [2, 1]], pa.list_(pa.int32()))})
     path = replace_partition(tmp_path / "c", 0, table)
-    res = run("fit", str(tmp_path / "c"), "--out", str(tmp_path / "run"), "--laps", "1")
+    res = cli("fit", str(tmp_path / "c"), "--out", str(tmp_path / "run"), "--laps", "1")
     assert res.returncode == 1
     assert f"{path}, row 1: word 2 has count -3.0" in res.stderr, res.stderr
 
@@ -76,7 +72,7 @@ def test_a_row_count_that_disagrees_with_the_manifest_is_named(tmp_path):
     corpus = dense_corpus(tmp_path)
     X = Corpus(corpus).read(2).X
     path = replace_partition(corpus, 2, dense_table(X), rows=25)  # the file holds 20
-    res = run("fit", str(corpus), "--out", str(tmp_path / "run"), "--laps", "1")
+    res = cli("fit", str(corpus), "--out", str(tmp_path / "run"), "--laps", "1")
     assert res.returncode == 1
     assert f"{path}: 20 rows, the manifest says 25" in res.stderr, res.stderr
 
@@ -99,7 +95,7 @@ def test_manifest_errors_name_the_file_and_the_field(tmp_path, change, message):
     corpus = dense_corpus(tmp_path)
     manifest = corpus / "manifest.json"
     manifest.write_text(json.dumps(change(json.loads(manifest.read_text()))))
-    res = run("info", str(corpus))
+    res = cli("info", str(corpus))
     assert res.returncode == 1
     assert f"{manifest}: {message}" in res.stderr, res.stderr
     assert "Traceback" not in res.stderr
@@ -113,7 +109,7 @@ def bow(tmp_path: Path, name: str, vocab: list[str]) -> Path:
     src = tmp_path / name / "docword.t.txt"
     write_docword(src, rng.integers(1, 4, (40, len(vocab))), vocab)
     out = tmp_path / f"{name}-corpus"
-    res = run("ingest", str(src), str(out), "--partition-rows", "20")
+    res = cli("ingest", str(src), str(out), "--partition-rows", "20")
     assert res.returncode == 0, res.stderr
     return out
 
@@ -121,21 +117,21 @@ def bow(tmp_path: Path, name: str, vocab: list[str]) -> Path:
 def test_evaluate_refuses_a_heldout_corpus_the_model_was_not_fitted_to(tmp_path):
     words = ["apple", "bread", "cheese", "dates"]
     train = bow(tmp_path, "train", words)
-    assert run("fit", str(train), "--out", str(tmp_path / "run"), "--laps", "2").returncode == 0
+    assert cli("fit", str(train), "--out", str(tmp_path / "run"), "--laps", "2").returncode == 0
     same = bow(tmp_path, "same", words)
-    ok = run("evaluate", str(tmp_path / "run"), "--heldout", str(same))
+    ok = cli("evaluate", str(tmp_path / "run"), "--heldout", str(same))
     assert ok.returncode == 0 and "heldout_loglik_per_item" in json.loads(ok.stdout)
     other = bow(tmp_path, "other", ["apple", "bread", "cheese", "eggs"])  # same size
-    res = run("evaluate", str(tmp_path / "run"), "--heldout", str(other))
+    res = cli("evaluate", str(tmp_path / "run"), "--heldout", str(other))
     assert res.returncode == 1
     assert f"{other}: field 'vocab' differs from the vocabulary" in res.stderr, res.stderr
     dense = tmp_path / "dense"
     ingest_array(np.ones((10, 4)), dense, partition_rows=5)
-    res = run("evaluate", str(tmp_path / "run"), "--heldout", str(dense))
+    res = cli("evaluate", str(tmp_path / "run"), "--heldout", str(dense))
     assert res.returncode == 1
     assert f"{dense}: field 'kind' is 'dense', the model was fitted to kind 'bow'" in res.stderr
     wider = bow(tmp_path, "wider", [*words, "eggs"])
-    res = run("evaluate", str(tmp_path / "run"), "--heldout", str(wider))
+    res = cli("evaluate", str(tmp_path / "run"), "--heldout", str(wider))
     assert res.returncode == 1
     assert f"{wider}: field 'dim' is 5, the model was fitted to dim 4" in res.stderr
 
@@ -147,15 +143,15 @@ def test_heldout_text_of_another_vocabulary_is_told_how_to_ingest_it(tmp_path):
     (tmp_path / "held.txt").write_text("apple eggs figs\ncheese bread grapes\n" * 5)
     run_dir, held = tmp_path / "run", tmp_path / "held"
     for src, out in (("train.txt", "train"), ("held.txt", "held")):
-        assert run("ingest", str(tmp_path / src), str(tmp_path / out)).returncode == 0
-    assert run("fit", str(tmp_path / "train"), "--out", str(run_dir), "--laps", "2",
+        assert cli("ingest", str(tmp_path / src), str(tmp_path / out)).returncode == 0
+    assert cli("fit", str(tmp_path / "train"), "--out", str(run_dir), "--laps", "2",
                "--obs", "mult").returncode == 0
-    res = run("evaluate", str(run_dir), "--heldout", str(held))
+    res = cli("evaluate", str(run_dir), "--heldout", str(held))
     hint = (f"bnpmix ingest {(tmp_path / 'held.txt').resolve()} {held} --vocab "
             f"{run_dir / 'vocab.txt'} --overwrite")
     assert res.returncode == 1 and hint in res.stderr, res.stderr
-    assert run(*hint.split()[1:]).returncode == 0
-    ok = run("evaluate", str(run_dir), "--heldout", str(held))
+    assert cli(*hint.split()[1:]).returncode == 0
+    ok = cli("evaluate", str(run_dir), "--heldout", str(held))
     assert ok.returncode == 0, ok.stderr
     assert np.isfinite(json.loads(ok.stdout)["heldout_loglik_per_item"])
 
@@ -165,7 +161,7 @@ def bow_corpus(tmp_path: Path) -> Path:
 
     src = tmp_path / "docword.t.txt"
     write_docword(src, np.array([[1, 2, 0], [0, 1, 3], [2, 0, 1]]))
-    assert run("ingest", str(src), str(tmp_path / "c")).returncode == 0
+    assert cli("ingest", str(src), str(tmp_path / "c")).returncode == 0
     return tmp_path / "c"
 
 
@@ -184,7 +180,7 @@ def test_a_bag_of_words_partition_with_missing_or_misaligned_entries_is_refused(
     table = pa.table({"word_ids": pa.array(words, pa.list_(pa.int32())),
                       "counts": pa.array(counts, pa.list_(pa.int32()))})
     path = replace_partition(corpus, 0, table)
-    res = run("fit", str(corpus), "--out", str(tmp_path / "run"), "--laps", "1")
+    res = cli("fit", str(corpus), "--out", str(tmp_path / "run"), "--laps", "1")
     assert res.returncode == 1 and str(path) in res.stderr and message in res.stderr, res.stderr
     assert not (tmp_path / "run" / "summary.json").exists()
 
@@ -198,7 +194,7 @@ def test_a_bag_of_words_partition_with_missing_or_misaligned_entries_is_refused(
 def test_a_dense_partition_whose_rows_are_not_d_values_is_refused(tmp_path, rows, message):
     corpus = dense_corpus(tmp_path)
     path = replace_partition(corpus, 1, pa.table({"x": pa.array(rows, pa.list_(pa.float64()))}))
-    res = run("fit", str(corpus), "--out", str(tmp_path / "run"), "--laps", "1")
+    res = cli("fit", str(corpus), "--out", str(tmp_path / "run"), "--laps", "1")
     assert res.returncode == 1 and str(path) in res.stderr and message in res.stderr, res.stderr
     assert not (tmp_path / "run" / "summary.json").exists()
 

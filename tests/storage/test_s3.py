@@ -22,7 +22,7 @@ from test_distributed import assert_same_run
 from bnpmix import load
 from bnpmix.pipeline.fit import fit, job_config
 from bnpmix.storage import BnpmixError, ingest_array
-from helpers import DaskCluster, cli, free_port, full_disk_at_checkpoints
+from helpers import DaskCluster, cli, cli_process, free_port, full_disk_at_checkpoints
 
 boto3 = pytest.importorskip("boto3", reason="boto3 and moto[server] are in the test extra")
 pytest.importorskip("moto", reason="moto[server] is in the test extra")
@@ -73,11 +73,6 @@ def upload(local: Path, prefix: str) -> str:
     return f"s3://{BUCKET}/{prefix}"
 
 
-def bnpmix(env: dict[str, str], *args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "bnpmix", *args], capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **env})
-
-
 def corpus(path: Path, n: int, seed: int, partitions: int = 10) -> Path:
     rng = np.random.default_rng(seed)
     X = rng.normal(size=(n, 3)) + rng.integers(0, 4, (n, 1)) * 5.0
@@ -120,13 +115,13 @@ def test_ingest_fit_evaluate_entirely_in_the_bucket_with_a_worker_killed(tmp_pat
     for where, name, labels in ((url, "x", "y"), (held_url, "held", "held"),
                                 (str(tmp_path / "train"), "x", "y"),
                                 (str(tmp_path / "held-local"), "held", "held")):
-        done = bnpmix(s3, "ingest", str(tmp_path / f"{name}.npy"), where, "--labels",
-                      str(tmp_path / f"{labels}.txt"), "--partition-rows", "2000")
+        done = cli_process("ingest", str(tmp_path / f"{name}.npy"), where, "--labels",
+                           str(tmp_path / f"{labels}.txt"), "--partition-rows", "2000", env=s3)
         assert done.returncode == 0, done.stderr
     # the model named: --obs auto's race would run the laps before the first checkpoint
     args = ("--obs", "gauss", "--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "3",
             "--checkpoint-every", "5", "--wave", "1", "--ahead", "0")
-    ref = bnpmix({}, "fit", str(tmp_path / "train"), "--out", str(tmp_path / "ref"), *args)
+    ref = cli_process("fit", str(tmp_path / "train"), "--out", str(tmp_path / "ref"), *args)
     assert ref.returncode == 0, ref.stderr
     run_url = f"s3://{BUCKET}/runs/workers-killed"
     cluster = DaskCluster(env=s3)  # workers read from the bucket with these credentials
@@ -142,9 +137,10 @@ def test_ingest_fit_evaluate_entirely_in_the_bucket_with_a_worker_killed(tmp_pat
     finally:
         cluster.close()
     assert_same_run(tmp_path / "ref", download_run("runs/workers-killed", tmp_path / "copy"))
-    on_s3 = bnpmix(s3, "evaluate", run_url, "--heldout", held_url, "--label-column", "label")
-    here = bnpmix({}, "evaluate", str(tmp_path / "ref"), "--heldout",
-                  str(tmp_path / "held-local"), "--label-column", "label")
+    on_s3 = cli_process("evaluate", run_url, "--heldout", held_url, "--label-column", "label",
+                        env=s3)
+    here = cli_process("evaluate", str(tmp_path / "ref"), "--heldout",
+                       str(tmp_path / "held-local"), "--label-column", "label")
     assert on_s3.returncode == 0 and here.returncode == 0, on_s3.stderr + here.stderr
     a, b = json.loads(on_s3.stdout), json.loads(here.stdout)
     np.testing.assert_allclose(a["heldout_loglik_per_item"], b["heldout_loglik_per_item"],
@@ -165,7 +161,8 @@ def test_a_partition_corrupted_in_the_bucket_is_caught_by_its_checksum(tmp_path,
     body = bytearray(client.get_object(Bucket=BUCKET, Key=f"corrupt/{name}")["Body"].read())
     body[len(body) // 2] ^= 0xFF
     client.put_object(Bucket=BUCKET, Key=f"corrupt/{name}", Body=bytes(body))
-    done = bnpmix(s3, "fit", url, "--out", str(tmp_path / "run"), "--scheduler", "synchronous")
+    done = cli_process("fit", url, "--out", str(tmp_path / "run"), "--scheduler", "synchronous",
+                       env=s3)
     assert done.returncode == 1
     assert f"{url}/{name}" in done.stderr and "checksum" in done.stderr
     assert not (tmp_path / "run" / "summary.json").exists()
@@ -188,15 +185,15 @@ def test_evaluate_without_heldout_scores_a_bucket_run_on_its_corpus_in_the_bucke
 
 
 def test_errors_name_the_url(tmp_path, s3):
-    missing = bnpmix(s3, "info", f"s3://{BUCKET}/nothing-here")
+    missing = cli_process("info", f"s3://{BUCKET}/nothing-here", env=s3)
     assert missing.returncode == 1 and f"s3://{BUCKET}/nothing-here: not a corpus" in \
         missing.stderr
-    denied = bnpmix({**s3, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"}, "info",
-                    f"s3://{BUCKET}/train", timeout=180)
+    denied = cli_process("info", f"s3://{BUCKET}/train", timeout=180,
+                         env={**s3, "AWS_ENDPOINT_URL": f"http://127.0.0.1:{free_port()}"})
     assert denied.returncode == 1 and f"s3://{BUCKET}/train" in denied.stderr
     assert SECRET not in denied.stderr
-    labels = bnpmix(s3, "ingest", str(tmp_path / "x.npy"), str(tmp_path / "c"), "--labels",
-                    f"s3://{BUCKET}/labels.txt")
+    labels = cli_process("ingest", str(tmp_path / "x.npy"), str(tmp_path / "c"), "--labels",
+                         f"s3://{BUCKET}/labels.txt", env=s3)
     assert labels.returncode == 2 and "URLs are not supported here" in labels.stderr
 
 
@@ -219,17 +216,17 @@ def test_ingest_into_a_bucket_publishes_the_manifest_last(tmp_path, s3, monkeypa
     X = np.random.default_rng(7).normal(size=(900, 2))
     np.save(tmp_path / "x.npy", X)
     url = f"s3://{BUCKET}/ingested"
-    done = bnpmix(s3, "ingest", str(tmp_path / "x.npy"), url, "--partition-rows", "300")
+    done = cli_process("ingest", str(tmp_path / "x.npy"), url, "--partition-rows", "300", env=s3)
     assert done.returncode == 0, done.stderr
-    here = bnpmix({}, "ingest", str(tmp_path / "x.npy"), str(tmp_path / "local"),
-                  "--partition-rows", "300")
+    here = cli_process("ingest", str(tmp_path / "x.npy"), str(tmp_path / "local"),
+                       "--partition-rows", "300")
     assert here.returncode == 0, here.stderr
     from bnpmix.storage import Corpus
 
     remote, local = Corpus(url), Corpus(tmp_path / "local")
     assert remote.manifest.partitions == local.manifest.partitions  # same bytes, same checksums
     np.testing.assert_array_equal(remote.read(2).X, X[600:])
-    again = bnpmix(s3, "ingest", str(tmp_path / "x.npy"), url)
+    again = cli_process("ingest", str(tmp_path / "x.npy"), url, env=s3)
     assert again.returncode == 1 and "a corpus exists there" in again.stderr
     assert Corpus(url).manifest.partitions == local.manifest.partitions  # untouched
     # an upload that fails half-way leaves no manifest: no corpus appears
@@ -260,7 +257,7 @@ def test_a_run_directory_in_the_bucket_survives_a_killed_driver(tmp_path, s3):
     # the model named: --obs auto's race would run the laps before the first checkpoint
     args = ("--obs", "gauss", "--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed", "5",
             "--checkpoint-every", "3", "--scheduler", "synchronous")
-    ref = bnpmix(s3, "fit", url, "--out", str(tmp_path / "ref"), *args)
+    ref = cli_process("fit", url, "--out", str(tmp_path / "ref"), *args, env=s3)
     assert ref.returncode == 0, ref.stderr
     proc = subprocess.Popen([sys.executable, "-m", "bnpmix", "fit", url, "--out", run_url,
                              *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -272,9 +269,9 @@ def test_a_run_directory_in_the_bucket_survives_a_killed_driver(tmp_path, s3):
     names = [o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="runs/killed/")
              .get("Contents", [])]
     assert "runs/killed/summary.json" not in names and "runs/killed/job.json" in names
-    again = bnpmix(s3, "fit", url, "--out", run_url, *args)
+    again = cli_process("fit", url, "--out", run_url, *args, env=s3)
     assert again.returncode == 1 and "bnpmix resume" in again.stderr  # never two runs in one
-    done = bnpmix(s3, "resume", run_url)
+    done = cli_process("resume", run_url, env=s3)
     assert done.returncode == 0, done.stderr
     copy = download_run("runs/killed", tmp_path / "copy")
     assert not (copy / "checkpoint.npz").exists()  # the finished run left no checkpoint
@@ -282,7 +279,7 @@ def test_a_run_directory_in_the_bucket_survives_a_killed_driver(tmp_path, s3):
     assert_same_run(tmp_path / "ref", copy)
     for command in (("info", run_url), ("show", run_url),
                     ("evaluate", run_url, "--heldout", url)):
-        shown = bnpmix(s3, *command)
+        shown = cli_process(*command, env=s3)
         assert shown.returncode == 0, shown.stderr
         assert SECRET not in shown.stdout + shown.stderr
     loaded = load(run_url)  # the Python API reads it from the bucket too
@@ -303,13 +300,13 @@ def test_scheduled_runs_in_a_bucket_publish_versions_and_never_run_twice(tmp_pat
     rng = np.random.default_rng(9)
     np.save(tmp_path / "a.npy", rng.normal(size=(600, 2)) + rng.integers(0, 2, (600, 1)) * 8)
     np.save(tmp_path / "b.npy", rng.normal(size=(300, 2)) + rng.integers(0, 2, (300, 1)) * 8)
-    assert bnpmix({}, "ingest", str(tmp_path / "a.npy"), str(tmp_path / "corpus"),
-                  "--partition-rows", "100").returncode == 0
+    assert cli_process("ingest", str(tmp_path / "a.npy"), str(tmp_path / "corpus"),
+                       "--partition-rows", "100").returncode == 0
     runs = f"s3://{BUCKET}/scheduled"
     job = tmp_path / "job.toml"
     job.write_text(f'corpus = "corpus"\nlaps = 3\nthreads = 1\n[schedule]\nruns = "{runs}"\n')
     held = leases.acquire(runs, ".lock", 60)  # another holder
-    busy = bnpmix(s3, "schedule", "run", str(job))
+    busy = cli_process("schedule", "run", str(job), env=s3)
     assert busy.returncode == 0 and "another scheduled run is in progress" in busy.stdout
     leases.release(held)
     both = [subprocess.Popen([sys.executable, "-m", "bnpmix", "schedule", "run", str(job)],
@@ -323,12 +320,12 @@ def test_scheduled_runs_in_a_bucket_publish_versions_and_never_run_twice(tmp_pat
     client = boto3.client("s3")
     latest = client.get_object(Bucket=BUCKET, Key="scheduled/latest")["Body"].read()
     assert latest == b"v0001\n"
-    assert bnpmix({}, "ingest", str(tmp_path / "b.npy"), str(tmp_path / "corpus"),
-                  "--partition-rows", "100", "--append").returncode == 0
+    assert cli_process("ingest", str(tmp_path / "b.npy"), str(tmp_path / "corpus"),
+                       "--partition-rows", "100", "--append").returncode == 0
     stale = leases.acquire(runs, ".lock", 0.5)  # a holder killed with its lease running out
     assert stale is not None
     time.sleep(1.0)
-    second = bnpmix(s3, "schedule", "run", str(job))
+    second = cli_process("schedule", "run", str(job), env=s3)
     assert second.returncode == 0 and "published v0002" in second.stdout, second.stderr
     assert "3 new since v0001" in second.stdout
     summary = json.loads(client.get_object(Bucket=BUCKET, Key="scheduled/v0002/summary.json")
@@ -388,7 +385,7 @@ def test_two_fits_into_one_run_url_never_both_run_and_evaluate_takes_a_profile(t
     loser = next(err for p, (_, err) in zip(both, outs, strict=True) if p.returncode == 1)
     assert f"{run_url}: a run directory exists there" in loser
     profile = Path(__file__).parents[2] / "cluster-configs" / "local.yaml"
-    scored = [bnpmix(s3, "evaluate", run_url, "--heldout", url, *extra)
+    scored = [cli_process("evaluate", run_url, "--heldout", url, *extra, env=s3)
               for extra in ((), ("--cluster", str(profile)))]
     assert all(done.returncode == 0 for done in scored), [d.stderr for d in scored]
     a, b = (json.loads(done.stdout) for done in scored)
@@ -401,11 +398,11 @@ def test_a_report_is_written_to_the_bucket_and_replaces_only_a_report(tmp_path, 
     pytest.importorskip("matplotlib", reason="matplotlib is in the test extra")
     url = upload(corpus(tmp_path / "corpus", 1200, 13, partitions=3), "report-corpus")
     run_url = f"s3://{BUCKET}/runs/reported"
-    assert bnpmix(s3, "fit", url, "--out", run_url, "--laps", "2", "--scheduler",
-                  "synchronous").returncode == 0
+    assert cli_process("fit", url, "--out", run_url, "--laps", "2", "--scheduler",
+                       "synchronous", env=s3).returncode == 0
     out = f"s3://{BUCKET}/reports/r1"
     for _ in range(2):  # the second replaces the first
-        done = bnpmix(s3, "report", run_url, "--out", out)
+        done = cli_process("report", run_url, "--out", out, env=s3)
         assert done.returncode == 0 and f"report: {out}/index.html" in done.stdout, done.stderr
     client = boto3.client("s3")
     keys = {o["Key"] for o in client.list_objects_v2(Bucket=BUCKET, Prefix="reports/r1/")
@@ -414,7 +411,7 @@ def test_a_report_is_written_to_the_bucket_and_replaces_only_a_report(tmp_path, 
     page = client.get_object(Bucket=BUCKET, Key="reports/r1/index.html")["Body"].read()
     assert b'<meta name="generator"' in page and b"data:image/png;base64," in page
     client.put_object(Bucket=BUCKET, Key="reports/other/notes.txt", Body=b"keep me")
-    refused = bnpmix(s3, "report", run_url, "--out", f"s3://{BUCKET}/reports/other")
+    refused = cli_process("report", run_url, "--out", f"s3://{BUCKET}/reports/other", env=s3)
     assert refused.returncode == 1 and "is not a bnpmix report" in refused.stderr
     assert client.get_object(Bucket=BUCKET, Key="reports/other/notes.txt")["Body"].read() == \
         b"keep me"

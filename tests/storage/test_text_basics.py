@@ -5,7 +5,6 @@ min-df, a fixed vocabulary for held-out text (--vocab), labels from a file besid
 from __future__ import annotations
 
 import json
-import subprocess
 import tomllib
 import warnings
 from importlib import resources
@@ -44,10 +43,6 @@ def write_docs(folder: Path, docs: dict[str, str] = DOCS) -> Path:
     for name, text in docs.items():
         (folder / name).write_text(text + "\n", encoding="utf-8")
     return folder
-
-
-def bnpmix(*args: object, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return cli(*args, cwd=cwd)
 
 
 def assert_nothing_left(parent: Path, keep: set[str]) -> None:
@@ -115,12 +110,12 @@ def test_pruning_error_names_the_way_out(tmp_path):
 
 def test_cli_text_defaults_and_flags(tmp_path):
     src = write_docs(tmp_path / "docs")
-    assert bnpmix("ingest", src, tmp_path / "c").returncode == 0
+    assert cli("ingest", src, tmp_path / "c").returncode == 0
     assert Corpus(tmp_path / "c").manifest.vocab == ["cat", "dog", "rocket"]
-    res = bnpmix("ingest", src, tmp_path / "all", "--stopwords", "none", "--min-df", "1")
+    res = cli("ingest", src, tmp_path / "all", "--stopwords", "none", "--min-df", "1")
     assert res.returncode == 0, res.stderr
     assert {"the", "and", "mat"} <= set(Corpus(tmp_path / "all").manifest.vocab)
-    info = bnpmix("info", tmp_path / "c").stdout
+    info = cli("info", tmp_path / "c").stdout
     assert str((tmp_path / "c" / "vocab.txt").resolve()) in info
     assert "bnpmix:english" in info and "min_df 2" in info
 
@@ -173,20 +168,20 @@ def test_vocab_words_no_token_can_match_get_a_warning(tmp_path):
 
 
 def test_cli_vocab_heldout_and_append(tmp_path):
-    assert bnpmix("ingest", write_docs(tmp_path / "train"), tmp_path / "tc").returncode == 0
+    assert cli("ingest", write_docs(tmp_path / "train"), tmp_path / "tc").returncode == 0
     held = write_docs(tmp_path / "held", {"x.txt": "zebra cat rocket"})
-    res = bnpmix("ingest", held, tmp_path / "hc", "--vocab", tmp_path / "tc" / "vocab.txt")
+    res = cli("ingest", held, tmp_path / "hc", "--vocab", tmp_path / "tc" / "vocab.txt")
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "hc" / "vocab.txt").read_bytes() == \
         (tmp_path / "tc" / "vocab.txt").read_bytes()
     # pruning flags do not apply with a fixed vocabulary: a usage error, nothing written
-    res = bnpmix("ingest", held, tmp_path / "bad", "--vocab", tmp_path / "tc", "--min-df", "1")
+    res = cli("ingest", held, tmp_path / "bad", "--vocab", tmp_path / "tc", "--min-df", "1")
     assert res.returncode == 2 and "--min-df" in res.stderr
     assert not (tmp_path / "bad").exists()
     # appending text needs the corpus's vocabulary, and works with it
-    res = bnpmix("ingest", held, tmp_path / "tc", "--append")
+    res = cli("ingest", held, tmp_path / "tc", "--append")
     assert res.returncode == 1 and "--vocab" in res.stderr
-    res = bnpmix("ingest", held, tmp_path / "tc", "--append", "--vocab", tmp_path / "tc")
+    res = cli("ingest", held, tmp_path / "tc", "--append", "--vocab", tmp_path / "tc")
     assert res.returncode == 0, res.stderr
     assert Corpus(tmp_path / "tc").n_items == 5
 
@@ -276,19 +271,19 @@ def test_empty_label_line_is_refused_naming_the_line(tmp_path):
 def test_cli_labels_and_wrong_count(tmp_path):
     np.save(tmp_path / "x.npy", np.zeros((4, 2)))
     (tmp_path / "y.txt").write_text("a\nb\na\nb\n")
-    res = bnpmix("ingest", tmp_path / "x.npy", tmp_path / "c", "--labels", tmp_path / "y.txt")
+    res = cli("ingest", tmp_path / "x.npy", tmp_path / "c", "--labels", tmp_path / "y.txt")
     assert res.returncode == 0, res.stderr
     assert list(Corpus(tmp_path / "c").read_all().columns["label"]) == ["a", "b", "a", "b"]
     (tmp_path / "short.txt").write_text("a\nb\n")
-    res = bnpmix("ingest", tmp_path / "x.npy", tmp_path / "d", "--labels",
-                 tmp_path / "short.txt")
+    res = cli("ingest", tmp_path / "x.npy", tmp_path / "d", "--labels",
+              tmp_path / "short.txt")
     assert res.returncode == 1
     assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
     assert "short.txt" in res.stderr and "has 2 labels" in res.stderr and "4 rows" in res.stderr
     assert not (tmp_path / "d").exists()
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
-    res = bnpmix("ingest", tmp_path / "x.npy", tmp_path / "e", "--format", "csv", "--labels",
-                 tmp_path / "y.txt")
+    res = cli("ingest", tmp_path / "x.npy", tmp_path / "e", "--format", "csv", "--labels",
+              tmp_path / "y.txt")
     assert res.returncode == 2 and "--label-column" in res.stderr
 
 
@@ -301,8 +296,8 @@ def test_npy_labels_beside_an_npy_corpus_are_stored_like_a_text_file(tmp_path, l
     labels: the same column and manifest entry, partition by partition."""
     np.save(tmp_path / "x.npy", np.arange(10.0).reshape(5, 2))
     np.save(tmp_path / "y.npy", labels)
-    res = bnpmix("ingest", tmp_path / "x.npy", tmp_path / "c", "--labels", tmp_path / "y.npy",
-                 "--partition-rows", "2")
+    res = cli("ingest", tmp_path / "x.npy", tmp_path / "c", "--labels", tmp_path / "y.npy",
+              "--partition-rows", "2")
     assert res.returncode == 0, res.stderr
     corpus = Corpus(tmp_path / "c")
     assert list(corpus.read_all().columns["label"]) == stored
@@ -355,9 +350,9 @@ def test_csv_without_a_label_like_integer_column_does_not_warn(tmp_path, header,
 
 def test_cli_csv_warning_on_stderr(tmp_path):
     (tmp_path / "d.csv").write_text("a,b,label\n0.5,1,1\n2,3.5,0\n")
-    res = bnpmix("ingest", tmp_path / "d.csv", tmp_path / "c")
+    res = cli("ingest", tmp_path / "d.csv", tmp_path / "c")
     assert res.returncode == 0, res.stderr
     assert res.stderr.startswith("bnpmix: warning: ") and "'label'" in res.stderr
     assert "--label-column label" in res.stderr
-    res = bnpmix("ingest", tmp_path / "d.csv", tmp_path / "c2", "--label-column", "label")
+    res = cli("ingest", tmp_path / "d.csv", tmp_path / "c2", "--label-column", "label")
     assert res.returncode == 0 and res.stderr == ""

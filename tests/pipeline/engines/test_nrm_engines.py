@@ -35,9 +35,6 @@ TOL = 1e-9
 
 # helpers -------------------------------------------------------------------------------------
 
-def bnpmix(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return cli(*args)
-
 
 def start_bnpmix(log: Path, *args: str) -> subprocess.Popen:
     """The CLI in the background, its stderr to ``log`` (a file: no pipe to fill)."""
@@ -301,9 +298,9 @@ def test_dask_ep_equals_threaded_ep(tmp_path, dask_address):
     corpus = bars_corpus(tmp_path / "corpus", n=240, partition_size=40)
     args = ("--algorithm", "ep", "--prior", "ig", "--epsilon", "0.5", "--passes", "3",
             "--wave", "2")
-    ok(bnpmix("fit", corpus, "--out", tmp_path / "threads", *args))
-    dist = ok(bnpmix("fit", corpus, "--out", tmp_path / "dask", *args,
-                     "--scheduler", dask_address))
+    ok(cli("fit", corpus, "--out", tmp_path / "threads", *args))
+    dist = ok(cli("fit", corpus, "--out", tmp_path / "dask", *args,
+                  "--scheduler", dask_address))
     assert f"dask at {dask_address}" in dist.stderr
     assert RunDir(tmp_path / "dask").load_summary()["executor"].startswith("dask at")
     trace = pd.read_csv(tmp_path / "dask" / "trace.csv")
@@ -344,7 +341,7 @@ def test_sigkill_mid_pass_then_resume_equals_the_uninterrupted_run(tmp_path, alg
     corpus = bars_corpus(tmp_path / "corpus", n=n, partition_size=size, seed=1)
     args = ("--algorithm", algorithm, "--prior", "ig", "--epsilon", "0.5",
             "--checkpoint-every", "1", *extra)
-    ok(bnpmix("fit", corpus, "--out", tmp_path / "ref", *args))
+    ok(cli("fit", corpus, "--out", tmp_path / "ref", *args))
     run = tmp_path / "run"
     log = tmp_path / "killed.log"
     proc = start_bnpmix(log, "fit", corpus, "--out", run, *args)
@@ -371,11 +368,11 @@ def test_sigkill_mid_pass_then_resume_equals_the_uninterrupted_run(tmp_path, alg
     assert (run / "checkpoint.npz").exists()
     if algorithm == "ep":
         assert state["pass"] >= 1 and len(state["stored"]) == 20  # every partition's sites
-    res = ok(bnpmix("resume", run))
+    res = ok(cli("resume", run))
     assert "run directory" in res.stdout
     assert not (run / "checkpoint.npz").exists()
     assert_same_nrm_run(tmp_path / "ref", run)
-    again = ok(bnpmix("resume", run))
+    again = ok(cli("resume", run))
     assert "already finished" in again.stdout
 
 
@@ -389,21 +386,21 @@ def docword_of(path: Path, n: int, seed: int) -> Path:
 
 def test_scheduled_adf_absorbs_only_new_partitions_and_equals_one_pass(tmp_path):
     corpus = tmp_path / "corpus"
-    ok(bnpmix("ingest", docword_of(tmp_path / "docword.a.txt", 240, 2), corpus,
-              "--partition-rows", "40"))
+    ok(cli("ingest", docword_of(tmp_path / "docword.a.txt", 240, 2), corpus,
+           "--partition-rows", "40"))
     job = tmp_path / "job.toml"
     job.write_text('corpus = "corpus"\nalgorithm = "adf"\nnrm_prior = "ig"\nepsilon = 0.5\n'
                    'threads = 1\n[schedule]\nruns = "models"\n')
     models = tmp_path / "models"
-    first = ok(bnpmix("schedule", "run", job))
+    first = ok(cli("schedule", "run", job))
     assert "published v0001" in first.stdout and "6 new" in first.stdout
     t1 = pd.read_csv(models / "v0001" / "trace.csv")
     assert t1["batch"].tolist() == list(range(6)) and set(t1["lap"]) == {0}
 
-    ok(bnpmix("ingest", docword_of(tmp_path / "docword.b.txt", 120, 3), corpus,
-              "--partition-rows", "40", "--append"))
+    ok(cli("ingest", docword_of(tmp_path / "docword.b.txt", 120, 3), corpus,
+           "--partition-rows", "40", "--append"))
     assert Corpus(corpus).n_partitions == 9 and Corpus(corpus).n_items == 360
-    second = ok(bnpmix("schedule", "run", job))
+    second = ok(cli("schedule", "run", job))
     assert "published v0002" in second.stdout and "3 new since v0001" in second.stdout
     v2 = models / "v0002"
     t2 = pd.read_csv(v2 / "trace.csv")
@@ -415,8 +412,8 @@ def test_scheduled_adf_absorbs_only_new_partitions_and_equals_one_pass(tmp_path)
     assert str((models / "v0001").resolve()) in (v2 / "job.json").read_text()  # warm-started
 
     whole = tmp_path / "whole"
-    ok(bnpmix("fit", corpus, "--out", whole, "--algorithm", "adf", "--prior", "ig",
-              "--epsilon", "0.5"))
+    ok(cli("fit", corpus, "--out", whole, "--algorithm", "adf", "--prior", "ig",
+           "--epsilon", "0.5"))
     tw = pd.read_csv(whole / "trace.csv")
     assert tw["batch"].tolist() == list(range(9))
     new = tw[tw["batch"] >= 6].reset_index(drop=True)
@@ -459,8 +456,8 @@ def test_a_warm_start_the_engine_cannot_use_is_refused_naming_the_run(
         tmp_path, small_corpora, adf_run, case):
     algorithm, data, words = REFUSED[case]
     src = str(adf_run.resolve())
-    res = bnpmix("fit", small_corpora[data], "--out", tmp_path / "run", "--algorithm", algorithm,
-                 "--warm-start", src)
+    res = cli("fit", small_corpora[data], "--out", tmp_path / "run", "--algorithm", algorithm,
+              "--warm-start", src)
     assert res.returncode == 1, res.stderr
     assert res.stderr.startswith(f"bnpmix: error: {src}: "), res.stderr
     for word in words:
@@ -474,8 +471,8 @@ def test_a_warm_start_the_engine_cannot_use_is_refused_naming_the_run(
 def test_prior_ig_is_nrm_prior_ig_and_keeps_a_job_files_prior_table(tmp_path, small_corpora):
     corpus = small_corpora["bars"]
     common = ("--algorithm", "adf", "--epsilon", "0.5", "--threads", "1")
-    ok(bnpmix("fit", corpus, "--out", tmp_path / "named", "--prior", "ig", *common))
-    ok(bnpmix("fit", corpus, "--out", tmp_path / "flag", "--nrm-prior", "ig", *common))
+    ok(cli("fit", corpus, "--out", tmp_path / "named", "--prior", "ig", *common))
+    ok(cli("fit", corpus, "--out", tmp_path / "flag", "--nrm-prior", "ig", *common))
     jobs = [json.loads((tmp_path / r / "job.json").read_text())["config"]
             for r in ("named", "flag")]
     assert jobs[0]["engine"]["nrm_prior"] == "ig" and jobs[0]["model"]["prior"] == {}
@@ -492,7 +489,7 @@ def test_prior_ig_is_nrm_prior_ig_and_keeps_a_job_files_prior_table(tmp_path, sm
     job = tmp_path / "job.toml"
     job.write_text(f'corpus = "{corpus}"\nalgorithm = "adf"\nepsilon = 0.5\n'
                    "[prior]\nlam0 = 0.5\n")
-    ok(bnpmix("fit", "--config", job, "--out", tmp_path / "table", "--prior", "ig"))
+    ok(cli("fit", "--config", job, "--out", tmp_path / "table", "--prior", "ig"))
     config = json.loads((tmp_path / "table" / "job.json").read_text())["config"]
     assert config["model"]["prior"] == {"lam0": 0.5}
     assert config["engine"]["nrm_prior"] == "ig"
@@ -505,7 +502,7 @@ def test_prior_ig_is_nrm_prior_ig_and_keeps_a_job_files_prior_table(tmp_path, sm
     (("--algorithm", "adf", "--prior", "ig", "--nrm-prior", "dp"), ("prior", "ig", "dp")),
 ], ids=["memo-with-an-nrm-prior", "two-nrm-priors"])
 def test_prior_names_that_cannot_apply_are_errors(tmp_path, small_corpora, args, words):
-    res = bnpmix("fit", small_corpora["bars"], "--out", tmp_path / "run", *args)
+    res = cli("fit", small_corpora["bars"], "--out", tmp_path / "run", *args)
     assert res.returncode in (1, 2), res.stderr
     assert "Traceback" not in res.stderr
     for word in words:
@@ -548,8 +545,8 @@ def test_evaluate_reports_the_bag_of_words_scale(tmp_path, small_corpora, algori
                                                **({"passes": 2} if algorithm == "ep" else {})))
     held = nrm_data.bars(5, n=90, length=30)
     nrm_data.write_corpus(held, tmp_path / "heldout", partition_size=40)
-    res = ok(bnpmix("evaluate", run, "--heldout", tmp_path / "heldout",
-                    "--label-column", "label"))
+    res = ok(cli("evaluate", run, "--heldout", tmp_path / "heldout",
+                 "--label-column", "label"))
     out = json.loads(res.stdout)
     assert out["multinomial_coefficient_included"] is False
     assert out["n_items"] == 90
@@ -582,7 +579,7 @@ def test_merges_pool_the_clusters_whose_word_distributions_agree(tmp_path):
     X = np.zeros((6, 4))
     X[np.arange(6), words] = 10
     write_docword(tmp_path / "docword.w.txt", X)
-    assert ok(bnpmix("ingest", tmp_path / "docword.w.txt", tmp_path / "c"))
+    assert ok(cli("ingest", tmp_path / "docword.w.txt", tmp_path / "c"))
     engine = engine_for(tmp_path / "c", algorithm="adf", nrm_prior="dp", nrm_a=1e6,
                         epsilon=0.1, merge_threshold=0.2, prior={"lam0": 0.01})
     while not engine.done:

@@ -50,10 +50,6 @@ def same_partition(a, b) -> bool:
     return np.array_equal(relabel(a, np.zeros(len(a))), relabel(b, np.zeros(len(b))))
 
 
-def bnpmix(*args):
-    return cli(*args)
-
-
 @pytest.mark.slow  # a long chain
 def test_defaults_recover_the_chains_births_and_deaths(corpus, tmp_path):
     """Three seeds; the run with the median global VI is checked in detail. One posterior
@@ -63,8 +59,8 @@ def test_defaults_recover_the_chains_births_and_deaths(corpus, tmp_path):
     runs = []
     for seed in range(3):
         run = tmp_path / f"run{seed}"
-        res = bnpmix("fit", path, "--out", run, "--algorithm", "tdpm", "--sweeps", "40",
-                     "--burn-in", "20", "--thin", "5", "--seed", str(seed))
+        res = cli("fit", path, "--out", run, "--algorithm", "tdpm", "--sweeps", "40",
+                  "--burn-in", "20", "--thin", "5", "--seed", str(seed))
         assert res.returncode == 0, res.stderr
         labels = RunDir(run).load_assignments().sort_values("item")["cluster"].to_numpy()
         runs.append((*global_and_local_vi(Z, labels, E), run, labels))
@@ -143,7 +139,7 @@ def test_bad_input_is_an_error_naming_the_corpus(tmp_path, case, words):
     X, E, _ = chains_data()
     cols = {} if case == "no-time" else {"time": E + 0.5}
     ingest_array(X, tmp_path / "c", partition_rows=64, columns=cols)
-    res = bnpmix("fit", tmp_path / "c", "--out", tmp_path / "r", "--algorithm", "tdpm")
+    res = cli("fit", tmp_path / "c", "--out", tmp_path / "r", "--algorithm", "tdpm")
     assert res.returncode == 1
     assert str(tmp_path / "c") in res.stderr
     for w in words:
@@ -162,18 +158,18 @@ def test_a_daily_schedule_updates_the_chains_online(tmp_path):
     X, E, Z = chains_data(epochs=T + 2)
     old = E < T
     ingest = ("--time-column", "time", "--partition-rows", "64")
-    res = bnpmix("ingest", write_csv(tmp_path / "a.csv", X[old], E[old]), tmp_path / "corpus",
-                 *ingest)
+    res = cli("ingest", write_csv(tmp_path / "a.csv", X[old], E[old]), tmp_path / "corpus",
+              *ingest)
     assert res.returncode == 0, res.stderr
     job = tmp_path / "job.toml"
     job.write_text('corpus = "corpus"\nalgorithm = "tdpm"\nsweeps = 12\nburn_in = 4\nthin = 4\n'
                    'threads = 1\n[schedule]\nruns = "models"\n')
-    first = bnpmix("schedule", "run", job)
+    first = cli("schedule", "run", job)
     assert first.returncode == 0 and "published v0001" in first.stdout, first.stderr
-    res = bnpmix("ingest", write_csv(tmp_path / "b.csv", X[~old], E[~old]), tmp_path / "corpus",
-                 *ingest, "--append")
+    res = cli("ingest", write_csv(tmp_path / "b.csv", X[~old], E[~old]), tmp_path / "corpus",
+              *ingest, "--append")
     assert res.returncode == 0, res.stderr
-    second = bnpmix("schedule", "run", job)
+    second = cli("schedule", "run", job)
     assert second.returncode == 0 and "published v0002" in second.stdout, second.stderr
     v1, v2 = (RunDir(tmp_path / "models" / v) for v in ("v0001", "v0002"))
     assert v2.load_model()[1]["info"]["online_from_epoch"] == T - 1
@@ -225,8 +221,8 @@ def topics_corpus(path, seed=0):
 def test_topic_chains_on_a_bag_of_words_corpus(tmp_path):
     """Sec. 8's text chains: a topic born, one dying, their top words per epoch."""
     E, truth = topics_corpus(tmp_path / "c")
-    res = bnpmix("fit", tmp_path / "c", "--out", tmp_path / "r", "--algorithm", "tdpm",
-                 "--sweeps", "15", "--burn-in", "5", "--thin", "5")
+    res = cli("fit", tmp_path / "c", "--out", tmp_path / "r", "--algorithm", "tdpm",
+              "--sweeps", "15", "--burn-in", "5", "--thin", "5")
     assert res.returncode == 0, res.stderr
     labels = RunDir(tmp_path / "r").load_assignments().sort_values("item")["cluster"].to_numpy()
     assert global_and_local_vi(truth, labels, E)[0] < 0.1
@@ -238,8 +234,8 @@ def test_topic_chains_on_a_bag_of_words_corpus(tmp_path):
             assert {int(w[1:]) // 10 for w in words[:8]} == {k}
     model = load(tmp_path / "r")
     assert model.means_.shape[1] == 30 and np.allclose(model.means_.sum(1), 1)
-    res = bnpmix("fit", tmp_path / "c", "--out", tmp_path / "bad", "--algorithm", "tdpm",
-                 "--noise-var", "0.1")
+    res = cli("fit", tmp_path / "c", "--out", tmp_path / "bad", "--algorithm", "tdpm",
+              "--noise-var", "0.1")
     assert res.returncode == 1 and "noise_var applies to Gaussian chains" in res.stderr
 
 
@@ -249,7 +245,7 @@ def test_show_names_each_chains_epochs_and_the_epoch_of_its_mean(corpus, tmp_pat
     path, *_ = corpus
     run = tmp_path / "run"
     fit(path, run, job_config(algorithm="tdpm", sweeps=6, burn_in=3, thin=3, seed=0))
-    shown = bnpmix("show", run, "--json")
+    shown = cli("show", run, "--json")
     assert shown.returncode == 0, shown.stderr
     rows = json.loads(shown.stdout)["clusters"]
     chains = pd.read_parquet(run / "chains.parquet")
@@ -257,7 +253,7 @@ def test_show_names_each_chains_epochs_and_the_epoch_of_its_mean(corpus, tmp_pat
         mine = chains[chains.chain == row["cluster"]].sort_values("epoch")
         assert row["epochs"] == [2000 + mine.epoch.iloc[0], 2000 + mine.epoch.iloc[-1]]
         np.testing.assert_allclose(row["mean"], mine[["state_0", "state_1"]].iloc[-1], atol=1e-4)
-    text = bnpmix("show", run).stdout.splitlines()
+    text = cli("show", run).stdout.splitlines()
     assert text[1].split() == ["cluster", "weight", "size", "fraction", "epochs", "mean", "at",
                                "its", "last", "epoch"]
     first = rows[0]

@@ -11,8 +11,7 @@ from bnpmix.algorithms.metrics import global_and_local_vi
 from bnpmix.datasets import tdpm_persistent
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.storage import BnpmixError, RunDir, ingest_array
-
-from .test_tdpm_engine import bnpmix
+from helpers import cli
 
 STICKY, VOLATILE = 30, 30
 RHO = np.r_[np.full(STICKY, 0.95), np.full(VOLATILE, 0.1)]
@@ -35,8 +34,8 @@ def corpus(tmp_path_factory):
 def test_sticky_and_volatile_ids_are_told_apart(corpus, tmp_path):
     path, X, E, Z, ids, stays = corpus
     run = tmp_path / "run"
-    res = bnpmix("fit", path, "--out", run, "--algorithm", "tdpm", "--id-column", "item",
-                 "--sweeps", "40", "--burn-in", "20", "--thin", "4")
+    res = cli("fit", path, "--out", run, "--algorithm", "tdpm", "--id-column", "item",
+              "--sweeps", "40", "--burn-in", "20", "--thin", "4")
     assert res.returncode == 0, res.stderr
     labels = RunDir(run).load_assignments()["cluster"].to_numpy()  # corpus order
     per = pd.read_parquet(run / "persistence.parquet").set_index("id")
@@ -103,8 +102,8 @@ def test_bad_ids_are_an_error_naming_the_rows(tmp_path, case, words):
     if case == "twice":
         cols["item"] = np.array(["a", "b", "a", "c"])
     ingest_array(X, tmp_path / "c", partition_rows=2, columns=cols)
-    res = bnpmix("fit", tmp_path / "c", "--out", tmp_path / "r", "--algorithm", "tdpm",
-                 "--id-column", "item")
+    res = cli("fit", tmp_path / "c", "--out", tmp_path / "r", "--algorithm", "tdpm",
+              "--id-column", "item")
     assert res.returncode == 1
     for w in words:
         assert w in res.stderr, res.stderr

@@ -35,10 +35,6 @@ class Payload:
         return (os.system, (f"touch {self.marker}",))
 
 
-def bnpmix(*args: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    return cli(*args)
-
-
 def snapshot(path: Path) -> dict[str, bytes]:
     return {str(p.relative_to(path)): p.read_bytes() for p in sorted(path.rglob("*"))
             if p.is_file()}
@@ -84,7 +80,7 @@ def test_resume_refuses_a_pickle_checkpoint_and_runs_nothing(tmp_path, plant):
     if not target.exists():  # np.savez appends .npz to names without it
         Path(str(target) + ".npz").rename(target)
     before = snapshot(run)
-    res = bnpmix("resume", str(run))
+    res = cli("resume", str(run))
     assert res.returncode == 1
     assert "checkpoint.npz" in res.stderr and "not a bnpmix" in res.stderr, res.stderr
     assert not marker.exists()
@@ -112,8 +108,8 @@ def test_a_payload_proves_it_would_run(tmp_path):
 def test_schedule_run_refuses_a_planted_work_checkpoint(tmp_path):
     data = tmp_path / "a.npy"
     np.save(data, np.random.default_rng(1).normal(size=(600, 2)))
-    assert bnpmix("ingest", str(data), str(tmp_path / "corpus"),
-                  "--partition-rows", "100").returncode == 0
+    assert cli("ingest", str(data), str(tmp_path / "corpus"),
+               "--partition-rows", "100").returncode == 0
     job = tmp_path / "job.toml"
     job.write_text('corpus = "corpus"\nlaps = 2\nthreads = 1\n[schedule]\nruns = "models"\n')
     # a call killed mid-fit leaves .work-v0001 with job.json and a checkpoint: plant one there
@@ -127,7 +123,7 @@ def test_schedule_run_refuses_a_planted_work_checkpoint(tmp_path):
         fit(tmp_path / "corpus", work, job_config(laps=2, threads=1, obs="gauss"), on_step=stop)
     marker = tmp_path / "pwned"
     PLANTS["raw pickle"](work / "checkpoint.npz", marker)
-    res = bnpmix("schedule", "run", str(job))
+    res = cli("schedule", "run", str(job))
     assert res.returncode == 1 and "checkpoint.npz" in res.stderr, res.stderr
     assert not marker.exists()
     assert not (tmp_path / "models" / "v0001").exists()
@@ -298,7 +294,7 @@ def test_vb_and_sovb_killed_with_sigkill_resume_to_the_same_result(tmp_path, alg
     ingest_array(X, tmp_path / "corpus", partition_rows=2_000)
     args = ("--algorithm", algorithm, "--K", "6", "--laps", "30", "--seed", "2",
             "--checkpoint-every", "3")
-    ref = bnpmix("fit", str(tmp_path / "corpus"), "--out", str(tmp_path / "ref"), *args)
+    ref = cli("fit", str(tmp_path / "corpus"), "--out", str(tmp_path / "ref"), *args)
     assert ref.returncode == 0, ref.stderr
     run = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "bnpmix", "fit", str(tmp_path / "corpus"),
@@ -315,7 +311,7 @@ def test_vb_and_sovb_killed_with_sigkill_resume_to_the_same_result(tmp_path, alg
     with checkpoint.open_checkpoint(RunDir(run), algorithm) as ckpt:  # resume has work to keep
         progress = ckpt.meta["laps_done"], ckpt.meta["state"].get("t", 0)
     assert progress[0] < 30 and (progress[0] > 0 or progress[1] > 0), progress
-    res = bnpmix("resume", str(run))
+    res = cli("resume", str(run))
     assert res.returncode == 0, res.stderr
     want = json.loads((tmp_path / "ref" / "summary.json").read_text())
     got = json.loads((run / "summary.json").read_text())

@@ -7,15 +7,12 @@ own directory, put on the subprocesses' PYTHONPATH: nothing is installed into th
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from bnpmix.storage import RunDir, ingest_array
+from helpers import cli_process
 
 ENGINE = '''
 import os
@@ -90,12 +87,10 @@ def make_distribution(site) -> None:
 
 
 def bnpmix(site, *args, crash_at=None):
-    env = {**os.environ, "PYTHONPATH": str(site)}
-    env.pop("TINY_CRASH_AT", None)
-    if crash_at is not None:
-        env["TINY_CRASH_AT"] = str(crash_at)
-    return subprocess.run([sys.executable, "-m", "bnpmix", *map(str, args)], env=env,
-                          capture_output=True, text=True, timeout=300)
+    """The command in a process that finds the tiny engine's distribution in ``site``, stopping
+    with an error at sweep ``crash_at`` (never when None: no sweep's number is "")."""
+    crash = "" if crash_at is None else str(crash_at)
+    return cli_process(*args, env={"PYTHONPATH": str(site), "TINY_CRASH_AT": crash})
 
 
 @pytest.mark.usefixtures("lap_checkpoints")
