@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -192,6 +192,7 @@ class MemoEngine(Engine):
     default_wave = 4
     streams = True
     tuner = "bnpmix.pipeline.tune:tune_memo"
+    small_options: ClassVar[dict[str, Any]] = {"laps": 3, "K": 3}
 
     on_visit: VisitHook | None = None
 

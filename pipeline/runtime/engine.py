@@ -108,6 +108,10 @@ class Engine(ABC):
     # ``algorithm=NAME`` and the optional flags when its keyword parameters name them ("": the
     # engine is not tuned)
     tuner: ClassVar[str] = ""
+    # options (engine or run, as job_config takes them) for a job small enough for a test of a
+    # few seconds on a few dozen items (the engine contract's test runs every engine with its
+    # own); {}: its defaults are small already
+    small_options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, ctx: FitContext, cfg: Any) -> None:
         self.ctx = ctx

@@ -1,7 +1,8 @@
 """The engine contract, checked on every engine the registry holds (the entry points of group
 ``bnpmix.engines``: a new engine is covered by being declared). Each engine fits one tiny corpus
 (three sequences of 20 items from three well-separated 2-D Gaussians, times 0..3, one sequence
-a partition; held out: 6 items a sequence at time 4) with small options its Config takes, and:
+a partition; held out: 6 items a sequence at time 4) with the small options it declares
+(``Engine.small_options``), and:
 
 - fit writes a finished run whose summary, trace and assignments say what the engine declares
   (its objective under its key, the declaration, convergence as a boolean), ``bnpmix fit``
@@ -37,10 +38,6 @@ from bnpmix.pipeline.runtime.engine import engine_class, engine_names
 from bnpmix.storage import Corpus, RunDir, ingest_array
 from helpers import sequence_items
 
-# small options, each given to the engines whose Config has it
-SMALL = {"laps": 3, "K": 3, "sweeps": 6, "burn_in": 2, "thin": 1, "passes": 2,
-         "iterations": 20}
-
 
 def ingest(df: pd.DataFrame, path: Path) -> Path:
     ingest_array(df[["x", "y"]].to_numpy(), path, partition_rows=20,
@@ -58,13 +55,10 @@ def corpora(tmp_path_factory) -> SimpleNamespace:
 
 
 def options(name: str, **run: object) -> dict[str, object]:
-    """The engine's small job: SMALL's options its Config has, at most two restarts, a
-    checkpoint after every visit."""
-    cls = engine_class(name)
-    fields = {f.name for f in dataclasses.fields(cls.Config)}
-    small = {k: v for k, v in SMALL.items() if k in fields}
+    """The engine's small job: the small options it declares, a checkpoint after every
+    visit."""
     return {"algorithm": name, "obs": "gauss", "seed": 3, "checkpoint_every": 1,
-            "restarts": min(2, cls.default_restarts), **small, **run}
+            **engine_class(name).small_options, **run}
 
 
 class Interrupted(KeyboardInterrupt):
@@ -149,6 +143,25 @@ def model_arrays(run: Path) -> tuple[dict[str, np.ndarray], dict]:
 
 def test_the_registry_holds_the_built_in_engines():
     assert {"memo", "vb", "sovb", "adf", "ep", "tdpm", "ddcrp"} <= set(ENGINES)
+
+
+@pytest.mark.parametrize("name", ENGINES)
+def test_an_engines_small_options_are_options_its_job_takes(name):
+    """Each small option the engine declares is one a job of it takes (job_config refuses any
+    other by name), and the job holds the value given."""
+    small = engine_class(name).small_options
+    job = job_config(**options(name))
+    given = {**dataclasses.asdict(job.run), **dataclasses.asdict(job.engine)}
+    assert {k: given[k] for k in small} == small
+
+
+def test_the_built_in_engines_with_iterations_declare_a_small_budget():
+    """The engines whose defaults run for long (laps, passes, sweeps, iterations, restarts)
+    say how few make a small job; adf's one pass is small already."""
+    declared = {name: engine_class(name).small_options for name in
+                ("memo", "vb", "sovb", "ep", "tdpm", "ddcrp")}
+    assert {k for k, v in declared.items() if not v} == set()
+    assert engine_class("ddcrp").small_options["restarts"] < engine_class("ddcrp").default_restarts
 
 
 @each
