@@ -179,9 +179,9 @@ def test_fit_speaks_of_memory_only_where_it_may_be_short(tmp_path):
         short.stderr
 
 
-def test_a_fit_short_of_memory_for_two_visits_runs_one_at_a_time(tmp_path, monkeypatch, capsys):
+def test_a_fit_short_of_memory_for_two_visits_runs_one_at_a_time(tmp_path, monkeypatch, caplog):
     """With --threads unset, a driver whose memory holds one visit but not two runs its visits
-    on one thread and says so; the model is the one two threads fit."""
+    on one thread and says so (fit's logger); the model is the one two threads fit."""
     from bnpmix.pipeline import fit as fitting
     from bnpmix.pipeline.runtime import executors
 
@@ -202,10 +202,11 @@ def test_a_fit_short_of_memory_for_two_visits_runs_one_at_a_time(tmp_path, monke
 
     monkeypatch.setattr(executors.LocalExecutor, "__init__", spy)
     monkeypatch.setattr(memlimit, "memory_limit", lambda: one + 1000)
+    caplog.set_level("INFO", logger="bnpmix.pipeline.fit")
     short = fitting.fit(corpus.path, tmp_path / "short", fitting.job_config(**options))
-    said = capsys.readouterr().err
-    assert opened == [1] and "so visits run on 1 thread, not 2 (--threads" in said
+    assert opened == [1] and "so visits run on 1 thread, not 2 (--threads" in caplog.text
+    caplog.clear()
     monkeypatch.setattr(memlimit, "memory_limit", lambda: 64 * 2 ** 30)
     two = fitting.fit(corpus.path, tmp_path / "two", fitting.job_config(**options))
-    assert opened == [1, 2] and "so visits run" not in capsys.readouterr().err
+    assert opened == [1, 2] and "so visits run" not in caplog.text
     assert short["elbo"] == two["elbo"] and short["K"] == two["K"]
