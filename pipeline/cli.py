@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn
 
 from bnpmix.pipeline import stops
+from bnpmix.pipeline.console import console_notes
 from bnpmix.pipeline.declared import HELDOUT_DEQUANTISED, HELDOUT_NOTE
 from bnpmix.pipeline.report.cli import add_parsers as add_report_parsers
 from bnpmix.pipeline.usage import UsageError, renamed_flag
@@ -855,7 +856,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"{name}: {exc}")
     stops.install()
     try:
-        with data_warnings("default"):  # e.g. a fit's constant columns, once per text
+        # fit's notes as lines on stderr; warnings such as a fit's constant columns once per text
+        with console_notes(), data_warnings("default"):
             code = args.func(args)
         if stops.pending() is not None:  # swallowed where it landed, after the last step
             print("bnpmix: stopped by a signal once the command had finished; what it wrote "

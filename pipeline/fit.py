@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 import json
+import logging
 import shutil
-import sys
 import time
 import warnings
 from collections import Counter
@@ -52,6 +52,10 @@ __all__ = ["AUTO_CANDIDATES", "choose_obs", "fit", "job_config", "resume"]
 
 ProgressHook = Callable[[Engine], None]
 StepHook = Callable[[Engine, Step], None]  # after every step and its checkpoint (tests)
+
+# notes to whoever runs the fit (a takeover, the executor, memory); the command line shows them
+# as `bnpmix: TEXT` (console.py), a program configures logging as it likes
+log = logging.getLogger(__name__)
 
 
 def job_config(**options: Any) -> JobConfig:
@@ -93,8 +97,8 @@ def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *
                           "named with --obs (gauss, zm-gauss, diag-gauss, tied-gauss)")
     claimed = run.claim()
     if claimed.replaced:
-        print(f"bnpmix: {run.path}: taking it over from {claimed.replaced}, which is gone (it "
-              "stopped before its first checkpoint)", file=sys.stderr)
+        log.info("%s: taking it over from %s, which is gone (it stopped before its first "
+                 "checkpoint)", run.path, claimed.replaced)
     begun: list[bool] = []  # set once the engine has started: a failure then leaves a run
     try:
         write_job(run, corpus, job)  # with the claim, before any work: always resumable
@@ -181,8 +185,8 @@ def resume(run_dir: str | Path, progress: ProgressHook | None = None,
                           "now); start a new fit")
     ckpt = checkpoint.open_checkpoint(run, config.algorithm)
     if ckpt is None:
-        print(f"bnpmix: {run.path}: no checkpoint (the run stopped before its first one); "
-              "starting it from the beginning", file=sys.stderr)
+        log.info("%s: no checkpoint (the run stopped before its first one); starting it "
+                 "from the beginning", run.path)
     try:
         summary = _run(corpus, run, config, ckpt, progress, on_step, client, started)
     except BaseException as exc:
@@ -209,7 +213,7 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
                        r.worker_wait, client) as executor:
         where = executor.describe()
         if isinstance(executor, DaskExecutor):
-            print(f"bnpmix: running on {where}", file=sys.stderr)
+            log.info("running on %s", where)
         text, need, limit = memory_need(corpus, job, executor.parallelism,
                                         local=not isinstance(executor, DaskExecutor))
         fewer = r.threads is None and threads < DEFAULT_THREADS and r.scheduler == "threads"
@@ -217,10 +221,10 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
             text += (f"; so visits run on {threads} thread, not {DEFAULT_THREADS} (--threads; "
                      "the result is the same)")
         if fewer or 2 * need > limit:  # said where memory may be short, not on every run
-            print(f"bnpmix: {text}", file=sys.stderr)
+            log.info("%s", text)
         if need > limit:
-            print("bnpmix: warning: that is more than this process may use; lower the options "
-                  "named, or ingest smaller partitions (ingest --partition-rows)", file=sys.stderr)
+            log.warning("that is more than this process may use; lower the options named, or "
+                        "ingest smaller partitions (ingest --partition-rows)")
         chosen: auto.Choice | None = None
         if job.model.obs == AUTO and job.run.warm_start:  # the saved model's own, if it fits
             saved = read_model(job.run.warm_start).obs  # (else the engine refuses it)

@@ -92,7 +92,7 @@ def own_dask_cluster():
 def lap_checkpoints(monkeypatch):
     """A checkpoint at every lap end, in this process and in the commands the test starts: the
     Dask setting bnpmix.checkpoint-interval at 0 (the shipped 10 s skips the checkpoints of
-    quick laps, as tests/pipeline/test_checkpoint.py checks)."""
+    quick laps, as tests/pipeline/runtime/test_checkpoint.py checks)."""
     import dask
 
     monkeypatch.setenv("DASK_BNPMIX__CHECKPOINT_INTERVAL", "0")

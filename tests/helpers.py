@@ -53,6 +53,16 @@ def cli(*args: object, cwd: Path | str | None = None) -> subprocess.CompletedPro
     return subprocess.CompletedProcess(["bnpmix", *argv], code, out.getvalue(), err.getvalue())
 
 
+def cli_process(*args: object, env: dict[str, str] | None = None, cwd: Path | str | None = None,
+                timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """`bnpmix ARGS` as its own process (``python -m bnpmix``), output captured as text: what
+    ``cli`` gives, for the tests where the process is under test. ``env``: variables set over
+    this process's environment."""
+    return subprocess.run([sys.executable, "-m", "bnpmix", *map(str, args)], capture_output=True,
+                          text=True, cwd=cwd, timeout=timeout,
+                          env=None if env is None else {**os.environ, **env})
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

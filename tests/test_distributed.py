@@ -22,10 +22,6 @@ from bnpmix.storage import BnpmixError, Corpus, RunDir, ingest_array, ingest_doc
 from helpers import DASK, ENV, DaskCluster, cli, start_scheduler, stop, write_docword
 
 
-def bnpmix(*args: str) -> subprocess.CompletedProcess:
-    return cli(*args)
-
-
 def start_bnpmix(*args: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "bnpmix", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, env=ENV)
@@ -88,10 +84,10 @@ def test_dask_run_equals_threaded_run(tmp_path, cluster, wave, ahead, kind):
     make = make_text_corpus if kind == "text" else make_corpus
     corpus = make(tmp_path / "corpus")
     same = (*FIT, "--wave", wave, "--ahead", ahead, *(("--obs", "mfa") if kind == "mfa" else ()))
-    local = bnpmix("fit", str(corpus), "--out", str(tmp_path / "threads"), *same)
+    local = cli("fit", str(corpus), "--out", str(tmp_path / "threads"), *same)
     assert local.returncode == 0, local.stderr
-    dist = bnpmix("fit", str(corpus), "--out", str(tmp_path / "dask"), *same,
-                  "--scheduler", cluster.address)
+    dist = cli("fit", str(corpus), "--out", str(tmp_path / "dask"), *same,
+               "--scheduler", cluster.address)
     assert dist.returncode == 0, dist.stderr
     assert "dashboard" in dist.stderr  # the Dask dashboard address is printed
     assert_same_run(tmp_path / "threads", tmp_path / "dask")
@@ -105,10 +101,10 @@ def test_dask_run_equals_threaded_run_with_births_and_deletes(tmp_path, cluster)
     corpus = make_corpus(tmp_path / "corpus")
     same = ("--K", "6", "--laps", "6", "--moves", "birth,merge,delete", "--seed", "3",
             "--delete-max-share", "10", "--wave", "2", "--ahead", "1")
-    local = bnpmix("fit", str(corpus), "--out", str(tmp_path / "threads"), *same)
+    local = cli("fit", str(corpus), "--out", str(tmp_path / "threads"), *same)
     assert local.returncode == 0, local.stderr
-    dist = bnpmix("fit", str(corpus), "--out", str(tmp_path / "dask"), *same,
-                  "--scheduler", cluster.address)
+    dist = cli("fit", str(corpus), "--out", str(tmp_path / "dask"), *same,
+               "--scheduler", cluster.address)
     assert dist.returncode == 0, dist.stderr
     assert_same_run(tmp_path / "threads", tmp_path / "dask")
     trace = pd.read_csv(tmp_path / "threads" / "trace.csv")
@@ -141,19 +137,19 @@ def test_default_options_give_one_model_on_every_executor(tmp_path, cluster):
     runs = {"threads": (), "synchronous": ("--scheduler", "synchronous"),
             "two-workers": ("--scheduler", cluster.address)}
     for name, where in runs.items():
-        res = bnpmix("fit", str(corpus), "--out", str(tmp_path / name), *job, *where)
+        res = cli("fit", str(corpus), "--out", str(tmp_path / name), *job, *where)
         assert res.returncode == 0, res.stderr
     one = DaskCluster(workers=1)
     try:
-        res = bnpmix("fit", str(corpus), "--out", str(tmp_path / "one-worker"), *job,
-                     "--scheduler", one.address)
+        res = cli("fit", str(corpus), "--out", str(tmp_path / "one-worker"), *job,
+                  "--scheduler", one.address)
     finally:
         one.close()
     assert res.returncode == 0, res.stderr
     killed = tmp_path / "killed"
     kill_after_first_checkpoint(start_bnpmix("fit", str(corpus), "--out", str(killed), *job),
                                 killed)
-    res = bnpmix("resume", str(killed))
+    res = cli("resume", str(killed))
     assert res.returncode == 0, res.stderr
     trace = pd.read_csv(tmp_path / "threads" / "trace.csv")
     assert trace["K"].max() > 1  # births happened
@@ -170,19 +166,19 @@ def test_reingest_at_the_same_path_between_fits_on_live_workers(tmp_path, cluste
     the same partition count: the second fit equals the threaded fit on the new data (workers
     used to serve their cached old partitions, as tasks named only a path and an index)."""
     corpus = make_corpus(tmp_path / "corpus", seed=0)
-    first = bnpmix("fit", str(corpus), "--out", str(tmp_path / "old"), *FIT,
-                   "--scheduler", cluster.address)
+    first = cli("fit", str(corpus), "--out", str(tmp_path / "old"), *FIT,
+                "--scheduler", cluster.address)
     assert first.returncode == 0, first.stderr
     rng = np.random.default_rng(1)  # the same shape, other numbers
     np.save(tmp_path / "new.npy", rng.normal(0, 5, (4, 3))[rng.integers(0, 4, 4000)]
             + rng.normal(size=(4000, 3)))
-    again = bnpmix("ingest", str(tmp_path / "new.npy"), str(corpus), "--overwrite",
-                   "--partition-rows", "200")
+    again = cli("ingest", str(tmp_path / "new.npy"), str(corpus), "--overwrite",
+                "--partition-rows", "200")
     assert again.returncode == 0, again.stderr
-    local = bnpmix("fit", str(corpus), "--out", str(tmp_path / "threads"), *FIT)
+    local = cli("fit", str(corpus), "--out", str(tmp_path / "threads"), *FIT)
     assert local.returncode == 0, local.stderr
-    dist = bnpmix("fit", str(corpus), "--out", str(tmp_path / "dask"), *FIT,
-                  "--scheduler", cluster.address)
+    dist = cli("fit", str(corpus), "--out", str(tmp_path / "dask"), *FIT,
+               "--scheduler", cluster.address)
     assert dist.returncode == 0, dist.stderr
     assert_same_run(tmp_path / "threads", tmp_path / "dask")
 
@@ -192,8 +188,8 @@ def test_a_scheduler_without_workers_is_an_error_not_a_hang(tmp_path):
     scheduler, address = start_scheduler(tmp_path)
     try:
         t = time.time()
-        out = bnpmix("fit", str(corpus), "--out", str(tmp_path / "run"), "--scheduler", address,
-                     "--worker-wait", "3")
+        out = cli("fit", str(corpus), "--out", str(tmp_path / "run"), "--scheduler", address,
+                  "--worker-wait", "3")
         assert out.returncode == 1 and time.time() - t < 60
         assert f"{address}: no Dask worker joined the scheduler within 3 s" in out.stderr
         assert not (tmp_path / "run").exists()  # nothing claimed or half-written is left
@@ -276,7 +272,7 @@ def test_worker_killed_mid_lap_costs_time_not_correctness(tmp_path, own_dask_clu
     # checkpoint, and the kill would land in the last lap, or after the fit
     args = ("--obs", "gauss", "--K", "1", "--laps", "6", "--moves", "birth,merge", "--seed",
             "3", "--checkpoint-every", "5", "--wave", "1", "--ahead", "0")
-    ref = bnpmix("fit", str(corpus), "--out", str(tmp_path / "ref"), *args)
+    ref = cli("fit", str(corpus), "--out", str(tmp_path / "ref"), *args)
     assert ref.returncode == 0, ref.stderr
     proc = start_bnpmix("fit", str(corpus), "--out", str(tmp_path / "faulty"), *args,
                         "--scheduler", cluster.address)
@@ -301,7 +297,7 @@ def test_driver_sigkill_then_resume_matches_uninterrupted(tmp_path):
     # the model named: --obs auto's race would run the laps before the first checkpoint
     args = ("--obs", "gauss", "--K", "1", "--laps", "8", "--moves", "birth,merge", "--seed", "5",
             "--checkpoint-every", "7")
-    ref = bnpmix("fit", str(corpus), "--out", str(tmp_path / "ref"), *args)
+    ref = cli("fit", str(corpus), "--out", str(tmp_path / "ref"), *args)
     assert ref.returncode == 0, ref.stderr
     proc = start_bnpmix("fit", str(corpus), "--out", str(tmp_path / "run"), *args)
     run = tmp_path / "run"
@@ -314,10 +310,10 @@ def test_driver_sigkill_then_resume_matches_uninterrupted(tmp_path):
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert not (run / "summary.json").exists(), "the run finished before it could be killed"
-    res = bnpmix("resume", str(run))
+    res = cli("resume", str(run))
     assert res.returncode == 0, res.stderr
     assert_same_run(tmp_path / "ref", run, rtol=1e-12)
-    again = bnpmix("resume", str(run))
+    again = cli("resume", str(run))
     assert again.returncode == 0 and "already finished" in again.stdout
 
 
@@ -327,12 +323,12 @@ def test_fit_through_cluster_profiles(tmp_path, cluster):
     profile = tmp_path / "address.yaml"
     profile.write_text(f"kind: address\naddress: {cluster.address}\n"
                        "dask-config:\n  distributed.comm.timeouts.connect: 5s\n")
-    res = bnpmix("fit", str(corpus), "--out", str(tmp_path / "a"), "--laps", "2",
-                 "--cluster", str(profile))
+    res = cli("fit", str(corpus), "--out", str(tmp_path / "a"), "--laps", "2",
+              "--cluster", str(profile))
     assert res.returncode == 0, res.stderr
     local = Path(__file__).parents[1] / "cluster-configs" / "local.yaml"
-    res = bnpmix("fit", str(corpus), "--out", str(tmp_path / "b"), "--laps", "2",
-                 "--cluster", str(local))
+    res = cli("fit", str(corpus), "--out", str(tmp_path / "b"), "--laps", "2",
+              "--cluster", str(local))
     assert res.returncode == 0, res.stderr
     assert_same_run(tmp_path / "a", tmp_path / "b")
 
@@ -376,26 +372,26 @@ def test_a_tls_cluster_through_a_profile_and_a_client_without_the_certificate(tm
                            "dask-config:\n  distributed.comm.timeouts.connect: 5s\n"
                            "security:\n  ca_file: certs/bnpmix-ca.pem\n"
                            "  cert: certs/bnpmix.pem\n  key: certs/bnpmix-key.pem\n")
-        local = bnpmix("fit", str(corpus), "--out", str(tmp_path / "threads"), *FIT)
+        local = cli("fit", str(corpus), "--out", str(tmp_path / "threads"), *FIT)
         assert local.returncode == 0, local.stderr
         deadline = time.time() + 60
         while True:  # the scheduler may still be starting
-            dist = bnpmix("fit", str(corpus), "--out", str(tmp_path / "tls"), *FIT,
-                          "--cluster", str(profile))
+            dist = cli("fit", str(corpus), "--out", str(tmp_path / "tls"), *FIT,
+                       "--cluster", str(profile))
             if dist.returncode == 0 or time.time() > deadline:
                 break
             time.sleep(1)
         assert dist.returncode == 0, dist.stderr
         assert f"dask at {address}" in dist.stderr
         assert_same_run(tmp_path / "threads", tmp_path / "tls")
-        plain = bnpmix("fit", str(corpus), "--out", str(tmp_path / "plain"), *FIT,
-                       "--scheduler", address.replace("tls://", "tcp://"), "--worker-wait", "5")
+        plain = cli("fit", str(corpus), "--out", str(tmp_path / "plain"), *FIT,
+                    "--scheduler", address.replace("tls://", "tcp://"), "--worker-wait", "5")
         assert plain.returncode == 1 and "Dask scheduler" in plain.stderr, plain.stderr
         make_certificates(tmp_path / "other", "stranger")
         stranger = tmp_path / "stranger.yaml"
         stranger.write_text(profile.read_text().replace("certs/bnpmix", "other/stranger"))
-        refused = bnpmix("fit", str(corpus), "--out", str(tmp_path / "stranger"), *FIT,
-                         "--cluster", str(stranger), "--worker-wait", "5")
+        refused = cli("fit", str(corpus), "--out", str(tmp_path / "stranger"), *FIT,
+                      "--cluster", str(stranger), "--worker-wait", "5")
         assert refused.returncode == 1 and "Dask scheduler" in refused.stderr, refused.stderr
         for out in ("plain", "stranger"):
             assert not (tmp_path / out).exists()
@@ -408,7 +404,7 @@ def test_job_file_with_flag_override(tmp_path):
     job = tmp_path / "job.toml"
     job.write_text(f'corpus = "{corpus}"\nout = "run"\nlaps = 2\nK = 3\nmoves = ["merge"]\n'
                    'seed = 11\nobs = "gauss"\n')
-    res = bnpmix("fit", "--config", str(job), "--laps", "3")
+    res = cli("fit", "--config", str(job), "--laps", "3")
     assert res.returncode == 0, res.stderr
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     engine, run = summary["config"]["engine"], summary["config"]["run"]
@@ -417,7 +413,7 @@ def test_job_file_with_flag_override(tmp_path):
     assert engine["moves"] == ["merge"]
     bad = tmp_path / "bad.toml"
     bad.write_text("lapz = 3\n")
-    res = bnpmix("fit", str(corpus), "--out", str(tmp_path / "x"), "--config", str(bad))
+    res = cli("fit", str(corpus), "--out", str(tmp_path / "x"), "--config", str(bad))
     assert res.returncode == 1 and "lapz" in res.stderr
 
 

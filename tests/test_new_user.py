@@ -88,7 +88,8 @@ def test_ingest_counts_partitions_in_good_english(tmp_path):
 @pytest.mark.slow  # the full demo
 def test_the_demo_keeps_its_run_with_out_and_says_what_to_try_next(tmp_path):
     """`bnpmix demo --out DIR`: the corpus and run stay, and every command it suggests runs on
-    them (report left out: it needs matplotlib, a test extra tested in tests/test_report.py)."""
+    them (report left out: it needs matplotlib, a test extra tested in
+    tests/pipeline/test_report.py)."""
     out = tmp_path / "demo"
     done = cli("demo", "--n", "800", "--laps", "4", "--out", out)
     assert done.returncode == 0, done.stderr

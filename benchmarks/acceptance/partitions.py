@@ -6,7 +6,7 @@ Problems:
 - breast_cancer: scikit-learn's breast cancer data (569 x 30), each column standardised;
 - gauss7: 1,500 items from 7 full-covariance Gaussians in 4-D, two of them overlapping
   (bnpmix.datasets.gaussian_clusters(1500, D=4, separated=5, overlapping=2, seed=0), the data of
-  tests/test_memo_moves.py's partition test).
+  tests/pipeline/engines/test_memo_moves.py's partition test).
 
     python benchmarks/acceptance/partitions.py [--seeds 5] [--problems breast_cancer,gauss7]
         [--json out]

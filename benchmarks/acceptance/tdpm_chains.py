@@ -105,7 +105,7 @@ def pair_profile(s: ChainSampler, truth: np.ndarray) -> list[dict]:
 
 
 def engine_test_data(seed: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The tdpm engine test's corpus (``tests/pipeline/test_tdpm_engine.py``): 8 epochs x 40
+    """The tdpm engine test's corpus (``tests/pipeline/engines/test_tdpm_engine.py``): 8 epochs x 40
     points in 2-D, cluster 0 throughout, 1 at epochs 0-3, 2 from epoch 4, noise sd 0.3."""
     rng = np.random.default_rng(seed)
     X, E, Z = [], [], []

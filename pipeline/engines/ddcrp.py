@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -174,6 +174,7 @@ class DDCRPEngine(Engine):
                "sequence), variational inference, one task per sequence")
     restarts_within = True
     default_restarts = 10  # the bound has many local optima (the paper restarts 300 times)
+    small_options: ClassVar[dict[str, Any]] = {"iterations": 20, "restarts": 2}
     declared = Declared(weights_are="fractions of all training items",
                         weight_label="fraction of the items", local_to="sequence",
                         component_noun="table", panels=(SEQUENCES_PANEL,))

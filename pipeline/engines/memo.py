@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -198,6 +198,7 @@ class MemoEngine(Engine):
                   TuneFlag("lam0_grid", "--lam0-grid", "bag-of-words: values of the Dirichlet's "
                            "lam0 (default 0.01,0.1,1; not searched when --prior sets lam0)",
                            metavar="L,L,..."))
+    small_options: ClassVar[dict[str, Any]] = {"laps": 3, "K": 3}
 
     on_visit: VisitHook | None = None
 

@@ -20,7 +20,7 @@ while the partition's log evidence rises (``merges``, algorithms/nrm_merge.py): 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -355,6 +355,7 @@ class EPEngine(NRMEngine):
     Config = EPConfig
     summary = "ADF then memoized parallel EP passes for NRM mixtures"
     keep_sites = True
+    small_options: ClassVar[dict[str, Any]] = {"passes": 2}
 
     @property
     def done(self) -> bool:

@@ -6,7 +6,7 @@ a full pass measures the ELBO."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -49,6 +49,7 @@ class SOVBEngine(Engine):
     truncated = True
     Config = SOVBConfig
     summary = "stochastic online VB (baseline)"
+    small_options: ClassVar[dict[str, Any]] = {"laps": 3, "K": 3}
 
     def start(self) -> None:
         self.model = initial_model(self.ctx, self.cfg.K)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -130,6 +130,7 @@ class TDPMEngine(Engine):
     name = "tdpm"
     Config = TDPMConfig
     summary = "temporal DP mixture (recurrent CRP) of drifting Gaussian chains, Gibbs sampling"
+    small_options: ClassVar[dict[str, Any]] = {"sweeps": 6, "burn_in": 2, "thin": 1}
     declared = Declared(objective="log_joint", objective_label="log joint",
                         weights_are="next-epoch chain probabilities (0 for a chain dead by then)",
                         weight_label="fraction of the items", plots_fractions=True,

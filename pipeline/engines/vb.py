@@ -6,7 +6,7 @@ convergence the components are sorted by mass if that raises the ELBO, and the l
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 from bnpmix.algorithms.mixture import Mixture
 from bnpmix.storage.arrays import ArrayFile
@@ -44,6 +44,7 @@ class VBEngine(Engine):
     truncated = True
     Config = VBConfig
     summary = "full-data coordinate-ascent VB"
+    small_options: ClassVar[dict[str, Any]] = {"laps": 3, "K": 3}
 
     def start(self) -> None:
         self.model = initial_model(self.ctx, self.cfg.K)

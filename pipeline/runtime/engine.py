@@ -135,6 +135,10 @@ class Engine(ABC):
     # lap at a time, its lap-end objective a bound on ln p(X) comparable across observation
     # models (memo); a job whose engine does not race is raced by DEFAULT_ENGINE's
     races: ClassVar[bool] = False
+    # options (engine or run, as job_config takes them) for a job small enough for a test of a
+    # few seconds on a few dozen items (the engine contract's test runs every engine with its
+    # own); {}: its defaults are small already
+    small_options: ClassVar[dict[str, Any]] = {}
 
     def __init__(self, ctx: FitContext, cfg: Any) -> None:
         self.ctx = ctx

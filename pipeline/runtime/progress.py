@@ -13,12 +13,13 @@ from .engine import Engine, Step
 class Progress:
     """On a TTY, rewrites one status line on ``stream`` at most every ``interval`` seconds (as
     fit's ``progress`` hook); elsewhere writes the status as a line at each lap end at most every
-    ``plain_interval`` seconds (``step``, as fit's ``on_step`` hook)."""
+    ``plain_interval`` seconds (``step``, as fit's ``on_step`` hook). ``stream``: None is
+    ``sys.stderr`` as it is now (not at import: a caller may have redirected it since)."""
 
-    def __init__(self, stream: TextIO = sys.stderr, interval: float = 0.2,
+    def __init__(self, stream: TextIO | None = None, interval: float = 0.2,
                  plain_interval: float = 1.0) -> None:
-        self.stream = stream
-        self.enabled = stream.isatty()
+        self.stream = sys.stderr if stream is None else stream
+        self.enabled = self.stream.isatty()
         self.interval = interval
         self.plain_interval = plain_interval
         self._last = self._last_plain = 0.0

@@ -1,5 +1,6 @@
 """JobKeeper's rules on a stand-in for a SpecCluster (no scheduler, no SLURM): which jobs it
-closes and when it asks for its scale again. tests/test_slurm.py runs it on real SLURM jobs."""
+closes and when it asks for its scale again. tests/pipeline/test_slurm.py runs it on real SLURM
+jobs."""
 
 from __future__ import annotations
 

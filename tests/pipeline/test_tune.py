@@ -50,7 +50,8 @@ def test_the_grid_is_searched_and_points_of_equal_beta_tie(tmp_path):
     for r in rows:
         by_beta.setdefault(round(np.log(r["beta"]), 9), []).append(r["heldout_loglik_per_item"])
     tied = [s for s in by_beta.values() if len(s) > 1]
-    assert len(by_beta) == 11 and tied  # one fit per beta (test_nrm.py: beta is what matters)
+    # one fit per beta (tests/algorithms/test_nrm.py: beta is what matters)
+    assert len(by_beta) == 11 and tied
     for s in tied:
         np.testing.assert_allclose(s, s[0], rtol=1e-9)
     assert len({round(s, 6) for s in scores}) > 1  # different beta, different fits
