@@ -46,19 +46,11 @@ from typing import Any
 
 import numpy as np
 
-from .base import (
-    Arrays,
-    Data,
-    ObsModel,
-    check_component,
-    check_dense,
-    check_weight,
-    dense_item,
-    dense_items,
-    shrinkage_target,
-)
+from .base import Arrays, Data, ObsModel
+from .checks import check_component, check_dense, check_weight, dense_item, dense_items
 from .dequant import set_steps
 from .gauss import Gauss
+from .prior_scale import shrinkage_target
 
 LOG2PI = np.log(2 * np.pi)
 # the ARD precisions' finite range (standard units); a column whose α passes ALPHA_PRUNE (prior

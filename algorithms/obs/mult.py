@@ -25,7 +25,8 @@ from scipy.special import digamma, gammaln, logsumexp
 
 from ..sparse_stats import canonical, dense, flat_index
 from . import base
-from .base import Arrays, Data, ObsModel, check_component, check_weight, log_gamma_draw
+from .base import Arrays, Data, ObsModel, log_gamma_draw
+from .checks import check_component, check_weight
 from .prior_learning import MIN_COMPONENTS, widened
 
 # the learned λ0 stays within these multiples of the run's initial one (learn_prior)
