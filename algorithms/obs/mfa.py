@@ -69,7 +69,7 @@ def default_rank(D: int) -> int:
 
 class MFA(FactorAscent, ObsModel):
     """Factor-analyser components (a mean and rank-q loadings each) over one shared diagonal
-    noise."""
+    noise; the global update's ascent steps from FactorAscent (mfa_ascent.py)."""
 
     name = "mfa"
     warm_start = True

@@ -56,7 +56,8 @@ def _log_B_kept(post: Arrays) -> np.ndarray:
 
 
 class Mult(DirichletMerges, ObsModel):
-    """Multinomial (bag-of-words) components over a vocabulary of V words."""
+    """Multinomial (bag-of-words) components over a vocabulary of V words; Eq. 12's merge gains
+    from DirichletMerges (mult_merge.py), the one-item path's documents Docs (mult_docs.py)."""
 
     name = "mult"
     text = True
