@@ -11,7 +11,7 @@ from .errors import BnpmixError, CorruptPartitionError, DataError, DataWarning, 
 # name -> the module of this package that defines it
 _LAZY = {
     "Batch": "corpus", "Corpus": "corpus", "Manifest": "corpus", "PartitionInfo": "corpus",
-    "ingest_array": "dense", "ingest_csv": "dense", "ingest_npy": "dense",
+    "ingest_array": "dense", "ingest_csv": "csvfile", "ingest_npy": "npyfile",
     "ingest_docword": "docword", "read_vocab": "docword",
     "RunDir": "rundir", "validate_summary": "rundir",
     "ingest_text": "text", "tokenize": "text",
