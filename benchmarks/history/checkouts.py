@@ -75,16 +75,22 @@ def build_import_root(checkout: Path, root: Path) -> Path:
 
 @contextlib.contextmanager
 def worktree(commit: str, repo: Path) -> Iterator[Path]:
-    """The commit's files in a temporary detached git worktree, removed afterwards."""
-    with tempfile.TemporaryDirectory(prefix="bnpmix-history-") as tmp:
-        checkout = Path(tmp) / "checkout"
-        git("worktree", "add", "--detach", "--quiet", str(checkout), commit, repo=repo)
-        try:
-            yield checkout
-        finally:
-            subprocess.run(["git", "worktree", "remove", "--force", str(checkout)], cwd=repo,
-                           capture_output=True, check=False)
-    git("worktree", "prune", repo=repo)
+    """The commit's files in a temporary detached git worktree, removed afterwards (and the
+    repository's record of it, were the removal to fail)."""
+    try:
+        with tempfile.TemporaryDirectory(prefix="bnpmix-history-") as tmp:
+            checkout = Path(tmp) / "checkout"
+            try:
+                git("worktree", "add", "--detach", "--quiet", str(checkout), commit, repo=repo)
+            except subprocess.CalledProcessError as exc:
+                raise Skipped(f"git worktree add failed: {exc.stderr.strip()}") from None
+            try:
+                yield checkout
+            finally:
+                subprocess.run(["git", "worktree", "remove", "--force", str(checkout)],
+                               cwd=repo, capture_output=True, check=False)
+    finally:
+        subprocess.run(["git", "worktree", "prune"], cwd=repo, capture_output=True, check=False)
 
 
 def measure_commit(commit: str, child: list[str], repo: Path) -> dict[str, Any]:
