@@ -11,9 +11,9 @@ from .errors import BnpmixError, CorruptPartitionError, DataError, DataWarning, 
 # name -> the module of this package that defines it
 _LAZY = {
     "Batch": "corpus", "Corpus": "corpus", "Manifest": "corpus", "PartitionInfo": "corpus",
-    "ingest_array": "dense", "ingest_csv": "dense", "ingest_npy": "dense",
+    "ingest_array": "dense", "ingest_csv": "csvfile", "ingest_npy": "npyfile",
     "ingest_docword": "docword", "read_vocab": "docword",
-    "RunDir": "rundir", "validate_summary": "rundir",
+    "RunDir": "rundir", "validate_summary": "runsummary",
     "ingest_text": "text", "tokenize": "text",
     "DOCUMENTS_PER_PARTITION": "writer", "VALUES_PER_PARTITION": "writer",
     "partition_rows": "writer",

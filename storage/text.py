@@ -40,9 +40,9 @@ import numpy as np
 from .corpus import Manifest, sha256_bytes
 from .docword import read_vocab
 from .errors import DataError, DataWarning
-from .labels import open_labels, streaming
+from .labels import LabelStream, open_labels, streaming
 from .textio import numbered_lines
-from .writer import new_corpus
+from .writer import CorpusWriter, new_corpus
 from .writer import partition_rows as rows_per_partition
 
 TOKEN = re.compile(r"[^\W\d_]+")
@@ -210,40 +210,49 @@ def ingest_text(
                         ingest=ingest)
     with streaming(label_file) as stream, \
             new_corpus(out, manifest, overwrite=overwrite) as writer:
-        ids: list[str] = []
-        kept_labels: list[str] = []
-        word_ids: list[np.ndarray] = []
-        counts: list[np.ndarray] = []
-
-        def flush() -> None:
-            lengths = [len(w) for w in word_ids]
-            indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-            cols = {"item": np.asarray(ids, dtype=str)}
-            if stream is not None:
-                cols["label"] = np.asarray(kept_labels, dtype=str)
-            writer.add_bow(indptr, _concat(word_ids), _concat(counts), cols)
-            for pending in (ids, kept_labels, word_ids, counts):
-                pending.clear()
-
-        seen = 0
-        for item, text in _documents(source):
-            seen += 1
-            label = stream.next_label() if stream is not None else None
-            c = Counter(index[t] for t in tokenize(text) if t in index)
-            if sum(c.values()) < min_doc_length:
-                continue
-            w = np.fromiter(sorted(c), dtype=np.int64, count=len(c))
-            ids.append(item)
-            if label is not None:
-                kept_labels.append(label)
-            word_ids.append(w)
-            counts.append(np.array([c[i] for i in w], dtype=np.int64))
-            if len(ids) == partition_rows:
-                flush()
-        if ids:
-            flush()
+        seen = _write_documents(writer, stream, source, index, min_doc_length, partition_rows)
         if seen == 0:
             raise DataError(source, "empty source: no documents")
         if manifest.n_items == 0:
             raise DataError(source, f"no document has {min_doc_length} or more vocabulary words")
     return manifest
+
+
+def _write_documents(writer: CorpusWriter, stream: LabelStream | None, source: Path,
+                     index: dict[str, int], min_doc_length: int, partition_rows: int) -> int:
+    """Pass 2: each document's vocabulary-word counts (columns ascending), ``partition_rows``
+    kept documents a partition; a document with fewer than ``min_doc_length`` vocabulary tokens
+    is dropped with its label. Returns how many documents the source held."""
+    ids: list[str] = []
+    kept_labels: list[str] = []
+    word_ids: list[np.ndarray] = []
+    counts: list[np.ndarray] = []
+
+    def flush() -> None:
+        lengths = [len(w) for w in word_ids]
+        indptr = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
+        cols = {"item": np.asarray(ids, dtype=str)}
+        if stream is not None:
+            cols["label"] = np.asarray(kept_labels, dtype=str)
+        writer.add_bow(indptr, _concat(word_ids), _concat(counts), cols)
+        for pending in (ids, kept_labels, word_ids, counts):
+            pending.clear()
+
+    seen = 0
+    for item, text in _documents(source):
+        seen += 1
+        label = stream.next_label() if stream is not None else None
+        c = Counter(index[t] for t in tokenize(text) if t in index)
+        if sum(c.values()) < min_doc_length:
+            continue
+        w = np.fromiter(sorted(c), dtype=np.int64, count=len(c))
+        ids.append(item)
+        if label is not None:
+            kept_labels.append(label)
+        word_ids.append(w)
+        counts.append(np.array([c[i] for i in w], dtype=np.int64))
+        if len(ids) == partition_rows:
+            flush()
+    if ids:
+        flush()
+    return seen

@@ -6,19 +6,30 @@ page shows as a trend. A record replaces an earlier one of the same commit and m
 Usage::
 
     python benchmarks/history/run.py [--repeat 3] [--history PATH] [--json PATH]
+    python benchmarks/history/run.py --rev REV [REV ...] | --last N   (backfill)
 
 --repeat times each fit that many times and keeps the shortest (asv's best of); --json also
-writes the one record to PATH. The suite takes about a minute on 2 cores."""
+writes the one record to PATH (a backfill's records as {"records": [...]}). The suite takes
+about a minute on 2 cores.
+
+A backfill records past commits the way asv does: the suite of this checkout, the package of
+each commit. Each commit is checked out with ``git worktree add --detach`` into a temporary
+folder, an import root built beside it (``bnpmix`` laid out from that commit's pyproject.toml
+package-dir, as symlinks), and the suite run in a child process with PYTHONPATH on that root,
+which comes before the installed package's editable finder; the record names the commit, its
+date, and dirty=False. A commit whose package cannot run the suite is reported and skipped (the
+exit status is then 1). --last N: the last N first-parent commits of HEAD."""
 
 from __future__ import annotations
 
 import argparse
 import datetime
+import importlib
+import importlib.util
 import inspect
 import json
 import os
 import platform
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -26,19 +37,16 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/: _common, history
+from history.checkouts import Skipped, first_parent, git, measure_commit, resolve
+
 from _common import RESULTS, json_option, write_json
 
 HISTORY = RESULTS / "history.json"
 ROOT = Path(__file__).resolve().parents[2]
+SUITE = Path(__file__).resolve().with_name("suite.py")
 FIELDS = {"commit": str, "date": str, "recorded": str, "dirty": bool, "machine": dict,
           "time": dict, "track": dict, "units": dict}
-
-
-def git(*args: str) -> str:
-    """A git command's output in the checkout the suite runs from."""
-    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
-                          check=True).stdout.strip()
 
 
 def machine() -> dict[str, Any]:
@@ -73,13 +81,17 @@ def measure(suite: ModuleType, repeat: int) -> tuple[dict, dict, dict]:
     return times, tracks, units
 
 
-def record(times: dict, tracks: dict, units: dict) -> dict[str, Any]:
-    """One history record of this checkout: its commit and the commit's date, whether files
-    had uncommitted changes, when and on what machine it was measured, and the figures."""
+def record(times: dict, tracks: dict, units: dict, rev: str | None = None,
+           repo: Path = ROOT) -> dict[str, Any]:
+    """One history record: of this checkout (``rev`` None: HEAD, dirty when files had
+    uncommitted changes) or of commit ``rev`` (its files as committed), with the commit's date,
+    when and on what machine it was measured, and the figures."""
     now = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
-    return {"commit": git("rev-parse", "HEAD"), "date": git("log", "-1", "--format=%cI"),
-            "recorded": now, "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
-            "machine": machine(), "time": times, "track": tracks, "units": units}
+    commit = git("rev-parse", rev or "HEAD", repo=repo)
+    dirty = rev is None and bool(git("status", "--porcelain", "--untracked-files=no", repo=repo))
+    return {"commit": commit, "date": git("log", "-1", "--format=%cI", commit, repo=repo),
+            "recorded": now, "dirty": dirty, "machine": machine(), "time": times,
+            "track": tracks, "units": units}
 
 
 def check(rec: dict[str, Any]) -> None:
@@ -116,21 +128,88 @@ def append(path: Path, rec: dict[str, Any]) -> list[dict[str, Any]]:
     return records
 
 
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=3, help="timings per fit, the shortest kept")
-    ap.add_argument("--history", type=Path, default=HISTORY, help="the history file to extend")
-    json_option(ap, "history_last")
-    args = ap.parse_args()
-    from history import suite  # after the arguments: --help needs no data sets
+def load_suite(path: Path) -> ModuleType:
+    """The suite module at ``path`` (asv's conventions: setup, time_*, track_*)."""
+    spec = importlib.util.spec_from_file_location("history_suite", path)
+    assert spec is not None and spec.loader is not None, path
+    suite = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(suite)
+    return suite
 
-    rec = record(*measure(suite, args.repeat))
-    append(args.history, rec)
-    write_json(args.json, rec)
+
+def write_figures(suite: Path, repeat: int, path: Path) -> None:
+    """A backfill's child: the suite's figures, and the file bnpmix was imported from (which
+    the parent checks is the commit's checkout), as JSON to ``path``."""
+    times, tracks, units = measure(load_suite(suite), repeat)
+    bnpmix = importlib.import_module("bnpmix")
+    path.write_text(json.dumps({"time": times, "track": tracks, "units": units,
+                                "bnpmix": bnpmix.__file__}))
+
+
+def backfill(revs: list[str], suite: Path, repeat: int, history: Path,
+             repo: Path = ROOT) -> tuple[list[dict[str, Any]], list[str]]:
+    """Record each rev's package on this checkout's suite (measured in a child process), each
+    record appended to ``history`` when made; returns the records and, for each rev skipped,
+    why."""
+    child = [sys.executable, str(Path(__file__).resolve()), "--suite", str(suite),
+             "--repeat", str(repeat)]
+    records, skipped = [], []
+    for rev in revs:
+        try:
+            commit = resolve(rev, repo)
+            print(f"measuring {rev} ({commit[:10]})", flush=True)
+            figures = measure_commit(commit, child, repo)
+        except Skipped as exc:
+            skipped.append(f"{rev}: {exc}")
+            print(f"skipped {rev}: {exc}", file=sys.stderr, flush=True)
+            continue
+        rec = record(figures["time"], figures["track"], figures["units"], commit, repo)
+        append(history, rec)
+        records.append(rec)
+    return records, skipped
+
+
+def show(rec: dict[str, Any], history: Path) -> None:
+    """A record's figures, one a line, and where it went."""
     for group in ("time", "track"):
         for name, value in rec[group].items():
             print(f"{name:<28} {value:12.6g} {rec['units'][name]}")
-    print(f"recorded {rec['commit'][:10]} on {rec['machine']['name']} in {args.history}")
+    print(f"recorded {rec['commit'][:10]} on {rec['machine']['name']} in {history}")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3, help="timings per fit, the shortest kept")
+    ap.add_argument("--history", type=Path, default=HISTORY, help="the history file to extend")
+    ap.add_argument("--rev", nargs="+", default=[], metavar="REV",
+                    help="backfill: record these commits' package on this checkout's suite")
+    ap.add_argument("--last", type=int, default=0, metavar="N",
+                    help="backfill: the last N first-parent commits of HEAD")
+    ap.add_argument("--suite", type=Path, default=SUITE, help="the suite file (%(default)s)")
+    ap.add_argument("--figures", type=Path, help=argparse.SUPPRESS)  # a backfill's child
+    json_option(ap, "history_last")
+    return ap.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    if args.figures is not None:
+        write_figures(args.suite, args.repeat, args.figures)
+        return 0
+    if args.rev or args.last:
+        revs = [*args.rev, *(first_parent(args.last, ROOT) if args.last else [])]
+        records, skipped = backfill(revs, args.suite, args.repeat, args.history)
+        write_json(args.json, {"records": records})
+        for rec in records:
+            show(rec, args.history)
+        for why in skipped:
+            print(f"skipped {why.splitlines()[0]}", file=sys.stderr)
+        return 1 if skipped else 0
+    # the suite is imported after the arguments: --help needs no data sets
+    rec = record(*measure(load_suite(args.suite), args.repeat))
+    append(args.history, rec)
+    write_json(args.json, rec)
+    show(rec, args.history)
     return 0
 
 

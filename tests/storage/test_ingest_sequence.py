@@ -15,8 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from bnpmix.storage import Corpus, DataError, ingest_array, ingest_csv
-from bnpmix.storage import dense as dense_module
+from bnpmix.storage import Corpus, DataError, csvfile, ingest_array, ingest_csv
 from helpers import cli
 
 ERROR_PREFIX = "bnpmix: error: "
@@ -134,7 +133,7 @@ def test_sequence_alongside_the_other_columns(tmp_path):
 def test_many_sequences_are_checked_after_compaction(tmp_path, monkeypatch):
     """The contiguity check remembers old sequences in compacted sorted arrays: a reappearance
     found there names the same lines as one found among the recent sequences."""
-    monkeypatch.setattr(dense_module._SequenceOrder, "RECENT", 3)
+    monkeypatch.setattr(csvfile._SequenceOrder, "RECENT", 3)
     seqs = [s for s in range(40) for _ in range(1 + s % 3)]
     write_csv(tmp_path / "ok.csv", seqs)
     ingest_csv(tmp_path / "ok.csv", tmp_path / "c", sequence_column="seq", partition_rows=7)

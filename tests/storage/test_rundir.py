@@ -119,7 +119,7 @@ def test_a_claim_is_never_seen_without_its_holder(tmp_path, monkeypatch):
     def die(*args, **kwargs):
         raise KeyboardInterrupt  # the process stopped while the claim was being written
 
-    monkeypatch.setattr("bnpmix.storage.rundir.json.dumps", die)
+    monkeypatch.setattr("bnpmix.storage.claim.json.dumps", die)
     with pytest.raises(KeyboardInterrupt):
         run.claim()
     assert not run.claim_path.exists()
