@@ -22,10 +22,8 @@ import numpy as np
 from .declared import HELDOUT_DEQUANTISED, HELDOUT_NOTE, Declared, local_note
 from .finished import (
     RECORDED,
-    cluster_sizes,
     components,
     finished_run,
-    kind_of,
     labelled_clusters,
     numeral,
     plural,
@@ -233,6 +231,5 @@ def prior_text(prior: dict[str, Any]) -> str:
 
 
 # what readers of runs import from here (defined in finished.py and show.py)
-__all__ = ["RECORDED", "cluster_sizes", "convergence_text", "finished_run", "format_corpus_info",
-           "format_run_info", "format_show", "kind_of", "run_info", "run_vocabulary",
-           "show_clusters"]
+__all__ = ["RECORDED", "convergence_text", "finished_run", "format_corpus_info", "format_run_info",
+           "format_show", "run_info", "run_vocabulary", "show_clusters"]

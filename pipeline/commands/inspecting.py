@@ -15,6 +15,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     """`bnpmix info PATH`: a corpus's or a finished run's description (a local path or a
     URL)."""
     from bnpmix.pipeline import inspect
+    from bnpmix.pipeline.finished import kind_of
     from bnpmix.pipeline.remote_run import local_copy
     from bnpmix.storage import Corpus
     from bnpmix.storage.objectstore import exists
@@ -22,7 +23,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     if is_url(args.path):  # a run in object storage has its summary.json; a corpus has not
         kind = "run" if exists(args.path, "summary.json") else "corpus"
     else:
-        kind = inspect.kind_of(args.path)
+        kind = kind_of(args.path)
     if kind == "run":
         with local_copy(args.path) as local:
             info = inspect.run_info(local)
