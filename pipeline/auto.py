@@ -245,7 +245,6 @@ def choose_obs(corpus: Corpus, job: JobConfig, executor: Executor) -> Choice:
     budget = min(AUTO_LAPS, cls.lap_limit(cfg) or AUTO_LAPS)
     started = time.perf_counter()
     runners: list[Runner] = []
-    winner: Runner | None = None
     # the candidates' batch summaries share one summary_bytes (else each held a budget of them,
     # a summary per partition: three times the memory, growing with the corpus)
     shared = Budget(resolve(setting("summary-bytes", job.run.summary_bytes)))
@@ -257,26 +256,7 @@ def choose_obs(corpus: Corpus, job: JobConfig, executor: Executor) -> Choice:
             runners.append(Runner(name, engine))
             engine.start()
             ctx.source.release()  # its samples are drawn
-        for round_ in range(1, budget + 1):
-            alive = [r for r in runners if not r.out]
-            moving = [r for r in alive if not r.engine.done]
-            if len(alive) == 1 or not moving:
-                break
-            for r in moving:
-                r.lap(corpus.n_items)
-            print(f"bnpmix: --obs auto: lap {round_}: " + ", ".join(
-                f"{r.name} {r.bound:.4f} (K = {r.Ks[-1]})" for r in alive)
-                + f" per item ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
-            for r in judge(runners, budget, round_):
-                print(f"bnpmix: --obs auto: {r.name} {r.out}", file=sys.stderr)
-                r.engine.close()
-        alive = [r for r in runners if not r.out]
-        winner = max(alive, key=lambda r: r.bound)
-        for r in alive:
-            if r is not winner:
-                r.out = (f"behind {winner.name} by {winner.bound - r.bound:.4f} per item when "
-                         f"the race ended (its lap {r.laps})")
-                r.engine.close()
+        winner = race(runners, corpus.n_items, budget, started)
         winner.out = "chosen" + (", continues" if continues else "")
     except BaseException:
         for r in runners:
@@ -298,6 +278,33 @@ def choose_obs(corpus: Corpus, job: JobConfig, executor: Executor) -> Choice:
     model = winner.engine.race_model() if own else None
     winner.engine.close()
     return Choice(winner.name, scores, record, prior=prior, model=model)
+
+
+def race(runners: list[Runner], n_items: int, budget: int, started: float) -> Runner:
+    """The race's rounds: a lap of every candidate still moving, then ``judge``; the winner is
+    the highest bound among those left when one is left, none moves or the budget is spent
+    (the others closed, each told by how much it was behind)."""
+    for round_ in range(1, budget + 1):
+        alive = [r for r in runners if not r.out]
+        moving = [r for r in alive if not r.engine.done]
+        if len(alive) == 1 or not moving:
+            break
+        for r in moving:
+            r.lap(n_items)
+        print(f"bnpmix: --obs auto: lap {round_}: " + ", ".join(
+            f"{r.name} {r.bound:.4f} (K = {r.Ks[-1]})" for r in alive)
+            + f" per item ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+        for r in judge(runners, budget, round_):
+            print(f"bnpmix: --obs auto: {r.name} {r.out}", file=sys.stderr)
+            r.engine.close()
+    alive = [r for r in runners if not r.out]
+    winner = max(alive, key=lambda r: r.bound)
+    for r in alive:
+        if r is not winner:
+            r.out = (f"behind {winner.name} by {winner.bound - r.bound:.4f} per item when "
+                     f"the race ended (its lap {r.laps})")
+            r.engine.close()
+    return winner
 
 
 def from_checkpoint(meta: dict[str, Any]) -> Choice:

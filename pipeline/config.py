@@ -7,14 +7,13 @@ Each option is a field of a frozen dataclass — ``RunConfig`` (where and how th
 parses job-file keys, and ``JobConfig.to_dict()`` is what job.json and summary.json record.
 Nested engine settings flatten with their field's name as a prefix (``birth.tau`` is
 ``birth_tau``, flag ``--birth-tau``). Configurations are resolved once (defaults < job file <
-flags) and never mutated afterwards.
+flags) and never mutated afterwards. The rows' type and making: option_rows.py; the range
+check and the errors naming an option: ranges.py.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,7 +23,9 @@ from bnpmix.storage import BnpmixError
 
 from .addresses import CURRENT_CLIENT, is_address
 from .engines import DEFAULT_ENGINE
-from .options import PARSERS, integer, meta, number, opt, optional, string, table
+from .option_rows import Option, field_default, rows_of, shared_row
+from .options import integer, meta, number, opt, optional, string, table
+from .ranges import OptionError, RangeError, check_ranges
 from .runtime.context import AUTO
 from .runtime.engine import ENGINES, engine_class, engine_names
 from .sizes import EXAMPLES, parse_size
@@ -89,55 +90,6 @@ def prior_flags(given: list[dict[str, Any] | str]) -> dict[str, Any]:
         raise ValueError(f"--prior names more than one value of the same option: {named}")
     out: dict[str, Any] = {"prior": {k: v for t in tables for k, v in t.items()}} if tables else {}
     return {**out, prior_aliases()[named[0]].name: named[0]} if named else out
-
-
-_INTERVAL = re.compile(r"^([\[(])\s*(-?inf|[-+0-9.e]+)\s*,\s*(-?inf|[-+0-9.e]+)\s*([\])])$")
-
-
-def in_range(value: float, interval: str) -> bool:
-    """Whether ``value`` lies in an interval written ``[lo, hi]``, ``(lo, hi)`` or mixed; ``inf``
-    for an open end."""
-    match = _INTERVAL.match(interval)
-    if match is None:
-        raise TypeError(f"not an interval: {interval!r}")
-    left, lo, hi, right = match.group(1), float(match.group(2)), float(match.group(3)), \
-        match.group(4)
-    above = value >= lo if left == "[" else value > lo
-    below = value <= hi if right == "]" else value < hi
-    return above and below
-
-
-class RangeError(ValueError):
-    """An option's value outside its interval; ``key`` is the option's name in the table,
-    ``reason`` what is wrong with the value."""
-
-    def __init__(self, key: str, reason: str) -> None:
-        super().__init__(f"{key}: {reason}")
-        self.key, self.reason = key, reason
-
-
-class OptionError(BnpmixError):
-    """An option the engine does not take or a bad value of one: ``origin`` is where it was
-    given ("flags": the command line, so the CLI reports a usage error naming the flag), ``key``
-    its name in the table, ``reason`` what is wrong."""
-
-    def __init__(self, origin: str, key: str, reason: str) -> None:
-        super().__init__(f"{origin}: {key}: {reason}")
-        self.origin, self.key, self.reason = origin, key, reason
-
-
-def check_ranges(cfg: Any, prefix: tuple[str, ...] = ()) -> None:
-    """Every field of a config dataclass (nested ones too) inside its table row's interval; the
-    one place option values are range-checked, whichever way the configuration was built."""
-    for f in dataclasses.fields(cfg):
-        value = getattr(cfg, f.name)
-        if dataclasses.is_dataclass(value):
-            check_ranges(value, (*prefix, f.name))
-            continue
-        interval = f.metadata.get("range")
-        if interval is not None and value is not None and not in_range(value, interval):
-            key = "_".join((*prefix, f.name))
-            raise RangeError(key, f"{value!r} is not in {interval}")
 
 
 @dataclass(frozen=True)
@@ -227,93 +179,6 @@ class ModelConfig:
 SECTIONS: dict[str, type] = {"run": RunConfig, "model": ModelConfig}
 
 
-@dataclass(frozen=True)
-class Option:
-    """One row of the table: a job-file key, a ``--flag`` and a field of a config dataclass."""
-
-    name: str
-    section: str  # job (the algorithm) | run | model | engine
-    path: tuple[str, ...]  # field path inside the section's dataclass
-    parse: Callable[[Any], Any]
-    default: Any
-    help: str
-    choices: tuple[str, ...] | None
-    within: str | None = None  # the interval a value must lie in
-    engines: tuple[str, ...] = ()  # engine options: the engines that take it
-    variants: tuple[tuple[str, Option], ...] = ()  # engines whose same-named options differ
-    defaults: tuple[tuple[str, Any], ...] = ()  # each engine's default, when they differ
-    own: tuple[tuple[str, Option], ...] = ()  # each engine's own row, when parsed alike
-
-    def for_engine(self, engine: str) -> Option:
-        """The row as ``engine`` defines it (its own parser, choices, range and help)."""
-        return dict(self.variants or self.own).get(engine, self)
-
-    @property
-    def flag(self) -> str:
-        return "--" + self.name.replace("_", "-")
-
-
-def _default(f: dataclasses.Field) -> Any:
-    if f.default is not dataclasses.MISSING:
-        return f.default
-    return f.default_factory() if f.default_factory is not dataclasses.MISSING else None
-
-
-def _rows(cls: type, section: str, prefix: tuple[str, ...] = ()) -> list[Option]:
-    """Table rows of a config dataclass, nested dataclasses flattened with a name prefix."""
-    rows = []
-    for f in dataclasses.fields(cls):
-        default = _default(f)
-        if dataclasses.is_dataclass(default):
-            rows += _rows(type(default), section, (*prefix, f.name))
-            continue
-        meta = f.metadata
-        choices = meta.get("choices")
-        choices = tuple(choices()) if callable(choices) else choices
-        parse = meta.get("parse") or PARSERS.get(type(default))
-        if parse is None:
-            raise TypeError(f"{cls.__name__}.{f.name}: give the field a parser (opt(parse=...))")
-        rows.append(Option("_".join((*prefix, f.name)), section, (*prefix, f.name), parse,
-                           default, meta.get("help", ""), choices, meta.get("range")))
-    return rows
-
-
-def _shared(seen: Option, row: Option, engine: str) -> Option:
-    """One row for an option that ``engine`` shares with ``seen.engines``: the first engine's
-    row if they parse it alike (with each engine's help and range when those differ: vb's K is
-    a truncation, memo's a start), else a row whose value each engine parses its own way (at
-    resolve)."""
-    engines = (*seen.engines, engine)
-    alike = ("parse", "choices")  # ranges are checked per engine (check_ranges)
-    if not seen.variants and all(getattr(seen, k) == getattr(row, k) for k in alike):
-        defaults = (*(seen.defaults or ((seen.engines[0], seen.default),)), (engine, row.default))
-        differ = len({repr(d) for _, d in defaults}) > 1
-        own = (*(seen.own or ((seen.engines[0], seen),)), (engine, row))
-        texts = {(r.help, r.within) for _, r in own}
-        described = {} if len(texts) == 1 else {"help": _per_engine(own), "within": None}
-        return dataclasses.replace(seen, engines=engines, defaults=defaults if differ else (),
-                                   own=own, **described)
-    variants = (*(seen.variants or ((seen.engines[0], seen),)), (engine, row))
-    return dataclasses.replace(
-        seen, parse=lambda value: value, default=None, choices=None,
-        within=None, help="; ".join(f"{e}: {r.help}{_shown(r)}" for e, r in variants),
-        engines=engines, variants=variants)
-
-
-def _per_engine(own: tuple[tuple[str, Option], ...]) -> str:
-    """The help of an option whose engines describe it differently: each text once, after the
-    engines that give it, with their range."""
-    groups: dict[tuple[str, str | None], list[str]] = {}
-    for engine, r in own:
-        groups.setdefault((r.help, r.within), []).append(engine)
-    return "; ".join(f"{', '.join(e)}: {text}" + (f" (in {within})" if within else "")
-                     for (text, within), e in groups.items())
-
-
-def _shown(row: Option) -> str:
-    return "" if row.default is None else f" (default {row.default})"
-
-
 def options() -> list[Option]:
     """The whole table: run and model options, then every registered engine's options (an
     option several engines share, e.g. ``laps``, is one row naming all of them)."""
@@ -321,13 +186,13 @@ def options() -> list[Option]:
                        "the engine: " + "; ".join(f"{n}: {ENGINES[n].summary}"
                                                   for n in engine_names()),
                        tuple(engine_names()))
-    rows = [algorithm, *(r for section, cls in SECTIONS.items() for r in _rows(cls, section))]
+    rows = [algorithm, *(r for section, cls in SECTIONS.items() for r in rows_of(cls, section))]
     engine_rows: dict[str, Option] = {}
     for name in engine_names():
-        for r in _rows(ENGINES[name].Config, "engine"):
+        for r in rows_of(ENGINES[name].Config, "engine"):
             seen = engine_rows.get(r.name)
             engine_rows[r.name] = (dataclasses.replace(r, engines=(name,)) if seen is None
-                                   else _shared(seen, r, name))
+                                   else shared_row(seen, r, name))
     clash = {r.name for r in rows} & set(engine_rows)
     if clash:
         raise TypeError(f"engine options {sorted(clash)} clash with run or model options")
@@ -389,7 +254,7 @@ def _build(cls: type, values: dict[str, Any]) -> Any:
     for f in dataclasses.fields(cls):
         if f.name not in values:
             continue
-        default = _default(f)
+        default = field_default(f)
         value = values[f.name]
         if dataclasses.is_dataclass(default) and isinstance(value, dict):
             value = _build(type(default), value)

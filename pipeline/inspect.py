@@ -1,16 +1,10 @@
-"""What ``bnpmix info`` and ``bnpmix show`` print: a corpus or a finished run, described.
+"""What ``bnpmix info`` prints: a corpus or a finished run, described.
 
 ``run_info(RUN_DIR)``: the engine, K (all components; those with more than 1% of the weight; those
 with at least one item assigned), the weights, the cluster sizes counted from the assignments, and
 the figures of summary.json (objective, per item, laps, wall seconds, items, and the observation
-prior's figures, initial and learned).
-
-``show_clusters(RUN_DIR)``: the clusters by decreasing weight with their sizes and, for text (a
-bag-of-words corpus), their most probable words under the posterior mean word distribution; for
-dense data their posterior mean vectors, and the one covariance they share when the model ties
-them (tied-gauss). The words come from ``RUN_DIR/vocab.txt`` (a fit of a
-bag-of-words corpus keeps its vocabulary there), else from the corpus the run's configuration
-names, used only while it is still the vocabulary the run was fitted to (same SHA-256).
+prior's figures, initial and learned). ``bnpmix show``'s clusters: show.py; what a path is and a
+run's components, which both read: finished.py.
 
 Everything here reads; nothing writes. ``info`` needs numpy and JSON only: summary.json records
 the components' weights, ids and sizes (``RECORDED``). For a run written before it did, the
@@ -21,69 +15,23 @@ imported then.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-from bnpmix.storage import BnpmixError, Corpus
-from bnpmix.storage.corpus import MANIFEST, vocab_sha256
-from bnpmix.storage.rundir import run_path
-
 from .declared import HELDOUT_DEQUANTISED, HELDOUT_NOTE, Declared, local_note
-from .labels import label_order
-
-if TYPE_CHECKING:
-    from bnpmix.storage.rundir import RunDir
+from .finished import (
+    RECORDED,
+    components,
+    finished_run,
+    labelled_clusters,
+    numeral,
+    plural,
+)
+from .show import format_show, run_vocabulary, show_clusters
 
 EFFECTIVE = 0.01  # a component with more than this share of the weight counts as effective
 SHOWN_WEIGHTS = 12  # weights listed by `info`'s text output
-SHOWN_DIMS = 8  # mean coordinates listed per cluster by `show`'s text output (JSON: all)
-# what a fit records in summary.json beside "weights": the components' ids and sizes (items
-# assigned) in the order of the weights, and the mass left for new components
-RECORDED = ("component_ids", "sizes", "weight_new")
-
-
-# ------------------------------------------------------------------------------------------
-# what a path is
-
-
-def kind_of(path: str | Path) -> str:
-    """``"run"`` (a finished run directory) or ``"corpus"``; otherwise an error saying what the
-    path is instead."""
-    path = run_path(path)  # a scheduled run's models/latest: the version it names
-    if not path.exists():
-        raise BnpmixError(f"{path}: not a corpus directory nor a run directory (no such "
-                          "directory)")
-    if not path.is_dir():
-        raise BnpmixError(f"{path}: not a directory (expected a corpus or a run directory)")
-    if (path / "summary.json").is_file():
-        return "run"
-    if (path / MANIFEST).is_file():
-        return "corpus"
-    if (path / "job.json").is_file():
-        raise BnpmixError(f"{path}: a run directory whose fit has not finished (no summary.json; "
-                          f"`bnpmix resume {path}` continues it)")
-    raise BnpmixError(f"{path}: not a corpus directory (no {MANIFEST}) nor a run directory "
-                      "(no summary.json)")
-
-
-def finished_run(path: str | Path) -> RunDir:
-    """The run directory at ``path``, or an error naming it (a corpus gets a pointer to info)."""
-    from bnpmix.storage.rundir import RunDir
-
-    if kind_of(path) != "run":
-        raise BnpmixError(f"{path}: a corpus, not a run directory (`bnpmix info {path}` "
-                          "describes it; `bnpmix fit` makes a run)")
-    run = RunDir(path)
-    run.load_summary()  # names the path when summary.json is unreadable
-    for needed in (run.trace_path, run.model_path, run.model_meta_path):
-        if not needed.is_file():
-            raise BnpmixError(f"{path}: not a finished run directory (no {needed.name})")
-    return run
-
-
-# ------------------------------------------------------------------------------------------
-# corpora
 
 
 def format_corpus_info(info: dict[str, Any]) -> str:
@@ -127,70 +75,12 @@ def format_corpus_info(info: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-# ------------------------------------------------------------------------------------------
-# runs
-
-
-def cluster_sizes(run: RunDir) -> dict[int, int] | None:
-    """Items assigned to each cluster id, counted from the assignments one partition file at a
-    time (only the ``cluster`` column is read); None when the run has no assignments."""
-    files = sorted(run.assignments_dir.glob("part-*.parquet"))
-    if not files:
-        return None
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    ids: list[np.ndarray] = []
-    counts: list[np.ndarray] = []
-    for f in files:
-        try:
-            column = pq.read_table(f, columns=["cluster"]).column(0).to_numpy()
-        except (OSError, KeyError, pa.ArrowException) as exc:
-            raise BnpmixError(f"{f}: unreadable assignments ({exc})") from None
-        u, c = np.unique(column, return_counts=True)
-        ids.append(u)
-        counts.append(c)
-    u_all = np.concatenate(ids)
-    c_all = np.concatenate(counts)
-    keys, where = np.unique(u_all, return_inverse=True)
-    totals = np.bincount(where, weights=c_all, minlength=len(keys))
-    return {int(k): int(t) for k, t in zip(keys, totals, strict=True)}
-
-
-def _clusters(weights: np.ndarray, uids: np.ndarray,
-              sizes: dict[int, int] | None) -> list[dict[str, Any]]:
-    """Label (pipeline/labels.py: 0..K-1 by decreasing weight), weight and size of every
-    component, in label order; ``sizes`` by internal id."""
-    weights = np.asarray(weights, float)
-    ids = [int(i) for i in np.asarray(uids)]
-    return [{"cluster": label, "weight": float(weights[k]),
-             "size": None if sizes is None else sizes.get(ids[k], 0)}
-            for label, k in enumerate(label_order(weights, ids))]
-
-
-def _components(run: RunDir, summary: dict[str, Any]
-                ) -> tuple[np.ndarray, float, np.ndarray, dict[int, int] | None, str]:
-    """The components' weights, the mass left for new ones, their ids, their sizes (None
-    without assignments) and the observation model: from summary.json when the fit recorded
-    them (``RECORDED``), else from the model and the assignments."""
-    if all(key in summary for key in RECORDED):
-        ids = summary["component_ids"]
-        return (np.asarray(summary["weights"], float), float(summary["weight_new"]),
-                np.asarray(ids), dict(zip(ids, summary["sizes"], strict=True)), summary["obs"])
-    from .runtime.models import read_model
-
-    model = read_model(str(run.path))  # weights only: the means are not computed
-    weights, weight_new = model.weights()  # a run from before summary.json recorded them: its
-    return (weights, weight_new, model.uids, cluster_sizes(run),  # assignments hold the ids
-            summary.get("obs", model.obs.name))
-
-
 def run_info(path: str | Path) -> dict[str, Any]:
     """What ``bnpmix info RUN_DIR`` prints (one JSON object with ``--json``)."""
     run = finished_run(path)
     summary = run.load_summary()
-    weights, weight_new, uids, sizes, obs = _components(run, summary)
-    clusters = _clusters(weights, uids, sizes)
+    weights, weight_new, uids, sizes, obs = components(run, summary)
+    clusters = labelled_clusters(weights, uids, sizes)
     weights = np.array([c["weight"] for c in clusters])
     declared = Declared.of(summary)
     objective = declared.objective
@@ -270,7 +160,7 @@ def format_run_info(info: dict[str, Any]) -> str:
         f"engine        {info['engine']} (observation model {info['obs']})",
         f"corpus        {info['corpus'] or 'not kept (X in memory, BayesianMixture.save)'}"
         f"{shape}",
-        f"K             {_plural(K, 'component')}: {info['K_effective']} with more than "
+        f"K             {plural(K, 'component')}: {info['K_effective']} with more than "
         f"{EFFECTIVE:.0%} of the weight{nonempty}",
         *([f"local         {info['local']}"] if info.get("local") else []),
         "weights       " + ", ".join(f"{w:.3f}" for w in weights[:SHOWN_WEIGHTS])
@@ -289,8 +179,8 @@ def format_run_info(info: dict[str, Any]) -> str:
     else:
         lines.append("sizes         - (the run has no assignments)")
     lines += [
-        f"{info['objective']:<14}{_number(info['objective_value'])} ({name}; per item "
-        f"{_number(info['objective_per_item'], '.4f')})",
+        f"{info['objective']:<14}{numeral(info['objective_value'])} ({name}; per item "
+        f"{numeral(info['objective_per_item'], '.4f')})",
         f"laps          {info['laps']}" + (f" ({info['stopped']})" if "stopped" in info else ""),
     ]
     moving = convergence_text(info)
@@ -335,166 +225,11 @@ def prior_text(prior: dict[str, Any]) -> str:
     """The observation prior's figures in a line: initial -> final when the run learned it."""
     initial, final = prior["initial"], prior["final"]
     if not prior["learn"]:
-        return "fixed: " + ", ".join(f"{k} {_number(v, '.4g')}" for k, v in final.items())
+        return "fixed: " + ", ".join(f"{k} {numeral(v, '.4g')}" for k, v in final.items())
     return "learned (initial -> final): " + ", ".join(
-        f"{k} {_number(initial.get(k), '.4g')} -> {_number(v, '.4g')}" for k, v in final.items())
+        f"{k} {numeral(initial.get(k), '.4g')} -> {numeral(v, '.4g')}" for k, v in final.items())
 
 
-def _plural(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"
-
-
-def _number(value: Any, spec: str = ".6g") -> str:
-    return format(value, spec) if isinstance(value, int | float) else "-"
-
-
-# ------------------------------------------------------------------------------------------
-# show
-
-
-def run_vocabulary(run: RunDir, summary: dict[str, Any],
-                   dim: int) -> tuple[list[str] | None, str]:
-    """The run's vocabulary and where it came from (or, without one, why): RUN_DIR/vocab.txt,
-    else the corpus's while its SHA-256 is the one summary.json recorded."""
-    data = summary.get("data") or {}
-    recorded = data.get("vocab_sha256")
-    words = run.load_vocab()
-    where: str = str(run.vocab_path)
-    if words is None:
-        corpus = (summary["config"].get("run") or {}).get("corpus")
-        if not corpus:
-            return None, "the run keeps no vocab.txt and names no corpus"
-        try:
-            words = Corpus(corpus).manifest.vocab
-        except BnpmixError as exc:
-            return None, f"the run keeps no vocab.txt and its corpus is unreadable ({exc})"
-        where = f"{corpus} (the run keeps no vocab.txt)"
-        if words is None:
-            return None, f"the corpus {corpus} has no vocabulary"
-    if len(words) != dim:
-        return None, f"{where}: {len(words)} words, but the model has {dim} columns"
-    if recorded and vocab_sha256(words) != recorded:
-        return None, f"{where}: not the vocabulary the run was fitted to (its SHA-256 differs)"
-    return words, where
-
-
-def show_clusters(path: str | Path, top_words: int = 10, top: int = 20) -> dict[str, Any]:
-    """What ``bnpmix show RUN_DIR`` prints: the ``top`` heaviest clusters with their sizes and
-    their ``top_words`` most probable words (text) or their mean vectors (dense)."""
-    if top_words < 1 or top < 1:
-        raise BnpmixError(f"show: --top-words and --top must be positive (got {top_words}, "
-                          f"{top})")
-    from .evaluate.fitted import load
-
-    run = finished_run(path)
-    summary = run.load_summary()
-    model = load(run.path)  # its means_ in label order, as the clusters
-    weights, _, uids, sizes, _ = _components(run, summary)
-    clusters = _clusters(weights, uids, sizes)
-    means = np.asarray(model.means_, float)
-    data = summary.get("data") or {}
-    text = data.get("kind") == "bow" if data.get("kind") else model.model.obs.text
-    out: dict[str, Any] = {
-        "run_dir": str(run.path),
-        "engine": summary["algorithm"],
-        "obs": summary.get("obs", model.model.obs.name),
-        "K": int(summary["K"]),
-        "n_items": summary["n_items"],
-        "kind": "text" if text else "dense",
-        "shown": min(top, len(clusters)),
-        "weights_are": Declared.of(summary).weights_are,
-        "noun": Declared.of(summary).component_noun if local_note(summary) else "cluster",
-        "local": local_note(summary),
-    }
-    vocab: list[str] | None = None
-    if text:
-        vocab, where = run_vocabulary(run, summary, means.shape[1])
-        out["vocab"] = where if vocab is not None else None
-        if vocab is None:
-            out["vocab_note"] = f"{where}; words shown by their column number"
-    obs = model.model.obs
-    if not text and getattr(obs, "means_note", ""):  # (a chain model's obs is a facade)
-        out["note"] = obs.means_note
-    if not text and getattr(obs, "shared_shapes", lambda: ())():  # one covariance for every
-        # cluster (tied-gauss); a chain model (tdpm) has none
-        cov = obs.covariances(model.model.post)
-        if cov is not None and len(cov):
-            out["shared_covariance"] = [[round(float(v), 6) for v in row] for row in cov[0]]
-    spans = component_spans(model)
-    if spans is not None:
-        out["mean_at"] = "its last epoch"
-    rows = []
-    for c in clusters[:top]:  # the label is the rank from 0 (pipeline/labels.py)
-        row = {"cluster": c["cluster"], "weight": c["weight"], "size": c["size"],
-               "fraction": None if c["size"] is None else c["size"] / summary["n_items"]}
-        if spans is not None:
-            row["epochs"] = spans[c["cluster"]].tolist()
-        m = means[c["cluster"]] if means.ndim == 2 and len(means) > c["cluster"] else None
-        if m is None:
-            pass
-        elif text:
-            best = np.argsort(-m, kind="stable")[:top_words]
-            row["top_words"] = [{"word": vocab[w] if vocab is not None else f"#{w}",
-                                 "prob": round(float(m[w]), 6)} for w in best]
-        else:
-            row["mean"] = [round(float(v), 4) for v in m]
-        rows.append(row)
-    out["clusters"] = rows
-    return out
-
-
-def component_spans(model: Any) -> np.ndarray | None:
-    """Each cluster's first and last epoch in label order, (K, 2), for models whose components
-    are chains over epochs (a ``spans`` method: tdpm), whose means are the state at the last
-    one; None for the others."""
-    spans = getattr(model.model, "spans", None)
-    return None if spans is None else np.asarray(spans())[model.order_]
-
-
-def format_show(shown: dict[str, Any]) -> str:
-    """Human-readable lines of ``show_clusters``: one line per cluster."""
-    K, n = shown["K"], shown["shown"]
-    head = (f"{shown['engine']} ({shown['obs']}): {_plural(K, shown.get('noun', 'cluster'))} of "
-            f"{_plural(shown['n_items'], 'item')}; "
-            + (f"the {n} heaviest" if n < K else "all") + ", by decreasing weight")
-    lines = [head]
-    if shown.get("vocab"):
-        lines.append(f"words from {shown['vocab']}")
-    for key in ("local", "vocab_note", "note"):
-        if shown.get(key):
-            lines.append(f"note: {shown[key]}")
-    if shown.get("shared_covariance"):
-        sd = np.sqrt(np.maximum(np.diagonal(np.array(shown["shared_covariance"])), 0.0))
-        lines.append("shared covariance E[Σ] of every cluster: standard deviations ["
-                     + ", ".join(f"{v:.3g}" for v in sd[:SHOWN_DIMS])
-                     + (f", ... ({len(sd)} dimensions; --json for the matrix)]"
-                        if len(sd) > SHOWN_DIMS else "] (--json for the matrix)"))
-    what = "top words" if shown["kind"] == "text" else "mean"
-    at = shown.get("mean_at")
-    lines.append(f"{'cluster':>7} {'weight':>7} {'size':>8} {'fraction':>8}  "
-                 + (f"{'epochs':<13}  {what} at {at}" if at else what))
-    for row in shown["clusters"]:
-        size = "-" if row["size"] is None else str(row["size"])
-        if "top_words" in row:
-            detail = " ".join(w["word"] for w in row["top_words"])
-        elif "mean" in row:
-            m = row["mean"]
-            detail = "[" + ", ".join(f"{v:.3g}" for v in m[:SHOWN_DIMS]) + (
-                f", ... ({len(m)} dimensions; --json for all)]" if len(m) > SHOWN_DIMS else "]")
-        else:
-            detail = "-"
-        fraction = "-" if row["fraction"] is None else f"{row['fraction']:.4f}"
-        if "epochs" in row:  # the chain's first-last epoch (time values)
-            span = "-".join(_number(t, "g") for t in row["epochs"])
-            detail = f"{span:<13}  {detail}"
-        lines.append(f"{row['cluster']:>7} {row['weight']:>7.4f} {size:>8} {fraction:>8}  "
-                     f"{detail}")
-    lines.append(f"(cluster: its label everywhere; weight: {shown['weights_are']}; fraction: "
-                 "its share of all items" + ("; epochs: the chain's first and last epoch, the "
-                                             f"{what} being its state at the last)" if at
-                                             else ")"))
-    return "\n".join(lines)
-
-
-__all__ = ["cluster_sizes", "format_corpus_info", "format_run_info", "format_show", "kind_of",
-           "run_info", "run_vocabulary", "show_clusters"]
+# what readers of runs import from here (defined in finished.py and show.py)
+__all__ = ["RECORDED", "convergence_text", "finished_run", "format_corpus_info", "format_run_info",
+           "format_show", "run_info", "run_vocabulary", "show_clusters"]

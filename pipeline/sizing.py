@@ -206,11 +206,7 @@ def project(coef: dict[str, Any], obs: str, shape: Shape, K: int, workers: int,
     terms = features(structure, sizes)
     t = {part: apply(model[part], terms[part]) for part in terms}
     slots = workers * threads
-    # a worker's share of the decoded corpus, and the fraction of its visits that miss its
-    # cache (partitions are read again each lap; rendezvous homes keep each on one worker)
-    share = shape.partition_bytes * P / max(1, min(workers, P))
-    miss = 0.0 if share <= cache_bytes else 1.0 - cache_bytes / share
-    read = coef["read_seconds_per_byte"][shape.kind] * shape.partition_bytes
+    share, miss, read = _cache_misses(coef, shape, workers, cache_bytes)
     task = t["task"] + miss * read
     mem = {part: apply(model["memory"][part], MEMORY_FEATURES[structure][part](sizes))
            for part in model["memory"]}
@@ -220,31 +216,17 @@ def project(coef: dict[str, Any], obs: str, shape: Shape, K: int, workers: int,
     # what a wave ships: q whole (dense), E[log θ] on the wave's words (text)
     globals_bytes = (8.0 * K * (wave_words(shape.dim, shape.nnz, W) + 2) if structure == "text"
                      else mem["post"])
-    d = coef["dask"]
-    dask = (d["per_wave"] + d["per_task"] * W
-            + d["per_byte"] * (globals_bytes + W * summary)) if workers else 0.0
+    dask = _dask_seconds(coef, W, globals_bytes, summary) if workers else 0.0
     serial = W * visit + t["globals"] + dask
-    if ahead == 0:
-        per_wave = math.ceil(W / slots) * task + serial
-    else:
-        per_wave = max(serial, W * task / min(slots, W * (ahead + 1)))
+    per_wave = _wave_seconds(W, slots, task, serial, ahead)
     waves = math.ceil(P / W)
     births = coef["birth"]["per_lap"] * t["birth"] if births else 0.0
     lap = waves * per_wave + t["lap_end"] + births + t["checkpoint"]
     busy = min(slots, W)
     bound = ("the driver (W x visit + globals + dask per wave exceeds the tasks')"
              if serial > math.ceil(W / slots) * task else "the workers' tasks")
-    # the lap's births' collected rows are held within the summaries' budget (the rest
-    # spilled); a lap's end stacks one birth's at a time beside them
-    row_bytes = shape.partition_bytes / shape.rows
-    collected = coef["birth"]["per_lap"] * n * row_bytes
-    driver = (coef["base_bytes"]["driver"] + mem["S0"] + 2 * mem["post"]
-              + min(held + collected, summary_bytes) + W * (ahead + 1) * summary
-              + (ahead + 1) * globals_bytes + 2 * n * row_bytes)
-    # a lap that tries deletions keeps, for each of up to delete.per_lap components, a change
-    # of every batch summary, within the same budget
-    peak = driver - min(held + collected, summary_bytes) + min(
-        held * (1 + coef["delete_per_lap"]) + collected, summary_bytes)
+    driver, peak = _driver_bytes(coef, shape, n, mem, held, summary_bytes, W, ahead,
+                                 globals_bytes)
     working = (TASK_BYTES_PER_ROW[structure](K, shape.dim, shape.nnz / shape.rows)
                * block_rows(shape, K))
     worker = (coef["base_bytes"]["worker"] + min(share, cache_bytes)
@@ -263,6 +245,55 @@ def project(coef: dict[str, Any], obs: str, shape: Shape, K: int, workers: int,
                   "summary_budget": summary_bytes, "cache_budget": cache_bytes,
                   "spilled": spilled},
     }
+
+
+def _cache_misses(coef: dict[str, Any], shape: Shape, workers: int,
+                  cache_bytes: float) -> tuple[float, float, float]:
+    """A worker's share of the decoded corpus, the fraction of its visits that miss its cache
+    and the seconds a missed partition's read takes."""
+    P = shape.partitions
+    # a worker's share of the decoded corpus, and the fraction of its visits that miss its
+    # cache (partitions are read again each lap; rendezvous homes keep each on one worker)
+    share = shape.partition_bytes * P / max(1, min(workers, P))
+    miss = 0.0 if share <= cache_bytes else 1.0 - cache_bytes / share
+    read = coef["read_seconds_per_byte"][shape.kind] * shape.partition_bytes
+    return share, miss, read
+
+
+def _dask_seconds(coef: dict[str, Any], W: int, globals_bytes: float, summary: float) -> float:
+    """A wave's round trip through Dask: per wave, per task, and per byte of its globals out
+    and its W summaries back."""
+    d = coef["dask"]
+    return d["per_wave"] + d["per_task"] * W + d["per_byte"] * (globals_bytes + W * summary)
+
+
+def _wave_seconds(W: int, slots: int, task: float, serial: float, ahead: int) -> float:
+    """A wave's seconds: its tasks in ceil(W / slots) rounds then the driver's serial part, or,
+    with ``ahead``, whichever of the two is longer (the driver's part overlaps the tasks)."""
+    if ahead == 0:
+        return math.ceil(W / slots) * task + serial
+    return max(serial, W * task / min(slots, W * (ahead + 1)))
+
+
+def _driver_bytes(coef: dict[str, Any], shape: Shape, n: float, mem: dict[str, float],
+                  held: float, summary_bytes: float, W: int, ahead: int,
+                  globals_bytes: float) -> tuple[float, float]:
+    """The driver's memory in a lap that creates births, and its peak in one that also tries
+    deletions: its base, S0 and q (twice), the summaries ``held`` with the births' collected
+    rows within ``summary_bytes``, the waves in flight and their globals."""
+    # the lap's births' collected rows are held within the summaries' budget (the rest
+    # spilled); a lap's end stacks one birth's at a time beside them
+    summary = mem["summary"]
+    row_bytes = shape.partition_bytes / shape.rows
+    collected = coef["birth"]["per_lap"] * n * row_bytes
+    driver = (coef["base_bytes"]["driver"] + mem["S0"] + 2 * mem["post"]
+              + min(held + collected, summary_bytes) + W * (ahead + 1) * summary
+              + (ahead + 1) * globals_bytes + 2 * n * row_bytes)
+    # a lap that tries deletions keeps, for each of up to delete.per_lap components, a change
+    # of every batch summary, within the same budget
+    peak = driver - min(held + collected, summary_bytes) + min(
+        held * (1 + coef["delete_per_lap"]) + collected, summary_bytes)
+    return driver, peak
 
 
 def _size(n: float) -> str:

@@ -1,7 +1,8 @@
 """The report's plots: each function takes plain arrays and returns a matplotlib Figure.
 
 Figures are made with ``matplotlib.figure.Figure`` directly, never through pyplot: no global
-state, no interactive backend, nothing left open between reports. ``png`` renders one.
+state, no interactive backend, nothing left open between reports. ``png`` renders one. The
+plots over epochs and sequences: epoch_figures.py.
 """
 
 from __future__ import annotations
@@ -34,11 +35,13 @@ def png(fig: Figure) -> bytes:
     return buf.getvalue()
 
 
-def _figure(width: float, height: float) -> Figure:
+def figure(width: float, height: float) -> Figure:
+    """A new figure of that size in inches, laid out by matplotlib's constrained layout."""
     return Figure(figsize=(width, height), dpi=DPI, layout="constrained")
 
 
-def _note(ax, text: str) -> None:
+def note(ax, text: str) -> None:
+    """``text`` in the middle of axes that have nothing to draw."""
     ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=11,
             color="#555555", wrap=True)
 
@@ -63,7 +66,7 @@ def _objective_label(name: str, per_partition: bool) -> str:
 def trace_figure(series: Sequence[Series], title: str) -> Figure:
     """The objective per item (one panel per kind of objective) and K, against items seen."""
     names = list(dict.fromkeys(s.objective_name for s in series))
-    fig = _figure(9, 3.0 * (len(names) + 1) + 0.4)
+    fig = figure(9, 3.0 * (len(names) + 1) + 0.4)
     axes = fig.subplots(len(names) + 1, 1, sharex=True, squeeze=False)[:, 0]
     many = len(series) > 1
     for ax, name in zip(axes, names, strict=False):
@@ -81,7 +84,7 @@ def trace_figure(series: Sequence[Series], title: str) -> Figure:
         ax.set_ylabel(_objective_label(name, per_partition), fontsize=LABEL_SIZE)
         ax.grid(True, alpha=0.3)
         if not drawn:
-            _note(ax, f"the trace has no {name} values")
+            note(ax, f"the trace has no {name} values")
         elif many:
             ax.legend(fontsize=8, loc="best")
     ax = axes[-1]
@@ -114,7 +117,7 @@ def weights_figure(series: Sequence[tuple[str, np.ndarray]], ylabel: str, title:
                    weight_new: float | None = None) -> Figure:
     """Weights in decreasing order against their rank, both axes logarithmic (the tail plot);
     zero weights cannot be drawn on log axes and are counted in the legend."""
-    fig = _figure(8, 5)
+    fig = figure(8, 5)
     ax = fig.subplots()
     drawn = False
     for i, (label, weights) in enumerate(series):
@@ -148,7 +151,7 @@ def weights_figure(series: Sequence[tuple[str, np.ndarray]], ylabel: str, title:
             ax.yaxis.set_minor_formatter(FuncFormatter(
                 lambda v, _: f"{v:g}" if f"{v:.0e}"[0] in digits else ""))
     else:
-        _note(ax, "no positive weights")
+        note(ax, "no positive weights")
     ax.set_xlabel("rank (heaviest first)", fontsize=LABEL_SIZE)
     ax.set_ylabel(ylabel, fontsize=LABEL_SIZE)
     ax.grid(True, which="both", alpha=0.25)
@@ -166,7 +169,7 @@ def image_grid_figure(images: np.ndarray, titles: Sequence[str], title: str, *,
     """Small images (n, h, w) in a grid, on one shared color scale with one colorbar."""
     n = len(images)
     rows, cols = _grid(n, 10)
-    fig = _figure(1.35 * cols + 1.4, 1.45 * rows + 0.9)
+    fig = figure(1.35 * cols + 1.4, 1.45 * rows + 0.9)
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
     finite = images[np.isfinite(images)]
     vmin, vmax = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
@@ -192,7 +195,7 @@ def matrix_grid_figure(matrices: np.ndarray, titles: Sequence[str], title: str) 
     """Square matrices (covariances), each on its own color scale symmetric about zero."""
     n = len(matrices)
     rows, cols = _grid(n, 4)
-    fig = _figure(2.7 * cols + 0.6, 2.75 * rows + 0.9)
+    fig = figure(2.7 * cols + 0.6, 2.75 * rows + 0.9)
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
     for ax, matrix, text in zip(axes, matrices, titles, strict=False):
         finite = matrix[np.isfinite(matrix)]
@@ -216,7 +219,7 @@ def heatmap_figure(matrix: np.ndarray, row_labels: Sequence[str], title: str, xl
                    colorbar_label: str) -> Figure:
     """Rows (clusters) against columns (dimensions) as one heatmap."""
     rows, cols = matrix.shape
-    fig = _figure(min(14.0, 4 + 0.12 * cols), min(14.0, 1.8 + 0.28 * rows))
+    fig = figure(min(14.0, 4 + 0.12 * cols), min(14.0, 1.8 + 0.28 * rows))
     ax = fig.subplots()
     shown = ax.imshow(matrix, aspect="auto", cmap="viridis", interpolation="nearest")
     ax.set_yticks(range(rows))
@@ -232,7 +235,7 @@ def heatmap_figure(matrix: np.ndarray, row_labels: Sequence[str], title: str, xl
 def means_scatter_figure(means: np.ndarray, weights: np.ndarray, ids: Sequence[int],
                          title: str) -> Figure:
     """Two-dimensional component means as points whose area follows the weight."""
-    fig = _figure(7, 6)
+    fig = figure(7, 6)
     ax = fig.subplots()
     w = np.asarray(weights, float)
     sizes = 30 + 900 * w / max(float(w.max()), 1e-300) if len(w) else []
@@ -253,7 +256,7 @@ def top_words_figure(clusters: Sequence[tuple[str, Sequence[str], Sequence[float
     n = len(clusters)
     rows, cols = _grid(n, 3)
     n_words = max((len(words) for _, words, _ in clusters), default=1)
-    fig = _figure(4.2 * cols, (0.24 * n_words + 0.9) * rows + 0.7)
+    fig = figure(4.2 * cols, (0.24 * n_words + 0.9) * rows + 0.7)
     axes = np.atleast_1d(fig.subplots(rows, cols, squeeze=False)).ravel()
     for i, (ax, (text, words, probs)) in enumerate(zip(axes, clusters, strict=False)):
         y = np.arange(len(words))
@@ -266,136 +269,5 @@ def top_words_figure(clusters: Sequence[tuple[str, Sequence[str], Sequence[float
         ax.set_xlabel("probability", fontsize=8)
     for ax in axes[n:]:
         ax.set_axis_off()
-    fig.suptitle(title, fontsize=TITLE_SIZE)
-    return fig
-
-
-def _epoch_axis(ax, times: np.ndarray) -> None:
-    ax.set_xlabel("epoch (time)", fontsize=LABEL_SIZE)
-    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-    if len(times):
-        ax.set_xlim(float(times[0]) - 0.7, float(times[-1]) + 0.7)
-
-
-def _epoch_steps(times: np.ndarray, *values: np.ndarray) -> tuple[np.ndarray, ...]:
-    """Epoch edges (T + 1: each epoch a unit-wide step centred on its time) and each value
-    array with its last value repeated, for step="post" drawing."""
-    t = np.asarray(times, float)
-    edges = np.concatenate([t - 0.5, t[-1:] + 0.5])
-    padded = (np.asarray(v, float) for v in values)
-    return (edges, *(np.concatenate([v, v[..., -1:]], axis=-1) for v in padded))
-
-
-def chain_durations_figure(ids: np.ndarray, first: np.ndarray, last: np.ndarray,
-                           members: np.ndarray, times: np.ndarray, title: str) -> Figure:
-    """Each chain's span, first to last epoch with members, as a bar; chains in order of
-    birth (ties: more members first)."""
-    order = np.lexsort((-members, first))
-    n = len(order)
-    fig = _figure(9, min(12.0, 2.0 + 0.22 * max(n, 5)))
-    ax = fig.subplots()
-    starts = times[first[order]].astype(float)
-    spans = (times[last[order]] - times[first[order]]).astype(float) + 0.8
-    shade = members[order] / max(float(members.max()), 1.0) if n else []
-    ax.barh(np.arange(n), spans, left=starts - 0.4, height=0.7,
-            color=[(0.12, 0.47, 0.71, 0.35 + 0.65 * s) for s in shade], edgecolor="#0b3d66",
-            linewidth=0.5)
-    ax.set_yticks(np.arange(n))
-    ax.set_yticklabels([f"#{ids[k]}" for k in order], fontsize=7 if n > 20 else 9)
-    ax.invert_yaxis()
-    ax.set_ylabel("chain", fontsize=LABEL_SIZE)
-    _epoch_axis(ax, times)
-    ax.grid(True, axis="x", alpha=0.3)
-    ax.set_title(title, fontsize=TITLE_SIZE)
-    return fig
-
-
-def chain_popularity_figure(counts: np.ndarray, ids: np.ndarray, times: np.ndarray,
-                            title: str, top: int = 10) -> Figure:
-    """Members per epoch, stacked: the ``top`` chains with the most members, the rest as one
-    band."""
-    totals = counts.sum(0)
-    order = np.argsort(-totals, kind="stable")[:top]
-    rest = counts.sum(1) - counts[:, order].sum(1)
-    fig = _figure(9, 5)
-    ax = fig.subplots()
-    layers = [counts[:, k] for k in order]
-    labels = [f"chain #{ids[k]}" for k in order]
-    colors = [COLORS[i % len(COLORS)] for i in range(len(order))]
-    if rest.any():
-        layers.append(rest)
-        labels.append(f"the other {counts.shape[1] - len(order)} chains")
-        colors.append("#cccccc")
-    if layers and len(times):
-        edges, stacked = _epoch_steps(times, np.vstack(layers))
-        ax.stackplot(edges, stacked, labels=labels, colors=colors, alpha=0.9, step="post")
-        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    else:
-        _note(ax, "no chains")
-    ax.set_ylabel("members per epoch", fontsize=LABEL_SIZE)
-    _epoch_axis(ax, times)
-    ax.grid(True, alpha=0.3)
-    ax.set_title(title, fontsize=TITLE_SIZE)
-    return fig
-
-
-def alive_figure(times: np.ndarray, occupied: np.ndarray, alive: np.ndarray | None,
-                 alive_mean: np.ndarray | None, title: str) -> Figure:
-    """Chains alive and chains with members at each epoch."""
-    fig = _figure(9, 4.2)
-    ax = fig.subplots()
-    if alive is not None:
-        ax.step(*_epoch_steps(times, alive), where="post", color=COLORS[0], linewidth=2.2,
-                label="alive (members now or within the window), final sample")
-    if alive_mean is not None:
-        ax.step(*_epoch_steps(times, alive_mean), where="post", color=COLORS[1],
-                linestyle="--", linewidth=1.3, label="alive, mean over the kept samples")
-    ax.step(*_epoch_steps(times, occupied), where="post", color=COLORS[2], linewidth=1.2,
-            label="with members this epoch")
-    ax.set_ylabel("chains", fontsize=LABEL_SIZE)
-    ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    ax.set_ylim(bottom=0)
-    _epoch_axis(ax, times)
-    ax.grid(True, alpha=0.3)
-    ax.legend(fontsize=8, loc="best")
-    ax.set_title(title, fontsize=TITLE_SIZE)
-    return fig
-
-
-def histogram_figure(values: np.ndarray, title: str, xlabel: str, ylabel: str) -> Figure:
-    """A histogram of integer values, one bin per integer (grouped when there are many)."""
-    fig = _figure(8, 4.2)
-    ax = fig.subplots()
-    values = np.asarray(values, float)
-    if len(values):
-        lo, hi = int(values.min()), int(values.max())
-        step = max(1, math.ceil((hi - lo + 1) / 60))
-        ax.hist(values, bins=np.arange(lo - 0.5, hi + step + 0.5, step), color=COLORS[0],
-                edgecolor="white")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.yaxis.set_major_locator(MaxNLocator(integer=True))
-    else:
-        _note(ax, "nothing to count")
-    ax.set_xlabel(xlabel, fontsize=LABEL_SIZE)
-    ax.set_ylabel(ylabel, fontsize=LABEL_SIZE)
-    ax.grid(True, axis="y", alpha=0.3)
-    ax.set_title(title, fontsize=TITLE_SIZE)
-    return fig
-
-
-def sequences_figure(items: np.ndarray, tables: np.ndarray, elbo: np.ndarray,
-                     title: str) -> Figure:
-    """Per sequence: tables against length, and the ELBO per item against length."""
-    fig = _figure(10, 4.2)
-    left, right = fig.subplots(1, 2)
-    left.scatter(items, tables, s=18, color=COLORS[0], alpha=0.7)
-    left.set_xlabel("items in the sequence", fontsize=LABEL_SIZE)
-    left.set_ylabel("tables (clusters)", fontsize=LABEL_SIZE)
-    left.yaxis.set_major_locator(MaxNLocator(integer=True))
-    left.grid(True, alpha=0.3)
-    right.scatter(items, elbo / np.maximum(items, 1), s=18, color=COLORS[1], alpha=0.7)
-    right.set_xlabel("items in the sequence", fontsize=LABEL_SIZE)
-    right.set_ylabel("ELBO per item", fontsize=LABEL_SIZE)
-    right.grid(True, alpha=0.3)
     fig.suptitle(title, fontsize=TITLE_SIZE)
     return fig
