@@ -92,7 +92,7 @@ def meta(help: str, parse: Callable[[Any], Any] | None = None,
          within: str | None = None) -> dict[str, Any]:
     """A field's row of the table: help text, parser (default: by the default's type), choices,
     and the interval its value must lie in (``"[0, 1)"``, ``"(0, inf)"``; see
-    ``config.in_range``)."""
+    ``ranges.in_range``)."""
     return {"help": help, "parse": parse, "choices": choices, "range": within}
 
 
