@@ -37,7 +37,7 @@ import scipy.sparse as sp
 from ..obs.base import Arrays, Data, ObsModel
 from ..vb.init import proposal_splits, sq_distances
 from .gibbs import item_stats
-from .vi import Links
+from .vi import LinkState
 
 SCREEN = 4  # split candidates per table and kind (tree cuts, runs) whose exact gain is computed
 INTERVAL_GRID = 100  # run ends per table at most
@@ -166,14 +166,14 @@ class Tables:
         """L(P) = Σ_T score(T) = log p(P, x)."""
         return float(sum(self.score.values()))
 
-    def links(self, prune: float = 0.0) -> Links:
+    def links(self, prune: float = 0.0) -> LinkState:
         """q_P: each q(c_i) ∝ p_ij over the earlier members of i's table, the roots' self-links."""
         q = np.zeros_like(self.logp)
         for members in self.members.values():
             w = table_weights(members, self.logp)
             i, j = np.nonzero(np.isfinite(w))
             q[members[i], members[i] - members[j]] = np.exp(w[i, j] - log_rows(w)[i])
-        return Links(self.logp, q, prune)
+        return LinkState.of(self.logp, q, prune)
 
     # ------------------------------------------------------------ merges
 

@@ -20,14 +20,14 @@ from bnpmix.algorithms.ddcrp.fit import (
 )
 from bnpmix.algorithms.ddcrp.links import decay, log_link_band
 from bnpmix.algorithms.ddcrp.moves import Tables, roots_of
-from bnpmix.algorithms.ddcrp.vi import Links
+from bnpmix.algorithms.ddcrp.vi import LinkState
 from bnpmix.algorithms.metrics import adjusted_rand_index as ari
 from bnpmix.algorithms.obs.gauss import Gauss
 
 DECAYS = [("none", 1.0, None), ("exponential", 2.0, None), ("none", 1.0, 3)]
 
 
-def vi_bound(X, links: Links, obs) -> float:
+def vi_bound(X, links: LinkState, obs) -> float:
     """The VI bound of ``links`` with the optimal q(θ), from scratch (no coordinate step)."""
     return ascend(X, links, obs, np.random.default_rng(0), max_iter=0).elbo
 
