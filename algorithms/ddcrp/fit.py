@@ -27,7 +27,7 @@ from ..vb.birth import fresh_vb
 from ..vb.init import nearest_seed
 from ..vb.local import responsibilities
 from .links import log_link_band
-from .moves import Move, Tables, roots_of
+from .moves import Move, Tables, improve, roots_of
 from .vi import LinkState, sweep
 
 STARTS = ("vb", "drawn")  # the kinds of start (start_links), in turn unless told
@@ -113,7 +113,7 @@ def start_links(X: Data, logp: np.ndarray, obs: ObsModel, alpha: float, start: s
     """A start: ``drawn`` in one pass (``sampled_links``) or the components of ``vb_labels``,
     cut where the link to the nearest earlier member is 1,000 times less probable than the
     self-link
-    (``moves.roots_of``), improved by table moves (``moves.Tables.improve``), each customer
+    (``moves.roots_of``), improved by table moves (``moves.improve``), each customer
     linked to the earlier members of its table ∝ p(c_i) (``moves.Tables.links``)."""
     if start == "drawn":
         return sampled_links(X, logp, obs, rng, prune)
@@ -121,8 +121,7 @@ def start_links(X: Data, logp: np.ndarray, obs: ObsModel, alpha: float, start: s
         # DP VB ignores the order: its components are cut where a customer's link to its
         # nearest earlier one is far less likely than its self-link; the moves then mend
         labels = roots_of(vb_labels(X, obs, alpha, rng), logp, logp[:, 0] + VB_CUT)
-        tables = Tables.of(X, labels, logp, obs)
-        tables.improve(rng)
+        tables, _ = improve(Tables.of(X, labels, logp, obs), rng)
         return tables.links(prune)
     raise ValueError(f"start must be one of {STARTS}, not {start!r}")
 
@@ -145,14 +144,13 @@ def hardened(links: LinkState) -> np.ndarray:
 def climb(X: Data, fit: SequenceFit, obs: ObsModel, rng: np.random.Generator,
           max_iter: int = 200, tol: float = 1e-8, rounds: int = ROUNDS) -> SequenceFit:
     """Up to ``rounds`` times: moves over whole tables from the fit's hard partition
-    (``Tables.improve``, each raising the partition's exact bound), then coordinate ascent from
+    (``moves.improve``, each raising the partition's exact bound), then coordinate ascent from
     the moved partition; the new fit replaces the old only if its bound is higher, else the
     climb stops. The bound of the fit returned is never below the one given; its trace is the
     accepted ascents' traces in turn (each starts at its moved partition's bound, which may lie
     below the soft fit it came from)."""
     for _ in range(rounds):
-        tables = Tables.of(X, hardened(fit.links), fit.links.logp, obs)
-        made = tables.improve(rng)
+        tables, made = improve(Tables.of(X, hardened(fit.links), fit.links.logp, obs), rng)
         if not made:
             break
         new = ascend(X, tables.links(fit.links.prune), obs, rng, max_iter, tol)
