@@ -16,6 +16,15 @@ from typing import Any, ClassVar
 import numpy as np
 import scipy.sparse as sp
 
+# the default priors' data scale (prior_scale.py), importable from here by the pipeline
+from .prior_scale import (  # noqa: F401
+    SHRINKAGE,
+    constant_columns,
+    data_scale_matrix,
+    prior_variances,
+    shrinkage_target,
+)
+
 Data = np.ndarray | sp.csr_matrix
 Arrays = dict[str, np.ndarray]
 
@@ -312,50 +321,6 @@ def weighted_outer(X: np.ndarray, R: np.ndarray) -> np.ndarray:
         np.zeros((0, X.shape[1], X.shape[1])))
 
 
-def check_dense(X: Data, D: int) -> None:
-    """Raise ValueError unless X is a dense (n, D) array."""
-    if sp.issparse(X):
-        raise ValueError("expected a dense array, got a sparse matrix")
-    if X.ndim != 2 or X.shape[1] != D:
-        raise ValueError(f"expected {D} columns, got shape {X.shape}")
-
-
-def check_weight(w: float) -> float:
-    """w as a float; ValueError unless it is finite and non-negative."""
-    w = float(w)
-    if not (np.isfinite(w) and w >= 0):
-        raise ValueError(f"the weight must be finite and non-negative, got {w}")
-    return w
-
-
-def check_component(k: int, K: int) -> int:
-    """k as an int; IndexError unless 0 <= k < K (a negative k would silently wrap)."""
-    k = int(k)
-    if not 0 <= k < K:
-        raise IndexError(f"component {k} out of range for {K} components")
-    return k
-
-
-def dense_items(X: Data, D: int) -> np.ndarray:
-    """One item (D,) or a few (n, D) as a float (n, D) array; ValueError otherwise."""
-    if sp.issparse(X):
-        raise ValueError("expected a dense array, got a sparse matrix")
-    X = np.asarray(X, dtype=float)
-    X = X[None, :] if X.ndim == 1 else X
-    check_dense(X, D)
-    return X
-
-
-def dense_item(x: Data, D: int) -> np.ndarray:
-    """One finite item, (D,) or (1, D), as a float (D,) array; ValueError otherwise."""
-    X = dense_items(x, D)
-    if X.shape[0] != 1:
-        raise ValueError(f"expected one item, got {X.shape[0]}")
-    if not np.all(np.isfinite(X)):
-        raise ValueError("the item must be finite")
-    return X[0]
-
-
 def log_gamma_draw(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """log G for G ~ Gamma(a, 1), elementwise, finite for every shape a > 0: below a = 1,
     G = G' U^{1/a} with G' ~ Gamma(a + 1), U ~ Uniform(0, 1], so log G = log G' + log U / a
@@ -372,49 +337,3 @@ def log_gamma_draw(a: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 # a (densified) row as long as a component's, and at K = 101 (5,050 pairs) over V = 7,841 words
 # all pairs at once took 0.9 GB of temporaries on the driver
 MERGE_CHUNK_ENTRIES = 1 << 21
-
-SHRINKAGE = 0.1  # default weight of the diagonal target in data_scale_matrix
-
-# a column whose variance is below this share of the mean variance counts as constant: only
-# float64 rounding, far below any real ratio of scales (right_k's scales6 spans 1e8 in variance)
-CONSTANT_SHARE = 1e-12
-
-
-def shrinkage_target(var: np.ndarray, floor: np.ndarray | None = None) -> np.ndarray:
-    """The diagonal target T of data_scale_matrix from the columns' variances (or second
-    moments): each column's own, and their mean v for a constant column (below
-    CONSTANT_SHARE · v), which has none; at least ``floor`` (per column, None: 0), which a
-    fit gives a constant column far from 0 (pipeline/runtime/context.py, constant_floor)."""
-    v = max(float(np.mean(var)), 1e-12) if len(var) else 1.0
-    target = np.where(constant_columns(var), v, var)
-    return target if floor is None else np.maximum(target, floor)
-
-
-def constant_columns(var: np.ndarray) -> np.ndarray:
-    """Which columns count as constant: variance (or second moment) below CONSTANT_SHARE of
-    their mean."""
-    return var <= CONSTANT_SHARE * (max(float(np.mean(var)), 1e-12) if len(var) else 1.0)
-
-
-def prior_variances(var: np.ndarray, scale: float, shrinkage: float = SHRINKAGE,
-                    floor: np.ndarray | None = None) -> np.ndarray:
-    """The diagonal of data_scale_matrix from the diagonal of M alone: scale · [(1 - λ) var_j
-    + λ T_jj], i.e. scale · var_j for a real column and about scale · λ · v for a constant
-    one."""
-    return scale * ((1.0 - shrinkage) * var + shrinkage * shrinkage_target(var, floor))
-
-
-def data_scale_matrix(M: np.ndarray, scale: float, shrinkage: float = SHRINKAGE,
-                      floor: np.ndarray | None = None) -> np.ndarray:
-    """scale · [(1 - λ) M + λ T] for a sample's covariance or second-moment matrix M: the
-    default Gaussian priors' E[Σ]. T = diag(M) (Schäfer & Strimmer 2005's target "D") shrinks
-    the correlations only, so every column keeps its own variance and the prior follows each
-    column's units (a column rescaled by c rescales its row and column of E[Σ] by c); a
-    constant column gets T_jj = the mean variance (shrinkage_target), so E[Σ_jj] =
-    scale · λ · mean variance instead of 0 (or ``floor``'s, when larger)."""
-    if not 0 < shrinkage <= 1:
-        raise ValueError(f"shrinkage must lie in (0, 1], not {shrinkage}")
-    if not (isinstance(scale, int | float) and np.isfinite(scale) and scale > 0):
-        raise ValueError(f"scale must be a positive finite number, not {scale!r}")
-    target = shrinkage_target(np.diag(M), floor)
-    return scale * ((1.0 - shrinkage) * M + shrinkage * np.diag(target))

@@ -21,21 +21,11 @@ from typing import Any
 import numpy as np
 from scipy.special import digamma, gammaln
 
-from .base import (
-    SHRINKAGE,
-    Arrays,
-    Data,
-    ObsModel,
-    check_component,
-    check_dense,
-    check_weight,
-    dense_item,
-    dense_items,
-    log_gamma_draw,
-    prior_variances,
-)
+from .base import Arrays, Data, ObsModel, log_gamma_draw
+from .checks import check_component, check_dense, check_weight, dense_item, dense_items
 from .dequant import set_steps
 from .prior_learning import FLOOR, KAPPA_MAX, identifiable, widened, wishart_scale_dof
+from .prior_scale import SHRINKAGE, prior_variances
 
 LOG2PI = np.log(2 * np.pi)
 

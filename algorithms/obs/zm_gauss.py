@@ -17,21 +17,11 @@ import numpy as np
 from scipy.special import gammaln
 
 from . import wishart as W
-from .base import (
-    SHRINKAGE,
-    Arrays,
-    Data,
-    ObsModel,
-    check_component,
-    check_dense,
-    check_weight,
-    data_scale_matrix,
-    dense_item,
-    dense_items,
-    weighted_outer,
-)
+from .base import Arrays, Data, ObsModel, weighted_outer
+from .checks import check_component, check_dense, check_weight, dense_item, dense_items
 from .dequant import gram_diag, precision_diag, set_steps
 from .prior_learning import identifiable, learn_wishart
+from .prior_scale import SHRINKAGE, data_scale_matrix
 
 
 class ZeroMeanGauss(ObsModel):

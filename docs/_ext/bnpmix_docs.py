@@ -426,10 +426,42 @@ def history_table(records: list[dict[str, Any]], group: str) -> nodes.table:
     return table(header, rows)
 
 
+def history_series(records: list[dict[str, Any]], group: str) -> dict[str, list[float]]:
+    """The lines of the history's plot, record by record (NaN where a record lacks the figure):
+    every ``time`` figure, or of the ``track`` figures the adjusted Rand indices (the others'
+    scales differ too much to share an axis; the table has them)."""
+    names = [n for n in dict.fromkeys(n for r in records for n in r[group])
+             if group == "time" or n.endswith("_ari")]
+    return {n: [float(r[group].get(n, float("nan"))) for r in records] for n in names}
+
+
+def history_figure(records: list[dict[str, Any]], group: str, path: Path) -> Path:
+    """The history's trend as a PNG at ``path``: history_series across the records, oldest left,
+    each labelled by its commit; seconds on a log scale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib import pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(8, 3.2), layout="constrained")
+    x = range(len(records))
+    for name, values in history_series(records, group).items():
+        ax.plot(x, values, marker="o", ms=3, label=name.split("_", 1)[1].removesuffix("_ari"))
+    if group == "time":
+        ax.set_yscale("log")
+    ax.set_ylabel("seconds per fit" if group == "time" else "adjusted Rand index")
+    ax.set_xticks(list(x), [r["commit"][:7] for r in records], rotation=45, fontsize=7)
+    ax.legend(fontsize=7, ncols=2, loc="best", frameon=False)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
 class HistoryDirective(SphinxDirective):
     """The trend of benchmarks/results/history.json (benchmarks/history/run.py appends a record
-    per commit and machine): the last ``:last:`` records (10), as a table of the ``:group:``
-    figures (``time``, the default, or ``track``)."""
+    per commit and machine): the last ``:last:`` records (10), as a plot (see history_figure)
+    and a table of the ``:group:`` figures (``time``, the default, or ``track``)."""
 
     option_spec: ClassVar = {"last": directives.positive_int, "group": directives.unchanged}
 
@@ -442,7 +474,11 @@ class HistoryDirective(SphinxDirective):
         group = self.options.get("group", "time")
         if group not in ("time", "track"):
             raise self.error(f":group: is time or track, not {group}")
-        return [history_table(records, group)]
+        figure = history_figure(records, group,
+                                Path(self.env.srcdir) / "generated" / f"history-{group}.png")
+        image = nodes.image(uri="/" + figure.relative_to(self.env.srcdir).as_posix(),
+                            alt=f"the history's {group} figures, commit by commit")
+        return [image, history_table(records, group)]
 
 
 class ScriptsDirective(SphinxDirective):

@@ -11,6 +11,7 @@ is, fits the same model as local threads, bit for bit.
 """
 
 import json
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -84,3 +85,8 @@ ax.scatter(b.means_[:, 0], b.means_[:, 1], c="k", marker="x", s=60)
 ax.set(title=f"fitted on Dask: {b.n_components_} clusters (dimensions 1, 2)")
 fig.tight_layout()
 plt.show()
+
+# %%
+# The example's scratch directory (corpus and runs) is removed when it ends.
+
+shutil.rmtree(work)

@@ -11,6 +11,7 @@ Every command below is the one a user types; ``run`` prints it and its output.
 """
 
 import json
+import shutil
 import signal
 import subprocess
 import sys
@@ -127,3 +128,8 @@ right.scatter(X[train, 0], X[train, 1], c=assigned["cluster"], s=2,
 right.set(title=f"{resumed.n_components_} clusters")
 fig.tight_layout()
 plt.show()
+
+# %%
+# The example's scratch directory (corpus and runs) is removed when it ends.
+
+shutil.rmtree(work)

@@ -179,3 +179,18 @@ def test_the_gallery_holds_the_new_examples(name: str, says: tuple[str, ...],
     title = source.split('"""')[1].strip().splitlines()
     assert len(title) > 2 and set(title[1]) == {"="} and len(title[1]) == len(title[0])
     assert all(word in source for word in says)
+
+
+def test_the_benchmark_history_is_drawn_as_a_trend(ext: Any, tmp_path: Path) -> None:
+    """The Benchmarks page plots the history commit by commit: every time, the ARIs of the
+    tracked figures (an ELBO's scale would flatten them), a gap where a record lacks one."""
+    records = [{"commit": f"{i}" * 40, "time": {"time_memo_iris": 1.0 + i},
+                "track": {"track_memo_iris_ari": 0.5, "track_memo_iris_elbo": -3.0}
+                | ({"track_vb_iris_ari": 0.6} if i else {})} for i in range(3)]
+    assert ext.history_series(records, "time") == {"time_memo_iris": [1.0, 2.0, 3.0]}
+    track = ext.history_series(records, "track")
+    assert list(track) == ["track_memo_iris_ari", "track_vb_iris_ari"]
+    assert track["track_memo_iris_ari"] == [0.5] * 3 and track["track_vb_iris_ari"][1:] == [0.6] * 2
+    assert track["track_vb_iris_ari"][0] != track["track_vb_iris_ari"][0]  # NaN: no figure
+    png = ext.history_figure(records, "track", tmp_path / "history" / "track.png")
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000

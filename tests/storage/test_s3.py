@@ -34,14 +34,17 @@ BUCKET = "bnpmix-corpora"
 
 
 @pytest.fixture(scope="module")
-def s3():
+def s3(tmp_path_factory):
     """A moto S3 server on loopback and the environment that reaches it (also set in this
-    process for the duration, so in-process reads find it)."""
+    process for the duration, so in-process reads find it). The processes given it keep their
+    temporary files under pytest's own directory: a driver the tests kill with SIGKILL cannot
+    remove its run's local mirror (remote_run.workspace), which would pile up in /tmp."""
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p",
                                str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     env = {"AWS_ACCESS_KEY_ID": KEY_ID, "AWS_SECRET_ACCESS_KEY": SECRET,
-           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_DEFAULT_REGION": "us-east-1"}
+           "AWS_ENDPOINT_URL": f"http://127.0.0.1:{port}", "AWS_DEFAULT_REGION": "us-east-1",
+           "TMPDIR": str(tmp_path_factory.mktemp("process-tmp"))}
     saved = {k: os.environ.get(k) for k in env}
     os.environ.update(env)
     try:

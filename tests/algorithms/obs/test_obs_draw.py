@@ -16,7 +16,8 @@ from scipy.special import digamma
 
 from bnpmix.algorithms.obs import ObsModel, obs_class
 from bnpmix.algorithms.obs.base import log_gamma_draw
-from bnpmix.algorithms.obs.mult import Mult, log_multinomial_coefficient
+from bnpmix.algorithms.obs.mult import Mult
+from bnpmix.algorithms.obs.mult_counts import log_multinomial_coefficient
 from helpers import random_counts
 
 NAMES = ["gauss", "zm-gauss", "diag-gauss", "mult"]

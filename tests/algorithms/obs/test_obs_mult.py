@@ -10,7 +10,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.special import digamma, gammaln
 
-from bnpmix.algorithms.obs.mult import Mult, held_columns
+from bnpmix.algorithms.obs.mult import Mult
+from bnpmix.algorithms.obs.mult_merge import held_columns
 from helpers import random_counts
 
 V = 8

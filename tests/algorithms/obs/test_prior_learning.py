@@ -460,7 +460,7 @@ def test_mult_lam0_stays_in_its_range_of_the_initial_prior():
     """The learned λ0 stays within LAM_RANGE of the run's initial λ0: a free optimum below the
     range gives the range's lower end, at an objective above the current λ0's; the range
     is widened to hold a current λ0 outside it, which is then kept."""
-    from bnpmix.algorithms.obs.mult import LAM_RANGE
+    from bnpmix.algorithms.obs.mult_prior import LAM_RANGE
 
     m, N, stats, post = mult_problem(1)
     free = float(m.learn_prior(post, m).lam0[0])

@@ -307,9 +307,9 @@ def test_local_step_with_no_items_or_no_components():
 def test_repeated_local_steps_equal_fresh_ones(monkeypatch):
     """A birth's repeated steps on TiedItems (the scatter kept from the first step) give the
     same summaries as fresh steps; several blocks per step (a small block size)."""
-    from bnpmix.algorithms.obs import tied_gauss
+    from bnpmix.algorithms.obs import tied_estep
 
-    monkeypatch.setattr(tied_gauss, "ESTEP_BYTES", 8 * 64 * 8)
+    monkeypatch.setattr(tied_estep, "ESTEP_BYTES", 8 * 64 * 8)
     model, X, R, rng = setup(n=500)
     F = model.repeated(X)
     for _ in range(3):
