@@ -21,7 +21,7 @@ is O(N³) as for the full R. With ``prune`` > 0 a self-link whose coordinate opt
 ``prune`` is set to 0 and the row renormalised (the optimum on that face of the simplex), so
 tables that hold almost nothing are never opened.
 
-The state is a frozen ``LinkState``; ``update`` (one q(c_i), the docstring's exact step) writes
+The state is a frozen ``LinkState``; ``update`` (one q(c_i), the exact step above) writes
 the rows of q, of L's band and of R that it changes into the state's own arrays (a copy per step
 would cost O(N·K), the step's own order), and returns a new state when a table opens (a column
 more); ``sweep`` copies its state first, so the state it is given is left as it was.
