@@ -1,21 +1,22 @@
 """Variational inference for one sequence under the sequential ddCRP (docs/theory/ddcrp.rst):
 coordinate ascent alternating the tables' q(θ_j), λ_j = λ_0 + Σ_s Z_sj t(x_s) (any observation
 model of ``algorithms/obs``; the live tables only: an empty table's optimal q(θ) is the prior and
-adds 0), and a sweep over the links' q(c_i) in random order (``vi.Links``). The ELBO is the links'
-term plus the observation model's Σ_j [Σ_s Z_sj E log p(x_s | θ_j) + E log G_0(θ_j) − E log
-q(θ_j)]; each half-step is an exact coordinate maximisation, so without pruning it never decreases.
-The bound has many local optima (docs/theory/ddcrp.rst, moves over whole tables). A start is either
-drawn in one pass (``sampled_links``) or the tables of a truncated DP VB fit of the sequence
-(``vb_labels``), each customer linked to the earlier members of its table; after the ascent,
-``climb`` alternates moves over whole tables on the fit's hard partition (``moves.Tables``: merges
-and splits, each accepted only if the exact bound rises) with a new ascent, kept only if its bound
-beats the fit's. ``fit_restarts`` keeps the best of several such starts.
+adds 0), and a sweep over the links' q(c_i) in random order (``vi.sweep`` of a ``vi.LinkState``).
+The ELBO is the links' term plus the observation model's Σ_j [Σ_s Z_sj E log p(x_s | θ_j) + E log
+G_0(θ_j) − E log q(θ_j)]; each half-step is an exact coordinate maximisation, so without pruning it
+never decreases. The bound has many local optima (docs/theory/ddcrp.rst, moves over whole tables).
+A start is either drawn in one pass (``sampled_links``) or the tables of a truncated DP VB fit of
+the sequence (``vb_labels``), each customer linked to the earlier members of its table; after the
+ascent, ``climb`` alternates moves over whole tables on the fit's hard partition (``moves.Tables``:
+merges and splits, each accepted only if the exact bound rises) with a new ascent, kept only if its
+bound beats the fit's. ``fit_restarts`` keeps the best of several such starts. A fit is a frozen
+``SequenceFit``: each ascent or climb returns a new one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,8 +27,8 @@ from ..vb.birth import fresh_vb
 from ..vb.init import nearest_seed
 from ..vb.local import responsibilities
 from .links import log_link_band
-from .moves import Move, Tables, roots_of
-from .vi import Links
+from .moves import Move, Tables, improve, roots_of
+from .vi import LinkState, sweep
 
 STARTS = ("vb", "drawn")  # the kinds of start (start_links), in turn unless told
 VB_K = 50  # the DP VB start's truncation (at most N)
@@ -37,19 +38,19 @@ VB_CUT = np.log(1e-3)  # its components cut where log p(link) < log p(self-link)
 ROUNDS = 10  # climb's rounds of table moves + ascent at most
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class SequenceFit:
     """One sequence's result: the links, the live tables' posteriors, the ELBO at the start (as
     both entries of ``trace[0]``) and after each iteration's two half-steps (links, then
-    tables), iterations run and whether the ELBO settled."""
+    tables), iterations run, whether the ELBO settled and the table moves taken."""
 
-    links: Links
+    links: LinkState
     post: Arrays
     elbo: float
-    trace: list[tuple[float, float]] = field(default_factory=list)
+    trace: tuple[tuple[float, float], ...] = ()
     iterations: int = 0
     converged: bool = False
-    moves: list[Move] = field(default_factory=list)
+    moves: tuple[Move, ...] = ()
 
     @property
     def n_tables(self) -> float:
@@ -58,7 +59,7 @@ class SequenceFit:
 
 
 def sampled_links(X: Data, logp: np.ndarray, obs: ObsModel, rng: np.random.Generator,
-                  prune: float = 0.0) -> Links:
+                  prune: float = 0.0) -> LinkState:
     """A start drawn in one pass over the sequence: customer i links to t (t = i: a new table)
     with probability ∝ p(c_i = t) times the posterior predictive of x_i under t's table (the
     prior's for a new one), the tables holding the earlier customers' drawn links. Hard links,
@@ -86,10 +87,10 @@ def sampled_links(X: Data, logp: np.ndarray, obs: ObsModel, rng: np.random.Gener
         else:
             label[i] = label[i - pick]
         rows.absorb(state, i, np.array([label[i]]), np.ones(1))
-    return Links(logp, q, prune)
+    return LinkState.of(logp, q, prune)
 
 
-def table_stats(X: Data, links: Links, obs: ObsModel) -> tuple[np.ndarray, Arrays]:
+def table_stats(X: Data, links: LinkState, obs: ObsModel) -> tuple[np.ndarray, Arrays]:
     """The live tables' masses N_j = Σ_s Z_sj and statistics Σ_s Z_sj t(x_s)."""
     Z = links.responsibilities
     return Z.sum(0), obs.stats(X, Z)
@@ -108,11 +109,11 @@ def vb_labels(X: Data, obs: ObsModel, alpha: float, rng: np.random.Generator,
 
 
 def start_links(X: Data, logp: np.ndarray, obs: ObsModel, alpha: float, start: str,
-                rng: np.random.Generator, prune: float) -> Links:
+                rng: np.random.Generator, prune: float) -> LinkState:
     """A start: ``drawn`` in one pass (``sampled_links``) or the components of ``vb_labels``,
     cut where the link to the nearest earlier member is 1,000 times less probable than the
     self-link
-    (``moves.roots_of``), improved by table moves (``moves.Tables.improve``), each customer
+    (``moves.roots_of``), improved by table moves (``moves.improve``), each customer
     linked to the earlier members of its table ∝ p(c_i) (``moves.Tables.links``)."""
     if start == "drawn":
         return sampled_links(X, logp, obs, rng, prune)
@@ -120,8 +121,7 @@ def start_links(X: Data, logp: np.ndarray, obs: ObsModel, alpha: float, start: s
         # DP VB ignores the order: its components are cut where a customer's link to its
         # nearest earlier one is far less likely than its self-link; the moves then mend
         labels = roots_of(vb_labels(X, obs, alpha, rng), logp, logp[:, 0] + VB_CUT)
-        tables = Tables.of(X, labels, logp, obs)
-        tables.improve(rng)
+        tables, _ = improve(Tables.of(X, labels, logp, obs), rng)
         return tables.links(prune)
     raise ValueError(f"start must be one of {STARTS}, not {start!r}")
 
@@ -136,7 +136,7 @@ def default_starts(decay: str, window: int | None = None) -> tuple[str, ...]:
     return ("vb",) if decay == "none" and window is None else STARTS
 
 
-def hardened(links: Links) -> np.ndarray:
+def hardened(links: LinkState) -> np.ndarray:
     """Each customer's most probable table (a root)."""
     return links.cols[links.responsibilities.argmax(1)]
 
@@ -144,22 +144,20 @@ def hardened(links: Links) -> np.ndarray:
 def climb(X: Data, fit: SequenceFit, obs: ObsModel, rng: np.random.Generator,
           max_iter: int = 200, tol: float = 1e-8, rounds: int = ROUNDS) -> SequenceFit:
     """Up to ``rounds`` times: moves over whole tables from the fit's hard partition
-    (``Tables.improve``, each raising the partition's exact bound), then coordinate ascent from
+    (``moves.improve``, each raising the partition's exact bound), then coordinate ascent from
     the moved partition; the new fit replaces the old only if its bound is higher, else the
     climb stops. The bound of the fit returned is never below the one given; its trace is the
     accepted ascents' traces in turn (each starts at its moved partition's bound, which may lie
     below the soft fit it came from)."""
     for _ in range(rounds):
-        tables = Tables.of(X, hardened(fit.links), fit.links.logp, obs)
-        made = tables.improve(rng)
+        tables, made = improve(Tables.of(X, hardened(fit.links), fit.links.logp, obs), rng)
         if not made:
             break
         new = ascend(X, tables.links(fit.links.prune), obs, rng, max_iter, tol)
         if new.elbo <= fit.elbo + tol * abs(fit.elbo):
             break
-        new.moves, new.trace = fit.moves + made, fit.trace + new.trace
-        new.iterations += fit.iterations
-        fit = new
+        fit = replace(new, moves=fit.moves + tuple(made), trace=fit.trace + new.trace,
+                      iterations=new.iterations + fit.iterations)
     return fit
 
 
@@ -197,28 +195,29 @@ def fit_restarts(X: Data, positions: np.ndarray, obs: ObsModel, alpha: float,
     return best, elbos
 
 
-def ascend(X: Data, links: Links, obs: ObsModel, rng: np.random.Generator,
+def ascend(X: Data, links: LinkState, obs: ObsModel, rng: np.random.Generator,
            max_iter: int = 200, tol: float = 1e-8) -> SequenceFit:
-    """Coordinate ascent from ``links`` (the tables' q(θ) first)."""
+    """Coordinate ascent from ``links`` (the tables' q(θ) first), alternating the tables' exact
+    q(θ) and a sweep over the links, until the ELBO's relative change is at most ``tol``."""
     N, stats = table_stats(X, links, obs)
     post = obs.post(N, stats)
     elbo = links.link_term() + obs.elbo(N, stats, post)
-    fit = SequenceFit(links, post, elbo, [(elbo, elbo)])
+    trace, iterations, converged = [(elbo, elbo)], 0, False
     ell_empty = obs.E_loglik(X, obs.prior_post(1))[:, 0]
     for it in range(1, max_iter + 1):
         before = links.cols
-        links.sweep(obs.E_loglik(X, post), ell_empty, rng)
+        links = sweep(links, obs.E_loglik(X, post), ell_empty, rng)
         N, stats = table_stats(X, links, obs)
         terms = links.link_term()
         after_links = terms + obs.elbo(N, stats, carried(obs, post, before, links.cols))
         post = obs.post(N, stats)
-        elbo = terms + obs.elbo(N, stats, post)
-        fit.trace.append((after_links, elbo))
-        fit.iterations, fit.post, previous, fit.elbo = it, post, fit.elbo, elbo
+        previous, elbo = elbo, terms + obs.elbo(N, stats, post)
+        trace.append((after_links, elbo))
+        iterations = it
         if abs(elbo - previous) <= tol * abs(elbo):
-            fit.converged = True
+            converged = True
             break
-    return fit
+    return SequenceFit(links, post, elbo, tuple(trace), iterations, converged)
 
 
 def carried(obs: ObsModel, post: Arrays, before: np.ndarray, after: np.ndarray) -> Arrays:

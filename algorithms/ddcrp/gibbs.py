@@ -28,11 +28,19 @@ whole table) and with a fresh draw θ_i ~ G_0 otherwise:
     log p(c_i = i | …) = log p_ii + Σ_{s∈A} log p(x_s | θ_i).
 
 After the links, every table's θ_r is drawn from its conjugate posterior given its members.
+
+The samplers are kernels over an explicit state (as numpyro's ``init`` / ``sample``): a sampler
+holds the problem only (X, the link prior, the observation model), ``init`` gives the starting
+state (a frozen ``ChainState``: links, tables, the sampler's caches) and ``sample`` one sweep's
+new state. ``sample`` rebuilds the caches into arrays of a new state first, so the state given is
+left as it was; within the sweep each ``step`` writes the state's arrays in place (a copy per
+step would cost O(N²), the step's own order).
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -84,18 +92,78 @@ def _check_links(links: np.ndarray) -> np.ndarray:
     return c
 
 
-class _Chain(ABC):
-    """What both samplers share: the links c given data X (n rows), the link prior ``logp``
-    (``links.log_link_prior``: N × N, log p(c_i = j)) and an observation model; each customer's
-    table (``labels``, its root); cutting and re-joining customer i's part A; the sweep.
+@dataclass(frozen=True, eq=False)
+class ChainState:
+    """The links c (each customer's link: an earlier customer or itself), each customer's table
+    (``labels``, its root) and which customers are roots."""
+
+    links: np.ndarray
+    labels: np.ndarray
+    is_root: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class CollapsedState(ChainState):
+    """With every table's count ``n``, statistics ``stats`` and log marginal ``lm``, stored at
+    the table's root (entries at non-roots are unused)."""
+
+    n: np.ndarray
+    stats: Arrays
+    lm: np.ndarray
+
+
+@dataclass(frozen=True, eq=False)
+class ThetaState(ChainState):
+    """With ``ll``: column r is log p(x_s | θ_r) of root r's θ (columns of non-roots unused)."""
+
+    ll: np.ndarray
+
+
+def _chain(links: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """links, labels and is_root of the links (labels = ``tables_of``)."""
+    return links, tables_of(links), links == np.arange(len(links))
+
+
+def _part(s: ChainState, i: int) -> np.ndarray:
+    """A: i and the later customers whose link paths pass through i (sorted)."""
+    root = int(s.labels[i])
+    members = np.flatnonzero(s.labels == root)
+    if root == i:
+        return members
+    links = s.links
+    inside = {i}
+    for k in members[members > i].tolist():
+        if int(links[k]) in inside:
+            inside.add(k)
+    return np.fromiter(sorted(inside), dtype=np.intp, count=len(inside))
+
+
+def _cut(s: ChainState, i: int, A: np.ndarray) -> None:
+    """c_i = i: A becomes a table rooted at i (in place)."""
+    s.links[i] = i
+    s.is_root[i] = True
+    s.labels[A] = i
+
+
+def _join(s: ChainState, i: int, A: np.ndarray, j: int) -> int:
+    """c_i = j < i: A joins j's table (in place); returns that table's root."""
+    r = int(s.labels[j])
+    s.links[i] = j
+    s.is_root[i] = False
+    s.labels[A] = r
+    return r
+
+
+class _Kernel(ABC):
+    """What both samplers share: data X (n rows), the link prior ``logp``
+    (``links.log_link_prior``: N × N, log p(c_i = j)) and an observation model; the starting
+    state, the sweep and the categorical draw.
 
     The default start is every customer linked to itself (N singleton tables): a state that
-    always has positive probability (α > 0), whatever the decay's support. ``links`` and
-    ``labels`` are the current state; treat them as read-only.
+    always has positive probability (α > 0), whatever the decay's support.
     """
 
-    def __init__(self, X: Data, logp: np.ndarray, obs: ObsModel,
-                 links: np.ndarray | None = None) -> None:
+    def __init__(self, X: Data, logp: np.ndarray, obs: ObsModel) -> None:
         self.logp = np.asarray(logp, dtype=float)
         N = self.logp.shape[0]
         if self.logp.shape != (N, N):
@@ -103,44 +171,17 @@ class _Chain(ABC):
         if X.shape[0] != N:
             raise ValueError(f"X has {X.shape[0]} rows for {N} customers")
         self.X, self.obs, self.N = X, obs, N
-        self.links = (np.arange(N, dtype=np.intp) if links is None
-                      else _check_links(np.array(links, copy=True)))
-        if len(self.links) != N:
-            raise ValueError(f"{len(self.links)} links for {N} customers")
-        if not np.all(np.isfinite(self.logp[np.arange(N), self.links])):
+
+    def _start(self, links: np.ndarray | None) -> np.ndarray:
+        """The starting links (a copy), checked."""
+        N = self.N
+        links = (np.arange(N, dtype=np.intp) if links is None
+                 else _check_links(np.array(links, copy=True)))
+        if len(links) != N:
+            raise ValueError(f"{len(links)} links for {N} customers")
+        if not np.all(np.isfinite(self.logp[np.arange(N), links])):
             raise ValueError("the starting links have zero prior probability")
-        self._relabel()
-
-    def _relabel(self) -> None:
-        self.labels = tables_of(self.links)
-        self._is_root = self.links == np.arange(self.N)
-
-    def _part(self, i: int) -> np.ndarray:
-        """A: i and the later customers whose link paths pass through i (sorted)."""
-        root = int(self.labels[i])
-        members = np.flatnonzero(self.labels == root)
-        if root == i:
-            return members
-        links = self.links
-        inside = {i}
-        for k in members[members > i].tolist():
-            if int(links[k]) in inside:
-                inside.add(k)
-        return np.fromiter(sorted(inside), dtype=np.intp, count=len(inside))
-
-    def _cut(self, i: int, A: np.ndarray) -> None:
-        """c_i = i: A becomes a table rooted at i."""
-        self.links[i] = i
-        self._is_root[i] = True
-        self.labels[A] = i
-
-    def _join(self, i: int, A: np.ndarray, j: int) -> int:
-        """c_i = j < i: A joins j's table; returns that table's root."""
-        r = int(self.labels[j])
-        self.links[i] = j
-        self._is_root[i] = False
-        self.labels[A] = r
-        return r
+        return links
 
     @staticmethod
     def _choose(score: np.ndarray, rng: np.random.Generator) -> int:
@@ -151,129 +192,138 @@ class _Chain(ABC):
                    len(score) - 1)
 
     @abstractmethod
-    def _refresh(self, rng: np.random.Generator) -> None:
-        """Rebuild the tables' caches from the links (at each sweep's start)."""
+    def _refresh(self, s: ChainState, rng: np.random.Generator) -> ChainState:
+        """A new state: the tables' caches rebuilt from the links of ``s`` (a sweep's start)."""
 
     @abstractmethod
-    def step(self, i: int, rng: np.random.Generator) -> None:
-        """Draw customer i's link given everything else."""
+    def step(self, s: ChainState, i: int, rng: np.random.Generator) -> ChainState:
+        """Customer i's link drawn given everything else, in place; returns ``s``."""
 
-    def sweep(self, rng: np.random.Generator) -> None:
-        """The tables' caches rebuilt (the uncollapsed sampler: θ drawn given the tables), then
-        every customer's link once, in a random order."""
-        self._refresh(rng)
+    def sample(self, s: ChainState, rng: np.random.Generator) -> ChainState:
+        """One sweep: the tables' caches rebuilt into a new state (the uncollapsed sampler: θ
+        drawn given the tables), then every customer's link once, in a random order."""
+        s = self._refresh(s, rng)
         for i in rng.permutation(self.N).tolist():
-            self.step(i, rng)
+            s = self.step(s, i, rng)
+        return s
 
 
-class LinkSampler(_Chain):
+class LinkSampler(_Kernel):
     """Collapsed Gibbs sampling of the links (the module docstring's first scores)."""
 
-    def __init__(self, X: Data, logp: np.ndarray, obs: ObsModel,
-                 links: np.ndarray | None = None) -> None:
-        super().__init__(X, logp, obs, links)
+    def __init__(self, X: Data, logp: np.ndarray, obs: ObsModel) -> None:
+        super().__init__(X, logp, obs)
         self._items = item_stats(X, obs)
-        self._refresh(None)
 
-    def _refresh(self, rng: np.random.Generator | None) -> None:
-        """Labels, counts, statistics and log marginals of every table from scratch, stored at
-        the table's root (entries at non-roots are unused)."""
+    def init(self, links: np.ndarray | None = None) -> CollapsedState:
+        """The state at ``links`` (default: every customer its own table)."""
+        links = self._start(links)
+        return self._refresh(ChainState(*_chain(links)), None)
+
+    def _refresh(self, s: ChainState, rng: np.random.Generator | None) -> CollapsedState:
+        """Labels, counts, statistics and log marginals of every table from scratch."""
         N = self.N
-        self._relabel()
+        links, labels, is_root = _chain(s.links.copy())
         onehot = np.zeros((N, N))
-        onehot[np.arange(N), self.labels] = 1.0
-        self._n = onehot.sum(0)
-        self._stats = {k: (onehot.T @ v.reshape(N, -1)).reshape(v.shape)
-                       for k, v in self._items.items()}
-        self._lm = np.zeros(N)
-        roots = np.flatnonzero(self._is_root)
+        onehot[np.arange(N), labels] = 1.0
+        n = onehot.sum(0)
+        stats = {k: (onehot.T @ v.reshape(N, -1)).reshape(v.shape)
+                 for k, v in self._items.items()}
+        lm = np.zeros(N)
+        roots = np.flatnonzero(is_root)
         if len(roots):
-            self._lm[roots] = self.obs.log_marginal(
-                self._n[roots], {k: v[roots] for k, v in self._stats.items()})
+            lm[roots] = self.obs.log_marginal(n[roots], {k: v[roots] for k, v in stats.items()})
+        return CollapsedState(links, labels, is_root, n, stats, lm)
 
-    def step(self, i: int, rng: np.random.Generator) -> None:
+    def step(self, s: CollapsedState, i: int, rng: np.random.Generator) -> CollapsedState:
         """Draw c_i from p(c_i | c_−i, X) (the module docstring's scores) and re-join."""
         i = int(i)
-        old_root = int(self.labels[i])
-        A = self._part(i)
+        old_root = int(s.labels[i])
+        A = _part(s, i)
         S_A = {k: v[A].sum(0) for k, v in self._items.items()}
         n_A = float(len(A))
         rest = old_root != i
         if rest:  # cut i's link: the old table keeps its root and loses A
-            self._n[old_root] -= n_A
-            for k, v in self._stats.items():
+            s.n[old_root] -= n_A
+            for k, v in s.stats.items():
                 v[old_root] -= S_A[k]
-        self._cut(i, A)
-        self._n[i] = n_A
-        for k, v in self._stats.items():
+        _cut(s, i, A)
+        s.n[i] = n_A
+        for k, v in s.stats.items():
             v[i] = S_A[k]
 
-        roots = np.flatnonzero(self._is_root[:i])  # the tables a link to j < i can reach
+        roots = np.flatnonzero(s.is_root[:i])  # the tables a link to j < i can reach
         K = len(roots)
         batch = {k: np.concatenate([v[roots] + S_A[k], S_A[k][None],
-                                    v[old_root][None]]) for k, v in self._stats.items()}
-        counts = np.concatenate([self._n[roots] + n_A, [n_A, self._n[old_root]]])
+                                    v[old_root][None]]) for k, v in s.stats.items()}
+        counts = np.concatenate([s.n[roots] + n_A, [n_A, s.n[old_root]]])
         lm = self.obs.log_marginal(counts, batch)
-        self._lm[i] = lm[K]
+        s.lm[i] = lm[K]
         if rest:
-            self._lm[old_root] = lm[K + 1]
+            s.lm[old_root] = lm[K + 1]
         gain = np.zeros(self.N)
-        gain[roots] = lm[:K] - self._lm[roots] - lm[K]
+        gain[roots] = lm[:K] - s.lm[roots] - lm[K]
 
         score = np.empty(i + 1)
-        score[:i] = self.logp[i, :i] + gain[self.labels[:i]]
+        score[:i] = self.logp[i, :i] + gain[s.labels[:i]]
         score[i] = self.logp[i, i]  # finite: α > 0
         j = self._choose(score, rng)
         if j == i:
-            return
-        r = self._join(i, A, j)
-        self._n[r] += n_A
-        for k, v in self._stats.items():
+            return s
+        r = _join(s, i, A, j)
+        s.n[r] += n_A
+        for k, v in s.stats.items():
             v[r] += S_A[k]
-        self._lm[r] = lm[int(np.searchsorted(roots, r))]
+        s.lm[r] = lm[int(np.searchsorted(roots, r))]
+        return s
 
-    def log_joint(self) -> float:
-        """log p(c, X) of the current links (``log_joint``, from the cached tables)."""
+    def log_joint(self, s: CollapsedState) -> float:
+        """log p(c, X) of the state's links (``log_joint``, from the cached tables)."""
         N = self.N
-        prior = float(self.logp[np.arange(N), self.links].sum())
-        return prior + float(self._lm[self._is_root].sum())
+        prior = float(self.logp[np.arange(N), s.links].sum())
+        return prior + float(s.lm[s.is_root].sum())
 
 
-class ThetaSampler(_Chain):
+class ThetaSampler(_Kernel):
     """Uncollapsed Gibbs sampling of the links and the tables' parameters θ (the module
     docstring's Algorithm-8 scores), as in the paper's Sec. 5.3. Needs ``obs.draw`` and
     ``obs.loglik``. θ is first drawn at the first sweep's start."""
 
-    def __init__(self, X: Data, logp: np.ndarray, obs: ObsModel,
-                 links: np.ndarray | None = None) -> None:
-        super().__init__(X, logp, obs, links)
+    def __init__(self, X: Data, logp: np.ndarray, obs: ObsModel) -> None:
+        super().__init__(X, logp, obs)
         self._prior = obs.prior_post(1)
-        self._ll = np.zeros((self.N, self.N))  # column r: log p(x_s | θ_r), at roots only
 
-    def _refresh(self, rng: np.random.Generator) -> None:
+    def init(self, links: np.ndarray | None = None) -> ThetaState:
+        """The state at ``links`` (default: every customer its own table), no θ drawn yet."""
+        return ThetaState(*_chain(self._start(links)), np.zeros((self.N, self.N)))
+
+    def _refresh(self, s: ThetaState, rng: np.random.Generator) -> ThetaState:
         """θ_r ~ p(θ | the members of r's table) for every table, and their columns of log
         p(x_s | θ_r)."""
-        self._relabel()
-        roots, which = np.unique(self.labels, return_inverse=True)
+        links, labels, is_root = _chain(s.links.copy())
+        roots, which = np.unique(labels, return_inverse=True)
         onehot = np.zeros((self.N, len(roots)))
         onehot[np.arange(self.N), which] = 1.0
         post = self.obs.post(onehot.sum(0), self.obs.stats(self.X, onehot))
-        self._ll[:, roots] = self.obs.loglik(self.X, self.obs.draw(post, rng))
+        ll = s.ll.copy()
+        ll[:, roots] = self.obs.loglik(self.X, self.obs.draw(post, rng))
+        return ThetaState(links, labels, is_root, ll)
 
-    def step(self, i: int, rng: np.random.Generator) -> None:
+    def step(self, s: ThetaState, i: int, rng: np.random.Generator) -> ThetaState:
         """Draw c_i given the links, θ and X, with a fresh θ_i ~ G_0 for A's own table unless
         i is already a root, and re-join."""
         i = int(i)
-        A = self._part(i)
-        if int(self.labels[i]) != i:
-            self._ll[:, i] = self.obs.loglik(self.X, self.obs.draw(self._prior, rng))[:, 0]
-        self._cut(i, A)
-        roots = np.flatnonzero(self._is_root[:i])  # the tables a link to j < i can reach
+        A = _part(s, i)
+        if int(s.labels[i]) != i:
+            s.ll[:, i] = self.obs.loglik(self.X, self.obs.draw(self._prior, rng))[:, 0]
+        _cut(s, i, A)
+        roots = np.flatnonzero(s.is_root[:i])  # the tables a link to j < i can reach
         fit = np.zeros(self.N)
-        fit[roots] = self._ll[np.ix_(A, roots)].sum(0)
+        fit[roots] = s.ll[np.ix_(A, roots)].sum(0)
         score = np.empty(i + 1)
-        score[:i] = self.logp[i, :i] + fit[self.labels[:i]]
-        score[i] = self.logp[i, i] + self._ll[A, i].sum()
+        score[:i] = self.logp[i, :i] + fit[s.labels[:i]]
+        score[i] = self.logp[i, i] + s.ll[A, i].sum()
         j = self._choose(score, rng)
         if j != i:
-            self._join(i, A, j)
+            _join(s, i, A, j)
+        return s

@@ -16,7 +16,7 @@ the partition (with f ≡ 1, log CRP(P) + Σ_T log M(T)). A table whose non-root
 earlier member within reach (a window, or f = 0) has S_i = 0: such a P is not a ddCRP state.
 
 The bound is a sum of table scores, so a merge (the later root relinked into the other table)
-or a split (a table cut in two) changes only its own tables' terms. ``Tables.improve`` takes the
+or a split (a table cut in two) changes only its own tables' terms. ``improve`` takes the
 best exact gain among merges and splits until none is positive: the bound never decreases.
 Every pair's merge gain is exact (``Tables.merge_gains``); split candidates are screened by the
 tables' term alone (one ``log_marginal`` call over all cuts of a table) and the exact gain
@@ -25,11 +25,15 @@ nearest earlier member in ``obs.features`` (cutting the link above customer c se
 the customers whose tree paths pass through c), runs of consecutive members (two cuts in the
 chain of each member to the one before it: a stretch of the sequence leaves the table), and the
 two 2-way partitions of the vb births (``vb.init.proposal_splits``).
+
+A partition is a frozen ``Tables`` value; ``merge``, ``split`` and ``improve`` return new ones.
+Its ``splits`` (each table's best split, found with random 2-way proposals) is part of the state:
+a table's best split is drawn once and kept until the table changes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, replace
 
 import numpy as np
 import scipy.sparse as sp
@@ -37,7 +41,7 @@ import scipy.sparse as sp
 from ..obs.base import Arrays, Data, ObsModel
 from ..vb.init import proposal_splits, sq_distances
 from .gibbs import item_stats
-from .vi import Links
+from .vi import LinkState
 
 SCREEN = 4  # split candidates per table and kind (tree cuts, runs) whose exact gain is computed
 INTERVAL_GRID = 100  # run ends per table at most
@@ -102,7 +106,7 @@ def _dense(F: Data) -> np.ndarray:
     return F.toarray() if sp.issparse(F) else np.asarray(F)
 
 
-@dataclass
+@dataclass(frozen=True)
 class Move:
     """An accepted move: ``kind`` merge or split, the tables it took and made (roots), its
     exact gain and the bound after it."""
@@ -114,20 +118,21 @@ class Move:
     bound: float
 
 
-@dataclass
+@dataclass(frozen=True, eq=False)
 class Tables:
     """A hard partition of X's customers (``labels``: each customer's root) with each table's
-    members, count, statistics and score Σ log S_i + log M (the module docstring)."""
+    members, count, statistics and score Σ log S_i + log M (the module docstring), in the order
+    the tables were made (``bound`` sums them in it), and the best splits found so far."""
 
     X: Data
     logp: np.ndarray
     obs: ObsModel
     labels: np.ndarray
-    members: dict[int, np.ndarray] = field(default_factory=dict)
-    n: dict[int, float] = field(default_factory=dict)
-    stats: dict[int, Arrays] = field(default_factory=dict)
-    score: dict[int, float] = field(default_factory=dict)
-    _splits: dict[int, tuple[float, np.ndarray | None]] = field(default_factory=dict)
+    members: dict[int, np.ndarray]
+    n: dict[int, float]
+    stats: dict[int, Arrays]
+    score: dict[int, float]
+    splits: dict[int, tuple[float, np.ndarray | None]]
 
     @classmethod
     def of(cls, X: Data, labels: np.ndarray, logp: np.ndarray, obs: ObsModel) -> Tables:
@@ -137,25 +142,9 @@ class Tables:
             raise ValueError(f"{len(labels)} labels, {X.shape[0]} rows and {logp.shape[0]} "
                              "customers must agree")
         roots = roots_of(labels, logp)
-        tables = cls(X, logp, obs, roots)
-        for r in np.unique(roots).tolist():
-            tables._add(np.flatnonzero(roots == r))
-        return tables
-
-    def _add(self, members: np.ndarray, stats: Arrays | None = None) -> int:
-        r = int(members[0])
-        self.labels[members] = r
-        self.members[r] = members
-        self.n[r] = float(len(members))
-        self.stats[r] = (self.obs.stats(self.X[members], np.ones((len(members), 1)))
-                         if stats is None else stats)
-        self.score[r] = self.table_score(members, self.stats[r])
-        return r
-
-    def _drop(self, r: int) -> None:
-        for d in (self.members, self.n, self.stats, self.score):
-            del d[r]
-        self._splits.pop(r, None)
+        empty = cls(X, logp, obs, roots, {}, {}, {}, {}, {})
+        return _remade(empty, (), [(np.flatnonzero(roots == r), None)
+                                   for r in np.unique(roots).tolist()])[0]
 
     def table_score(self, members: np.ndarray, stats: Arrays) -> float:
         """Σ_{i ∈ T} log S_i(T) + log M(T) (−inf if T is not a ddCRP table)."""
@@ -166,24 +155,16 @@ class Tables:
         """L(P) = Σ_T score(T) = log p(P, x)."""
         return float(sum(self.score.values()))
 
-    def links(self, prune: float = 0.0) -> Links:
+    def links(self, prune: float = 0.0) -> LinkState:
         """q_P: each q(c_i) ∝ p_ij over the earlier members of i's table, the roots' self-links."""
         q = np.zeros_like(self.logp)
         for members in self.members.values():
             w = table_weights(members, self.logp)
             i, j = np.nonzero(np.isfinite(w))
             q[members[i], members[i] - members[j]] = np.exp(w[i, j] - log_rows(w)[i])
-        return Links(self.logp, q, prune)
+        return LinkState.of(self.logp, q, prune)
 
     # ------------------------------------------------------------ merges
-
-    def merge(self, a: int, b: int) -> int:
-        """Tables a and b as one; returns its root."""
-        members = np.union1d(self.members[a], self.members[b])
-        stats = {k: v + self.stats[b][k] for k, v in self.stats[a].items()}
-        self._drop(a)
-        self._drop(b)
-        return self._add(members, stats)
 
     def merge_gains(self) -> tuple[np.ndarray, np.ndarray]:
         """The exact change of L for merging every pair of tables: the roots (sorted) and a
@@ -234,12 +215,6 @@ class Tables:
         scores = [self.table_score(p, self.obs.stats(self.X[p], np.ones((len(p), 1))))
                   for p in parts]
         return scores[0] + scores[1] - self.score[r]
-
-    def split(self, r: int, side: np.ndarray) -> tuple[int, int]:
-        """Table r cut in two; returns the parts' roots."""
-        members = self.members[r]
-        self._drop(r)
-        return self._add(members[~side]), self._add(members[side])
 
     def tree(self, members: np.ndarray) -> np.ndarray:
         """Each member's nearest earlier member in ``obs.features`` among those within reach
@@ -316,41 +291,87 @@ class Tables:
             sides.append(side)
         return sides
 
-    def best_split(self, r: int, rng: np.random.Generator) -> tuple[float, np.ndarray | None]:
-        """Table r's best split among its screened cuts and the 2-way proposals, with its
-        exact gain (cached until the table changes)."""
-        if r not in self._splits:
-            members = self.members[r]
-            best: tuple[float, np.ndarray | None] = (-np.inf, None)
-            if len(members) > 1:
-                F = self.obs.features(self.X[members])
-                sides = self.cuts(r) + [s.astype(bool) for s in proposal_splits(F, rng)]
-                for side in sides:
-                    gain = self.split_gain(r, side)
-                    if gain > best[0]:
-                        best = (gain, side)
-            self._splits[r] = best
-        return self._splits[r]
 
-    # ------------------------------------------------------------ the climb
+def _remade(t: Tables, drop: tuple[int, ...], add: list[tuple[np.ndarray, Arrays | None]]
+            ) -> tuple[Tables, tuple[int, ...]]:
+    """The partition without tables ``drop`` and with tables of members ``add`` (statistics
+    given, or summed when None) made after the others; and the new tables' roots."""
+    labels = t.labels.copy()
+    members, n, stats, score = dict(t.members), dict(t.n), dict(t.stats), dict(t.score)
+    splits = dict(t.splits)
+    for r in drop:
+        for d in (members, n, stats, score):
+            del d[r]
+        splits.pop(r, None)
+    roots = []
+    for m, st in add:
+        r = int(m[0])
+        labels[m] = r
+        members[r] = m
+        n[r] = float(len(m))
+        stats[r] = t.obs.stats(t.X[m], np.ones((len(m), 1))) if st is None else st
+        score[r] = t.table_score(m, stats[r])
+        roots.append(r)
+    return replace(t, labels=labels, members=members, n=n, stats=stats, score=score,
+                   splits=splits), tuple(roots)
 
-    def improve(self, rng: np.random.Generator, max_moves: int = 1000) -> list[Move]:
-        """Apply the best of the screened merges and every table's best split while it raises
-        L by more than MIN_GAIN |L|; returns the moves made."""
-        made = []
-        for _ in range(max_moves):
-            bound = self.bound()
-            floor = MIN_GAIN * max(abs(bound), 1.0)
-            best = self.best_merge()
-            split = max(((*self.best_split(r, rng), r) for r in sorted(self.members)),
-                        key=lambda t: t[0], default=(-np.inf, None, -1))
-            if max(best[0], split[0]) <= floor:
-                break
-            if best[0] >= split[0]:
-                _, a, b = best
-                made.append(Move("merge", (a, b), (self.merge(a, b),), best[0], 0.0))
-            else:
-                gain, side, r = split
-                made.append(Move("split", (r,), self.split(r, side), gain, 0.0))
-            made[-1].bound = self.bound()
-        return made
+
+def merge(t: Tables, a: int, b: int) -> tuple[Tables, int]:
+    """Tables a and b as one (their statistics added); returns the partition and its root."""
+    members = np.union1d(t.members[a], t.members[b])
+    stats = {k: v + t.stats[b][k] for k, v in t.stats[a].items()}
+    t, (root,) = _remade(t, (a, b), [(members, stats)])
+    return t, root
+
+
+def split(t: Tables, r: int, side: np.ndarray) -> tuple[Tables, tuple[int, ...]]:
+    """Table r cut in two (``side`` True: the second part); the partition and the parts' roots."""
+    members = t.members[r]
+    return _remade(t, (r,), [(members[~side], None), (members[side], None)])
+
+
+def best_split(t: Tables, r: int, rng: np.random.Generator) -> tuple[float, np.ndarray | None]:
+    """Table r's best split among its screened cuts and the 2-way proposals, with its exact
+    gain."""
+    members = t.members[r]
+    best: tuple[float, np.ndarray | None] = (-np.inf, None)
+    if len(members) > 1:
+        F = t.obs.features(t.X[members])
+        sides = t.cuts(r) + [s.astype(bool) for s in proposal_splits(F, rng)]
+        for side in sides:
+            gain = t.split_gain(r, side)
+            if gain > best[0]:
+                best = (gain, side)
+    return best
+
+
+# ------------------------------------------------------------ the climb
+
+def improve(t: Tables, rng: np.random.Generator, max_moves: int = 1000
+            ) -> tuple[Tables, list[Move]]:
+    """Apply the best of the screened merges and every table's best split (``best_split``,
+    drawn once per table until it changes) while it raises L by more than MIN_GAIN |L|;
+    returns the partition and the moves made."""
+    made = []
+    for _ in range(max_moves):
+        bound = t.bound()
+        floor = MIN_GAIN * max(abs(bound), 1.0)
+        best = t.best_merge()
+        splits = dict(t.splits)
+        for r in sorted(t.members):
+            if r not in splits:
+                splits[r] = best_split(t, r, rng)
+        t = replace(t, splits=splits)
+        chosen = max(((*splits[r], r) for r in sorted(t.members)),
+                     key=lambda c: c[0], default=(-np.inf, None, -1))
+        if max(best[0], chosen[0]) <= floor:
+            break
+        if best[0] >= chosen[0]:
+            _, a, b = best
+            t, root = merge(t, a, b)
+            made.append(Move("merge", (a, b), (root,), best[0], t.bound()))
+        else:
+            gain, side, r = chosen
+            t, roots = split(t, r, side)
+            made.append(Move("split", (r,), roots, gain, t.bound()))
+    return t, made

@@ -110,8 +110,9 @@ last states (−1134.6 to −1144.4): VI's optima are as good as those the sampl
 paper: Gibbs "may achieve better test likelihood in time depending on the initialization").
 
 Z is clipped at 0 before every held-out score, a guard against the rank-one updates' rounding
-(entries of about −1e−23, on which ``heldout_logpdf`` returns NaN); ``vi.Links.responsibilities``
-clips them to [0, 1] itself, so the guard leaves the figures bitwise the same.
+(entries of about −1e−23, on which ``heldout_logpdf`` returns NaN);
+``vi.LinkState.responsibilities`` clips them to [0, 1] itself, so the guard leaves the figures
+bitwise the same.
 
     python benchmarks/reproductions/ddcrp_paper.py [sec521] [sec522] [sec53] [--quick] [--restarts
         50]
@@ -149,7 +150,7 @@ from bnpmix.algorithms.ddcrp.fit import (
 from bnpmix.algorithms.ddcrp.gibbs import LinkSampler, ThetaSampler, tables_of
 from bnpmix.algorithms.ddcrp.heldout import heldout_links, heldout_logpdf
 from bnpmix.algorithms.ddcrp.links import decay, dense, log_link_band
-from bnpmix.algorithms.ddcrp.vi import Links
+from bnpmix.algorithms.ddcrp.vi import LinkState
 from bnpmix.algorithms.mixture import Mixture
 from bnpmix.algorithms.obs.gauss import Gauss
 from bnpmix.algorithms.vb.init import seeded_summary
@@ -269,7 +270,8 @@ def seq_from_labels(X: np.ndarray, X_test: np.ndarray, labels: np.ndarray, obs: 
     for i, k in enumerate(labels.tolist()):
         q[i, i - last[k] if k in last else 0] = 1.0
         last[k] = i
-    fit = ascend(X, Links(logp, q, PRUNE), obs, np.random.default_rng(seed), max_iter, tol)
+    fit = ascend(X, LinkState.of(logp, q, PRUNE), obs, np.random.default_rng(seed), max_iter,
+                 tol)
     return _seq_summary(fit, X_test, obs, N)
 
 
@@ -546,8 +548,9 @@ def warm_up(data: dict, obs: Gauss, alpha: float, a: float) -> None:
     n, rng = 30, np.random.default_rng(0)
     X, logp = data["x_train"][:n], log_link_band(data["t_train"][:n], alpha, decay("none"))
     ascend(X, sampled_links(X, logp, obs, rng, PRUNE), obs, rng, 1)
-    for sampler in SAMPLERS.values():
-        sampler(X, dense(logp, -np.inf), obs).sweep(rng)
+    for kernel in SAMPLERS.values():
+        sampler = kernel(X, dense(logp, -np.inf), obs)
+        sampler.sample(sampler.init(), rng)
     _scorer(data, a)(np.ones((len(data["x_train"]), 1)), obs.prior_post(1), obs)
 
 
@@ -559,16 +562,16 @@ def vi_run(data: dict, obs: Gauss, alpha: float, a: float, window: int | None,
     rng = np.random.default_rng(seed)
     clock = time.perf_counter()
     logp = log_link_band(data["t_train"], alpha, decay("exponential", a), window)
-    links = start_links(X, logp, obs, alpha, start, rng, PRUNE)
-    fit = ascend(X, links, obs, rng, 0, tol)  # the start's q(θ) and bound, no iteration
+    fit = ascend(X, start_links(X, logp, obs, alpha, start, rng, PRUNE), obs, rng, 0,
+                 tol)  # the start's q(θ) and bound, no iteration
     seconds = time.perf_counter() - clock
     trace, elbo, converged = [], fit.elbo, False
     for it in range(max_iter + 1):
         if it:
             clock = time.perf_counter()
-            fit = ascend(X, links, obs, rng, 1, tol)
+            fit = ascend(X, fit.links, obs, rng, 1, tol)
             seconds += time.perf_counter() - clock
-        near, flat = score(links.responsibilities, fit.post, obs)
+        near, flat = score(fit.links.responsibilities, fit.post, obs)
         trace.append({"iteration": it, "seconds": seconds, "heldout": float(near.mean()),
                       "heldout_crp": float(flat.mean()), "elbo": fit.elbo,
                       "tables": fit.n_tables})
@@ -599,15 +602,16 @@ def gibbs_run(data: dict, obs: Gauss, alpha: float, a: float, window: int | None
     clock = time.perf_counter()
     band = log_link_band(data["t_train"], alpha, decay("exponential", a), window)
     start = np.arange(N) - sampled_links(X, band, obs, rng, PRUNE).q.argmax(1)
-    sampler = SAMPLERS[kind](X, dense(band, -np.inf), obs, start)
+    sampler = SAMPLERS[kind](X, dense(band, -np.inf), obs)
+    state = sampler.init(start)
     seconds = time.perf_counter() - clock
     trace, dens = [], []
     for sweep in range(sweeps + 1):
         if sweep:
             clock = time.perf_counter()
-            sampler.sweep(rng)
+            state = sampler.sample(state, rng)
             seconds += time.perf_counter() - clock
-        _, which = np.unique(sampler.labels, return_inverse=True)
+        _, which = np.unique(state.labels, return_inverse=True)
         Z = np.zeros((N, which.max() + 1))
         Z[np.arange(N), which] = 1.0
         post = obs.post(Z.sum(0), obs.stats(X, Z))
@@ -618,9 +622,9 @@ def gibbs_run(data: dict, obs: Gauss, alpha: float, a: float, window: int | None
         trace.append({"sweep": sweep, "seconds": seconds, "heldout": float(near.mean()),
                       "heldout_crp": float(flat.mean()), "heldout_avg": float(avg[0].mean()),
                       "heldout_crp_avg": float(avg[1].mean()), "tables": Z.shape[1],
-                      **({"log_joint": sampler.log_joint()} if kind == "collapsed" else {})})
+                      **({"log_joint": sampler.log_joint(state)} if kind == "collapsed" else {})})
     return {"trace": trace, "seconds": seconds, "sweeps": sweeps,
-            "links": sampler.links.tolist()}
+            "links": state.links.tolist()}
 
 
 def vi_from_links(data: dict, obs: Gauss, alpha: float, a: float, window: int | None,
@@ -632,7 +636,8 @@ def vi_from_links(data: dict, obs: Gauss, alpha: float, a: float, window: int | 
     d = np.arange(len(X)) - np.asarray(links)
     q = np.zeros_like(logp)
     q[np.arange(len(X)), d] = 1.0
-    fit = ascend(X, Links(logp, q, PRUNE), obs, np.random.default_rng(seed), max_iter, tol)
+    fit = ascend(X, LinkState.of(logp, q, PRUNE), obs, np.random.default_rng(seed), max_iter,
+                 tol)
     near, flat = score(fit.links.responsibilities, fit.post, obs)
     return {"elbo": fit.elbo, "iterations": fit.iterations, "tables": fit.n_tables,
             "heldout": float(near.mean()), "heldout_crp": float(flat.mean())}

@@ -1,25 +1,23 @@
 """The sequential distance-dependent CRP by variational inference (Bartunov & Vetrov 2014;
 ``algorithms/ddcrp``): every sequence of the corpus is an independent problem, fitted as one task
 on the executor from ``restarts`` starts (``--starts``: DP VB tables, drawn, or both in turn),
-the best ELBO kept.
+the best ELBO kept. A task reads one partition (a worker caches it) and fits the rows of its
+sequence; a corpus without a sequence column is one sequence in stored order, which the driver
+gathers and fits itself (VI on one sequence is O(N²) in time, so such a corpus is small). Where
+the sequences and their positions come from: ``ddcrp_sequences.py``.
 
-Where sequences come from: the corpus's ``sequence`` column (or the column ``sequence_column``
-names). Ingestion keeps a sequence whole in one partition (``ingest --sequence-column``), so a
-task reads one partition (a worker caches it) and fits the rows of its sequence; a corpus whose
-sequence id appears in two partitions (built some other way) is refused, naming both. A corpus
-without the column is one sequence in stored order: the driver gathers its partitions and fits
-it itself (VI on one sequence is O(N²) in time, so such a corpus is small).
-
-Distances d_ij = position_i − position_j, positions from ``position_column`` (``time``) or each
-item's index in its sequence. One step is a wave of sequences; summary.json's ``elbo`` is the sum
-over sequences; sequences.parquet holds each sequence's ELBO, iterations, tables and every
-restart's ELBO, links.parquet each item's most probable link.
+The engine is an adapter: its state is the list of finished sequences' ``SequenceResult``
+values, its checkpoint those values field by field (``write_results`` / ``read_results``). One
+step is a wave of sequences; summary.json's ``elbo`` is the sum over sequences;
+sequences.parquet holds each sequence's ELBO, iterations, tables and every restart's ELBO,
+links.parquet each item's most probable link.
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
 import numpy as np
@@ -28,7 +26,7 @@ import pyarrow as pa
 from bnpmix.algorithms.ddcrp.fit import ROUNDS, STARTS, default_starts, fit_restarts
 from bnpmix.algorithms.ddcrp.links import DECAYS, decay
 from bnpmix.algorithms.ddcrp.model import SequenceMixture
-from bnpmix.algorithms.obs.base import Data, ObsModel, stack_rows
+from bnpmix.algorithms.obs.base import Arrays, Data, ObsModel, stack_rows
 from bnpmix.storage import BnpmixError
 from bnpmix.storage.arrays import ArrayFile
 from bnpmix.storage.corpus import Batch
@@ -36,10 +34,10 @@ from bnpmix.storage.corpus import Batch
 from ..declared import SEQUENCES_PANEL, Declared
 from ..options import opt, string
 from ..runtime.engine import Engine, Fitted, State, Step, register
+from .ddcrp_sequences import gather, sequence_tasks
 
 WAVE = 32  # sequences per step
 STARTS_BY_NAME = {"mixed": STARTS, "vb": ("vb",), "drawn": ("drawn",)}
-SCALARS = ("sequence", "elbo", "iterations", "converged", "n_tables", "seconds")
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -87,57 +85,85 @@ def starts_of(name: str, decay_name: str, window: int | None) -> tuple[str, ...]
     return default_starts(decay_name, window) if name == "auto" else STARTS_BY_NAME[name]
 
 
-def sequence_layout(batch: Batch, column: str, position_column: str | None
-                    ) -> tuple[np.ndarray, np.ndarray]:
-    """The sequence ids of one partition in order of first appearance, and their sizes; each
-    sequence's positions checked (``checked_positions``)."""
-    values = batch.columns[column]
-    ids, first, counts = np.unique(values, return_index=True, return_counts=True)
-    order = np.argsort(first)
-    if position_column is not None:
-        for s in ids[order].tolist():
-            rows = np.flatnonzero(values == s)
-            checked_positions(batch.columns[position_column][rows], batch.start + rows,
-                              position_column, s)
-    return ids[order], counts[order]
+def _per(dims: str) -> dict[str, str]:
+    return {"dims": dims}
 
 
-def position_ends(batch: Batch, position_column: str) -> tuple[float, float]:
-    """A partition's first and last positions, its own positions checked (a corpus that is one
-    sequence; the driver checks that partitions follow one another)."""
-    pos = checked_positions(batch.columns[position_column],
-                            batch.start + np.arange(len(batch)), position_column, None)
-    return (float(pos[0]), float(pos[-1])) if len(pos) else (np.inf, -np.inf)
+@dataclass(frozen=True, eq=False)
+class SequenceResult:
+    """One sequence's best fit, what the engine keeps and checkpoints: scalars (JSON), the
+    items' arrays (``dims`` "n": one entry per item, "n k": Z's N × K block, "k": the tables'
+    posteriors, one row per table), each written and read by its field (``write_results``)."""
+
+    sequence: int
+    elbo: float
+    iterations: int
+    converged: bool
+    n_tables: float
+    seconds: float
+    restart_elbos: list[float]
+    Z: np.ndarray = field(metadata=_per("n k"))
+    positions: np.ndarray = field(metadata=_per("n"))
+    rows: np.ndarray = field(metadata=_per("n"))
+    link: np.ndarray = field(metadata=_per("n"))
+    link_prob: np.ndarray = field(metadata=_per("n"))
+    self_prob: np.ndarray = field(metadata=_per("n"))
+    post: Arrays = field(metadata=_per("k"))
 
 
-def checked_positions(values: np.ndarray, rows: np.ndarray, column: str,
-                      sequence: int | None) -> np.ndarray:
-    """A sequence's positions as floats: finite and non-decreasing (a customer links back in
-    the stored order, d_ij = position_i − position_j >= 0), else an error naming the row."""
-    pos = np.asarray(values, float)
-    where = "the corpus" if sequence is None else f"sequence {sequence}"
-    bad = np.flatnonzero(~np.isfinite(pos))
-    if len(bad):
-        raise BnpmixError(f"{where}: {column!r} is {pos[bad[0]]} at row {int(rows[bad[0]])}: "
-                          "positions must be finite numbers")
-    back = np.flatnonzero(np.diff(pos) < 0)
-    if len(back):
-        r = back[0] + 1
-        raise BnpmixError(f"{where}: {column!r} goes back from {pos[r - 1]:g} (row "
-                          f"{int(rows[r - 1])}) to {pos[r]:g} (row {int(rows[r])}): positions "
-                          "must not decrease in the stored order of a sequence")
-    return pos
+SCALARS = tuple(f.name for f in fields(SequenceResult) if "dims" not in f.metadata)
 
 
-def gather(batch: Batch, position_column: str | None) -> tuple[Data, np.ndarray | None]:
-    """One partition's rows and positions, for a corpus that is one sequence."""
-    return batch.X, (None if position_column is None
-                     else np.asarray(batch.columns[position_column], float))
+def write_results(results: list[SequenceResult]) -> State:
+    """The results as a checkpoint: each scalar field a JSON list over the sequences, each
+    array field one array of the sequences' entries in turn (a dict field one array per key,
+    ``name/key``), and each sequence's Z shape (``shapes``) to cut them apart again."""
+    meta: dict[str, Any] = {"done": len(results)}
+    for name in SCALARS:  # numpy scalars and lists as JSON's numbers and lists
+        meta[name] = [np.asarray(getattr(r, name)).tolist() for r in results]
+    meta["shapes"] = [list(r.Z.shape) for r in results]
+
+    def arrays() -> Iterator[tuple[str, np.ndarray]]:
+        for f in fields(SequenceResult):
+            if f.metadata.get("dims") in ("n", "n k"):
+                yield f.name, (np.concatenate([np.ravel(getattr(r, f.name)) for r in results])
+                               if results else np.zeros(0))
+            elif f.metadata.get("dims") == "k":
+                for k in (getattr(results[0], f.name) if results else {}):
+                    yield f"{f.name}/{k}", np.concatenate([getattr(r, f.name)[k]
+                                                          for r in results])
+    return meta, arrays()
+
+
+def read_results(meta: dict[str, Any], arrays: ArrayFile) -> list[SequenceResult]:
+    """The inverse of ``write_results`` (each array read once)."""
+    flat = {f.name: np.asarray(arrays[f.name]) for f in fields(SequenceResult)
+            if f.metadata.get("dims") in ("n", "n k")}
+    groups = {f.name: arrays.group(f.name) for f in fields(SequenceResult)
+              if f.metadata.get("dims") == "k"}
+    out, offset = [], {"n": 0, "n k": 0, "k": 0}
+    for i in range(int(meta["done"])):
+        n, k = meta["shapes"][i]
+        size = {"n": n, "n k": n * k, "k": k}
+        values: dict[str, Any] = {}
+        for f in fields(SequenceResult):
+            dims = f.metadata.get("dims")
+            at = slice(offset.get(dims, 0), offset.get(dims, 0) + size.get(dims, 0))
+            if dims is None:
+                values[f.name] = meta[f.name][i]
+            elif dims == "k":
+                values[f.name] = {name: v[at] for name, v in groups[f.name].items()}
+            else:
+                values[f.name] = flat[f.name][at].reshape((n, k) if dims == "n k" else n)
+        out.append(SequenceResult(**values))
+        offset = {d: offset[d] + size[d] for d in offset}
+    return out
 
 
 def fit_one(X: Data, positions: np.ndarray, obs: ObsModel, params: dict[str, Any],
-            seed: np.random.SeedSequence) -> dict[str, Any]:
-    """The best of ``restarts`` VI fits of one sequence, as arrays and scalars."""
+            seed: np.random.SeedSequence, sequence: int, rows: np.ndarray) -> SequenceResult:
+    """The best of ``restarts`` VI fits of one sequence (``fit.fit_restarts``), the sequence's
+    id and corpus rows beside it."""
     started = time.perf_counter()
     f = decay(params["decay"], params["decay_a"])
     best, elbos = fit_restarts(X, positions, obs, params["alpha"], f, seed, params["restarts"],
@@ -147,23 +173,22 @@ def fit_one(X: Data, positions: np.ndarray, obs: ObsModel, params: dict[str, Any
                                params["table_rounds"])
     q = best.links.q
     d = q.argmax(1)
-    return {"Z": best.links.responsibilities, "post": best.post, "positions": positions,
-            "link": np.arange(len(d)) - d, "link_prob": q[np.arange(len(d)), d],
-            "self_prob": q[:, 0].copy(), "elbo": best.elbo, "iterations": best.iterations,
-            "converged": best.converged, "n_tables": best.n_tables, "restart_elbos": elbos,
-            "seconds": time.perf_counter() - started}
+    return SequenceResult(
+        sequence, best.elbo, best.iterations, best.converged, best.n_tables,
+        time.perf_counter() - started, elbos, best.links.responsibilities, positions, rows,
+        np.arange(len(d)) - d, q[np.arange(len(d)), d], q[:, 0].copy(), best.post)
 
 
 def fit_in_partition(batch: Batch, task: tuple[int, int], obs: ObsModel,
-                     params: dict[str, Any]) -> dict[str, Any]:
+                     params: dict[str, Any]) -> SequenceResult:
     """Fit the sequence ``task = (id, ordinal)`` of one partition (its rows in stored order)."""
     sequence, ordinal = task
     rows = np.flatnonzero(batch.columns[params["column"]] == sequence)
     X = batch.X[rows]
     pos = (np.arange(len(rows), dtype=float) if params["position_column"] is None
            else np.asarray(batch.columns[params["position_column"]][rows], float))
-    out = fit_one(X, pos, obs, params, np.random.SeedSequence([params["seed"], ordinal]))
-    return out | {"rows": batch.start + rows, "sequence": sequence}
+    return fit_one(X, pos, obs, params, np.random.SeedSequence([params["seed"], ordinal]),
+                   sequence, batch.start + rows)
 
 
 @register
@@ -178,49 +203,6 @@ class DDCRPEngine(Engine):
     declared = Declared(weights_are="fractions of all training items",
                         weight_label="fraction of the items", local_to="sequence",
                         component_noun="table", panels=(SEQUENCES_PANEL,))
-
-    def _layout(self) -> None:
-        """The sequences: (partition, id, ordinal) per sequence, or one gathered sequence."""
-        corpus, cfg = self.ctx.corpus, self.cfg
-        columns = corpus.manifest.columns
-        for option, name in (("sequence_column", cfg.sequence_column),
-                             ("position_column", cfg.position_column)):
-            if name is not None and name not in columns:
-                raise BnpmixError(f"{corpus.path}: {option} {name!r}: the corpus has "
-                                  f"{list(columns) or 'no optional columns'}")
-        self.column = cfg.sequence_column or ("sequence" if "sequence" in columns else None)
-        self.tasks: list[tuple[int, int, int]] = []
-        if self.column is None:
-            self._check_one_sequence()
-            return
-        layouts = self.ctx.executor.map(sequence_layout, range(corpus.n_partitions),
-                                        self.column, cfg.position_column)
-        home: dict[int, int] = {}
-        for p, (ids, _) in enumerate(layouts):
-            for s in ids.tolist():
-                if s in home:
-                    raise BnpmixError(
-                        f"{corpus.path}: sequence {s} lies in partitions {home[s]} and {p}; a "
-                        "sequence must be whole in one partition (ingest --sequence-column "
-                        "keeps it so)")
-                home[s] = p
-                self.tasks.append((p, s, len(self.tasks)))
-
-    def _check_one_sequence(self) -> None:
-        """Positions of a corpus that is one sequence: finite and non-decreasing across the
-        partitions too."""
-        column = self.cfg.position_column
-        if column is None:
-            return
-        ends = self.ctx.executor.map(position_ends, range(self.ctx.corpus.n_partitions), column)
-        row, last = 0, -np.inf
-        for p, (lo, hi) in enumerate(ends):
-            if lo < last:
-                raise BnpmixError(f"the corpus: {column!r} goes back from {last:g} (row "
-                                  f"{row - 1}) to {lo:g} (row {row}, the first of partition "
-                                  f"{p}): positions must not decrease in the stored order")
-            row += self.ctx.corpus.manifest.partitions[p].rows
-            last = max(last, hi)
 
     def _params(self) -> dict[str, Any]:
         cfg = self.cfg
@@ -239,8 +221,10 @@ class DDCRPEngine(Engine):
             raise BnpmixError(f"ddcrp's link moves need each table's exact evidence; the "
                               f"{self.ctx.obs.name} model has only a bound from an iterative "
                               "fit (choose gauss, zm-gauss, diag-gauss or mult)")
-        self._layout()
-        self.results: list[dict[str, Any]] = []
+        self.column, self.tasks = sequence_tasks(self.ctx.corpus, self.ctx.executor,
+                                                 self.cfg.sequence_column,
+                                                 self.cfg.position_column)
+        self.results: list[SequenceResult] = []
 
     @property
     def total(self) -> int:
@@ -258,16 +242,17 @@ class DDCRPEngine(Engine):
             X = stack_rows([b[0] for b in blocks])
             pos = (np.arange(X.shape[0], dtype=float) if self.cfg.position_column is None
                    else np.concatenate([b[1] for b in blocks]))
-            wave = [fit_one(X, pos, self.ctx.obs, params, np.random.SeedSequence(
-                [self.ctx.seed, 0])) | {"rows": np.arange(X.shape[0]), "sequence": 0}]
+            wave = [fit_one(X, pos, self.ctx.obs, params,
+                            np.random.SeedSequence([self.ctx.seed, 0]), 0,
+                            np.arange(X.shape[0]))]
         else:
             todo = self.tasks[len(self.results):len(self.results) + WAVE]
             wave = self.ctx.executor.map(fit_in_partition, [p for p, _, _ in todo],
                                          self.ctx.obs, params,
                                          payloads=[(s, k) for _, s, k in todo])
         self.results += wave
-        elbo = float(sum(r["elbo"] for r in self.results))
-        K = int(sum(r["Z"].shape[1] for r in self.results))
+        elbo = float(sum(r.elbo for r in self.results))
+        K = int(sum(r.Z.shape[1] for r in self.results))
         self.trace.append(self.ctx.row(len(self.results) / self.total, -1, K, elbo=elbo,
                                        sequences=len(self.results)))
         return Step(visits=len(wave), lap_end=self.done)
@@ -281,75 +266,52 @@ class DDCRPEngine(Engine):
 
     def _model(self) -> SequenceMixture:
         res = self.results
-        sizes = [len(r["positions"]) for r in res]
-        tables = [r["Z"].shape[1] for r in res]
-        post = {k: np.concatenate([r["post"][k] for r in res]) for k in res[0]["post"]}
+        sizes = [len(r.positions) for r in res]
+        tables = [r.Z.shape[1] for r in res]
+        post = {k: np.concatenate([r.post[k] for r in res]) for k in res[0].post}
         hyper = {"alpha": self.cfg.alpha, "decay": self.cfg.decay, "decay_a": self.cfg.decay_a,
                  "window": self.cfg.window, "sequence_column": self.column,
                  "position_column": self.cfg.position_column}
         return SequenceMixture(
             self.ctx.obs, post, np.arange(sum(tables), dtype=np.int64),
-            np.array([r["sequence"] for r in res], np.int64),
+            np.array([r.sequence for r in res], np.int64),
             np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
             np.concatenate([[0], np.cumsum(tables)]).astype(np.int64),
-            np.concatenate([r["positions"] for r in res]),
-            np.concatenate([r["rows"] for r in res]).astype(np.int64),
-            np.concatenate([r["Z"].ravel() for r in res]), hyper,
+            np.concatenate([r.positions for r in res]),
+            np.concatenate([r.rows for r in res]).astype(np.int64),
+            np.concatenate([r.Z.ravel() for r in res]), hyper,
             {"restarts": self.ctx.restarts})
 
     def result(self) -> Fitted:
         model, res = self._model(), self.results
-        elbo = float(sum(r["elbo"] for r in res))
-        converged = int(sum(r["converged"] for r in res))
+        elbo = float(sum(r.elbo for r in res))
+        converged = int(sum(r.converged for r in res))
         info = {"sequences": len(res), "sequences_converged": converged,
-                "iterations_mean": float(np.mean([r["iterations"] for r in res])),
-                "tables_expected": float(sum(r["n_tables"] for r in res)),
+                "iterations_mean": float(np.mean([r.iterations for r in res])),
+                "tables_expected": float(sum(r.n_tables for r in res)),
                 "restarts_per_sequence": self.ctx.restarts}
-        per_sequence = {k: [r[k] for r in res] for k in SCALARS}
-        per_sequence["items"] = [len(r["positions"]) for r in res]
-        per_sequence["tables"] = [r["Z"].shape[1] for r in res]
+        per_sequence = {k: [getattr(r, k) for r in res] for k in SCALARS if k != "restart_elbos"}
+        per_sequence["items"] = [len(r.positions) for r in res]
+        per_sequence["tables"] = [r.Z.shape[1] for r in res]
         tables = per_sequence["tables"]
         info["per_group"] = {"groups": len(res), "min": min(tables), "max": max(tables),
                              "mean": float(np.mean(tables))}  # (declared.local_note)
-        per_sequence["restart_elbos"] = [list(map(float, r["restart_elbos"])) for r in res]
-        rows = np.concatenate([r["rows"] for r in res]).astype(np.int64)
-        offsets = np.concatenate([[0], np.cumsum([len(r["rows"]) for r in res])])
+        per_sequence["restart_elbos"] = [list(map(float, r.restart_elbos)) for r in res]
+        rows = np.concatenate([r.rows for r in res]).astype(np.int64)
+        offsets = np.concatenate([[0], np.cumsum([len(r.rows) for r in res])])
         links = {"item": rows, "sequence": np.repeat(model.sequences, np.diff(offsets)),
-                 "link": np.concatenate([r["rows"][r["link"]] for r in res]).astype(np.int64),
-                 "link_prob": np.concatenate([r["link_prob"] for r in res]),
-                 "self_prob": np.concatenate([r["self_prob"] for r in res])}
+                 "link": np.concatenate([r.rows[r.link] for r in res]).astype(np.int64),
+                 "link_prob": np.concatenate([r.link_prob for r in res]),
+                 "self_prob": np.concatenate([r.self_prob for r in res])}
         return Fitted(model, {"elbo": elbo}, info,
                       {"sequences": pa.table(per_sequence), "links": pa.table(links)},
                       converged=converged == len(res))
 
-    # ---- checkpoints -------------------------------------------------------------------------
+    # ---- checkpoints: the results, field by field (write_results) -----------------------------
 
     def state(self) -> State:
-        res = self.results
-        meta = {"done": len(res), **{k: [r[k] for r in res] for k in SCALARS},
-                "restart_elbos": [list(map(float, r["restart_elbos"])) for r in res],
-                "shapes": [list(r["Z"].shape) for r in res]}
-
-        def arrays():
-            for name in ("Z", "positions", "rows", "link", "link_prob", "self_prob"):
-                yield name, (np.concatenate([np.ravel(r[name]) for r in res]) if res
-                             else np.zeros(0))
-            for k in (res[0]["post"] if res else {}):
-                yield f"post/{k}", np.concatenate([r["post"][k] for r in res])
-        return meta, arrays()
+        return write_results(self.results)
 
     def restore(self, meta: dict[str, Any], arrays: ArrayFile) -> None:
-        self._layout()
-        self.results = []
-        n_off = z_off = k_off = 0
-        post = arrays.group("post")
-        for i in range(int(meta["done"])):
-            n, k = meta["shapes"][i]
-            r = {name: meta[name][i] for name in SCALARS}
-            r["restart_elbos"] = meta["restart_elbos"][i]
-            r["Z"] = np.asarray(arrays["Z"][z_off:z_off + n * k]).reshape(n, k)
-            for name in ("positions", "rows", "link", "link_prob", "self_prob"):
-                r[name] = np.asarray(arrays[name][n_off:n_off + n])
-            r["post"] = {name: v[k_off:k_off + k] for name, v in post.items()}
-            self.results.append(r)
-            n_off, z_off, k_off = n_off + n, z_off + n * k, k_off + k
+        self.start()
+        self.results = read_results(meta, arrays)

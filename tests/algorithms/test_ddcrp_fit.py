@@ -11,7 +11,7 @@ from bnpmix.algorithms.alloc.stick import StickBreaking
 from bnpmix.algorithms.ddcrp.fit import ascend, default_starts, fit_restarts, fit_sequence
 from bnpmix.algorithms.ddcrp.links import decay, from_dense, log_link_band, log_link_prior
 from bnpmix.algorithms.ddcrp.moves import Tables
-from bnpmix.algorithms.ddcrp.vi import Links
+from bnpmix.algorithms.ddcrp.vi import LinkState
 from bnpmix.algorithms.metrics import adjusted_rand_index as ari
 from bnpmix.algorithms.mixture import Mixture
 from bnpmix.algorithms.obs.gauss import Gauss
@@ -64,7 +64,7 @@ def test_the_true_partition_is_a_fixed_point_and_restarts_reach_it():
         q[b[0], b[0]] = 1.0
         for n, i in enumerate(b[1:], start=1):
             q[i, b[:n]] = 1.0 / n
-    truth = ascend(X, Links(from_dense(logp, 199, -np.inf), from_dense(q, 199)), obs, rng)
+    truth = ascend(X, LinkState.of(from_dense(logp, 199, -np.inf), from_dense(q, 199)), obs, rng)
     Z = truth.links.responsibilities
     assert ari(z, truth.links.cols[Z.argmax(1)]) == 1.0 and abs(truth.n_tables - 5) < 1e-6
     _, plain = fit_restarts(X, np.arange(200), obs, 0.1, decay("none"), 7, restarts=10,

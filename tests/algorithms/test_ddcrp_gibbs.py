@@ -109,13 +109,18 @@ def record_steps(sampler) -> list[np.ndarray]:
     probability softmax(score)_j, pairs A with j's table, so A's items are paired with table r
     with probability q_r = Σ_{j<i: table(j)=r} p_j, and other pairs stay as they are."""
     steps: list[np.ndarray] = []
-    choose = sampler._choose
+    choose, step = sampler._choose, sampler.step
+    current = {}
+
+    def step_spy(state, i: int, rng: np.random.Generator):
+        current["state"] = state  # the state the draw is made in
+        return step(state, i, rng)
 
     def spy(score: np.ndarray, rng: np.random.Generator) -> int:
         i = len(score) - 1
         p = np.exp(score - score.max())
         p /= p.sum()
-        labels = sampler.labels
+        labels = current["state"].labels
         A = labels == i
         q = np.bincount(labels[:i], weights=p[:i], minlength=len(labels))[labels[~A]]
         E = (labels[:, None] == labels[None, :]).astype(float)
@@ -124,7 +129,7 @@ def record_steps(sampler) -> list[np.ndarray]:
         steps.append(E)
         return choose(score, rng)
 
-    sampler._choose = spy
+    sampler._choose, sampler.step = spy, step_spy
     return steps
 
 
@@ -176,15 +181,16 @@ def test_coclustering_matches_enumerating_every_link_graph(case, kind):
     iu = np.triu_indices(N, 1)
     assert np.any((exact[iu] > 0.1) & (exact[iu] < 0.9))  # the posterior is not trivial
 
-    sampler = cls(X, logp, obs, links=start)
+    sampler = cls(X, logp, obs)
+    state = sampler.init(start)
     rng = np.random.default_rng(7)
     for _ in range(BURN_IN):
-        sampler.sweep(rng)
+        state = sampler.sample(state, rng)
     steps = record_steps(sampler)
     seen = np.empty((sweeps, len(iu[0])))  # per sweep, the mean over its steps
     for t in range(sweeps):
         steps.clear()
-        sampler.sweep(rng)
+        state = sampler.sample(state, rng)
         seen[t] = np.mean(steps, axis=0)[iu]
     freq = seen.mean(0)
     se = seen.reshape(BATCHES, -1, seen.shape[1]).mean(1).std(0, ddof=1) / math.sqrt(BATCHES)
@@ -208,29 +214,32 @@ def test_the_cached_tables_equal_a_fresh_computation():
     X, _ = five_gaussians(3.0, 40, rng)
     obs = Gauss.default(X)
     logp = log_link_prior(np.arange(40), 0.3, decay("exponential", 5.0))
-    default = LinkSampler(X, logp, obs)
+    sampler = LinkSampler(X, logp, obs)
+    default = sampler.init()
     np.testing.assert_array_equal(default.links, np.arange(40))
     np.testing.assert_array_equal(default.labels, np.arange(40))
-    assert default.log_joint() == pytest.approx(log_joint(np.arange(40), X, logp, obs),
-                                                rel=1e-12)
+    assert sampler.log_joint(default) == pytest.approx(log_joint(np.arange(40), X, logp, obs),
+                                                       rel=1e-12)
     chain = np.maximum(np.arange(40) - 1, 0)
-    sampler = LinkSampler(X, logp, obs, links=chain)
-    chain[5] = 0  # the sampler holds a copy
-    assert sampler.links[5] == 4
+    state = sampler.init(chain)
+    chain[5] = 0  # the state holds a copy
+    assert state.links[5] == 4
+    swept = sampler.sample(state, np.random.default_rng(0))
+    assert swept is not state and state.links[5] == 4  # a sweep leaves its state as it was
     for _ in range(3):
         for i in rng.permutation(40):
-            sampler.step(int(i), rng)
-            assert np.all(sampler.links <= np.arange(40))
-            np.testing.assert_array_equal(sampler.labels, tables_of(sampler.links))
-            want = log_joint(sampler.links, X, logp, obs)
-            assert sampler.log_joint() == pytest.approx(want, rel=1e-12, abs=1e-9)
-    assert len(np.unique(sampler.labels)) > 1  # it split the chain
+            state = sampler.step(state, int(i), rng)
+            assert np.all(state.links <= np.arange(40))
+            np.testing.assert_array_equal(state.labels, tables_of(state.links))
+            want = log_joint(state.links, X, logp, obs)
+            assert sampler.log_joint(state) == pytest.approx(want, rel=1e-12, abs=1e-9)
+    assert len(np.unique(state.labels)) > 1  # it split the chain
 
     with pytest.raises(ValueError):
-        LinkSampler(X, logp, obs, links=np.arange(1, 41) % 40)  # c_i = i + 1 points forwards
+        sampler.init(np.arange(1, 41) % 40)  # c_i = i + 1 points forwards
     window = log_link_prior(np.arange(40), 0.3, decay("window", 2.0))
     with pytest.raises(ValueError):  # c_10 = 0 is outside the window: zero prior probability
-        LinkSampler(X, window, obs, links=np.where(np.arange(40) == 10, 0, np.arange(40)))
+        LinkSampler(X, window, obs).init(np.where(np.arange(40) == 10, 0, np.arange(40)))
 
 
 def test_well_separated_clusters_are_found():
@@ -238,6 +247,7 @@ def test_well_separated_clusters_are_found():
     X, z = five_gaussians(5.0, 150, rng)
     sampler = LinkSampler(X, log_link_prior(np.arange(150), 0.1, decay("none")),
                           Gauss.default(X))
+    state = sampler.init()
     for _ in range(20):
-        sampler.sweep(rng)
-    assert ari(z, sampler.labels) > 0.95
+        state = sampler.sample(state, rng)
+    assert ari(z, state.labels) > 0.95

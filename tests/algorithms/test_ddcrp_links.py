@@ -19,7 +19,7 @@ from bnpmix.algorithms.ddcrp.links import (
     log_link_prior,
     window_width,
 )
-from bnpmix.algorithms.ddcrp.vi import Links
+from bnpmix.algorithms.ddcrp.vi import LinkState, update
 
 
 def reach(q: np.ndarray) -> np.ndarray:
@@ -28,10 +28,11 @@ def reach(q: np.ndarray) -> np.ndarray:
     return solve_triangular(np.eye(N) - np.tril(q, -1), np.eye(N), lower=True)
 
 
-def links_of(logp: np.ndarray, q: np.ndarray, W: int | None = None, prune: float = 0.0) -> Links:
-    """Links from dense N × N matrices, banded to W (all links without)."""
+def links_of(logp: np.ndarray, q: np.ndarray, W: int | None = None,
+             prune: float = 0.0) -> LinkState:
+    """The link state of dense N × N matrices, banded to W (all links without)."""
     W = len(q) - 1 if W is None else W
-    return Links(from_dense(logp, W, -np.inf), from_dense(q, W), prune)
+    return LinkState.of(from_dense(logp, W, -np.inf), from_dense(q, W), prune)
 
 
 def random_q(N: int, rng: np.random.Generator) -> np.ndarray:
@@ -98,12 +99,12 @@ def test_rank_one_updates_equal_a_fresh_inverse(W, prune):
     Wn = window_width(N, W)
     logp = log_link_band(np.arange(N), 0.5, decay("exponential", 3.0), W)
     q = np.exp(logp) * rng.gamma(0.7, size=logp.shape)
-    links = Links(logp, q / q.sum(1, keepdims=True), prune)
+    links = LinkState.of(logp, q / q.sum(1, keepdims=True), prune)
     assert links.q.shape == (N, Wn + 1)
     ell = rng.normal(scale=2.0, size=(N, len(links.cols)))
     ell_empty = rng.normal(size=N)
     for i in rng.permutation(N):
-        ell = links.update(int(i), ell, ell_empty)
+        links, ell = update(links, int(i), ell, ell_empty)
         fresh = reach(links.dense_q())
         np.testing.assert_allclose(links.R, fresh[:, links.cols], atol=1e-12, rtol=0)
         j = int(rng.integers(N))
@@ -171,7 +172,7 @@ def test_link_prior_rows_are_distributions(kind, a):
         np.testing.assert_allclose(np.exp(logp[i, :i + 1]), np.array(w) / sum(w), rtol=1e-12)
 
 
-def bound(links: Links, ell: np.ndarray) -> float:
+def bound(links: LinkState, ell: np.ndarray) -> float:
     """The links' bound with ℓ given for all N tables (the empty ones' columns unused)."""
     return links.bound(ell[:, links.cols])
 
@@ -185,7 +186,7 @@ def test_each_coordinate_step_is_the_argmax_and_the_bound_never_decreases():
     before = bound(links, ell)
     for i in rng.permutation(N):
         i = int(i)
-        links.update(i, ell)
+        links, _ = update(links, i, ell)
         best = bound(links, ell)
         assert best >= before - 1e-10
         before = best

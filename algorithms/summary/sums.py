@@ -1,4 +1,5 @@
-"""The additive summary of (allocation, observation) statistics: the currency of memoized VB.
+"""The Summary type: the additive summary of (allocation, observation) statistics, the currency
+of memoized VB.
 
 For components with stable ids ``uids`` a Summary holds, over some set of items,
 ``N_k = Σ_n r_nk`` and the observation model's statistics ``s_k = Σ_n r_nk t(x_n)`` (Hughes &
@@ -7,28 +8,31 @@ candidate pairs (a, b), the merge entropies ``H_ab = -Σ_n (r_na + r_nb) log(r_n
 (Sec. 3.2), and for planned groups G (a birth's origin and its newborns) the group entropies
 ``H_G = -Σ_n s_nG log s_nG`` with ``s_nG = Σ_{k∈G} r_nk``, so that merging a whole group back into
 one component has an exact ELBO too. Summaries of disjoint item sets add (Eq. 11); ``+`` and
-``-`` refuse summaries whose component ids, pairs or groups differ. Moves (insert, merge, group
-merge, delete, reorder) are values of their own so that a stored summary can be brought up to date
-by replaying a log of them. A statistic is an ndarray or, for bag-of-words counts, sparse
-(scipy CSR, only the (component, word) pairs a batch has); they mix freely, a dense operand
-giving a dense result.
+``-`` refuse summaries whose component ids, pairs or groups differ. A statistic is an ndarray or,
+for bag-of-words counts, sparse (scipy CSR, only the (component, word) pairs a batch has); they
+mix freely, a dense operand giving a dense result.
 
 Statistics without a component axis (``shared``: a tied model's pooled scatter Σ_n (x_n - m0)
 (x_n - m0)ᵀ, which does not depend on the assignment) add under ``+``, ``-`` and scaling like the
-rest, and every move leaves them unchanged: moves only regroup components.
+rest, and every move (``moves.py``) leaves them unchanged: moves only regroup components.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import Protocol
 
 import numpy as np
 import scipy.sparse as sp
 
-from . import sparse_stats as ss
-from .sparse_stats import Stat
+from .. import sparse_stats as ss
+from ..sparse_stats import Stat
 
+
+class Applicable(Protocol):
+    """A logged move (``moves.py``): what ``Summary.apply`` takes."""
+
+    def apply(self, s: Summary) -> Summary: ...
 
 def _empty_pairs() -> np.ndarray:
     return np.zeros((0, 2), dtype=np.int64)
@@ -283,236 +287,7 @@ class Summary:
                    np.asarray(arrays["Hpair"]), np.asarray(arrays["groups"]),
                    np.asarray(arrays["Hgroup"]), shared)
 
-    def apply(self, move: Move) -> Summary:
+    def apply(self, move: Applicable) -> Summary:
         """This summary with one logged move applied."""
         return move.apply(self)
 
-
-@dataclass(frozen=True)
-class Insert:
-    """Append components ``uids`` (with zero mass unless ``source`` supplies their sums)."""
-
-    uids: tuple[int, ...]
-
-    def apply(self, s: Summary, source: Summary | None = None) -> Summary:
-        if np.isin(self.uids, s.uids).any():
-            raise ValueError(f"components {self.uids} already present")
-        new = source if source is not None else Summary(
-            np.array(self.uids), np.zeros(len(self.uids)),
-            {k: ss.zero_rows(v, len(self.uids)) for k, v in s.stats.items()},
-            np.zeros(len(self.uids)))
-        if source is not None and not np.array_equal(source.uids, self.uids):
-            raise ValueError("inserted summary ids do not match the move")
-        return Summary(
-            np.concatenate([s.uids, new.uids]),
-            np.concatenate([s.N, new.N]),
-            {k: ss.stack(v, new.stats[k]) for k, v in s.stats.items()},
-            np.concatenate([s.H, new.H]),
-            s.n_items,
-            s.pairs,
-            s.Hpair,
-            s.groups,
-            s.Hgroup,
-            s._shared_copy(),
-        )
-
-
-def _absorb(s: Summary, keep: int, gone: tuple[int, ...], H_new: float) -> Summary:
-    """r_keep <- r_keep + Σ_gone r_gone: N and statistics add, H_keep becomes the union's
-    entropy; the gone components, and every pair or group that involved any of them, leave."""
-    ik = s.index(keep)
-    ig = [s.index(b) for b in gone]
-    N = s.N.copy()
-    N[ik] += N[ig].sum()
-    H = s.H.copy()
-    H[ik] = H_new
-    kept = ~np.isin(s.uids, gone)
-    stats = {k: ss.folded_rows(v, ik, ig, kept) for k, v in s.stats.items()}
-    return s._select(kept, np.array([keep, *gone]), H, N, stats)
-
-
-@dataclass(frozen=True)
-class Merge:
-    """Component ``b`` is absorbed into ``a``: r_a <- r_a + r_b, so N, s add and H_a <- H_ab."""
-
-    a: int
-    b: int
-
-    def apply(self, s: Summary) -> Summary:
-        Hab = s.pair_entropy(self.a, self.b)
-        if Hab is None:
-            raise ValueError(f"no merge entropy recorded for pair ({self.a}, {self.b})")
-        return _absorb(s, self.a, (self.b,), Hab)
-
-
-@dataclass(frozen=True)
-class MergeGroup:
-    """Components ``gone`` are all absorbed into ``keep`` at once (a birth undone: its newborns
-    returned to their origin), with H_keep <- H_G of the planned group (keep, *gone)."""
-
-    keep: int
-    gone: tuple[int, ...]
-
-    def apply(self, s: Summary) -> Summary:
-        HG = s.group_entropy((self.keep, *self.gone))
-        if HG is None:
-            raise ValueError(f"no merge entropy recorded for group {(self.keep, *self.gone)}")
-        return _absorb(s, self.keep, self.gone, HG)
-
-
-@dataclass(frozen=True)
-class Pool:
-    """Component ``b``'s sums join ``a``'s (r_a <- r_a + r_b) for summaries that carry no
-    assignment entropies (EP's sites, H = 0): N, statistics and H add, no pair is needed."""
-
-    a: int
-    b: int
-
-    def apply(self, s: Summary) -> Summary:
-        return _absorb(s, self.a, (self.b,), float(s.H[s.index(self.a)] + s.H[s.index(self.b)]))
-
-
-@dataclass(frozen=True)
-class Delete:
-    """Remove component ``uid`` (only exact when it carries no mass)."""
-
-    uid: int
-
-    def apply(self, s: Summary) -> Summary:
-        return s._select(s.uids != self.uid, np.array([self.uid]))
-
-
-@dataclass(frozen=True)
-class Reorder:
-    """Put the components in the order ``uids`` (a permutation of the current ids)."""
-
-    uids: tuple[int, ...]
-
-    def apply(self, s: Summary) -> Summary:
-        if len(self.uids) != s.K or set(self.uids) != set(s.uids.tolist()):
-            raise ValueError("reorder must list every component exactly once")
-        order = np.array([s.index(u) for u in self.uids])
-        return s._select(order, np.zeros(0, dtype=np.int64))
-
-
-Move = Union[Insert, Merge, MergeGroup, Pool, Delete, Reorder]  # noqa: UP007 (a runtime alias)
-
-
-@dataclass(frozen=True)
-class _Event:
-    """One row-folding move of a composed log: final row ``row`` is ``keep`` plus ``gone``
-    (positions in the starting summary; ``K`` stands for an inserted, all-zero row)."""
-
-    row: int
-    keep: int
-    gone: tuple[int, ...]
-
-
-@dataclass(frozen=True)
-class RowMap:
-    """A log of moves composed into one map of a summary's rows (for summaries with these ids,
-    pairs and groups): final row j is row ``anchor[j]`` of the start (K: a zero row, inserted)
-    except that each event's row is ``keep + Σ gone``; H is gathered from [0, H, Hpair, Hgroup]
-    at ``H_at``; the pairs and groups left are the start's at positions ``pair_ok`` /
-    ``group_ok``."""
-
-    uids: np.ndarray
-    anchor: np.ndarray
-    events: tuple[_Event, ...]
-    H_at: np.ndarray
-    pair_ok: np.ndarray  # positions, increasing
-    group_ok: np.ndarray
-    fold: sp.csr_matrix  # (K', K) 0/1: the rows each final row sums, columns sorted
-
-    def apply(self, s: Summary) -> Summary:
-        """The moves' result on ``s``, with the arithmetic of their sequential replay: a folded
-        row is keep + Σ gone (dense: gone summed in the move's order; sparse: one product
-        with the 0/1 fold whose columns are in position order, as ``sparse_stats.fold``)."""
-        ext = np.append(s.N, 0.0)
-        N = ext[self.anchor]
-        for e in self.events:
-            N[e.row] = ext[e.keep] + ext[list(e.gone)].sum()
-        stats = {k: self._stat(v) for k, v in s.stats.items()}
-        H = np.concatenate([[0.0], s.H, s.Hpair, s.Hgroup])[self.H_at]
-        return Summary(self.uids.copy(), N, stats, H, s.n_items, s.pairs[self.pair_ok],
-                       s.Hpair[self.pair_ok], s.groups[self.group_ok], s.Hgroup[self.group_ok],
-                       s._shared_copy())
-
-    def _stat(self, v: ss.Stat) -> ss.Stat:
-        if sp.issparse(v):
-            if self.events:  # a fold's product, which also drops stored zeros, as a fold does
-                return ss.canonical(self.fold @ v)
-            return ss.rows(ss.stack(v, ss.zero_rows(v, 1)), self.anchor)
-        ext = np.concatenate([v, np.zeros((1, *v.shape[1:]))])
-        out = ext[self.anchor]
-        for e in self.events:
-            out[e.row] = ext[e.keep] + ext[list(e.gone)].sum(axis=0)
-        return out
-
-
-_FOLDS = (Merge, MergeGroup)
-
-
-def compose(moves: list[Move], s: Summary) -> RowMap | None:
-    """The moves composed into one RowMap for summaries with s's ids, pairs and groups, found
-    by replaying them on a skeleton of s (no statistics; H, Hpair and Hgroup replaced by the
-    positions they are gathered from), so that a move that cannot apply raises as it would on
-    s (a fold voids the pairs and groups of its components, so no component is folded twice:
-    there is no chain (a + b) + c to compose). None where one map would not repeat the
-    replay's arithmetic exactly: a Pool (its H is a sum) or a fold after a Reorder (the
-    sparse sums' order follows the positions at the move)."""
-    K, P = s.K, len(s.pairs)
-    codes = np.arange(1, K + P + len(s.groups) + 1, dtype=float)  # 0: an inserted row's H
-    sk = Summary(s.uids, np.zeros(K), {}, codes[:K], 0, s.pairs, codes[K:K + P], s.groups,
-                 codes[K + P:])
-    origin = {int(u): i for i, u in enumerate(s.uids)}
-    reordered = False
-    raw: list[tuple[int, tuple[int, ...]]] = []
-    for move in moves:
-        if isinstance(move, Pool) or (reordered and isinstance(move, _FOLDS)):
-            return None
-        if isinstance(move, _FOLDS):
-            raw.append((move.a, (move.b,)) if isinstance(move, Merge) else (move.keep, move.gone))
-        reordered = reordered or isinstance(move, Reorder)
-        sk = move.apply(sk)
-    at = {int(u): j for j, u in enumerate(sk.uids)}
-    anchor = np.array([origin.get(int(u), K) for u in sk.uids], dtype=np.int64)
-    events = tuple(_Event(at[keep], origin.get(keep, K), tuple(origin.get(g, K) for g in gone))
-                   for keep, gone in raw)
-    rows = [[anchor[j]] if anchor[j] < K else [] for j in range(sk.K)]
-    for e in events:
-        rows[e.row] = sorted(p for p in (e.keep, *e.gone) if p < K)
-    fold = sp.csr_matrix((np.ones(sum(map(len, rows))),
-                          np.array([p for r in rows for p in r], dtype=np.int64),
-                          np.cumsum([0, *map(len, rows)])), shape=(sk.K, K))
-    pair_ok = (sk.Hpair - (K + 1)).astype(np.int64)  # the pairs and groups left, in order
-    group_ok = (sk.Hgroup - (K + P + 1)).astype(np.int64)
-    return RowMap(sk.uids.copy(), anchor, events, sk.H.astype(np.int64), pair_ok, group_ok,
-                  fold)
-
-
-class Replay:
-    """Replays logged moves on stored summaries through one composed RowMap per (moves, ids,
-    pairs, groups), kept for the summaries that share them (a lap's batches all do); the
-    sequential replay where ``compose`` declines. Equal, bit for bit, to the sequential
-    replay."""
-
-    def __init__(self, keep: int = 8) -> None:
-        self._maps: dict[tuple, RowMap | None] = {}
-        self._keep = keep
-
-    def __call__(self, s: Summary, moves: list[Move]) -> Summary:
-        if not moves:
-            return s
-        key = (tuple(moves), s.uids.tobytes(), s.pairs.tobytes(), s.groups.tobytes(),
-               s.groups.shape)
-        if key not in self._maps:
-            if len(self._maps) >= self._keep:
-                self._maps.pop(next(iter(self._maps)))
-            self._maps[key] = compose(moves, s)
-        rowmap = self._maps[key]
-        if rowmap is None:
-            for move in moves:
-                s = move.apply(s)
-            return s
-        return rowmap.apply(s)
