@@ -342,6 +342,8 @@ def check_values(X: np.ndarray | sp.csr_matrix, path: Path) -> None:
 class Corpus:
     """Read access to a corpus directory, one partition at a time."""
 
+    kept = True  # a run records it (job.json) as its training corpus, and can resume from it
+
     def __init__(self, path: str | Path) -> None:
         # a URL (s3://bucket/corpus) is read through storage.objectstore; self.path stays the
         # URL string, so messages and tasks name it as given
