@@ -10,9 +10,9 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .corpus import Manifest, integer_columns
 from .dense import check_finite
 from .errors import DataError
+from .manifest import Manifest, integer_columns
 from .writer import partition_rows
 
 

@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from .corpus import Batch, Corpus, Manifest, PartitionInfo, partition_name
+from .corpus import Batch, Corpus
+from .manifest import Manifest, PartitionInfo, partition_name
 from .matrix import (
     as_matrix,
     block_of,
