@@ -140,7 +140,6 @@ def test_errors_of_x_are_as_before():
         BayesianMixture(random_state=0).fit(sp.csr_matrix(np.abs(blobs(50, 0)[0])))
 
 
-@pytest.mark.slow  # fits on a real cluster
 def test_on_a_dask_cluster_the_fit_is_the_local_one(dask_client):
     """scheduler="distributed": the partitions reach the workers (numpy: scattered; Dask:
     computed there), the run the same as on local threads."""
