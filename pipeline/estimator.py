@@ -1,10 +1,11 @@
 """``bnpmix.BayesianMixture``: the engines behind scikit-learn's estimator verbs.
 
-``fit(X)`` writes X as a corpus in a temporary directory (or reads a corpus directory given as a
-path), runs the chosen engine exactly as ``bnpmix fit`` does, and keeps the fitted model in
-memory; the temporary files are removed. Predictions use the posterior predictive:
-p(z = k | x) ∝ E[w_k] p(x | x_k's posterior), ``score_samples`` = log Σ_k E[w_k] p(x | …) plus
-the mass for new components, as ``bnpmix evaluate``.
+``fit(X)`` runs the chosen engine exactly as ``bnpmix fit`` does on X held in memory (a corpus of
+X's partitions, storage.memory: nothing of X is written; a Dask collection's blocks are computed
+where its batches run), or on a corpus directory given as a path, and keeps the fitted model in
+memory; the run's temporary directory (its checkpoints) is removed. Predictions use the
+posterior predictive: p(z = k | x) ∝ E[w_k] p(x | x_k's posterior), ``score_samples`` =
+log Σ_k E[w_k] p(x | …) plus the mass for new components, as ``bnpmix evaluate``.
 
 Engine options are keyword arguments with the job-file names (``K=5, laps=20``, ``alpha0=2``);
 they are parameters like any other for ``get_params``/``set_params``/``clone``.
@@ -13,7 +14,6 @@ they are parameters like any other for ``get_params``/``set_params``/``clone``.
 from __future__ import annotations
 
 import inspect
-import itertools
 import json
 import tempfile
 import warnings
@@ -21,14 +21,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
-from bnpmix.storage import BnpmixError, Corpus, DataError, Manifest, RunDir, local_path
+from bnpmix.storage import BnpmixError, Corpus, RunDir, local_path
 from bnpmix.storage.atomic import staged_directory
-from bnpmix.storage.corpus import integer_columns
-from bnpmix.storage.dense import check_finite
 from bnpmix.storage.errors import naming
-from bnpmix.storage.writer import new_corpus, partition_rows
+from bnpmix.storage.matrix import as_matrix, blocks, width
+from bnpmix.storage.memory import memory_corpus, write_corpus
 
 from .config import options
 from .engines import DEFAULT_ENGINE
@@ -163,12 +161,12 @@ class BayesianMixture(*BASES):
 
     def fit(self, X: Any, y: Any = None) -> BayesianMixture:
         """Fit to X: an (n, D) array, a scipy.sparse count matrix, a pandas or pyarrow table, a
-        Dask array or dataframe (written block by block, never gathered), or a corpus path."""
+        Dask array or dataframe (its blocks computed where they are visited, never gathered), or
+        a corpus path."""
         job = self._job(self._run_seed())
         with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp, \
                 naming(_places(tmp)):
-            corpus = (Path(X) if isinstance(X, str | Path)
-                      else write_corpus(X, Path(tmp) / "corpus"))
+            corpus = Corpus(Path(X)) if isinstance(X, str | Path) else memory_corpus(X)
             summary = self._run(corpus, Path(tmp) / "run", job)
         self._n_seen = int(summary["n_items"])
         if not self.converged_:
@@ -177,12 +175,12 @@ class BayesianMixture(*BASES):
                           "iterations", ConvergenceWarning, stacklevel=2)
         return self
 
-    def _run(self, corpus: Path, run: Path, job: Any) -> dict[str, Any]:
+    def _run(self, corpus: Corpus, run: Path, job: Any) -> dict[str, Any]:
         """Fit ``corpus`` into ``run`` as ``bnpmix fit`` does and keep the result in memory,
         with the run directory's files (what ``save`` writes; the directory is temporary)."""
         summary = fit_corpus(corpus, run, job)
         self._set_fitted(FittedModel(read_model(str(run))), summary,
-                         RunDir(run).load_assignments(), Corpus(corpus))
+                         RunDir(run).load_assignments(), corpus)
         self._run_files = (str(run.parent.resolve()), {str(p.relative_to(run)): p.read_bytes()
                                              for p in sorted(run.rglob("*")) if p.is_file()})
         return summary
@@ -194,7 +192,7 @@ class BayesianMixture(*BASES):
         info``, ``show``, ``report`` and ``evaluate --heldout CORPUS`` read it.
 
         A fit to a corpus path records that corpus (``bnpmix evaluate RUN`` scores it); a fit
-        to X in memory does not keep X (the estimator's corpus of it was temporary): the run
+        to X in memory does not keep X (no corpus of it was written): the run
         then records no training corpus, so score training data with ``bnpmix evaluate RUN
         --heldout`` on a corpus ingested from X.
         After ``partial_fit``, the last call's run: the model so far, the last block's
@@ -250,8 +248,8 @@ class BayesianMixture(*BASES):
         block); a Gaussian one is then learned from the components by every call unless
         ``learn_prior=False``. ``labels_`` and ``lower_bound_`` are the last call's."""
         started = hasattr(self, "model_")
-        if started and _in_memory_width(X) != self.n_features_in_:
-            raise ValueError(f"X has {_in_memory_width(X)} features, but BayesianMixture is "
+        if started and width(X) != self.n_features_in_:
+            raise ValueError(f"X has {width(X)} features, but BayesianMixture is "
                              f"expecting {self.n_features_in_} features as input")
         engine = engine_class(self.algorithm)
         with tempfile.TemporaryDirectory(prefix="bnpmix-estimator-") as tmp, \
@@ -261,10 +259,9 @@ class BayesianMixture(*BASES):
                 model = engine.stream_start(self.model_.model)
                 write_model(RunDir(Path(tmp) / "so-far").create(), model)
                 job = job.replace(run_warm_start=str(Path(tmp) / "so-far"))
-            corpus = write_corpus(X, Path(tmp) / "corpus")
-            summary = self._run(corpus, Path(tmp) / "run", job)
+            summary = self._run(memory_corpus(X), Path(tmp) / "run", job)
         self._n_seen = (self._n_seen if started else 0) + int(summary["n_items"])
-        engine.stream_join(self.model_.model, _blocks(X))
+        engine.stream_join(self.model_.model, blocks(X))
         return self
 
     def fit_predict(self, X: Any, y: Any = None) -> np.ndarray:
@@ -279,7 +276,7 @@ class BayesianMixture(*BASES):
         return self.model_
 
     def _check(self, X: Any) -> Any:
-        X = _in_memory(X)
+        X = as_matrix(X)
         if X.shape[1] != self.n_features_in_:
             raise ValueError(f"X has {X.shape[1]} features, but BayesianMixture is expecting "
                              f"{self.n_features_in_} features as input")
@@ -332,16 +329,16 @@ BayesianMixture.__init__.__signature__ = inspect.signature(BayesianMixture.__ini
 
 def _places(tmp: str) -> dict[str, str]:
     """What the estimator's temporary files stand for in its errors and warnings (``naming``):
-    its corpus is X; its runs are in the temporary directory (a full disk is that one's)."""
-    return {str(Path(tmp) / "corpus"): "X", str(Path(tmp) / "so-far"): "<the model so far>",
+    its runs are in the temporary directory (a full disk is that one's)."""
+    return {str(Path(tmp) / "so-far"): "<the model so far>",
             str(Path(tmp) / "run"): f"{tempfile.gettempdir()}/<the estimator's temporary run>"}
 
 
 def _relocated(files: dict[str, bytes], root: str, final: Path) -> dict[str, bytes]:
     """A run's files with job.json and summary.json no longer naming the estimator's temporary
-    directory ``root``: the run is ``final``; a temporary corpus (X in memory) or warm start
-    (partial_fit's model so far) is not kept: null in the configuration, and job.json records
-    no training corpus (``bnpmix evaluate`` then asks for --heldout)."""
+    directory ``root``: the run is ``final``; a temporary warm start (partial_fit's model so
+    far) is not kept: null in the configuration. (A run of X in memory records no training
+    corpus already: ``bnpmix evaluate`` then asks for --heldout.)"""
     def moved(value: Any, key: str) -> Any:
         if not (isinstance(value, str) and Path(value).is_relative_to(root)):
             return value
@@ -352,8 +349,6 @@ def _relocated(files: dict[str, bytes], root: str, final: Path) -> dict[str, byt
         obj = json.loads(files[name])
         run = obj["config"]["run"]
         run.update({key: moved(value, key) for key, value in run.items()})
-        if name == "job.json" and moved(obj["corpus"], "corpus") is None:
-            del obj["corpus"], obj["partitions"]
         out[name] = (json.dumps(obj, indent=2) + "\n").encode("utf-8")
     return out
 
@@ -364,96 +359,6 @@ def _seed(random_state: Any) -> int:
     if isinstance(random_state, np.random.Generator):
         return int(random_state.integers(2**31 - 1))
     return int(random_state)
-
-
-def _in_memory(X: Any) -> Any:
-    """X as float64: a CSR matrix for sparse input, else a 2-D array (finite values)."""
-    if hasattr(X, "dask"):
-        X = X.compute()
-    if hasattr(X, "to_pandas") and not hasattr(X, "to_numpy"):  # pyarrow tables
-        X = X.to_pandas()
-    X = sp.csr_matrix(X) if sp.issparse(X) else np.asarray(X)
-    if np.iscomplexobj(X):
-        raise ValueError("Complex data not supported: X must be real")
-    X = X.astype(np.float64)
-    data = X.data if sp.issparse(X) else X
-    if X.ndim != 2:
-        raise ValueError(f"expected a 2-D array of items, got shape {X.shape}: Reshape your "
-                         "data with X.reshape(-1, 1) for one feature or X.reshape(1, -1) for "
-                         "one item")
-    if X.shape[0] < 1:
-        raise ValueError(f"Found array with 0 sample(s) (shape={X.shape}) while a minimum of "
-                         "1 is required.")
-    if X.shape[1] < 1:
-        raise ValueError(f"Found array with 0 feature(s) (shape={X.shape}) while a minimum of "
-                         "1 is required.")
-    if not np.all(np.isfinite(data)):
-        _name_non_finite(X)
-    return X
-
-
-def _name_non_finite(X: Any) -> None:
-    """Raise the ValueError of storage's check_finite (what ``bnpmix ingest`` reports) for X:
-    its first row holding NaN or inf, and the column, both 0-based."""
-    row = (int(np.searchsorted(X.indptr, np.flatnonzero(~np.isfinite(X.data))[0], "right")) - 1
-           if sp.issparse(X) else int(np.flatnonzero(~np.isfinite(X).all(axis=1))[0]))
-    try:
-        check_finite(X[row:row + 1].toarray() if sp.issparse(X) else X[row:row + 1], "X", row)
-    except DataError as exc:
-        raise ValueError(str(exc)) from None
-
-
-def _in_memory_width(X: Any) -> int:
-    """The number of columns of X without reading its rows."""
-    shape = getattr(X, "shape", None)
-    return int(shape[1]) if shape is not None and len(shape) == 2 else _in_memory(X).shape[1]
-
-
-def _blocks(X: Any) -> Any:
-    """X's row blocks, each in memory one at a time: a Dask collection's partitions or chunks,
-    else as many rows at a time as a partition takes by default (storage.partition_rows)."""
-    if hasattr(X, "to_delayed") and hasattr(X, "divisions"):  # dask dataframe
-        for part in X.to_delayed():
-            yield _in_memory(part.compute())
-        return
-    if hasattr(X, "to_delayed") and hasattr(X, "chunks"):  # dask array
-        for row in X.to_delayed():
-            yield _in_memory(np.hstack([b.compute() for b in np.atleast_1d(row)]))
-        return
-    X = _in_memory(X)
-    rows = partition_rows(None, None if sp.issparse(X) else X.shape[1])
-    for a in range(0, X.shape[0], rows):
-        yield X[a:a + rows]
-
-
-def write_corpus(X: Any, out: Path) -> Path:
-    """X as a corpus at ``out``: dense rows, or bag-of-words for sparse counts (the kind and
-    width from the first block); dense columns holding only integers are recorded as such
-    (the manifest's steps, as ``bnpmix ingest`` records them)."""
-    blocks = _blocks(X)
-    first = next(blocks, None)
-    if first is None:
-        raise ValueError("X has no items")
-    sparse = sp.issparse(first)
-    manifest = Manifest(kind="bow" if sparse else "dense", dim=first.shape[1],
-                        dtype="int32" if sparse else "float64",
-                        vocab=[f"w{v}" for v in range(first.shape[1])] if sparse else None)
-    integer = np.ones(manifest.dim, dtype=bool)
-    with new_corpus(out, manifest) as w:
-        for block in itertools.chain([first], blocks):
-            if block.shape[1] != manifest.dim:
-                raise ValueError(f"a block of X has {block.shape[1]} columns, not "
-                                 f"{manifest.dim}")
-            if not sparse:
-                integer &= integer_columns(block)
-                w.add_dense(block)
-            elif np.any(block.data < 0) or np.any(block.data != np.round(block.data)):
-                raise ValueError("sparse X must hold non-negative integer counts")
-            else:
-                w.add_bow(block.indptr, block.indices, block.data.astype(np.int32))
-        if not sparse:  # the manifest is written as the block ends
-            manifest.steps = integer.astype(float).tolist()
-    return out
 
 
 __all__ = ["BayesianMixture", "BnpmixError", "ConvergenceWarning", "write_corpus"]

@@ -12,28 +12,21 @@ from __future__ import annotations
 import functools
 import json
 import logging
-import shutil
 import time
-import warnings
-from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
-import numpy as np
-
-from bnpmix.algorithms.obs import AUTO_CANDIDATES, ObsModel
+from bnpmix.algorithms.obs import AUTO_CANDIDATES
 from bnpmix.storage import BnpmixError, Corpus, RunDir
 from bnpmix.storage.atomic import write_json_atomic
-from bnpmix.storage.errors import FitWarning
 from bnpmix.storage.objectstore import is_url
 
 from . import auto, stops
 from .auto import choose_obs
 from .clusters import process_client
 from .config import JobConfig, resolve
-from .declared import heldout_kind
-from .labels import label_order, labels_of
+from .publish import publish, write_assignments
 from .remote_run import fit_to_store, resume_from_store
 from .runtime import checkpoint, memlimit
 from .runtime.context import (
@@ -43,9 +36,10 @@ from .runtime.context import (
     default_obs_name,
     make_context,
 )
-from .runtime.engine import Best, Engine, Fitted, Step, engine_class, engine_names
+from .runtime.engine import Best, Engine, Step, engine_class
+from .runtime.executor_base import Executor
 from .runtime.executors import DaskExecutor, open_executor
-from .runtime.models import read_model, write_model
+from .runtime.models import read_model
 from .settings import setting
 
 __all__ = ["AUTO_CANDIDATES", "choose_obs", "fit", "job_config", "resume"]
@@ -68,10 +62,12 @@ def job_config(**options: Any) -> JobConfig:
 DEFAULT_THREADS = 2
 
 
-def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *,
+def fit(corpus_dir: str | Path | Corpus, out: str | Path, job: JobConfig | None = None, *,
         client: Any = None, progress: ProgressHook | None = None,
         on_step: StepHook | None = None, started: float | None = None) -> dict[str, Any]:
     """Fit a model to a corpus and write the run directory; returns summary.json's content.
+    ``corpus_dir``: a corpus's path, or a Corpus (one held in memory, storage.memory: the run
+    then records no corpus and cannot be resumed).
     ``started``: the time.perf_counter() the command began at (default: now), from which
     summary.json's wall_seconds count, corpus checks and --obs auto's race included.
     ``client``: a distributed.Client whose cluster runs the partition tasks in place of the
@@ -83,12 +79,13 @@ def fit(corpus_dir: str | Path, out: str | Path, job: JobConfig | None = None, *
         return fit_to_store(functools.partial(fit, started=started), corpus_dir, str(out), job,
                             on_step, client=client, progress=progress)
     job, client = on_client(job or JobConfig(), client)
-    corpus = Corpus(corpus_dir)
+    corpus = corpus_dir if isinstance(corpus_dir, Corpus) else Corpus(corpus_dir)
     run = RunDir(out)
     # job.json must not depend on the working directory, nor on defaults that follow the data
     absolute = {f"run_{name}": str(Path(value).resolve()) for name in ("warm_start", "cluster")
                 if (value := getattr(job.run, name)) and not is_url(value)}
-    job = job.replace(run_corpus=corpus.uri, run_out=str(run.path.resolve()),
+    job = job.replace(run_corpus=corpus.uri if corpus.kept else None,
+                      run_out=str(run.path.resolve()),
                       model_obs=job.model.obs or default_obs_name(corpus, mixes_obs(job)),
                       run_wave=job.run.wave or engine_class(job.algorithm).default_wave,
                       **absolute)
@@ -115,10 +112,10 @@ def mixes_obs(job: JobConfig) -> bool:
 
 
 def write_job(run: RunDir, corpus: Corpus, job: JobConfig) -> None:
-    """job.json: the corpus, its partitions and the configuration, what `resume` reads."""
-    write_json_atomic(run.path / "job.json", {"corpus": corpus.uri,
-                                              "partitions": partitions_of(corpus),
-                                              "config": job.to_dict()})
+    """job.json: the corpus, its partitions and the configuration, what `resume` reads (a
+    corpus held in memory is not kept: no corpus, nothing to resume)."""
+    kept = {"corpus": corpus.uri, "partitions": partitions_of(corpus)} if corpus.kept else {}
+    write_json_atomic(run.path / "job.json", {**kept, "config": job.to_dict()})
 
 
 def stopped(run: RunDir, created: bool, exc: BaseException, begun: bool) -> None:
@@ -176,6 +173,9 @@ def resume(run_dir: str | Path, progress: ProgressHook | None = None,
     if run.summary_path.exists():
         return None
     job = read_job(run)
+    if "corpus" not in job:
+        raise BnpmixError(f"{run.path}: fitted to data held in memory, which is not kept: "
+                          "nothing to resume")
     run.reclaim()
     config, client = on_client(JobConfig.from_dict(job["config"]), client)
     corpus = Corpus(job["corpus"])
@@ -199,6 +199,15 @@ def resume(run_dir: str | Path, progress: ProgressHook | None = None,
     return summary
 
 
+class Hooks(NamedTuple):
+    """What a run tells its caller: ``progress`` after every step, ``on_step`` after every step
+    and its checkpoint, ``begun`` (appended to) once the first engine has started."""
+
+    progress: ProgressHook | None
+    on_step: StepHook | None
+    begun: list[bool] | None
+
+
 def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
          progress: ProgressHook | None, on_step: StepHook | None,
          client: Any, started: float, begun: list[bool] | None = None) -> dict[str, Any]:
@@ -212,80 +221,117 @@ def _run(corpus: Corpus, run: RunDir, job: JobConfig, ckpt: Any,
     with open_executor(corpus, r.scheduler, r.cluster, threads, r.cache_bytes,
                        r.worker_wait, client) as executor:
         where = executor.describe()
-        if isinstance(executor, DaskExecutor):
-            log.info("running on %s", where)
-        text, need, limit = memory_need(corpus, job, executor.parallelism,
-                                        local=not isinstance(executor, DaskExecutor))
-        fewer = r.threads is None and threads < DEFAULT_THREADS and r.scheduler == "threads"
-        if fewer:
-            text += (f"; so visits run on {threads} thread, not {DEFAULT_THREADS} (--threads; "
-                     "the result is the same)")
-        if fewer or 2 * need > limit:  # said where memory may be short, not on every run
-            log.info("%s", text)
-        if need > limit:
-            log.warning("that is more than this process may use; lower the options named, or "
-                        "ingest smaller partitions (ingest --partition-rows)")
-        chosen: auto.Choice | None = None
-        if job.model.obs == AUTO and job.run.warm_start:  # the saved model's own, if it fits
-            saved = read_model(job.run.warm_start).obs  # (else the engine refuses it)
-            job = job.replace(model_obs=saved.name if saved.text == (corpus.kind == "bow")
-                              else default_obs_name(corpus))
-        elif job.model.obs == AUTO and ckpt is not None:  # chosen before the checkpoint
-            chosen = auto.from_checkpoint(ckpt.meta)
-        elif job.model.obs == AUTO:
-            chosen = choose_obs(corpus, job, executor)
-        model = job.model if chosen is None else job.replace(model_obs=chosen.name).model
-        handed = chosen.engine if chosen is not None else None  # the race's winner, continued
-        ctx = make_context(corpus, job.run, model, executor) if handed is None else handed.ctx
-        ctx.chunks = checkpoint.chunks_dir(run)
-        ctx.started = started  # wall_seconds: the whole command, --obs auto's race included
-        if chosen is not None:
-            ctx.obs_auto = chosen.notes() if chosen.scores else None  # (an older checkpoint)
-            if chosen.prior is not None:  # another engine starts from the winner's prior
-                ctx.obs = chosen.prior
-        # each restart starts from the run's initial prior (the handed engine's context holds
-        # the prior it has learned so far)
-        obs = ctx.obs if handed is None else ctx.prior_base
-        first, best = (0, None) if ckpt is None else checkpoint.restarts(ckpt, ctx)
-        runs = 1 if engine_class(job.algorithm).restarts_within else r.restarts
-        for restart in range(first, runs):
-            save = functools.partial(checkpoint.save, run, restart=restart, best=best,
-                                     auto=None if chosen is None else chosen.saved())
-            if handed is not None and restart == first:
-                engine, laps_done = handed, chosen.laps
-            else:
-                ctx.obs, ctx.next_uid = obs, 0
-                ctx.rng = Streams.from_seed(r.seed + restart)
-                engine = engine_class(job.algorithm)(ctx, job.engine)
-            try:
-                if engine is handed:
-                    save(engine, laps_done)  # a resume continues it, not the race
-                elif ckpt is not None and restart == first:
-                    laps_done = checkpoint.restore(engine, ckpt)
-                else:
-                    laps_done = 0
-                    # the race's winner on a sample, for the first restart (others start anew)
-                    ctx.start_model = None if chosen is None or restart else chosen.model
-                    engine.start()
-                ctx.source.release()  # the driver's samples are drawn
-                if begun is not None:
-                    begun.append(True)
-                laps_done = drive(engine, run, laps_done, r.checkpoint_every, progress, on_step,
-                                  save)
-                fitted = engine.result()
-            finally:
-                engine.close()
-            key = next(iter(fitted.objective))
-            seen = ([] if best is None else best.objectives) + [fitted.objective[key]]
-            if best is None or best.better(fitted):
-                best = Best(restart, fitted, engine.trace, laps_done, seen)
-            best.objectives = seen
+        note_memory(corpus, job, executor, where, threads)
+        job, chosen = _obs_chosen(corpus, job, ckpt, executor)
+        ctx = _context(corpus, run, job, chosen, executor, started)
+        best = _restarts(ctx, run, job, ckpt, chosen, Hooks(progress, on_step, begun))
         sizes = write_assignments(run, ctx, best.fitted)
         cache = executor.cache_stats()
-    if runs > 1:
+    if _runs(job) > 1:
         best.fitted.info.update({"restart": f"{best.restart} of {r.restarts}",
                                  "restart_objectives": best.objectives})
-    return _publish(run, ctx, job, best.fitted, best.trace, best.laps, where, cache, sizes)
+    return publish(run, ctx, job, best.fitted, best.trace, best.laps, where, cache, sizes)
+
+
+def note_memory(corpus: Corpus, job: JobConfig, executor: Executor, where: str,
+                threads: int) -> None:
+    """Log where the run runs (``where``: a Dask cluster) and, where memory may be short, the
+    driver's estimated need (memory_need) and the threads it leaves."""
+    r = job.run
+    dask = isinstance(executor, DaskExecutor)
+    if dask:
+        log.info("running on %s", where)
+    text, need, limit = memory_need(corpus, job, executor.parallelism, local=not dask)
+    fewer = r.threads is None and threads < DEFAULT_THREADS and r.scheduler == "threads"
+    if fewer:
+        text += (f"; so visits run on {threads} thread, not {DEFAULT_THREADS} (--threads; "
+                 "the result is the same)")
+    if fewer or 2 * need > limit:  # said where memory may be short, not on every run
+        log.info("%s", text)
+    if need > limit:
+        log.warning("that is more than this process may use; lower the options named, or "
+                    "ingest smaller partitions (ingest --partition-rows)")
+
+
+def _obs_chosen(corpus: Corpus, job: JobConfig, ckpt: Any,
+                executor: Executor) -> tuple[JobConfig, auto.Choice | None]:
+    """--obs auto resolved: a warm start's own model (if it fits the corpus), the choice a
+    checkpoint recorded, or a race (choose_obs); the job, and the race's Choice if any."""
+    if job.model.obs == AUTO and job.run.warm_start:  # the saved model's own, if it fits
+        saved = read_model(job.run.warm_start).obs  # (else the engine refuses it)
+        return job.replace(model_obs=saved.name if saved.text == (corpus.kind == "bow")
+                           else default_obs_name(corpus)), None
+    if job.model.obs == AUTO and ckpt is not None:  # chosen before the checkpoint
+        return job, auto.from_checkpoint(ckpt.meta)
+    if job.model.obs == AUTO:
+        return job, choose_obs(corpus, job, executor)
+    return job, None
+
+
+def _context(corpus: Corpus, run: RunDir, job: JobConfig, chosen: auto.Choice | None,
+             executor: Executor, started: float) -> FitContext:
+    """The run's context: a new one, or the race winner's (continued), with the run's chunks
+    directory, clock and --obs auto's notes and prior."""
+    model = job.model if chosen is None else job.replace(model_obs=chosen.name).model
+    handed = chosen.engine if chosen is not None else None  # the race's winner, continued
+    ctx = make_context(corpus, job.run, model, executor) if handed is None else handed.ctx
+    ctx.chunks = checkpoint.chunks_dir(run)
+    ctx.started = started  # wall_seconds: the whole command, --obs auto's race included
+    if chosen is not None:
+        ctx.obs_auto = chosen.notes() if chosen.scores else None  # (an older checkpoint)
+        if chosen.prior is not None:  # another engine starts from the winner's prior
+            ctx.obs = chosen.prior
+    return ctx
+
+
+def _runs(job: JobConfig) -> int:
+    """The restarts a run makes (one for an engine that restarts within itself)."""
+    return 1 if engine_class(job.algorithm).restarts_within else job.run.restarts
+
+
+def _restarts(ctx: FitContext, run: RunDir, job: JobConfig, ckpt: Any,
+              chosen: auto.Choice | None, hooks: Hooks) -> Best:
+    """Each restart from ``ckpt``'s (or the first) on, each from the run's initial prior (the
+    race winner's context holds the prior it has learned so far); the best finished one."""
+    handed = chosen.engine if chosen is not None else None
+    obs = ctx.obs if handed is None else ctx.prior_base
+    first, best = (0, None) if ckpt is None else checkpoint.restarts(ckpt, ctx)
+    for restart in range(first, _runs(job)):
+        save = functools.partial(checkpoint.save, run, restart=restart, best=best,
+                                 auto=None if chosen is None else chosen.saved())
+        if handed is not None and restart == first:
+            engine, laps_done = handed, chosen.laps
+        else:
+            ctx.obs, ctx.next_uid = obs, 0
+            ctx.rng = Streams.from_seed(job.run.seed + restart)
+            engine, laps_done = engine_class(job.algorithm)(ctx, job.engine), 0
+        try:
+            if engine is handed:
+                save(engine, laps_done)  # a resume continues it, not the race
+            elif ckpt is not None and restart == first:
+                laps_done = checkpoint.restore(engine, ckpt)
+            else:  # the race's winner on a sample, for the first restart (others start anew)
+                ctx.start_model = None if chosen is None or restart else chosen.model
+                engine.start()
+            laps_done = _drive_started(engine, ctx, run, job, laps_done, save, hooks)
+            fitted = engine.result()
+        finally:
+            engine.close()
+        seen = ([] if best is None else best.objectives) + [next(iter(fitted.objective.values()))]
+        if best is None or best.better(fitted):
+            best = Best(restart, fitted, engine.trace, laps_done, seen)
+        best.objectives = seen
+    return best
+
+
+def _drive_started(engine: Engine, ctx: FitContext, run: RunDir, job: JobConfig,
+                   laps_done: int, save: Callable[[Engine, int], None], hooks: Hooks) -> int:
+    """A started (or restored) engine driven to its end; the driver's samples let go first."""
+    ctx.source.release()  # the driver's samples are drawn
+    if hooks.begun is not None:
+        hooks.begun.append(True)
+    return drive(engine, run, laps_done, job.run.checkpoint_every, hooks.progress,
+                 hooks.on_step, save)
 
 
 def memory_need(corpus: Corpus, job: JobConfig, threads: int, local: bool
@@ -330,110 +376,3 @@ def drive(engine: Engine, run: RunDir, laps_done: int, every: int,
             on_step(engine, step)
         stops.raise_pending()  # a signal's stop that code it landed in swallowed
     return laps_done
-
-
-def _publish(run: RunDir, ctx: FitContext, job: JobConfig, fitted: Fitted, trace: list[dict],
-             laps_done: int, where: str, cache: dict[str, Any],
-             sizes: dict[int, int]) -> dict[str, Any]:
-    """Write the model, its tables and trace, then summary.json (``cache``: the executor's
-    cache_stats() over the run's partition tasks; ``sizes``: items assigned to each component
-    id, recorded with the weights so that `bnpmix info` reads summary.json alone)."""
-    model = fitted.model
-    write_model(run, model)
-    for name, table in fitted.tables.items():
-        run.write_table(name, table)
-    run.write_trace(trace)
-    weights, weight_new = model.weights()
-    order = label_order(weights, model.uids)  # summary.json lists the clusters by label
-    summary = {"algorithm": job.algorithm, "K": model.K,
-               "K_effective": int(np.sum(weights > 0.01))}
-    summary["objective"] = next(iter(fitted.objective))
-    summary["declared"] = engine_class(job.algorithm).declared.to_dict()
-    for key, value in fitted.objective.items():
-        summary[key] = value
-        summary[f"{key}_per_item"] = value / ctx.corpus.n_items
-    summary.update(fitted.info)
-    summary.update({
-        "converged": fitted.converged,
-        "laps": laps_done,
-        "n_items": ctx.corpus.n_items,
-        "wall_seconds": ctx.elapsed(),
-        "obs": ctx.obs.name,
-        "data": ctx.corpus.manifest.facts(),
-        "weights": weights[order].tolist(),
-        "weight_new": float(weight_new),
-        "component_ids": [int(u) for u in model.uids[order]],
-        "sizes": [sizes.get(label, 0) for label in range(model.K)],
-        "executor": where,
-        "cache": cache,
-        "config": job.to_dict(),
-    })
-    summary["heldout_kind"] = heldout_kind(getattr(model, "obs", None))
-    if ctx.obs_auto:  # --obs auto: each candidate's bound, and the race's record
-        summary.update(ctx.obs_auto)
-    prior = prior_entry(ctx, model)
-    if prior is not None:
-        summary["prior"] = prior
-    if ctx.corpus.manifest.vocab is not None:  # the run names its columns (`bnpmix show`)
-        run.write_vocab(ctx.corpus.manifest.vocab)
-    run.write_summary(summary)
-    warn_k_limits(summary, job)
-    checkpoint.checkpoint_path(run).unlink(missing_ok=True)
-    shutil.rmtree(checkpoint.chunks_dir(run), ignore_errors=True)
-    return summary
-
-
-def warn_k_limits(summary: dict[str, Any], job: JobConfig) -> None:
-    """FitWarnings a success message would hide: the fit ends with one cluster holding the mass
-    although the job allowed more (not a truncated engine told K = 1), which on data with
-    clusters is a start, truncation or prior that did not fit them; or a truncated engine's
-    every component holds mass, so the truncation may have capped the clusters found."""
-    cls, K, n = engine_class(job.algorithm), summary["K_effective"], summary["n_items"]
-    if K <= 1 < n and not (cls.truncated and job.engine.K == 1):
-        truncated = ", ".join(name for name in engine_names() if engine_class(name).truncated)
-        warnings.warn(f"{job.algorithm} ended with one cluster holding the mass of all {n:,} "
-                      f"items (K = {summary['K']}); if the data should hold more, try another "
-                      f"--obs or --alpha0, or ({truncated}) a larger --K", FitWarning,
-                      stacklevel=2)
-    elif cls.truncated and 1 < K == job.engine.K:
-        warnings.warn(f"{job.algorithm}: each of the K = {K} components holds more than 1% of "
-                      "the mass: the truncation may have capped the clusters found; a larger "
-                      "--K shows whether the data hold more", FitWarning, stacklevel=2)
-
-
-def prior_entry(ctx: FitContext, model: Any) -> dict[str, Any] | None:
-    """summary.json's ``prior``: whether the run learned its observation prior, and the prior's
-    figures (ObsModel.prior_figures) at the start and in the returned model; None for models
-    whose prior has no figures or no observation model of that interface (tdpm)."""
-    obs = getattr(model, "obs", None)
-    if not isinstance(obs, ObsModel) or ctx.prior_base is None or not obs.prior_figures():
-        return None
-    return {"learn": ctx.learn_prior, "initial": ctx.prior_base.prior_figures(),
-            "final": obs.prior_figures()}
-
-
-def assign(batch: Any, model: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Item ids, most probable component ids and their probabilities for one partition."""
-    cluster, prob = model.assign_batch(batch)
-    items = batch.columns.get("item", batch.start + np.arange(len(batch)))
-    return items, cluster, prob
-
-
-def write_assignments(run: RunDir, ctx: FitContext, fitted: Fitted,
-                      wave: int | None = None) -> Counter[int]:
-    """Hard assignments per partition, computed by the executor ``wave`` partitions at a time
-    (None: Dask config ``bnpmix.assign-wave``) and written by the driver as they arrive (driver
-    memory stays at a few partitions' worth). Each item's cluster is its component's label
-    (pipeline/labels.py), not the engine's id. Returns the items assigned to each label."""
-    sizes: Counter[int] = Counter()
-    n, wave = ctx.corpus.n_partitions, setting("assign-wave", wave)
-    weights, uids = fitted.model.weights()[0], fitted.model.uids
-    for start in range(0, n, wave):
-        indices = list(range(start, min(n, start + wave)))
-        results = ctx.executor.map(assign, indices, fitted.model)
-        for i, (items, ids, prob) in zip(indices, results, strict=True):
-            cluster = labels_of(weights, uids, ids)
-            run.write_assignments(i, items, cluster, prob)
-            ids, counts = np.unique(cluster, return_counts=True)
-            sizes.update(dict(zip(ids.tolist(), counts.tolist(), strict=True)))
-    return sizes

@@ -9,21 +9,14 @@ its bytes are checked against the SHA-256 recorded at ingestion.
 
 A corpus with a vocabulary (bag-of-words) also holds it as ``vocab.txt``, one word per line, word
 ``w`` on line ``w + 1``: the file to pass as ``bnpmix ingest --vocab`` so that held-out text gets
-the same columns. The manifest's optional ``ingest`` object records how the source was read (the
-stop-word list, the document-frequency limits, where the labels came from).
-
-A dense corpus's manifest also records each column's ``steps``: 1 where every value ingested is
-an integer, 0 for a continuous column (the Gaussian models dequantise the integer columns:
-algorithms/obs/dequant.py). An append with a non-integer value in an integer column turns it
-continuous. A manifest without the field (written before it existed) reads as all continuous.
+the same columns. The manifest is manifest.py's; the Arrow tables of blocks and the writing of a
+partition file are tables.py's.
 """
 
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
-import math
 import mmap
 import os
 from collections.abc import Iterator, Sequence
@@ -34,206 +27,32 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from .errors import BnpmixError, CorruptPartitionError, is_url, local_path
+from .manifest import (  # noqa: F401  (re-exported: the names callers import from here)
+    DENSE_DTYPES,
+    FORMAT_NAME,
+    FORMAT_VERSION,
+    KINDS,
+    MANIFEST,
+    OPTIONAL_COLUMNS,
+    VOCAB_FILE,
+    Manifest,
+    PartitionInfo,
+    combined_steps,
+    integer_columns,
+    partition_name,
+    sha256_bytes,
+    vocab_sha256,
+)
+from .tables import bow_table, dense_table, write_partition  # noqa: F401  (re-exported)
 
-if TYPE_CHECKING:  # imported where partitions are read or written: the manifest needs neither
+if TYPE_CHECKING:  # imported where partitions are read: the manifest needs neither
     import pyarrow as pa
     import pyarrow.parquet as pq
     import scipy.sparse as sp
 
-FORMAT_NAME = "bnpmix-corpus"
-FORMAT_VERSION = 1
-MANIFEST = "manifest.json"
-VOCAB_FILE = "vocab.txt"
-KINDS = ("dense", "bow")
-OPTIONAL_COLUMNS = ("item", "label", "time", "sequence")
-DENSE_DTYPES = ("float32", "float64")
 # values of a dense partition decoded at a time (2 MiB of float64; Arrow's peak while reading
 # is about four times a slice's, whatever the partition's size)
 READ_VALUES = 1 << 18
-
-
-def integer_columns(X: np.ndarray) -> np.ndarray:
-    """Which columns of X (n, D) hold only integers: (D,) bool (an integer dtype: all)."""
-    if X.dtype.kind in "iub":
-        return np.ones(X.shape[1], dtype=bool)
-    return np.all(np.round(X) == X, axis=0)
-
-
-def combined_steps(old: list[float] | None, new: list[float] | None) -> list[float] | None:
-    """The steps of a corpus after an append: a column keeps its step where the new rows have
-    the same, else it turns continuous (0); unknown (None) on either side stays unknown."""
-    if old is None or new is None:
-        return None
-    return [a if a == b else 0.0 for a, b in zip(old, new, strict=True)]
-
-
-def partition_name(index: int) -> str:
-    """File name of partition ``index``."""
-    return f"part-{index:05d}.parquet"
-
-
-@dataclass(frozen=True)
-class PartitionInfo:
-    """One partition file: its rows, size, checksum and (bag-of-words) non-zeros."""
-
-    file: str
-    rows: int
-    bytes: int
-    sha256: str
-    nnz: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {
-            "file": self.file,
-            "rows": self.rows,
-            "bytes": self.bytes,
-            "sha256": self.sha256,
-        }
-        if self.nnz is not None:
-            out["nnz"] = self.nnz
-        return out
-
-
-def _partition_info(entry: Any, i: int, path: str | Path) -> PartitionInfo:
-    """One manifest partition entry, its fields checked; errors name partitions[i].field."""
-    where = f"{path}: partitions[{i}]"
-    if not isinstance(entry, dict):
-        raise BnpmixError(f"{where} must be an object")
-    try:
-        info = PartitionInfo(**entry)
-    except TypeError as exc:
-        raise BnpmixError(f"{where} is malformed ({exc})") from None
-    if not isinstance(info.file, str) or partition_name(i) != info.file:
-        raise BnpmixError(f"{where}.file must be {partition_name(i)!r}, not {info.file!r}")
-    for key in ("rows", "bytes"):
-        value = getattr(info, key)
-        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-            raise BnpmixError(f"{where}.{key} must be a non-negative integer, not {value!r}")
-    if not isinstance(info.sha256, str) or len(info.sha256) != 64:
-        raise BnpmixError(f"{where}.sha256 must be 64 hexadecimal digits")
-    return info
-
-
-@dataclass
-class Manifest:
-    """What a corpus holds: kind, dimension, vocabulary, optional columns and partitions."""
-
-    kind: str
-    dim: int
-    dtype: str
-    columns: tuple[str, ...] = ()
-    vocab: list[str] | None = None
-    partitions: list[PartitionInfo] = field(default_factory=list)
-    ingest: dict[str, Any] | None = None  # how the source was read (stop words, labels, ...)
-    steps: list[float] | None = None  # dense: each column's step (1: integers, 0: continuous)
-
-    @property
-    def integer_steps(self) -> np.ndarray | None:
-        """The columns' steps Δ (D,) when some column is integer-valued, else None."""
-        if self.steps is None or not any(self.steps):
-            return None
-        return np.asarray(self.steps, dtype=float)
-
-    @property
-    def n_items(self) -> int:
-        return sum(p.rows for p in self.partitions)
-
-    @property
-    def nnz(self) -> int | None:
-        if self.kind != "bow":
-            return None
-        return sum(p.nnz or 0 for p in self.partitions)
-
-    @property
-    def n_bytes(self) -> int:
-        return sum(p.bytes for p in self.partitions)
-
-    @property
-    def vocab_sha256(self) -> str | None:
-        """sha256 of the vocabulary (None without one): see ``vocab_sha256``."""
-        return None if self.vocab is None else vocab_sha256(self.vocab)
-
-    def facts(self) -> dict[str, Any]:
-        """What a model fitted to this corpus depends on: kind, dimension, vocabulary."""
-        return {"kind": self.kind, "dim": self.dim, "vocab_sha256": self.vocab_sha256}
-
-    def to_json(self) -> dict[str, Any]:
-        out = {
-            "format": FORMAT_NAME,
-            "version": FORMAT_VERSION,
-            "kind": self.kind,
-            "dim": self.dim,
-            "dtype": self.dtype,
-            "columns": list(self.columns),
-            "n_items": self.n_items,
-            "nnz": self.nnz,
-            "vocab": self.vocab,
-            "partitions": [p.to_json() for p in self.partitions],
-        }
-        if self.ingest is not None:
-            out["ingest"] = self.ingest
-        if self.steps is not None:
-            out["steps"] = self.steps
-        return out
-
-    @classmethod
-    def from_json(cls, obj: Any, path: str | Path) -> Manifest:
-        """Validate a parsed manifest; errors name the manifest file and the field."""
-        if not isinstance(obj, dict):
-            raise BnpmixError(f"{path}: a manifest is a JSON object, not a "
-                              f"{type(obj).__name__}")
-
-        def need(key: str, kind: type | tuple[type, ...]) -> Any:
-            if key not in obj:
-                raise BnpmixError(f"{path}: field {key!r} is missing")
-            if not isinstance(obj[key], kind) or isinstance(obj[key], bool):
-                raise BnpmixError(f"{path}: field {key!r} has the wrong type "
-                                  f"({type(obj[key]).__name__})")
-            return obj[key]
-
-        if obj.get("format") != FORMAT_NAME:
-            raise BnpmixError(f"{path}: not a bnpmix corpus manifest (field 'format')")
-        if need("version", int) > FORMAT_VERSION:
-            raise BnpmixError(
-                f"{path}: corpus format version {obj['version']} is newer than this bnpmix"
-            )
-        kind = need("kind", str)
-        if kind not in KINDS:
-            raise BnpmixError(f"{path}: field 'kind' must be one of {KINDS}, not {kind!r}")
-        columns = tuple(need("columns", list))
-        unknown = set(columns) - set(OPTIONAL_COLUMNS)
-        if unknown:
-            raise BnpmixError(f"{path}: field 'columns' names unknown columns {sorted(unknown)}")
-        dim = need("dim", int)
-        if dim < 1:
-            raise BnpmixError(f"{path}: field 'dim' must be a positive integer, not {dim}")
-        dtype = need("dtype", str)
-        allowed = DENSE_DTYPES if kind == "dense" else ("int32",)
-        if dtype not in allowed:
-            raise BnpmixError(f"{path}: field 'dtype' must be one of {list(allowed)} for a "
-                              f"{kind} corpus, not {dtype!r}")
-        vocab = obj.get("vocab")
-        if vocab is not None and (not isinstance(vocab, list) or len(vocab) != dim
-                                  or not all(isinstance(w, str) for w in vocab)):
-            raise BnpmixError(f"{path}: field 'vocab' must be a list of {dim} words (dim)")
-        entries = need("partitions", list)
-        if not entries:
-            raise BnpmixError(f"{path}: field 'partitions' is empty: a corpus has at least one")
-        parts = [_partition_info(p, i, path) for i, p in enumerate(entries)]
-        ingest = obj.get("ingest")
-        if ingest is not None and not isinstance(ingest, dict):
-            raise BnpmixError(f"{path}: field 'ingest' must be an object, not a "
-                              f"{type(ingest).__name__}")
-        steps = obj.get("steps")
-        if steps is not None and (
-                not isinstance(steps, list) or len(steps) != dim
-                or not all(isinstance(v, int | float) and not isinstance(v, bool)
-                           and math.isfinite(v) and v >= 0 for v in steps)):
-            raise BnpmixError(f"{path}: field 'steps' must be a list of {dim} non-negative "
-                              "numbers (dim)")
-        return cls(kind=kind, dim=dim, dtype=dtype, columns=columns,
-                   vocab=list(vocab) if vocab is not None else None, partitions=parts,
-                   ingest=ingest, steps=steps)
 
 
 @dataclass
@@ -270,56 +89,6 @@ def _map(path: Path) -> bytes | mmap.mmap:
         return mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-def sha256_bytes(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def dense_table(X: np.ndarray, columns: dict[str, np.ndarray]) -> pa.Table:
-    """Arrow table of a dense block: ``x`` as fixed_size_list<float>[D] plus optional columns."""
-    import pyarrow as pa
-
-    X = np.ascontiguousarray(X)
-    flat = pa.array(X.reshape(-1))
-    arrays = {"x": pa.FixedSizeListArray.from_arrays(flat, X.shape[1])}
-    arrays.update({k: pa.array(v) for k, v in columns.items()})
-    return pa.table(arrays)
-
-
-def bow_table(
-    indptr: np.ndarray, word_ids: np.ndarray, counts: np.ndarray, columns: dict[str, np.ndarray]
-) -> pa.Table:
-    """Arrow table of a bag-of-words block: CSR (indptr, word_ids, counts) as two list columns."""
-    import pyarrow as pa
-
-    offsets = pa.array(np.asarray(indptr, dtype=np.int32))
-    arrays = {
-        "word_ids": pa.ListArray.from_arrays(offsets, pa.array(word_ids.astype(np.int32))),
-        "counts": pa.ListArray.from_arrays(offsets, pa.array(counts.astype(np.int32))),
-    }
-    arrays.update({k: pa.array(v) for k, v in columns.items()})
-    return pa.table(arrays)
-
-
-def vocab_sha256(words: list[str]) -> str:
-    """sha256 of a vocabulary, one word per line: how a fit records the columns it saw."""
-    return sha256_bytes("\n".join(words).encode())
-
-
-def write_partition(directory: Path, index: int, table: pa.Table, nnz: int | None) -> PartitionInfo:
-    """Write one partition file into ``directory`` and describe it."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    sink = pa.BufferOutputStream()
-    # dictionary-encoding distinct floats only wastes memory; word ids and counts repeat a lot
-    dictionary = "word_ids" in table.column_names
-    pq.write_table(table, sink, compression="snappy", use_dictionary=dictionary)
-    data = sink.getvalue().to_pybytes()
-    name = partition_name(index)
-    (directory / name).write_bytes(data)
-    return PartitionInfo(name, table.num_rows, len(data), sha256_bytes(data), nnz)
-
-
 def check_values(X: np.ndarray | sp.csr_matrix, path: Path) -> None:
     """Every value finite (and every word count non-negative): else an error naming the file,
     the row within it and the column. One vectorised pass; cheap next to the read itself."""
@@ -341,6 +110,8 @@ def check_values(X: np.ndarray | sp.csr_matrix, path: Path) -> None:
 
 class Corpus:
     """Read access to a corpus directory, one partition at a time."""
+
+    kept = True  # a run records it (job.json) as its training corpus, and can resume from it
 
     def __init__(self, path: str | Path) -> None:
         # a URL (s3://bucket/corpus) is read through storage.objectstore; self.path stays the

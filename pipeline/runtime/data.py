@@ -12,6 +12,7 @@ import scipy.sparse as sp
 
 from bnpmix.algorithms.obs.base import Data, stack_rows
 from bnpmix.storage import Batch, BnpmixError, Corpus
+from bnpmix.storage.memory import MemoryCorpus, MemoryPartition
 
 from ..settings import setting
 from .memlimit import Share, resolve
@@ -42,17 +43,26 @@ def data_from_arrays(arrays: dict[str, np.ndarray]) -> Data:
 
 class PartitionRef(NamedTuple):
     """A partition as the driver's manifest names it (corpus path, index, sha256): what a task
-    carries, so a worker serves exactly the data the run was started on."""
+    carries, so a worker serves exactly the data the run was started on. ``source``: a corpus
+    held in memory's partition (storage.memory.MemoryPartition), read in place of a file;
+    caches key on the first three fields (``key``)."""
 
     corpus: str
     index: int
     sha256: str
+    source: MemoryPartition | None = None
+
+    @property
+    def key(self) -> tuple[str, int, str]:
+        return self.corpus, self.index, self.sha256
 
 
 def partition_refs(corpus: Corpus) -> list[PartitionRef]:
     path = corpus.uri
-    return [PartitionRef(path, i, p.sha256)
-            for i, p in zip(corpus.origin, corpus.manifest.partitions, strict=True)]
+    sources = (corpus.sources if isinstance(corpus, MemoryCorpus)
+               else [None] * corpus.n_partitions)
+    return [PartitionRef(path, i, p.sha256, s)
+            for i, p, s in zip(corpus.origin, corpus.manifest.partitions, sources, strict=True)]
 
 
 class PartitionCache:
@@ -65,7 +75,7 @@ class PartitionCache:
 
     def __init__(self, max_bytes: int | Share | None = None) -> None:
         self.max_bytes = resolve(setting("cache-bytes", max_bytes))
-        self._items: OrderedDict[PartitionRef, Batch] = OrderedDict()
+        self._items: OrderedDict[tuple[str, int, str], Batch] = OrderedDict()
         self._held = 0
         self._lock = threading.Lock()
         self._corpora: dict[str, Corpus] = {}
@@ -76,12 +86,27 @@ class PartitionCache:
 
     def lookup(self, ref: PartitionRef) -> tuple[Batch, bool]:
         """The partition, and whether it came from memory (True) or was read from the corpus."""
+        key = ref.key
         with self._lock:
-            if ref in self._items:
-                self._items.move_to_end(ref)
+            if key in self._items:
+                self._items.move_to_end(key)
                 self.hits += 1
-                return self._items[ref], True
+                return self._items[key], True
             self.misses += 1
+        batch = self._read(ref) if ref.source is None else ref.source.read()
+        batch.X = batch.X.astype("float64", copy=False)
+        size = nbytes(batch.X)
+        with self._lock:
+            if size <= self.max_bytes and key not in self._items:
+                self._items[key] = batch
+                self._held += size
+                self._evict()
+        return batch, False
+
+    def _read(self, ref: PartitionRef) -> Batch:
+        """A partition from its corpus directory, checked against the checksum ``ref`` carries
+        (the directory's Corpus re-opened when its manifest disagrees)."""
+        with self._lock:
             corpus = self._corpora.get(ref.corpus)
             if corpus is None or _checksum(corpus, ref.index) != ref.sha256:
                 corpus = self._corpora[ref.corpus] = Corpus(ref.corpus)  # new, grown, re-ingested
@@ -89,15 +114,7 @@ class PartitionCache:
             raise BnpmixError(f"{corpus.partition_file(ref.index)}: the corpus changed while the "
                               f"run used it (the run expects checksum {ref.sha256[:12]}…, the "
                               f"manifest now says {_checksum(corpus, ref.index)}); start a new fit")
-        batch = corpus.read(ref.index)
-        batch.X = batch.X.astype("float64", copy=False)
-        size = nbytes(batch.X)
-        with self._lock:
-            if size <= self.max_bytes and ref not in self._items:
-                self._items[ref] = batch
-                self._held += size
-                self._evict()
-        return batch, False
+        return corpus.read(ref.index)
 
     @property
     def held_bytes(self) -> int:
