@@ -74,7 +74,7 @@ def local_path(path: str | Path) -> Path:
 
 @contextlib.contextmanager
 def naming(places: dict[str, str], notes: dict[str, str] | None = None) -> Iterator[None]:
-    """Inside, work on temporary copies (the estimator's corpus of X, tune's sample, a run's
+    """Inside, work on temporary copies (the estimator's run, tune's sample, a run's
     local workspace) whose BnpmixErrors and warnings name what each copy stands for: each path
     of ``places`` in their text becomes its name (the user's X, corpus or run). An exception's
     notes (``bnpmix resume RUN``) get the paths of ``notes`` instead, or, without them, are
