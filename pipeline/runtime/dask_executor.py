@@ -93,10 +93,11 @@ class DaskExecutor(Executor):
         self.address = client.scheduler.address  # a closed client forgets it
         self.refs = partition_refs(corpus)
         self.corpus_path = corpus.uri
-        # a corpus in memory: its partitions on the workers once, each task naming its own
-        sources = [ref.source for ref in self.refs]
-        self._sources = (client.scatter(sources, hash=False) if any(sources)
-                         else [None] * len(sources))
+        # a corpus in memory: its partitions on the workers once, each task naming its own;
+        # the driver keeps them (they are X) to scatter one again if its worker is lost
+        self._held = [ref.source for ref in self.refs]
+        self._sources = (client.scatter(self._held, hash=False) if any(self._held)
+                         else [None] * len(self._held))
         self.refs = [ref._replace(source=None) for ref in self.refs]
         options = storage_options()
         if options:  # every worker, and any that joins later, reads the store with them
@@ -116,6 +117,7 @@ class DaskExecutor(Executor):
 
     def close(self) -> None:
         self._sources = [None] * len(self._sources)  # a corpus in memory leaves the workers
+        self._held = [None] * len(self._held)
         if self._blas is not None:
             self._blas.restore_original_limits()
             self._blas = None
@@ -170,15 +172,22 @@ class DaskExecutor(Executor):
         # one task: the shared arguments ride in its spec (one round trip, still recomputable);
         # several: they travel once, as the result of a task the others depend on
         wave = uuid.uuid4().hex
+        launched: list[Any] = []
+
+        def launch(n: int, at: str | None = None) -> Any:
+            """Task n of the submit (launched again: a key of its own)."""
+            (i, own), again = tasks[n], len(launched) >= len(tasks)
+            launched.append(self.client.submit(
+                _on_worker, self.refs[i], self.worker_options, fn, own, shared_arg,
+                self._source(i), pure=False, retries=self.retries,
+                key=f"bnpmix-partition-{i}-{wave}-{n}" + (f"-{len(launched)}" if again else ""),
+                **submit_kwargs(at)))
+            return launched[-1]
+
         try:
             shared_arg = (shared if len(tasks) == 1 else
                           self.client.submit(_identity, shared, pure=False, key=f"shared-{wave}"))
-            futures = [
-                self.client.submit(_on_worker, self.refs[i], self.worker_options, fn, own,
-                                   shared_arg, self._sources[i], pure=False, retries=self.retries,
-                                   key=f"bnpmix-partition-{i}-{wave}-{n}", **submit_kwargs(at))
-                for n, ((i, own), at) in enumerate(zip(tasks, placed, strict=True))
-            ]
+            futures = [launch(n, at) for n, at in enumerate(placed)]
         except Exception as exc:
             if self.client.status == "running":
                 raise
@@ -186,9 +195,10 @@ class DaskExecutor(Executor):
 
         def collect() -> list[Any]:
             try:
-                outcomes = [self._result(i, f) for (i, _), f in zip(tasks, futures, strict=True)]
+                outcomes = [self._result(i, f, lambda n=n: launch(n))
+                            for n, ((i, _), f) in enumerate(zip(tasks, futures, strict=True))]
             finally:
-                self._release(futures if len(tasks) == 1 else [*futures, shared_arg])
+                self._release(launched if len(tasks) == 1 else [*launched, shared_arg])
             values = []
             for (i, _), home, was_warm, (value, hit, where) in zip(tasks, homes, warm, outcomes,
                                                                    strict=True):
@@ -200,7 +210,21 @@ class DaskExecutor(Executor):
 
         return Pending(collect)
 
-    def _result(self, index: int, future: Any) -> Any:
+    def _source(self, index: int) -> Any:
+        """Partition ``index``'s copy on the workers when the corpus is held in memory (None
+        for a corpus on disk), scattered again if it was lost: Dask cannot recompute scattered
+        data, and cancels it with the worker that held it."""
+        held, future = self._held[index], self._sources[index]
+        if held is not None and future.status != "finished":
+            future = self._sources[index] = self.client.scatter(held, hash=False)
+        return future
+
+    def _result(self, index: int, future: Any, again: Any = None) -> Any:
+        """A task's value; a task cancelled because its partition of a corpus in memory went
+        with a lost worker is launched ``again`` (``again()``: the same task, which scatters
+        the partition anew), once."""
+        from distributed.client import FutureCancelledError
+
         try:
             return future.result()
         except BnpmixError:
@@ -208,6 +232,10 @@ class DaskExecutor(Executor):
         except Exception as exc:
             if self.client.status != "running" or not self._scheduler_alive():
                 raise self._lost_scheduler(f"{type(exc).__name__}: {exc}") from exc
+            if (again is not None and isinstance(exc, FutureCancelledError)
+                    and self._held[index] is not None):
+                self._sources[index].cancel()  # a lost copy may not be cancelled here yet
+                return self._result(index, again())
             raise BnpmixError(f"{self.corpus_path}: partition {int(index)} failed after "
                               f"{self.retries} retries: {type(exc).__name__}: {exc}") from exc
 

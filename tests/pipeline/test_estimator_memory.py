@@ -150,3 +150,42 @@ def test_on_a_dask_cluster_the_fit_is_the_local_one(dask_client):
         assert remote.lower_bound_ == local.lower_bound_
         np.testing.assert_array_equal(remote.labels_, local.labels_)
         assert json.loads(remote._run_files[1]["summary.json"])["executor"].startswith("dask")
+
+
+@pytest.mark.slow  # a worker killed mid-fit
+def test_a_worker_killed_mid_fit_takes_none_of_x_with_it(own_dask_cluster):
+    """The partitions of X scattered to a worker that dies are scattered again (Dask cannot
+    recompute scattered data, and cancels it): the fit goes on and is the local one."""
+    import os
+    import signal
+    import threading
+    import time
+
+    from distributed import Client
+
+    X = blobs(2400, 6)[0]  # 20 partitions, scattered over both workers
+    options = {"K": 1, "laps": 8, "wave": 1, "ahead": 0}
+    local = estimator("memo", "gauss", **options).fit(X)
+    with Client(own_dask_cluster.address, timeout="10s") as client:
+        remote = estimator("memo", "gauss", scheduler="distributed", **options)
+        fitting = threading.Thread(target=remote.fit, args=(X,))
+        fitting.start()
+        pids = client.run(os.getpid)  # the workers' own processes (their nannies restart them)
+        victim = min(pids)
+
+        def keys(dask_scheduler):
+            return [(str(k), [w.address for w in t.who_has or ()])
+                    for k, t in dask_scheduler.tasks.items()]
+
+        deadline = time.time() + 120
+        while not any(k.startswith("bnpmix-partition-") for k, _ in client.run_on_scheduler(keys)):
+            assert fitting.is_alive() and time.time() < deadline
+            time.sleep(0.01)
+        held = [k for k, on in client.run_on_scheduler(keys) if victim in on
+                and k.startswith("MemoryPartition")]
+        assert held, "the victim holds no partition of X"
+        os.kill(pids[victim], signal.SIGKILL)
+        assert fitting.is_alive(), "the fit ended before the worker was killed"
+        fitting.join(timeout=300)
+    assert remote.lower_bound_ == local.lower_bound_
+    np.testing.assert_array_equal(remote.labels_, local.labels_)
