@@ -90,10 +90,8 @@ def records(kinds: list[str], chains: list[tuple[int, ...]], logw: np.ndarray,
     """The options of parallel lists, none staying (tuple.__new__ over zip: an item step makes
     tens of records, and ``Option(...)`` costs a Python call each)."""
     n = len(kinds)
-    if not len(chains) == len(logw) == len(states) == n:
-        raise ValueError("one kind, chain tuple, weight and state per option")
     return list(map(tuple.__new__, repeat(Option, n),
-                    zip(kinds, chains, logw.tolist(), states, repeat(False, n))))
+                    zip(kinds, chains, logw.tolist(), states, repeat(False, n), strict=True)))
 
 
 def _places(model: ChainModel, state: ChainState, t: int) -> Places:
