@@ -1,5 +1,6 @@
 """Cut moves over whole chains of the temporal DP mixture, beside the split-merge moves
-(``splitmerge.py``, whose target, anchors and allocation they share; docs/theory/tdpm.rst).
+(``splitmerge.py``; their target, anchors and allocation are ``chainmoves.py``'s;
+docs/theory/tdpm.rst).
 
 Cut moves (a graft and its reverse, a peel; each proposal is one with probability ``cut``,
 chosen before the anchors' labels are looked at). One cluster held by two chains that overlap
@@ -22,14 +23,12 @@ peel's its inverse. The number of chains does not change.
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
+from .chainmoves import ChainMoves
 from .state import ChainModel, ChainState
-
-if TYPE_CHECKING:  # (splitmerge imports this module)
-    from .splitmerge import SplitMerge
 
 
 class CutOption(NamedTuple):
@@ -104,7 +103,7 @@ def cut_options(model: ChainModel, state: ChainState, i: int, j: int) -> list[Cu
                         state.last[others])
 
 
-def propose_cut(sm: SplitMerge, state: ChainState, i: int, j: int, rng: np.random.Generator,
+def propose_cut(sm: ChainMoves, state: ChainState, i: int, j: int, rng: np.random.Generator,
                 start_epoch: int = 0) -> tuple[ChainState, bool]:
     """One cut move with anchors i and j, its option drawn uniformly: the state and whether it
     was accepted."""
@@ -126,7 +125,7 @@ def propose_cut(sm: SplitMerge, state: ChainState, i: int, j: int, rng: np.rando
     return state, False
 
 
-def graft(sm: SplitMerge, state: ChainState, i: int, j: int, side: int, c: int,
+def graft(sm: ChainMoves, state: ChainState, i: int, j: int, side: int, c: int,
           start_epoch: int = 0) -> CutMove:
     """The graft (side, c) of z_j's chain b into z_i's chain a: the items moved, the label
     they take (a), and the log MH ratio log[p(z') r_{z'}(i) #grafts(z) q(B)] −
@@ -152,7 +151,7 @@ def graft(sm: SplitMerge, state: ChainState, i: int, j: int, side: int, c: int,
                               + sm.pick_ratio(state, i, start_epoch, n_own + len(moved), 0)))
 
 
-def peel(sm: SplitMerge, state: ChainState, i: int, j: int, side: int, b: int,
+def peel(sm: ChainMoves, state: ChainState, i: int, j: int, side: int, b: int,
          rng: np.random.Generator | None, start_epoch: int = 0,
          into_a: np.ndarray | None = None) -> CutMove:
     """The peel (side, b) of z_i = z_j's chain a toward chain b, allocated with ``rng`` (or
