@@ -25,7 +25,7 @@ class ChainMoves:
     moves by kind, ``accepted`` all of them."""
 
     def __init__(self, model: ChainModel, rate: float = 0.05, attempts: int | None = None,
-                 cut: float = 0.5):
+                 cut: float = 0.5) -> None:
         self.model = model
         self.rate, self.attempts, self.cut = rate, attempts, cut
         self.moves = {"merge": 0, "split": 0, "graft": 0, "peel": 0}

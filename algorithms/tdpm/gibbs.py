@@ -45,7 +45,7 @@ class ChainSampler:
     def __init__(self, epochs: np.ndarray, n_epochs: int, emission: Emission,
                  walk: RandomWalk, prior: RCRPPrior | FixedKPrior,
                  persistence: Persistence | None = None, relink: bool = True,
-                 split_merge: bool = True):
+                 split_merge: bool = True) -> None:
         self.model = ChainModel.build(epochs, n_epochs, emission, prior, persistence)
         self.state = ChainState.empty(self.model, walk)
         self.relinking = relink and persistence is None

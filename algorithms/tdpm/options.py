@@ -68,13 +68,12 @@ def item_options(model: ChainModel, state: ChainState, i: int, t: int,
     means, variances, moved = _new_state_priors(state, places, t, model.emission.dim)
     lik_new, states = model.emission.candidates(i, means, variances[:, None], rng)
     logw = gain + np.concatenate([lik_inside, lik_new + moved])
-    kinds = [("alive", [(int(k),) for k in inside]), ("extend", [(int(k),) for k in places.ext]),
-             ("prepend", [(int(k),) for k in places.soon]),
-             ("bridge", [tuple(p) for p in places.pairs.tolist()]), ("new", [()])]
-    names = [kind for kind, labels in kinds for _ in labels]
-    chains = [lab for _, labels in kinds for lab in labels]
-    drawn = [None] * len(inside) + list(states)
-    return records(names, chains, logw, drawn)
+    ext, soon, pairs = places.ext, places.soon, places.pairs
+    kinds = (["alive"] * len(inside) + ["extend"] * len(ext) + ["prepend"] * len(soon)
+             + ["bridge"] * len(pairs) + ["new"])
+    chains = ([(int(k),) for k in inside] + [(int(k),) for k in ext]
+              + [(int(k),) for k in soon] + [tuple(p) for p in pairs.tolist()] + [()])
+    return records(kinds, chains, logw, [None] * len(inside) + list(states))
 
 
 def _fixed_options(model: ChainModel, state: ChainState, i: int, t: int) -> list[Option]:
