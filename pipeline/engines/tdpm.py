@@ -183,6 +183,7 @@ class TDPMEngine(Engine):
         self.T = T
 
     def _sampler(self) -> ChainSampler:
+        """A sampler of the loaded items with the run's hyperparameters, every item unseated."""
         h = self.hyper
         prior = (FixedKPrior(h["fixed_k"], h["alpha"]) if h["fixed_k"]
                  else RCRPPrior(h["alpha"], h["window"], h["decay"]))
@@ -213,6 +214,8 @@ class TDPMEngine(Engine):
         return f"partition {p} row {i - (ends[p] - self.rows[p])}"
 
     def start(self) -> None:
+        """The items loaded, the hyperparameters scaled to them, an empty sample (fixed K: the
+        K chains at K items drawn with the run's stream; warm start: the model's chains)."""
         self._load()
         self.hyper = hyperparameters(self.cfg, self.X, self.text)
         self.sampler = self._sampler()
@@ -269,6 +272,8 @@ class TDPMEngine(Engine):
         return self.sweep >= self.cfg.sweeps
 
     def step(self) -> Step:
+        """One sweep, Σ and ρ drawn when learnt, the sample kept after the burn-in every thin
+        sweeps, a trace row."""
         s, learn = self.sampler, self.hyper["learn"]
         s.sweep(self.ctx.rng.init, self.start_epoch)
         if learn:
@@ -306,6 +311,8 @@ class TDPMEngine(Engine):
     # ---- results -----------------------------------------------------------------------------
 
     def result(self) -> Fitted:
+        """The final sample as a TemporalMixture (chains numbered canonically, states smoothed
+        given its labels) and the run's tables."""
         s = self.sampler.state
         z = relabel(s.z, self.epochs)
         order = [int(s.z[np.flatnonzero(z == j)[0]]) for j in range(z.max() + 1)]
@@ -357,6 +364,7 @@ class TDPMEngine(Engine):
         return meta, arrays()
 
     def restore(self, meta: dict[str, Any], arrays: ArrayFile) -> None:
+        """The run as ``state`` left it: the items reloaded, the sample and the kept samples."""
         self._load()
         self.hyper = dict(meta["hyper"])
         self.sampler = self._sampler()

@@ -44,6 +44,7 @@ class KeptSamples:
             self._write_chunk(len(self.labels) // CHUNK - 1)
 
     def _chunk_path(self, j: int) -> Path:
+        """The j-th chunk file."""
         assert self.chunks is not None
         return self.chunks / f"kept-{j:06d}.npz"
 
@@ -95,6 +96,7 @@ class KeptSamples:
         return kept
 
     def _read_chunk(self, j: int) -> Mapping[str, np.ndarray]:
+        """The j-th chunk file's arrays; an error naming it if it is missing."""
         path = self._chunk_path(j)
         if not path.exists():
             raise BnpmixError(f"{path}: missing (the checkpoint keeps its samples there)")
