@@ -40,7 +40,8 @@ class ChainSampler:
     """One Markov chain of the sampler: its ``model``, its ``state`` and its moves (relinking
     unless ``relink`` is false or with membership stability; ``splitmerge``, None with fixed K,
     membership stability or ``split_merge`` false). The state's, its coins' and the model's
-    fields read through (``s.z``, ``s.phi``, ``s.epochs``)."""
+    fields read through (``s.z``, ``s.phi``, ``s.epochs``), and setting one of the state's
+    fields replaces it in the state (``s.z = labels``)."""
 
     def __init__(self, epochs: np.ndarray, n_epochs: int, emission: Emission,
                  walk: RandomWalk, prior: RCRPPrior | FixedKPrior,
@@ -63,6 +64,13 @@ class ChainSampler:
             if coins is not None and name in coins.__dataclass_fields__:
                 return getattr(coins, name)
         raise AttributeError(name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        state = self.__dict__.get("state")
+        if state is not None and name in state.__dataclass_fields__:
+            self.__dict__["state"] = replace(state, **{name: value})
+        else:
+            super().__setattr__(name, value)
 
     def init_fixed(self, phi: np.ndarray) -> None:
         """Start the fixed-K baseline from states phi (K, T, D), every item unassigned."""
