@@ -145,45 +145,18 @@ class TextEmission:
         x = np.zeros(V)
         x[idx] = cnt
 
-        def objective(phi: np.ndarray) -> np.ndarray:
-            return phi @ x - n * logsumexp(phi, axis=1) - 0.5 * np.sum((phi - m) ** 2 / v, 1)
-
         phi = m.copy()
-        value = objective(phi)
+        value = _log_target(phi, x, n, m, v)
         active = np.ones(C, bool)
         it = 0
         while it < self.max_newton and active.any():
             it += 1
-            ph, mm, vv = phi[active], m[active], v[active]
-            p = softmax(ph, axis=1)
-            grad = x - n * p - (ph - mm) / vv
-            a = 1.0 / vv + n * p
-            s = np.sum(p / (1.0 + n * p * vv), axis=1)
-            g_a = grad / a
-            step = g_a + (n * np.sum(p * g_a, axis=1) / s)[:, None] * (p / a)
-            slope = np.sum(grad * step, axis=1)  # > 0: H is positive definite
-            t = np.ones(len(ph))
-            old = value[active]
-            sub_m = m[active]
-            sub_v = v[active]
-            new_phi = ph + step
-            new_val = (new_phi @ x - n * logsumexp(new_phi, axis=1)
-                       - 0.5 * np.sum((new_phi - sub_m) ** 2 / sub_v, 1))
-            for _ in range(40):
-                # Armijo, with room for rounding at convergence; NaN (overflow) is bad too
-                bad = ~(new_val >= old + 1e-4 * t * slope - 1e-12 * np.abs(old))
-                if not bad.any():
-                    break
-                t[bad] *= 0.5
-                trial = ph[bad] + t[bad, None] * step[bad]
-                new_phi[bad] = trial
-                new_val[bad] = (trial @ x - n * logsumexp(trial, axis=1)
-                                - 0.5 * np.sum((trial - sub_m[bad]) ** 2 / sub_v[bad], 1))
             rows = np.flatnonzero(active)
+            new_phi, new_val, moved = _newton_step(phi[active], value[active], x, n, m[active],
+                                                   v[active])
             phi[rows] = new_phi
             value[rows] = new_val
-            done = np.max(np.abs(t[:, None] * step), axis=1) < self.newton_tol
-            active[rows[done]] = False
+            active[rows[moved < self.newton_tol]] = False
         self.newton_iterations += it
         p = softmax(phi, axis=1)
         a = 1.0 / v + n * p
@@ -294,3 +267,37 @@ class CountPieces:
     def absorb(self, k: int, u: int, t: int) -> None:
         if u not in self.anchors:  # counted from the start
             self.absorb_row(k, u)
+
+
+def _log_target(phi: np.ndarray, x: np.ndarray, n: float, m: np.ndarray, v: np.ndarray
+                ) -> np.ndarray:
+    """g(φ) = x·φ − n C(φ) − ½ Σ (φ − m)² / v per row: log F(x | φ) + log N(φ; m, diag v) up to
+    constants, what the Laplace approximation maximises."""
+    return phi @ x - n * logsumexp(phi, axis=1) - 0.5 * np.sum((phi - m) ** 2 / v, 1)
+
+
+def _newton_step(ph: np.ndarray, old: np.ndarray, x: np.ndarray, n: float, mm: np.ndarray,
+                 vv: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One damped Newton step of g per row from ``ph`` (values ``old``), the direction H⁻¹∇g by
+    H = diag(a) − n p pᵀ (Sherman-Morrison) and the length halved until Armijo's condition
+    holds: the new points, their values, and each row's largest coordinate move."""
+    p = softmax(ph, axis=1)
+    grad = x - n * p - (ph - mm) / vv
+    a = 1.0 / vv + n * p
+    s = np.sum(p / (1.0 + n * p * vv), axis=1)
+    g_a = grad / a
+    step = g_a + (n * np.sum(p * g_a, axis=1) / s)[:, None] * (p / a)
+    slope = np.sum(grad * step, axis=1)  # > 0: H is positive definite
+    t = np.ones(len(ph))
+    new_phi = ph + step
+    new_val = _log_target(new_phi, x, n, mm, vv)
+    for _ in range(40):
+        # Armijo, with room for rounding at convergence; NaN (overflow) is bad too
+        bad = ~(new_val >= old + 1e-4 * t * slope - 1e-12 * np.abs(old))
+        if not bad.any():
+            break
+        t[bad] *= 0.5
+        trial = ph[bad] + t[bad, None] * step[bad]
+        new_phi[bad] = trial
+        new_val[bad] = _log_target(trial, x, n, mm[bad], vv[bad])
+    return new_phi, new_val, np.max(np.abs(t[:, None] * step), axis=1)

@@ -21,15 +21,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
 import scipy.sparse as sp
-from scipy.special import softmax
 
-from bnpmix.algorithms.metrics import contingency
 from bnpmix.algorithms.tdpm.dynamics import RandomWalk
 from bnpmix.algorithms.tdpm.emission import GaussianEmission
 from bnpmix.algorithms.tdpm.gibbs import (
@@ -43,20 +40,23 @@ from bnpmix.algorithms.tdpm.model import TemporalMixture
 from bnpmix.algorithms.tdpm.persistence import Persistence, same_epoch
 from bnpmix.algorithms.tdpm.text import TextEmission
 from bnpmix.storage import BnpmixError
-from bnpmix.storage.arrays import ArrayFile, read_arrays, write_arrays_atomic
+from bnpmix.storage.arrays import ArrayFile
 
 from ..declared import CHAINS_PANEL, Declared
-from ..labels import labels_of
 from ..options import number, opt, string
 from ..runtime.engine import Engine, Fitted, State, Step, register
 from ..runtime.models import read_model
 from ..runtime.progress import format_seconds
+from .tdpm_kept import KeptSamples
+from .tdpm_tables import (
+    chains_table,
+    epochs_table,
+    persistence_table,
+    samples_table,
+    stability,
+)
 
 MAX_EPOCHS = 100_000
-# kept samples a chunk file holds (checkpoint.chunks_dir): a checkpoint holds fewer than this
-# many, whatever the sweeps done
-CHUNK = 256
-CHUNK_META = {"format": "bnpmix-kept-samples", "version": 1}
 
 
 def _int_or_none(value: Any) -> int | None:
@@ -183,6 +183,7 @@ class TDPMEngine(Engine):
         self.T = T
 
     def _sampler(self) -> ChainSampler:
+        """A sampler of the loaded items with the run's hyperparameters, every item unseated."""
         h = self.hyper
         prior = (FixedKPrior(h["fixed_k"], h["alpha"]) if h["fixed_k"]
                  else RCRPPrior(h["alpha"], h["window"], h["decay"]))
@@ -213,12 +214,15 @@ class TDPMEngine(Engine):
         return f"partition {p} row {i - (ends[p] - self.rows[p])}"
 
     def start(self) -> None:
+        """The items loaded, the hyperparameters scaled to them, an empty sample (fixed K: the
+        K chains at K items drawn with the run's stream; warm start: the model's chains)."""
         self._load()
         self.hyper = hyperparameters(self.cfg, self.X, self.text)
         self.sampler = self._sampler()
-        self.sweep, self.start_epoch, self.kept, self.kept_stays = 0, 0, [], []
+        self.sweep, self.start_epoch = 0, 0
         self.taken_up = (0, time.perf_counter())  # (sweep, when): the pace status reports
-        self.rho_sum = np.zeros(self.sampler.persist.n_ids if self.sampler.persist else 0)
+        persist = self.sampler.model.persist
+        self.kept = KeptSamples(self.ctx.chunks, np.zeros(persist.n_ids if persist else 0))
         rng = self.ctx.rng.init
         if self.hyper["fixed_k"]:
             K = self.hyper["fixed_k"]
@@ -268,25 +272,24 @@ class TDPMEngine(Engine):
         return self.sweep >= self.cfg.sweeps
 
     def step(self) -> Step:
+        """One sweep, Σ and ρ drawn when learnt, the sample kept after the burn-in every thin
+        sweeps, a trace row."""
         s, learn = self.sampler, self.hyper["learn"]
         s.sweep(self.ctx.rng.init, self.start_epoch)
         if learn:
             s.resample_variances(self.ctx.rng.init, learn.get("noise_var"),
                                  learn.get("drift_var"))
-            self.hyper.update(drift_var=s.walk.drift_var)
+            self.hyper.update(drift_var=s.state.walk.drift_var)
             if "noise_var" in learn:
-                self.hyper.update(noise_var=s.emission.noise_var)
+                self.hyper.update(noise_var=s.model.emission.noise_var)
         self.sweep += 1
         if self.sweep > self.cfg.burn_in and (self.sweep - self.cfg.burn_in) % self.cfg.thin == 0:
-            self.kept.append(relabel(s.z, self.epochs).astype(np.int32))
-            if s.persist is not None:
-                self.kept_stays.append(s.y.copy())
-                self.rho_sum += s.persist.rho_mean(s.heads, s.tails)
-            if self.ctx.chunks is not None and len(self.kept) % CHUNK == 0:
-                self._write_chunk(len(self.kept) // CHUNK - 1)
-        alive = alive_per_epoch(s.z, self.epochs, self.T, self.hyper["window"])
-        extra = {} if s.persist is None else {"stayers": int(s.y.sum())}
-        self.trace.append(self.ctx.row(self.sweep, -1, int(s.active.sum()),
+            P, coins = s.model.persist, s.state.coins
+            self.kept.keep(relabel(s.state.z, self.epochs), None if coins is None else coins.y,
+                           None if P is None else P.rho_mean(coins.heads, coins.tails))
+        alive = alive_per_epoch(s.state.z, self.epochs, self.T, self.hyper["window"])
+        extra = {} if s.state.coins is None else {"stayers": int(s.state.coins.y.sum())}
+        self.trace.append(self.ctx.row(self.sweep, -1, int(s.state.active.sum()),
                                        log_joint=s.log_joint(), alive_last=int(alive[-1]),
                                        noise_var=self.hyper["noise_var"],
                                        drift_var=self.hyper["drift_var"], **extra))
@@ -308,158 +311,66 @@ class TDPMEngine(Engine):
     # ---- results -----------------------------------------------------------------------------
 
     def result(self) -> Fitted:
-        s = self.sampler
+        """The final sample as a TemporalMixture (chains numbered canonically, states smoothed
+        given its labels) and the run's tables."""
+        s = self.sampler.state
         z = relabel(s.z, self.epochs)
         order = [int(s.z[np.flatnonzero(z == j)[0]]) for j in range(z.max() + 1)]
         first, last = s.first[order], s.last[order]
         counts = np.zeros((self.T, len(order)), np.int64)
         np.add.at(counts, (self.epochs, z), 1)
-        kept = self.kept or [z.astype(np.int32)]
-        smoothed = s.smoothed_states()
+        kept = self.kept.labels or [z.astype(np.int32)]
+        smoothed = self.sampler.smoothed_states()
         smooth = [smoothed[k] for k in order]
         model = TemporalMixture(
             np.arange(len(order)), first, last, np.concatenate([m for m, _ in smooth]),
             np.concatenate([v for _, v in smooth]), counts, self.t0 + np.arange(self.T), z,
             stability(z, kept), self.hyper,
-            {"sweeps": self.sweep, "kept_samples": len(self.kept),
+            {"sweeps": self.sweep, "kept_samples": len(self.kept.labels),
              "online_from_epoch": self.start_epoch},
-            s.y.copy() if s.persist is not None else None)
-        info = {"stopped": f"{self.sweep} sweeps", "kept_samples": len(self.kept)}
+            None if s.coins is None else s.coins.y.copy())
+        info = {"stopped": f"{self.sweep} sweeps", "kept_samples": len(self.kept.labels)}
         key = self.declared.objective
         return Fitted(model, {key: float(self.trace[-1][key])}, info,
                       self._tables(model, kept))
 
     def _tables(self, model: TemporalMixture, kept: list[np.ndarray]) -> dict[str, pa.Table]:
-        N, S = len(self.items), len(kept)
-        samples = {"item": np.tile(self.items, S),
-                   "sample": np.repeat(np.arange(S, dtype=np.int32), N),
-                   "chain": np.concatenate(kept)}
+        """samples, chains and epochs (``tdpm_tables``); persistence with membership
+        stability, E[ρ_u] averaged over the kept samples (the final sample's without any)."""
+        P, coins = self.sampler.model.persist, self.sampler.state.coins
         tables = {}
-        if self.sampler.persist is not None:
-            stays = self.kept_stays or [self.sampler.y]
-            samples["stay"] = np.concatenate(stays)
-            tables["persistence"] = self._persistence_table(np.mean(stays, axis=0))
-        rows = {"chain": [], "epoch": [], "time": [], "n": []}
-        label = labels_of(model.weights()[0], model.uids, model.uids)  # as assignments/ has
-        for j in range(model.K):
-            span = np.arange(model.first[j], model.last[j] + 1)
-            rows["chain"].append(np.full(len(span), label[j]))
-            rows["epoch"].append(span)
-            rows["time"].append(model.times[span])
-            rows["n"].append(model.counts[span, j])
-        chains = {k: np.concatenate(v) if v else np.zeros(0, np.int64) for k, v in rows.items()}
-        if self.text:  # the 20 most probable words of each chain at each epoch of its span
-            top = np.argsort(-model.states, axis=1)[:, :20]
-            probs = np.take_along_axis(softmax(model.states, axis=1), top, axis=1)
-            vocab = self.ctx.corpus.manifest.vocab
-            words = [[vocab[w] for w in row] for row in top] if vocab else top.tolist()
-            chains["top_words"], chains["top_probs"] = words, probs.tolist()
-        else:
-            for d in range(model.states.shape[1]):
-                chains[f"state_{d}"] = model.states[:, d]
-            for d in range(model.states.shape[1]):
-                chains[f"state_var_{d}"] = model.state_vars[:, d]
-        W = self.hyper["window"]
-        occupied = (model.counts > 0)
-        alive_kept = np.mean([alive_per_epoch(k, self.epochs, self.T, W) for k in kept], axis=0)
-        epochs = {"epoch": np.arange(self.T), "time": model.times,
-                  "items": np.bincount(self.epochs, minlength=self.T),
-                  "alive": alive_per_epoch(model.labels, self.epochs, self.T, W),
-                  "alive_mean": alive_kept, "occupied": occupied.sum(1),
-                  "born": np.bincount(model.first, minlength=self.T),
-                  "last_members": np.bincount(model.last, minlength=self.T)}
-        return tables | {"samples": pa.table(samples), "chains": pa.table(chains),
-                         "epochs": pa.table(epochs)}
-
-    def _persistence_table(self, stay_rate: np.ndarray) -> pa.Table:
-        """Per persistent id: appearances, returns, stays (mean over kept samples) and the
-        posterior mean of its probability of staying, E[ρ_u] (averaged over kept samples)."""
-        s = self.sampler
-        P = s.persist
-        rho = (self.rho_sum / len(self.kept) if self.kept
-               else P.rho_mean(s.heads, s.tails))
-        _, first = np.unique(P.ids, return_index=True)
-        return pa.table({"id": self.ids[first],
-                         "appearances": np.bincount(P.ids, minlength=P.n_ids),
-                         "returns": np.bincount(P.ids, weights=P.prev >= 0,
-                                                minlength=P.n_ids).astype(np.int64),
-                         "stays": np.bincount(P.ids, weights=stay_rate, minlength=P.n_ids),
-                         "rho_mean": rho})
+        stays = None
+        if P is not None and coins is not None:
+            stays = self.kept.stays or [coins.y]
+            rho = (self.kept.rho_sum / len(self.kept.labels) if self.kept.labels
+                   else P.rho_mean(coins.heads, coins.tails))
+            tables["persistence"] = persistence_table(P, self.ids, np.mean(stays, axis=0), rho)
+        vocab = self.ctx.corpus.manifest.vocab if self.text else None
+        return tables | {"samples": samples_table(self.items, kept, stays),
+                         "chains": chains_table(model, vocab),
+                         "epochs": epochs_table(model, kept, self.epochs, self.hyper["window"])}
 
     # ---- checkpoints -------------------------------------------------------------------------
 
-    def _chunk_path(self, j: int) -> Path:
-        assert self.ctx.chunks is not None
-        return self.ctx.chunks / f"kept-{j:06d}.npz"
-
-    def _write_chunk(self, j: int) -> None:
-        """Kept samples j·CHUNK .. (j + 1)·CHUNK − 1 (and their stayers), written once: a
-        checkpoint holds only the samples kept since the last chunk."""
-        part = slice(j * CHUNK, (j + 1) * CHUNK)
-        arrays = [("kept", np.stack(self.kept[part]))]
-        if self.kept_stays:
-            arrays.append(("kept_stays", np.stack(self.kept_stays[part])))
-        self.ctx.chunks.mkdir(parents=True, exist_ok=True)
-        write_arrays_atomic(self._chunk_path(j), CHUNK_META, arrays)
-
-    def _chunked(self) -> int:
-        """Kept samples in chunk files (none without a chunks directory)."""
-        return 0 if self.ctx.chunks is None else len(self.kept) // CHUNK * CHUNK
-
     def state(self) -> State:
+        """The sampler's state (``ChainSampler.to_arrays``) and the kept samples not yet in
+        chunk files."""
         meta = {"sweep": self.sweep, "start_epoch": self.start_epoch, "hyper": self.hyper,
-                "kept": len(self.kept), "chunked": self._chunked()}
+                **self.kept.meta()}
 
         def arrays():
             yield from self.sampler.to_arrays().items()
-            tail = slice(self._chunked(), None)
-            if self.kept[tail]:
-                yield "kept", np.stack(self.kept[tail])
-            if self.kept_stays[tail]:
-                yield "kept_stays", np.stack(self.kept_stays[tail])
-            yield "rho_sum", self.rho_sum
+            yield from self.kept.arrays()
         return meta, arrays()
 
     def restore(self, meta: dict[str, Any], arrays: ArrayFile) -> None:
+        """The run as ``state`` left it: the items reloaded, the sample and the kept samples."""
         self._load()
         self.hyper = dict(meta["hyper"])
         self.sampler = self._sampler()
-        self.sampler.restore({k: arrays[k] for k in ("z", "labels", "first", "last", "phi",
-                                                     "stay", "bandwidth") if k in arrays})
+        self.sampler.restore(arrays)
         self.sweep, self.start_epoch = int(meta["sweep"]), int(meta["start_epoch"])
         self.taken_up = (self.sweep, time.perf_counter())
-        persist = self.sampler.persist is not None
-        self.kept, self.kept_stays = [], []
-        chunked = int(meta.get("chunked", 0))  # (checkpoints before chunks hold them all)
-        parts = [self._read_chunk(j) for j in range(chunked // CHUNK)]
-        if meta["kept"] > chunked:
-            parts.append(arrays)
-        for part in parts:
-            self.kept += list(np.asarray(part["kept"], np.int32))
-            if persist:
-                self.kept_stays += list(np.asarray(part["kept_stays"], bool))
-        if len(self.kept) != meta["kept"]:
-            raise BnpmixError(f"{self.ctx.chunks}: the checkpoint keeps {meta['kept']} samples, "
-                              f"its chunks and itself hold {len(self.kept)}")
-        n_ids = self.sampler.persist.n_ids if persist else 0
-        self.rho_sum = (np.asarray(arrays["rho_sum"], float).copy() if "rho_sum" in arrays
-                        else np.zeros(n_ids))  # checkpoints from before membership stability
-
-
-    def _read_chunk(self, j: int) -> dict[str, np.ndarray]:
-        path = self._chunk_path(j)
-        if not path.exists():
-            raise BnpmixError(f"{path}: missing (the checkpoint keeps its samples there)")
-        with read_arrays(path, CHUNK_META["format"], CHUNK_META["version"]) as chunk:
-            return {k: np.array(chunk[k]) for k in chunk}
-
-
-def stability(final: np.ndarray, kept: list[np.ndarray]) -> np.ndarray:
-    """Per item, the fraction of kept samples in which its chain maps onto its final chain (each
-    sample's chain mapped to the final chain it shares most items with)."""
-    hits = np.zeros(len(final))
-    finals = np.unique(final)
-    for z in kept:
-        _, zi = np.unique(z, return_inverse=True)
-        hits += finals[contingency(z, final).argmax(axis=1)][zi] == final
-    return hits / len(kept)
+        P = self.sampler.model.persist
+        self.kept = KeptSamples.restore(self.ctx.chunks, P.n_ids if P else 0, P is not None,
+                                        meta, arrays)

@@ -161,23 +161,10 @@ def _tdpm(n_epochs: int, per_epoch: int, alpha: float, window: int, decay: float
     first: list[int] = []              # per chain: birth epoch
     pos = 0
     for t in range(T):
-        K = len(phi)
-        m = np.zeros(K)
-        for h, weight in enumerate(w, start=1):
-            if t - h >= 0:
-                m[:len(counts[t - h])] += weight * counts[t - h]
-        inherited = np.flatnonzero(m > 0)
-        for k in inherited:                          # alive at t: one step of the walk
-            phi[k].append(phi[k][-1] + np.sqrt(drift_var) * rng.standard_normal(dim))
-        cand = [int(k) for k in inherited]           # chains an item of epoch t may join
-        weights = list(m[inherited])                 # m_{k,t} + n_{k,t}^{(i)}
+        cand, weights = _inherited(phi, counts, w, t, drift_var, rng)
         stayed: list[tuple[int, int]] = []
         if stickiness is not None:                   # the ids; stayers sit first
-            present = rng.permutation(len(stickiness))[:per_epoch]
-            back = [int(v) for v in present if where.get(int(v), -1) in cand]
-            stayed = [(v, where[v]) for v in back if rng.random() < stickiness[v]]
-            movers = [int(v) for v in present if v not in {s for s, _ in stayed}]
-            ids[pos:pos + per_epoch] = [s for s, _ in stayed] + movers
+            stayed, ids[pos:pos + per_epoch] = _stayers(stickiness, per_epoch, where, cand, rng)
         for r in range(per_epoch):
             total = float(np.sum(weights))
             u = rng.random() * (total + alpha)
@@ -207,3 +194,28 @@ def _tdpm(n_epochs: int, per_epoch: int, alpha: float, window: int, decay: float
     for k, path in enumerate(phi):
         states[k, first[k]:first[k] + len(path)] = np.array(path)
     return X, epochs, labels, states, ids, stays
+
+
+def _inherited(phi: list[list[np.ndarray]], counts: list[np.ndarray], w: np.ndarray, t: int,
+               drift_var: float, rng: np.random.Generator) -> tuple[list[int], list[float]]:
+    """The chains alive at epoch t (m_{k,t} > 0, Eq. 4.4's pseudo-counts from the W epochs
+    before), each moved one step of its walk, and their weights m_{k,t}."""
+    m = np.zeros(len(phi))
+    for h, weight in enumerate(w, start=1):
+        if t - h >= 0:
+            m[:len(counts[t - h])] += weight * counts[t - h]
+    inherited = np.flatnonzero(m > 0)
+    for k in inherited:                          # alive at t: one step of the walk
+        phi[k].append(phi[k][-1] + np.sqrt(drift_var) * rng.standard_normal(len(phi[k][-1])))
+    return [int(k) for k in inherited], list(m[inherited])
+
+
+def _stayers(stickiness: np.ndarray, per_epoch: int, where: dict[int, int], cand: list[int],
+             rng: np.random.Generator) -> tuple[list[tuple[int, int]], list[int]]:
+    """Epoch t's ids: which returning ids stay in their previous chain (id u with probability
+    ρ_u when that chain is alive), as (id, chain), and the epoch's ids, stayers first."""
+    present = rng.permutation(len(stickiness))[:per_epoch]
+    back = [int(v) for v in present if where.get(int(v), -1) in cand]
+    stayed = [(v, where[v]) for v in back if rng.random() < stickiness[v]]
+    movers = [int(v) for v in present if v not in {s for s, _ in stayed}]
+    return stayed, [s for s, _ in stayed] + movers

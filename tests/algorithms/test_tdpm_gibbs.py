@@ -4,6 +4,7 @@ integrated out by a dense Gaussian (independent of the sampler's Kalman code).""
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 
@@ -13,6 +14,7 @@ from scipy.special import gammaln, logsumexp
 from scipy.stats import multivariate_normal
 
 from bnpmix.algorithms.alloc.rcrp import log_prior
+from bnpmix.algorithms.tdpm import item_step
 from bnpmix.algorithms.tdpm.dynamics import RandomWalk
 from bnpmix.algorithms.tdpm.emission import GaussianEmission
 from bnpmix.algorithms.tdpm.gibbs import (
@@ -22,6 +24,7 @@ from bnpmix.algorithms.tdpm.gibbs import (
     alive_per_epoch,
     relabel,
 )
+from bnpmix.algorithms.tdpm.relink import relink_at
 
 from .test_rcrp import set_partitions
 
@@ -122,19 +125,29 @@ def expected_after_step(z: np.ndarray, i: int, logw: np.ndarray,
     return E, k
 
 
-def record_steps(s: ChainSampler) -> list[tuple[np.ndarray, float]]:
-    """expected_after_step of every item step s takes from now on, appended to the list
-    returned (the sampler's option computation wrapped, its draws unchanged)."""
-    steps: list[tuple[np.ndarray, float]] = []
-    options = s._options
+@contextlib.contextmanager
+def spying(hook):
+    """Within the block, ``hook(state, i, options)`` sees every item step's options (the
+    sampler's conditional wrapped, its draws unchanged)."""
+    conditional = item_step.conditional
 
-    def spy(i, t, rng):
-        opts = options(i, t, rng)
-        steps.append(expected_after_step(s.z, i, opts.logw, opts.labels))
+    def spy(model, state, i, t, rng):
+        opts = conditional(model, state, i, t, rng)
+        hook(state, i, opts)
         return opts
 
-    s._options = spy
-    return steps
+    item_step.conditional = spy
+    try:
+        yield
+    finally:
+        item_step.conditional = conditional
+
+
+def record_steps(steps: list[tuple[np.ndarray, float]]):
+    """expected_after_step of every item step taken within the block, appended to ``steps``."""
+    return spying(lambda state, i, opts: steps.append(
+        expected_after_step(state.z, i, np.array([o.logw for o in opts]),
+                            [o.chains for o in opts])))
 
 
 def run(x, epochs, T, prior, seed, sweeps, burn=BURN, init_phi=None):
@@ -147,13 +160,14 @@ def run(x, epochs, T, prior, seed, sweeps, burn=BURN, init_phi=None):
         s.init_fixed(init_phi)
     for _ in range(burn):
         s.sweep(rng)
-    steps = record_steps(s)
+    steps: list[tuple[np.ndarray, float]] = []
     co, kk = [], []
-    for _ in range(sweeps - burn):
-        steps.clear()
-        s.sweep(rng)
-        co.append(np.mean([e for e, _ in steps], axis=0))
-        kk.append(np.mean([k for _, k in steps]))
+    with record_steps(steps):
+        for _ in range(sweeps - burn):
+            steps.clear()
+            s.sweep(rng)
+            co.append(np.mean([e for e, _ in steps], axis=0))
+            kk.append(np.mean([k for _, k in steps]))
     return np.array(co), np.array(kk)
 
 
@@ -264,7 +278,7 @@ def relink_frequencies(s: ChainSampler, t: int, moves: int, seed: int):
     rng = np.random.default_rng(seed)
     seen: dict[tuple, list] = {}
     for _ in range(moves):
-        s._relink_at(t, rng)
+        s.state, _ = relink_at(s.model, s.state, t, rng)
         key = tuple(s.canonical().tolist())
         if key not in seen:
             seen[key] = [0, s.log_joint()]

@@ -4,6 +4,7 @@ sampler's joint draws of (chain, stay) match exact enumeration of every configur
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import math
 
@@ -18,7 +19,7 @@ from bnpmix.algorithms.tdpm.gibbs import ChainSampler, RCRPPrior
 from bnpmix.algorithms.tdpm.persistence import Persistence
 
 from .test_rcrp import set_partitions
-from .test_tdpm_gibbs import NOISE, RHO, SIGMA, chain_log_marginal, expected_after_step
+from .test_tdpm_gibbs import NOISE, RHO, SIGMA, chain_log_marginal, expected_after_step, spying
 
 
 def configurations(epochs, ids, T, prior, a, b):
@@ -94,33 +95,32 @@ def sample(x, epochs, ids, T, prior, a, b, seed, sweeps=2200, burn=200):
     s = ChainSampler(epochs, T, GaussianEmission(x[:, None], NOISE), RandomWalk(SIGMA, RHO),
                      prior, P)
     steps = []
-    options = s._options
 
-    def spy(i, t, rng):
-        opts = options(i, t, rng)
-        co, k = expected_after_step(s.z, i, opts.logw, opts.labels)
-        p = np.exp(opts.logw - opts.logw.max())
-        stay = s.y.astype(float)
-        stay[i] = float(p[np.array(opts.stays, bool)].sum() / p.sum())
+    def hook(state, i, opts):
+        logw = np.array([o.logw for o in opts])
+        co, k = expected_after_step(state.z, i, logw, [o.chains for o in opts])
+        p = np.exp(logw - logw.max())
+        stay = state.coins.y.astype(float)
+        stay[i] = float(p[np.array([o.stays for o in opts], bool)].sum() / p.sum())
         steps.append((co, stay, k))
-        return opts
 
     out = {"co": [], "stay": [], "k": [], "rho": []}
-    for sweep in range(sweeps):
-        if sweep == burn:
-            s._options = spy
-        steps.clear()
-        s.sweep(rng)
-        if sweep >= burn:
-            for key, j in (("co", 0), ("stay", 1), ("k", 2)):
-                out[key].append(np.mean([step[j] for step in steps], axis=0))
-            out["rho"].append(P.rho_mean(s.heads, s.tails))
-        # the incremental bookkeeping agrees with a recount from the labels
-        if sweep % 500 == 0:
-            heads, tails = s.heads.copy(), s.tails.copy()
-            s.restore(s.to_arrays())
-            np.testing.assert_array_equal(heads, s.heads)
-            np.testing.assert_array_equal(tails, s.tails)
+    with contextlib.ExitStack() as spy:
+        for sweep in range(sweeps):
+            if sweep == burn:
+                spy.enter_context(spying(hook))
+            steps.clear()
+            s.sweep(rng)
+            if sweep >= burn:
+                for key, j in (("co", 0), ("stay", 1), ("k", 2)):
+                    out[key].append(np.mean([step[j] for step in steps], axis=0))
+                out["rho"].append(P.rho_mean(s.heads, s.tails))
+            # the incremental bookkeeping agrees with a recount from the labels
+            if sweep % 500 == 0:
+                heads, tails = s.heads.copy(), s.tails.copy()
+                s.restore(s.to_arrays())
+                np.testing.assert_array_equal(heads, s.heads)
+                np.testing.assert_array_equal(tails, s.tails)
     return {k: np.array(v, float) for k, v in out.items()}
 
 

@@ -13,6 +13,7 @@ from scipy.special import logsumexp
 from scipy.stats import multivariate_normal
 
 from bnpmix.algorithms.alloc.rcrp import log_prior
+from bnpmix.algorithms.tdpm.cuts import cut_options, graft, peel, side_of, sort_items
 from bnpmix.algorithms.tdpm.dynamics import RandomWalk
 from bnpmix.algorithms.tdpm.emission import GaussianEmission
 from bnpmix.algorithms.tdpm.gibbs import ChainSampler, RCRPPrior, relabel
@@ -89,7 +90,7 @@ def visits_match(s: ChainSampler, exact: dict[tuple, float], rng) -> None:
     p = np.array(list(exact.values()))
     seen = dict.fromkeys(exact, 0)
     for _ in range(MOVES):
-        s.splitmerge.sweep(rng)
+        s.state = s.splitmerge.sweep(s.state, rng)
         seen[tuple(s.canonical().tolist())] += 1  # a KeyError: a labelling the prior forbids
     freq = np.array([seen[k] for k in exact]) / MOVES
     se = np.sqrt(p * (1 - p) / MOVES)
@@ -126,7 +127,7 @@ def test_chain_evidence_is_the_dense_gaussian_marginal():
     x = np.array([0.4, -0.3, 0.9, 1.4, 1.1, 0.2, 2.0])
     epochs = np.array([1, 1, 2, 4, 4, 4, 5])
     s = sampler(x, epochs, RCRPPrior(1.0, 2, 1.0))
-    got = s.splitmerge._evidence(np.arange(7))
+    got = s.splitmerge.evidence(s.state, np.arange(7))
     assert got == pytest.approx(chain_log_marginal(x, epochs, 1), abs=1e-10)
 
 
@@ -142,13 +143,13 @@ def test_proposal_probability_is_that_of_the_draws():
     draws = 20000
     counts: dict[tuple, int] = {}
     for _ in range(draws):
-        into_a, _ = sm.allocate(items, i, j, rng)
+        into_a, _ = sm.allocate(s.state, items, i, j, rng)
         counts[tuple(into_a.tolist())] = counts.get(tuple(into_a.tolist()), 0) + 1
     total = 0.0
     for bits in range(2 ** 4):
         rest = [(bits >> u) & 1 == 1 for u in range(4)]
         into_a = np.array([True, rest[0], rest[1], rest[2], False, rest[3]])
-        q = np.exp(sm.allocate(items, i, j, None, into_a)[1])
+        q = np.exp(sm.allocate(s.state, items, i, j, None, into_a)[1])
         total += q
         f = counts.get(tuple(into_a.tolist()), 0) / draws
         assert abs(f - q) < 4 * np.sqrt(q * (1 - q) / draws) + 1e-3, (into_a, f, q)
@@ -169,12 +170,13 @@ def test_a_cluster_held_as_two_parallel_chains_is_merged():
     s.restore({"z": z, "labels": np.arange(2), "first": np.zeros(2, int),
                "last": np.full(2, T - 1), "phi": phi})
     sm = s.splitmerge
-    A, B = sm._members(0), sm._members(1)
+    A, B = sm.members(s.state, 0), sm.members(s.state, 1)
     items = np.arange(T * per)
-    _, logq = sm.allocate(items, 0, 1, None, z == 0)
-    assert sm._log_ratio(items, A, B) + logq > 1.0
+    _, logq = sm.allocate(s.state, items, 0, 1, None, z == 0)
+    assert sm.log_ratio(s.state, items, A, B) + logq > 1.0
     before = s.log_joint()
-    assert sm.propose(0, 1, rng)
+    s.state, accepted = sm.propose(s.state, 0, 1, rng)
+    assert accepted
     assert np.all(s.z == s.z[0])
     assert s.log_joint() > before
 
@@ -196,8 +198,9 @@ def test_anchors_are_drawn_with_the_probability_the_ratio_uses():
     sm = s.splitmerge
     pool = np.arange(40)
     draws = 40000
-    freq = np.bincount([sm._anchor(pool, rng, 0) for _ in range(draws)], minlength=40) / draws
-    r = np.exp([sm._log_pick(40, 2, int(np.sum(z == z[i]))) for i in range(40)])
+    freq = np.bincount([sm.anchor(s.state, pool, rng, 0) for _ in range(draws)],
+                       minlength=40) / draws
+    r = np.exp([sm.log_pick(40, 2, int(np.sum(z == z[i]))) for i in range(40)])
     assert r.sum() == pytest.approx(1.0, abs=1e-12)
     assert np.all(np.abs(freq - r) < 4 * np.sqrt(r * (1 - r) / draws)), (freq, r)
     assert freq[[12, 23]].sum() > 0.25
@@ -218,20 +221,21 @@ def cut_kernel(s: ChainSampler, i: int, j: int) -> dict[tuple, float]:
     with min(1, ratio); keyed by the canonical labels reached (the state itself excluded)."""
     sm = s.splitmerge
     a, b = int(s.z[i]), int(s.z[j])
-    options = sm.cut_options(i, j)
+    options = cut_options(s.model, s.state, i, j)
     out: dict[tuple, float] = {}
     for side, c in options:
         if a != b:
-            moves = [(sm.graft(i, j, side, c), 0.0)]
+            moves = [(graft(sm, s.state, i, j, side, c), 0.0)]
         else:
-            region = sm._side(sm._members(a), side, int(s.first[c] if side > 0 else s.last[c]))
+            c_epoch = int(s.first[c] if side > 0 else s.last[c])
+            region = side_of(s.model, sm.members(s.state, a), side, c_epoch)
             rest = [u for u, item in enumerate(region) if item not in (i, j)]
             moves = []
             for bits in range(2 ** len(rest)):
                 into_a = region != j
                 into_a[rest] = [(bits >> u) & 1 == 1 for u in range(len(rest))]
-                logq = sm.allocate(region, i, j, None, into_a)[1]
-                moves.append((sm.peel(i, j, side, c, None, 0, into_a), logq))
+                logq = sm.allocate(s.state, region, i, j, None, into_a)[1]
+                moves.append((peel(sm, s.state, i, j, side, c, None, 0, into_a), logq))
         for (moved, target, ratio), logq in moves:
             if not np.isfinite(ratio):
                 continue
@@ -262,7 +266,7 @@ def test_cut_moves_are_reversible_with_respect_to_the_posterior(case):
         restore_labels(s, z)
         for i in range(n):
             own = int(np.sum(z == z[i]))
-            log_r = sm._log_pick(n, int(z.max()) + 1, own)
+            log_r = sm.log_pick(n, int(z.max()) + 1, own)
             for j in range(n):
                 if j == i:
                     continue
@@ -294,7 +298,7 @@ def test_cut_moves_alone_visit_the_two_chain_labellings_in_proportion_to_the_pos
     sm.attempts, sm.cut = 1, 1.0
     seen = dict.fromkeys(keys, 0)
     for _ in range(MOVES):
-        sm.sweep(rng)
+        s.state = sm.sweep(s.state, rng)
         seen[tuple(s.canonical().tolist())] += 1  # a KeyError: a labelling not of two chains
     freq = np.array([seen[k] for k in keys]) / MOVES
     se = np.sqrt(p * (1 - p) / MOVES)
@@ -321,15 +325,15 @@ def test_the_head_of_an_impure_chain_beside_a_chain_of_its_cluster_is_grafted():
     sm = s.splitmerge
     i, j = 2, 0  # epoch 0: i in a, j in b
     assert s.z[i] == 0 and s.z[j] == 1
-    A, B = sm._members(0), sm._members(1)
-    items = sm._sorted(np.concatenate([A, B]))
-    _, logq = sm.allocate(items, i, j, None, np.isin(items, A))
-    assert sm._log_ratio(items, A, B) + logq < -20
-    assert (1, 3) in sm.cut_options(i, j)
-    moved, target, ratio = sm.graft(i, j, 1, 3)
+    A, B = sm.members(s.state, 0), sm.members(s.state, 1)
+    items = sort_items(s.model, np.concatenate([A, B]))
+    _, logq = sm.allocate(s.state, items, i, j, None, np.isin(items, A))
+    assert sm.log_ratio(s.state, items, A, B) + logq < -20
+    assert (1, 3) in cut_options(s.model, s.state, i, j)
+    moved, target, ratio = graft(sm, s.state, i, j, 1, 3)
     assert ratio > 0
     before = s.log_joint()
-    sm._move(moved, target, [0, 1], rng)
+    sm.move(s.state, moved, target, [0, 1], rng)
     assert np.all(s.z[:ex.size] == s.z[0]) and np.all(s.z[ex.size:] == s.z[ex.size])
     assert s.z[0] != s.z[ex.size]
     assert s.log_joint() > before

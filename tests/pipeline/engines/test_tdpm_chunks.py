@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from bnpmix.pipeline.engines import tdpm
+from bnpmix.pipeline.engines import tdpm_kept
 from bnpmix.pipeline.fit import fit, job_config, resume
 from bnpmix.pipeline.runtime import checkpoint
 from bnpmix.storage import BnpmixError, RunDir, ingest_array
@@ -21,7 +21,7 @@ class Stop(KeyboardInterrupt):
 
 @pytest.mark.usefixtures("lap_checkpoints")
 def test_kept_samples_go_to_chunks_and_a_resume_reads_them_back(tmp_path, monkeypatch):
-    monkeypatch.setattr(tdpm, "CHUNK", 4)
+    monkeypatch.setattr(tdpm_kept, "CHUNK", 4)
     rng = np.random.default_rng(0)
     ingest_array(rng.normal(size=(60, 2)), tmp_path / "c",
                  columns={"time": np.repeat(np.arange(3), 20)})
