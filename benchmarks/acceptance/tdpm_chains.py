@@ -48,6 +48,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmarks/, for _common
 from bnpmix.algorithms.metrics import global_and_local_vi
+from bnpmix.algorithms.tdpm.cuts import sort_items
 from bnpmix.algorithms.tdpm.dynamics import RandomWalk
 from bnpmix.algorithms.tdpm.emission import GaussianEmission
 from bnpmix.algorithms.tdpm.gibbs import ChainSampler, RCRPPrior
@@ -86,17 +87,17 @@ def pair_profile(s: ChainSampler, truth: np.ndarray) -> list[dict]:
     """Each parallel pair of the sampler's state: the two chains' sizes and spans (larger
     first), the epochs shared, the log joint gain of merging the two whole chains and the log
     probability of the reverse split's allocation (anchors: each chain's first item)."""
-    sm = s.splitmerge or SplitMerge(s)
+    sm = s.splitmerge or SplitMerge(s.model)
     rows = []
     for (k, a, b), shared in parallel_pairs(s.z, truth, s.epochs).items():
-        A, B = sm._members(a), sm._members(b)
+        A, B = sm.members(s.state, a), sm.members(s.state, b)
         if len(A) < len(B):
             A, B = B, A
-        items = sm._sorted(np.concatenate([A, B]))
+        items = sort_items(s.model, np.concatenate([A, B]))
         gain = logq = None
-        if sm._valid(items):
-            gain = sm._log_ratio(items, A, B)
-            logq = sm.allocate(items, int(A[0]), int(B[0]), None, np.isin(items, A))[1]
+        if sm.valid(items):
+            gain = sm.log_ratio(s.state, items, A, B)
+            logq = sm.allocate(s.state, items, int(A[0]), int(B[0]), None, np.isin(items, A))[1]
         rows.append({"true_chain": k, "sizes": [len(A), len(B)],
                      "spans": [[int(s.epochs[A].min()), int(s.epochs[A].max())],
                                [int(s.epochs[B].min()), int(s.epochs[B].max())]],

@@ -26,6 +26,7 @@ from pathlib import Path
 
 import numpy as np
 
+from bnpmix.algorithms.tdpm import item_step
 from bnpmix.algorithms.tdpm.dynamics import RandomWalk
 from bnpmix.algorithms.tdpm.emission import GaussianEmission
 from bnpmix.algorithms.tdpm.gibbs import ChainSampler, RCRPPrior, alive_per_epoch
@@ -36,15 +37,24 @@ HYPER = {"alpha": 2.5, "window": 1, "decay": 0.8, "birth_var": 10.0, "drift_var"
          "noise_var": 0.1}
 
 
-class CountingSampler(ChainSampler):
-    """Counts the places each item's conditional scores (used only in an untimed sweep)."""
-
+def places_in_sweep(s: ChainSampler, rng: np.random.Generator) -> int:
+    """The places every item's conditional scores in one (untimed) sweep: item_step's
+    conditional counted while the sweep runs."""
+    scored = item_step.conditional
     places = 0
 
-    def _options(self, i, t, rng):
-        opts = super()._options(i, t, rng)
-        self.places += len(opts.logw)
-        return opts
+    def counting(*args):
+        nonlocal places
+        options = scored(*args)
+        places += len(options)
+        return options
+
+    item_step.conditional = counting
+    try:
+        s.sweep(rng)
+    finally:
+        item_step.conditional = scored
+    return places
 
 
 def timed(T: int, per: int, data_window: int, window: int, sweeps: int, seed: int,
@@ -73,10 +83,7 @@ def timed(T: int, per: int, data_window: int, window: int, sweeps: int, seed: in
            "chains": len(np.unique(s.z)),
            "alive_per_epoch": float(np.mean(alive_per_epoch(s.z, epochs, T, window)))}
     if count:
-        s.__class__ = CountingSampler
-        s.places = 0
-        s.sweep(rng)
-        out["places_per_item"] = s.places / n
+        out["places_per_item"] = places_in_sweep(s, rng) / n
     return out
 
 
