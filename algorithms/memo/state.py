@@ -87,7 +87,8 @@ class Best:
     past: Summary | None = None
 
     def fitted(self) -> Mixture:
-        return replace(self.model, past=self.past)
+        """The model with the past blocks of its lap end."""
+        return self.model if self.model.past is self.past else replace(self.model, past=self.past)
 
 
 @dataclass(frozen=True)
