@@ -21,7 +21,7 @@ from ..runtime.engine import State
 from ..runtime.store import Codec, StateStore
 from .common import Items, summary_from, summary_items
 from .memo_legacy import legacy_changes, legacy_state
-from .state_codec import read_state, write_state
+from .state_codec import TAG, read_state, write_state
 
 SUMMARIES: Codec[Summary] = Codec(Summary.to_arrays, Summary.from_arrays)
 # a Mult batch's words (sorted column indices): held within the summaries' budget, since their
@@ -59,10 +59,11 @@ class Checkpointed:
     cfg: Any
 
     def state(self) -> State:
-        """The MemoState (state_codec) beside the runtime's: the stored batch summaries and
-        deletion changes, the births' collected rows and the globals of submitted waves."""
+        """The MemoState's fields (state_codec) beside the runtime's: the stored batch
+        summaries and deletion changes, the births' collected rows and the globals of
+        submitted waves."""
         meta, items = write_state(self.s)
-        return ({"state": meta, "stored": self.store.keys(),
+        return ({**meta, "stored": self.store.keys(),
                  "delete_changes": {str(u): store.keys()
                                     for u, store in self.delete_changes.items()},
                  "inflight": [w.batches for w in self.inflight]},
@@ -87,8 +88,8 @@ class Checkpointed:
     def restore(self, meta: dict[str, Any], arrays: ArrayFile) -> None:
         """A checkpoint of state(); one written before the state was a value is read by
         memo_legacy."""
-        if "state" in meta:
-            self._setup(read_state(meta["state"], arrays, self.ctx, RECORDS))
+        if TAG in meta:
+            self._setup(read_state(meta, arrays, self.ctx, RECORDS))
         else:
             self._setup(legacy_state(meta, arrays, self.ctx, self.cfg))
         for key in meta["stored"]:
@@ -115,7 +116,7 @@ class Checkpointed:
         was a value holds each birth's rows as one block: one key each)."""
         births = []
         for i, b in enumerate(self.s.births):
-            if "state" not in meta and b.chunks:
+            if TAG not in meta and b.chunks:
                 b = replace(b, chunks=(len(self.collected),))
                 self.collected.put(b.chunks[0], data_from_arrays(arrays.group(f"births/{i}/rows")))
             else:

@@ -525,7 +525,7 @@ def test_a_lap_end_checkpoint_holds_the_model_once_and_restores_it_bit_for_bit(t
         run_lap(run)
     meta, items = run.state()
     arrays = dict(items)
-    assert meta["state"]["best"]["model"] == {"$": "ref", "to": "model"}  # the model's own
+    assert meta["best"]["model"] == {"$": "ref", "to": "model"}  # the model's own
     assert not any(k.startswith("best/") for k in arrays) and "model/post_dig" not in arrays
     write_arrays_atomic(tmp_path / "ck.npz", {"format": "t", "version": 1}, arrays.items())
     back = engine_for(tmp_path / "c", **options)
