@@ -35,7 +35,7 @@ import numpy as np
 
 from bnpmix.algorithms.memo import lap, lapend
 from bnpmix.algorithms.memo.lap import Env
-from bnpmix.algorithms.memo.state import RECENT_LAPS, Best, Birth, MemoState
+from bnpmix.algorithms.memo.state import RECENT_LAPS, Best, Birth, Lap, MemoState
 from bnpmix.algorithms.mixture import Mixture
 from bnpmix.algorithms.obs.base import stack_rows
 from bnpmix.algorithms.summary import Delete, Move, Replay, Summary
@@ -51,7 +51,6 @@ from .common import LapsConfig, initial_model, learn_prior, mass_order, visit
 from .memo_checkpoint import COLUMNS, ROWS, SUMMARIES, Checkpointed, Wave
 
 __all__ = ["MOVES", "RECENT_LAPS", "SUMMARIES", "MemoConfig", "MemoEngine"]
-
 
 MOVES = ("birth", "merge", "delete")
 # called after every batch visit with (lap, batch, globals used, result): for tests
@@ -145,16 +144,17 @@ class MemoEngine(Checkpointed, Engine):
         self.columns: StateStore[np.ndarray] = StateStore(COLUMNS, budget=self.store.budget)
         self.collected: StateStore[Any] = StateStore(ROWS, budget=self.store.budget)
 
-    # the state's parts, by their names before the state was a value ----------------------------
+    def __getattr__(self, name: str) -> Any:
+        """The state's fields by their names on the engine before the state was a value
+        (engine.model, engine.S0, engine.births, ...): read-only."""
+        s = self.__dict__.get("s")
+        if s is not None and name in MemoState.__dataclass_fields__:
+            return getattr(s, name)
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
-    model = property(lambda self: self.s.model)
-    S0 = property(lambda self: self.s.S0)
-    past = property(lambda self: self.s.past)
-    births = property(lambda self: self.s.births)
-    failed = property(lambda self: self.s.failed)
-    lap_state = property(lambda self: self.s.lap)
-    next_lap = property(lambda self: self.s.next_lap)
-    stopped = property(lambda self: self.s.stopped)
+    @property
+    def lap_state(self) -> Lap | None:
+        return self.s.lap
 
     @property
     def best(self) -> tuple[float, int, Mixture] | None:
