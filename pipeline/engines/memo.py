@@ -22,7 +22,10 @@ in S^0 for good; every move applies to it too, with zero pair and group entropie
 deletes then: the past has no items to reassign).
 
 One step is a wave, or the end of a lap (verification, a deletion, merges, reordering, creation
-of births).
+of births). The engine is an adapter: the run's state is one frozen value (MemoState), each
+step a composition of the kernels in algorithms/memo/ (lap.py, lapend.py) with what the runtime
+holds (the per-batch summaries in StateStores, the executor's pending waves, the context's
+streams and learned prior); memo_checkpoint.py writes and reads it.
 """
 
 from __future__ import annotations
