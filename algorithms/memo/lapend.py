@@ -18,7 +18,7 @@ from bnpmix.algorithms.vb.delete import judge
 from bnpmix.algorithms.vb.merge import merge_round
 
 from .lap import Env, delete_open, logged, open_targets
-from .state import RECENT_LAPS, SETTLED, Best, MemoState
+from .state import RECENT_LAPS, SETTLED, Best, MemoState, without
 
 Moves = list[Move]
 
@@ -73,7 +73,7 @@ def verify_births(state: MemoState, end: End, env: Env) -> tuple[MemoState, End,
             state = state.forget(u)
     for origin, _ in st.families:
         if not any(m.keep == origin for m in undone):
-            state = replace(state, failed={u: f for u, f in state.failed.items() if u != origin})
+            state = replace(state, failed=without(state.failed, origin))
     for move in verified:
         if isinstance(move, Merge):  # newborns merged inside their family
             state = state.forget(move.b, into=move.a)
