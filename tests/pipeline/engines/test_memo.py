@@ -850,6 +850,7 @@ def test_an_undone_birth_closes_its_origin_at_its_mass_before_the_adoption(tmp_p
     lap after lap (toy patches at N = 100,000 ran to the 100-lap cap). Births here propose
     wedges (each target's rows cut at its first coordinate's median), which verification undoes
     on these three round blobs."""
+    from bnpmix.algorithms.memo.lap import open_targets
     from bnpmix.algorithms.vb.init import hard_summary
     from bnpmix.pipeline.engines import memo
 
@@ -871,7 +872,8 @@ def test_an_undone_birth_closes_its_origin_at_its_mass_before_the_adoption(tmp_p
             if failed is not None and failed[1] == lap:  # verified and undone at this lap end
                 assert failed[0] == mass
                 retried = failed[2] <= run.cfg.birth.retries
-                assert run._open(run.S0.N, set(), lap + 1)[run.S0.index(origin)] == retried
+                open_ = open_targets(run.s, run.env(), run.S0.N, set(), lap + 1)
+                assert open_[run.S0.index(origin)] == retried
                 undone += not retried
         created = {b.target: float(run.S0.N[run.S0.index(b.target)])
                    for b in run.births if b.S_new is not None}

@@ -15,6 +15,9 @@ import scipy.sparse as sp
 from scipy.special import logsumexp
 
 from bnpmix.algorithms.alloc import StickBreaking
+from bnpmix.algorithms.memo import lap as memo_lap
+from bnpmix.algorithms.memo import lapend
+from bnpmix.algorithms.memo.lap import still_failed
 from bnpmix.algorithms.mixture import optimal_elbo
 from bnpmix.algorithms.obs import obs_class
 from bnpmix.algorithms.sparse_stats import dense
@@ -193,7 +196,7 @@ def test_a_delete_is_exact_and_accepted_only_when_the_elbo_rises(obs, tmp_path):
                                          rtol=1e-9)
             else:
                 assert uid in run.S0.uids
-                assert (uid in run.kept) == (gain <= 0)
+                assert (uid in run.s.kept) == (gain <= 0)
                 outcomes["refused"] += gain <= 0
     assert outcomes["accepted"] and outcomes["refused"], outcomes
 
@@ -276,7 +279,7 @@ def test_births_after_a_settled_lap_make_their_retries_at_once(tmp_path, monkeyp
     retries = run.cfg.birth.retries
     failures = {True: 0, False: 0}  # after a settled lap, after others
     while not run.done:
-        settled, before = run.settled, len(seen)
+        settled, before = run.s.settled, len(seen)
         counts = {u: f[2] for u, f in run.failed.items()}
         run_lap(run)
         made = [b for b in run.births if b.n]
@@ -286,9 +289,9 @@ def test_births_after_a_settled_lap_make_their_retries_at_once(tmp_path, monkeyp
             if b.S_new is not None:
                 continue
             mass, lap, count = run.failed[b.target]
-            assert lap == run.next_lap - 1 and mass == run._mass(b.target)
+            assert lap == run.next_lap - 1 and mass == run.s.mass(b.target)
             assert count in (counts.get(b.target, 0) + tries, tries)  # the same mass, or new
-            closed = run._still_failed(b.target, mass, run.next_lap)
+            closed = still_failed(run.s, run.env(), b.target, mass, run.next_lap)
             if settled:
                 assert closed
             elif b.target not in counts:
@@ -306,7 +309,7 @@ def test_a_lap_end_that_moves_keeps_the_retries_for_later(tmp_path, monkeypatch)
     from bnpmix.pipeline.engines import memo
 
     seen: list[int] = []
-    create, merge_round = memo.create, memo.merge_round
+    create, merge_round = memo.create, lapend.merge_round
     forced: dict[str, int] = {}
 
     def recorded(X, obs, alloc, new_uids, cfg, rng, scale, attempts):
@@ -315,7 +318,7 @@ def test_a_lap_end_that_moves_keeps_the_retries_for_later(tmp_path, monkeypatch)
 
     def forcing(obs, alloc, S, rng, cfg):  # merge the first pair joining a target to another
         targets = {b.target for b in run.births}
-        if run.settled and not forced:
+        if run.s.settled and not forced:
             for a, b in S.pairs.tolist():
                 if (a in targets) != (b in targets):
                     forced.update(a=a, b=b, lap=run.lap_state.lap)
@@ -324,7 +327,7 @@ def test_a_lap_end_that_moves_keeps_the_retries_for_later(tmp_path, monkeypatch)
         return merge_round(obs, alloc, S, rng, cfg)
 
     monkeypatch.setattr(memo, "create", recorded)
-    monkeypatch.setattr(memo, "merge_round", forcing)
+    monkeypatch.setattr(lapend, "merge_round", forcing)
     twelve_clusters(tmp_path / "c")
     run = engine_for(tmp_path / "c", obs="gauss", algorithm="memo", K=12, laps=60, seed=0,
                      birth_per_lap=1, birth_settled_per_lap=6)  # targets and others
@@ -336,7 +339,7 @@ def test_a_lap_end_that_moves_keeps_the_retries_for_later(tmp_path, monkeypatch)
     kept = forced["a"]
     assert any(b.target == kept for b in run.births)  # the target's birth, moved to a
     if kept in run.failed:
-        assert not run._still_failed(kept, run._mass(kept), run.next_lap)
+        assert not still_failed(run.s, run.env(), kept, run.s.mass(kept), run.next_lap)
 
 
 def test_newborns_are_birth_targets_in_their_adoption_lap(tmp_path):
@@ -522,7 +525,7 @@ def test_a_lap_end_checkpoint_holds_the_model_once_and_restores_it_bit_for_bit(t
         run_lap(run)
     meta, items = run.state()
     arrays = dict(items)
-    assert meta["best_is_model"]
+    assert meta["best"]["model"] == {"$": "ref", "to": "model"}  # the model's own
     assert not any(k.startswith("best/") for k in arrays) and "model/post_dig" not in arrays
     write_arrays_atomic(tmp_path / "ck.npz", {"format": "t", "version": 1}, arrays.items())
     back = engine_for(tmp_path / "c", **options)
@@ -565,7 +568,7 @@ def test_a_kept_birth_never_lowers_the_lap_end_elbo_on_one_partition(n, seed, tm
         adopting = run.lap_state is not None and len(run.lap_state.groups) > 0
         if not run.step().lap_end:
             continue
-        elbo, births = run.trace[-1]["elbo"], run.recent[-1]["births"]
+        elbo, births = run.trace[-1]["elbo"], run.s.recent[-1]["births"]
         kept += births
         if previous is not None and (births or not adopting):
             assert elbo >= previous - 1e-9 * abs(previous), (run.recent[-1], elbo - previous)
@@ -579,7 +582,6 @@ def test_births_whose_targets_merged_into_one_adopt_one_family(tmp_path, monkeyp
     and then found no group entropy for the second: "no merge entropy recorded for group").
     The sample of test_fit's clusters under tied-gauss with its fixed prior, seed 2, is such a
     run (with κ0 learned it takes another path)."""
-    from bnpmix.pipeline.engines import memo
     from bnpmix.pipeline.runtime.data import BatchSource
     from bnpmix.storage import Corpus
 
@@ -590,19 +592,19 @@ def test_births_whose_targets_merged_into_one_adopt_one_family(tmp_path, monkeyp
     sample = BatchSource(Corpus(tmp_path / "c"), None).sample(10_000, np.random.default_rng(2))
     ingest_array(np.asarray(sample), tmp_path / "s", partition_rows=len(sample))
     shared, origins = [], []
-    adopt, verify = memo.MemoEngine._adopt, memo.verify
+    adopt, verify = memo_lap.adopt, lapend.verify
 
-    def adopting(self):
-        targets = [b.target for b in self.births if b.S_new is not None]
+    def adopting(state, env):
+        targets = [b.target for b in state.births if b.S_new is not None]
         shared.append(len(targets) > len(set(targets)))
-        return adopt(self)
+        return adopt(state, env)
 
     def verifying(obs, alloc, S, families, drop_origins=False, replaced=None):
         origins.append([origin for origin, _ in families])
         return verify(obs, alloc, S, families, drop_origins, replaced)
 
-    monkeypatch.setattr(memo.MemoEngine, "_adopt", adopting)
-    monkeypatch.setattr(memo, "verify", verifying)
+    monkeypatch.setattr(memo_lap, "adopt", adopting)
+    monkeypatch.setattr(lapend, "verify", verifying)
     run = run_to_end(engine_for(tmp_path / "s", obs="tied-gauss", algorithm="memo", seed=2,
                                 scheduler="synchronous", laps=30, learn_prior=False))
     assert any(shared)  # the case arose
