@@ -103,7 +103,7 @@ class Probe:
         visit, apply_, wave_globals, end_lap, save, create = (s[2] for s in self.saved)
 
         def lap_of(engine) -> int:
-            return engine.lap_state.lap if engine.lap_state is not None else -1
+            return engine.s.lap.lap if engine.s.lap is not None else -1
 
         def timed_visit(batch, obs, g, plan=None):
             X = batch.X
@@ -117,8 +117,8 @@ class Probe:
             return res
 
         def timed_apply(engine, b, res):
-            K = engine.model.K
-            adopting = float(engine.lap_state.S_prime is not None)
+            K = engine.s.model.K
+            adopting = float(engine.s.lap.S_prime is not None)
             t = time.perf_counter()
             apply_(engine, b, res)
             probe.rec["visit"].append({"K": K, "nnz": probe.nnz[b], "lap": probe.lap,
@@ -130,7 +130,7 @@ class Probe:
             probe.lap = lap_of(engine)
             t = time.perf_counter()
             g = wave_globals(engine, batches)
-            probe.rec["globals"].append({"K": engine.model.K, "W": len(batches),
+            probe.rec["globals"].append({"K": engine.s.model.K, "W": len(batches),
                                          "nnz": float(np.mean([probe.nnz[b] for b in batches])),
                                          "seconds": time.perf_counter() - t, "lap": probe.lap,
                                          "bytes": sum(v.nbytes for v in g.post.values())})
@@ -144,9 +144,9 @@ class Probe:
             return out
 
         def timed_end(engine):
-            K = engine.model.K
-            post = sum(np.asarray(v).nbytes for v in engine.model.post.values())
-            probe.rec["memory"].append({"K": K, "S0": engine.S0.nbytes, "post": post})
+            K = engine.s.model.K
+            post = sum(np.asarray(v).nbytes for v in engine.s.model.post.values())
+            probe.rec["memory"].append({"K": K, "S0": engine.s.S0.nbytes, "post": post})
             before = len(probe.rec["birth"])
             t = time.perf_counter()
             end_lap(engine)
@@ -158,7 +158,7 @@ class Probe:
         def timed_save(run, engine, *args, **kw):
             t = time.perf_counter()
             save(run, engine, *args, **kw)
-            probe.rec["checkpoint"].append({"K": engine.model.K,
+            probe.rec["checkpoint"].append({"K": engine.s.model.K,
                                             "seconds": time.perf_counter() - t})
 
         self.lap = 0

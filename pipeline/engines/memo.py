@@ -38,7 +38,7 @@ import numpy as np
 
 from bnpmix.algorithms.memo import lap, lapend
 from bnpmix.algorithms.memo.lap import Env
-from bnpmix.algorithms.memo.state import RECENT_LAPS, Best, Birth, Lap, MemoState
+from bnpmix.algorithms.memo.state import RECENT_LAPS, Birth, MemoState
 from bnpmix.algorithms.mixture import Mixture
 from bnpmix.algorithms.obs.base import stack_rows
 from bnpmix.algorithms.summary import Delete, Move, Replay, Summary
@@ -146,29 +146,6 @@ class MemoEngine(Checkpointed, Engine):
         # each visited batch's words (Mult; else none), within the summaries' budget
         self.columns: StateStore[np.ndarray] = StateStore(COLUMNS, budget=self.store.budget)
         self.collected: StateStore[Any] = StateStore(ROWS, budget=self.store.budget)
-
-    def __getattr__(self, name: str) -> Any:
-        """The state's fields by their names on the engine before the state was a value
-        (engine.model, engine.S0, engine.births, ...): read-only."""
-        s = self.__dict__.get("s")
-        if s is not None and name in MemoState.__dataclass_fields__:
-            return getattr(s, name)
-        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
-
-    @property
-    def lap_state(self) -> Lap | None:
-        return self.s.lap
-
-    @property
-    def best(self) -> tuple[float, int, Mixture] | None:
-        """(ELBO, lap, model) of the best lap-end state."""
-        b = self.s.best
-        return None if b is None else (b.elbo, b.lap, b.fitted())
-
-    @best.setter
-    def best(self, value: tuple[float, int, Mixture]) -> None:
-        elbo, at, model = value
-        self.s = replace(self.s, best=Best(elbo, at, model, model.past))
 
     @property
     def done(self) -> bool:

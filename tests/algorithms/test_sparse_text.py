@@ -243,8 +243,8 @@ def test_memo_on_the_sparse_path_equals_the_dense_path(tmp_path, wave, ahead):
     assert [r["batch"] for r in ts] == [r["batch"] for r in td]
     es, ed = np.array([r["elbo"] for r in ts]), np.array([r["elbo"] for r in td])
     np.testing.assert_allclose(es, ed, rtol=1e-9, equal_nan=True)
-    np.testing.assert_allclose(sparse.model.post["lam"], dense_run.model.post["lam"], rtol=1e-9)
-    np.testing.assert_allclose(sparse.S0.stats["wc"], dense_run.S0.stats["wc"], rtol=1e-9,
+    np.testing.assert_allclose(sparse.s.model.post["lam"], dense_run.s.model.post["lam"], rtol=1e-9)
+    np.testing.assert_allclose(sparse.s.S0.stats["wc"], dense_run.s.S0.stats["wc"], rtol=1e-9,
                                atol=1e-9)
     # after the first lap every wave got E[log θ] on its batches' words only, never λ or ψ(λ)
     later = [post for lap, post in shipped if lap >= 1]
@@ -262,17 +262,17 @@ def test_an_adoption_laps_q_is_updated_in_place_and_equals_the_whole_update(tmp_
     checked, lam_ids = 0, set()
     while not engine.done:
         engine.step()
-        st = engine.lap_state
+        st = engine.s.lap
         if st is None or st.S_prime is None or st.pos in (0, len(st.order)):
             continue
-        assert engine.model_is_prime and not engine.model_is_S0
-        whole = Mixture.from_summary(engine.ctx.obs, engine.ctx.alloc, engine.S0 + st.S_prime)
+        assert engine.s.model_is_prime and not engine.s.model_is_S0
+        whole = Mixture.from_summary(engine.ctx.obs, engine.ctx.alloc, engine.s.S0 + st.S_prime)
         for k in ("lam", "dig", "lam_sum", "gl_sum"):
-            np.testing.assert_allclose(engine.model.post[k], whole.post[k], rtol=1e-12,
+            np.testing.assert_allclose(engine.s.model.post[k], whole.post[k], rtol=1e-12,
                                        err_msg=k)
         for k in whole.alloc_post:
-            np.testing.assert_array_equal(engine.model.alloc_post[k], whole.alloc_post[k])
-        lam_ids.add((st.lap, id(engine.model.post["lam"])))
+            np.testing.assert_array_equal(engine.s.model.alloc_post[k], whole.alloc_post[k])
+        lam_ids.add((st.lap, id(engine.s.model.post["lam"])))
         checked += 1
     assert checked >= 4  # visits inside adoption laps were checked
     laps = {lap for lap, _ in lam_ids}

@@ -207,10 +207,15 @@ def test_the_best_lap_end_state_is_returned_when_a_later_one_is_lower(tmp_path):
     engine = run_to_end(engine_for(blobs(tmp_path), laps=4, tol=0))
     final = engine.result()
     assert "returned" not in final.info
-    elbo, lap, model = engine.best
+    from dataclasses import replace
+
+    from bnpmix.algorithms.memo.state import Best
+
+    elbo, lap, model = engine.s.best.elbo, engine.s.best.lap, engine.s.best.fitted()
     assert lap == 4
     assert elbo == final.objective["elbo"]  # the last lap end was the best
-    engine.best = (elbo + 1.0, 2, model)  # pretend an earlier lap ended higher
+    # pretend an earlier lap ended higher
+    engine.s = replace(engine.s, best=Best(elbo + 1.0, 2, model, model.past))
     chosen = engine.result()
     assert chosen.model is model and chosen.objective["elbo"] == elbo + 1.0
     assert chosen.info["returned"] == "the best lap-end state (lap 2), not the last"

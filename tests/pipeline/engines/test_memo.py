@@ -365,7 +365,7 @@ def test_a_birth_retries_fresh_vb_only_while_the_model_has_one_component(tmp_pat
     def recorded_create(*args, **kwargs):
         runs.clear()
         S = create(*args, **kwargs)
-        births.append((engine.S0.K, len(runs), 0 if S is None else S.K))
+        births.append((engine.s.S0.K, len(runs), 0 if S is None else S.K))
         return S
 
     monkeypatch.setattr(birth, "propose", counted_propose)
@@ -496,7 +496,7 @@ def test_memo_elbo_never_decreases_without_moves(obs, seed, tmp_path):
     assert np.all(drops >= -tol), f"ELBO fell by {-drops.min():.3g} at step {drops.argmin()}"
     # the trace is the exact ELBO of the final state (Mult's from the kept sums, where the
     # linear terms cancel: equal to rounding)
-    assert elbo[-1] == pytest.approx(run.model.elbo(run.S0), rel=1e-12)
+    assert elbo[-1] == pytest.approx(run.s.model.elbo(run.s.S0), rel=1e-12)
 
 
 @pytest.mark.parametrize("seed", range(2))
@@ -555,14 +555,14 @@ def test_memo_with_one_partition_equals_full_vb(obs, tmp_path):
     # sums; vb recomputes both whole: equal to rounding (the Gaussians' paths are the same)
     pd.testing.assert_frame_equal(tm, tv, check_exact=False, rtol=1e-12,
                                   check_dtype=False)  # lap: 1.0 vs 1
-    model_m = run.model
+    model_m = run.s.model
     np.testing.assert_array_equal(model_m.uids, model_v.uids)
     for k in model_v.alloc_post:
         np.testing.assert_array_equal(model_m.alloc_post[k], model_v.alloc_post[k], err_msg=k)
     assert model_m.post.keys() == model_v.post.keys()
     for k in model_v.post:
         np.testing.assert_allclose(model_m.post[k], model_v.post[k], rtol=1e-12, err_msg=k)
-    assert_summary_close(run.S0, S_v, rtol=1e-12)
+    assert_summary_close(run.s.S0, S_v, rtol=1e-12)
 
 
 # ------------------------------------------------------------------------- 5. S^0 after adoption
@@ -581,10 +581,10 @@ def test_S0_after_adoption_lap_is_sum_of_recomputed_batch_summaries(obs, moves, 
         visits.append((lap, batch, g, res, len(run.store.moves)))
 
     run.on_visit = on_visit
-    K0 = run.model.K
+    K0 = run.s.model.K
     adoptions = 0
     for lap in range(laps):
-        K_before = run.model.K
+        K_before = run.s.model.K
         run_lap(run)
         mine = [v for v in visits if v[0] == lap]
         assert sorted(v[1] for v in mine) == list(range(len(parts)))
@@ -606,10 +606,10 @@ def test_S0_after_adoption_lap_is_sum_of_recomputed_batch_summaries(obs, moves, 
             total = move.apply(total)
         total = total.without_pairs()
         assert total.n_items == ctx.corpus.n_items
-        assert_summary_close(run.S0, total, rtol=1e-9)
+        assert_summary_close(run.s.S0, total, rtol=1e-9)
         stored = [s.without_pairs() for _, s in run.store.items()]
-        assert_summary_close(sum(stored[1:], stored[0]), run.S0, rtol=1e-9)
-        np.testing.assert_array_equal(run.model.uids, run.S0.uids)
+        assert_summary_close(sum(stored[1:], stored[0]), run.s.S0, rtol=1e-9)
+        np.testing.assert_array_equal(run.s.model.uids, run.s.S0.uids)
     assert adoptions >= 1, "no birth was adopted"
     grown = max(len(v[2].uids) for v in visits)
     assert grown > K0
@@ -806,16 +806,16 @@ def test_births_count_in_every_update_of_their_lap_but_the_last(tmp_path):
     checked = 0
     while not run.done and checked == 0:
         run.step()
-        st = run.lap_state
+        st = run.s.lap
         if st is None or st.S_prime is None or st.pos == 0:
             continue
-        S = run.S0 if st.pos == len(st.order) else run.S0 + st.S_prime
+        S = run.s.S0 if st.pos == len(st.order) else run.s.S0 + st.S_prime
         want = Mixture.from_summary(run.ctx.obs, run.ctx.alloc, S)
         for k in want.post:
-            np.testing.assert_array_equal(run.model.post[k], want.post[k])
+            np.testing.assert_array_equal(run.s.model.post[k], want.post[k])
         if st.pos == len(st.order):
             assert run.trace[-1]["elbo"] == pytest.approx(
-                optimal_elbo(run.ctx.obs, run.ctx.alloc, run.S0), rel=1e-12)
+                optimal_elbo(run.ctx.obs, run.ctx.alloc, run.s.S0), rel=1e-12)
             checked += 1
     assert checked, "no birth was adopted"
 
@@ -866,17 +866,17 @@ def test_an_undone_birth_closes_its_origin_at_its_mass_before_the_adoption(tmp_p
     undone = 0
     while not run.done:
         run_lap(run)
-        lap = run.next_lap - 1
+        lap = run.s.next_lap - 1
         for origin, mass in created.items():
-            failed = run.failed.get(origin)
+            failed = run.s.failed.get(origin)
             if failed is not None and failed[1] == lap:  # verified and undone at this lap end
                 assert failed[0] == mass
                 retried = failed[2] <= run.cfg.birth.retries
-                open_ = open_targets(run.s, run.env(), run.S0.N, set(), lap + 1)
-                assert open_[run.S0.index(origin)] == retried
+                open_ = open_targets(run.s, run.env(), run.s.S0.N, set(), lap + 1)
+                assert open_[run.s.S0.index(origin)] == retried
                 undone += not retried
-        created = {b.target: float(run.S0.N[run.S0.index(b.target)])
-                   for b in run.births if b.S_new is not None}
+        created = {b.target: float(run.s.S0.N[run.s.S0.index(b.target)])
+                   for b in run.s.births if b.S_new is not None}
     assert undone, "no birth was undone"
 
 
@@ -938,5 +938,5 @@ def test_memo_on_text_starts_from_the_one_pass_components_unless_K_is_given(tmp_
     X, _, _ = bag_of_words_topics(n_docs=400, V=120, K=6, min_len=40, max_len=60, seed=1)
     write_docword(tmp_path / "d.txt", X.tocsr())
     ingest_docword(tmp_path / "d.txt", tmp_path / "c", partition_rows=100)
-    assert engine_for(tmp_path / "c", algorithm="memo").model.K >= 6
-    assert engine_for(tmp_path / "c", algorithm="memo", K=1).model.K == 1
+    assert engine_for(tmp_path / "c", algorithm="memo").s.model.K >= 6
+    assert engine_for(tmp_path / "c", algorithm="memo", K=1).s.model.K == 1

@@ -163,13 +163,13 @@ def test_a_delete_is_exact_and_accepted_only_when_the_elbo_rises(obs, tmp_path):
     while not run.done:
         visits.clear()
         run.step()  # the lap's first wave: lap_state now says what it deletes
-        planned = run.lap_state.deletes
-        while run.lap_state.pos < len(run.lap_state.order):
+        planned = run.s.lap.deletes
+        while run.s.lap.pos < len(run.s.lap.order):
             run.step()
         if not planned:
             run.step()
             continue
-        before = optimal_elbo(ctx.obs, ctx.alloc, run.S0)
+        before = optimal_elbo(ctx.obs, ctx.alloc, run.s.S0)
         fresh, gains = {}, {}
         for uid in planned:
             fresh[uid] = {b: fresh_without(ctx.source.get(b), ctx.obs, g, uid)
@@ -186,16 +186,16 @@ def test_a_delete_is_exact_and_accepted_only_when_the_elbo_rises(obs, tmp_path):
         # engine may take either of them
         top = max(gains.values())
         tied = [u for u, g in gains.items() if g >= top - 1e-12 * abs(before)]
-        best = next((u for u in tied if u not in run.S0.uids), tied[0])
+        best = next((u for u in tied if u not in run.s.S0.uids), tied[0])
         for uid, gain in gains.items():
             if uid == best and gain > 0:
-                assert uid not in run.S0.uids
+                assert uid not in run.s.S0.uids
                 outcomes["accepted"] += 1
                 for b in fresh[uid]:  # reordered by mass since: compared in the engine's order
-                    assert_summary_close(run.store.get(b), fresh[uid][b].over(run.S0.uids),
+                    assert_summary_close(run.store.get(b), fresh[uid][b].over(run.s.S0.uids),
                                          rtol=1e-9)
             else:
-                assert uid in run.S0.uids
+                assert uid in run.s.S0.uids
                 assert (uid in run.s.kept) == (gain <= 0)
                 outcomes["refused"] += gain <= 0
     assert outcomes["accepted"] and outcomes["refused"], outcomes
@@ -230,20 +230,20 @@ def test_every_component_fails_two_births_from_new_seeds_before_the_run_converge
     while not run.done:
         before = len(calls)
         run_lap(run)
-        made = [b for b in run.births if b.n]  # created in this order at the lap end
+        made = [b for b in run.s.births if b.n]  # created in this order at the lap end
         assert len(made) == len(calls) - before
         for b, states in zip(made, calls[before:], strict=True):
             rounds[b.target] = [] if b.S_new is not None else rounds.get(b.target, []) + states
-    assert run.stopped.startswith("converged"), run.stopped
+    assert run.s.stopped.startswith("converged"), run.s.stopped
     floor = 2 * run.cfg.birth.fresh_K
     checked = 0
-    for u, n in zip(run.S0.uids.tolist(), run.S0.N, strict=True):
+    for u, n in zip(run.s.S0.uids.tolist(), run.s.S0.N, strict=True):
         if n < floor:
             continue
         mine = rounds.get(u, [])
         assert len(mine) >= 1 + run.cfg.birth.retries, (u, len(mine))
         assert len(set(mine)) == len(mine)  # a new seed each round
-        mass, _, count = run.failed[u]
+        mass, _, count = run.s.failed[u]
         assert count >= 1 + run.cfg.birth.retries and abs(n - mass) <= 0.1 * mass
         checked += 1
     assert checked == 3
@@ -280,24 +280,24 @@ def test_births_after_a_settled_lap_make_their_retries_at_once(tmp_path, monkeyp
     failures = {True: 0, False: 0}  # after a settled lap, after others
     while not run.done:
         settled, before = run.s.settled, len(seen)
-        counts = {u: f[2] for u, f in run.failed.items()}
+        counts = {u: f[2] for u, f in run.s.failed.items()}
         run_lap(run)
-        made = [b for b in run.births if b.n]
+        made = [b for b in run.s.births if b.n]
         tries = 1 + retries if settled else 1  # this run's settled laps' ends move nothing
-        assert seen[before:] == [run.cfg.birth.attempts_at(run.S0.K) * tries] * len(made)
+        assert seen[before:] == [run.cfg.birth.attempts_at(run.s.S0.K) * tries] * len(made)
         for b in made:
             if b.S_new is not None:
                 continue
-            mass, lap, count = run.failed[b.target]
-            assert lap == run.next_lap - 1 and mass == run.s.mass(b.target)
+            mass, lap, count = run.s.failed[b.target]
+            assert lap == run.s.next_lap - 1 and mass == run.s.mass(b.target)
             assert count in (counts.get(b.target, 0) + tries, tries)  # the same mass, or new
-            closed = still_failed(run.s, run.env(), b.target, mass, run.next_lap)
+            closed = still_failed(run.s, run.env(), b.target, mass, run.s.next_lap)
             if settled:
                 assert closed
             elif b.target not in counts:
                 assert not closed  # its retry comes next lap
             failures[settled] += 1
-    assert run.stopped.startswith("converged"), run.stopped
+    assert run.s.stopped.startswith("converged"), run.s.stopped
     assert failures[True] and failures[False], failures
 
 
@@ -317,11 +317,11 @@ def test_a_lap_end_that_moves_keeps_the_retries_for_later(tmp_path, monkeypatch)
         return create(X, obs, alloc, new_uids, cfg, rng, scale, attempts)
 
     def forcing(obs, alloc, S, rng, cfg):  # merge the first pair joining a target to another
-        targets = {b.target for b in run.births}
+        targets = {b.target for b in run.s.births}
         if run.s.settled and not forced:
             for a, b in S.pairs.tolist():
                 if (a in targets) != (b in targets):
-                    forced.update(a=a, b=b, lap=run.lap_state.lap)
+                    forced.update(a=a, b=b, lap=run.s.lap.lap)
                     move = Merge(a, b)
                     return move.apply(S), [move], 0.0
         return merge_round(obs, alloc, S, rng, cfg)
@@ -335,11 +335,11 @@ def test_a_lap_end_that_moves_keeps_the_retries_for_later(tmp_path, monkeypatch)
         before = len(seen)
         run_lap(run)
     assert forced, "no lap after a settled one"
-    assert seen[before:] and set(seen[before:]) == {run.cfg.birth.attempts_at(run.S0.K)}
+    assert seen[before:] and set(seen[before:]) == {run.cfg.birth.attempts_at(run.s.S0.K)}
     kept = forced["a"]
-    assert any(b.target == kept for b in run.births)  # the target's birth, moved to a
-    if kept in run.failed:
-        assert not still_failed(run.s, run.env(), kept, run.s.mass(kept), run.next_lap)
+    assert any(b.target == kept for b in run.s.births)  # the target's birth, moved to a
+    if kept in run.s.failed:
+        assert not still_failed(run.s, run.env(), kept, run.s.mass(kept), run.s.next_lap)
 
 
 def test_newborns_are_birth_targets_in_their_adoption_lap(tmp_path):
@@ -354,12 +354,12 @@ def test_newborns_are_birth_targets_in_their_adoption_lap(tmp_path):
                      learn_prior=False)
     run_lap(run)
     run.step()  # lap 2's first wave: the lap adopts lap 1's birth
-    st = run.lap_state
+    st = run.s.lap
     newborns = {u for _, family in st.families for u in family}
-    assert [origin for origin, _ in st.families] == [int(run.S0.uids[0])] and newborns
+    assert [origin for origin, _ in st.families] == [int(run.s.S0.uids[0])] and newborns
     assert st.targets  # newborns, the lap's only components that may be targets
     run_lap(run)
-    assert run.births and all(b.n for b in run.births)  # collected during the adoption lap
+    assert run.s.births and all(b.n for b in run.s.births)  # collected during the adoption lap
 
 
 def test_births_of_newborns_whose_family_is_undone_are_dropped(tmp_path, monkeypatch):
@@ -382,12 +382,12 @@ def test_births_of_newborns_whose_family_is_undone_are_dropped(tmp_path, monkeyp
     dropped = 0
     while not run.done:
         run.step()  # the lap's first wave: its targets are chosen
-        st = run.lap_state
+        st = run.s.lap
         newborn_targets = [t for t in st.targets if any(t in f for _, f in st.families)]
         run_lap(run)
-        assert all(b.target in run.S0.uids for b in run.births)
-        dropped += sum(t not in run.S0.uids for t in newborn_targets)
-    assert run.stopped.startswith("converged"), run.stopped
+        assert all(b.target in run.s.S0.uids for b in run.s.births)
+        dropped += sum(t not in run.s.S0.uids for t in newborn_targets)
+    assert run.s.stopped.startswith("converged"), run.s.stopped
     assert dropped, "no targeted newborn was undone"
 
 
@@ -424,7 +424,7 @@ def test_a_run_stopped_in_a_deleting_lap_resumes_exactly(tmp_path):
     seen = []
 
     def stop(engine, step):
-        st = engine.lap_state
+        st = engine.s.lap
         if st is not None and st.deletes and 0 < st.pos < len(st.order) - 1:
             seen.append((st.deletes, sum(len(a) for a in engine.delete_changes.values())))
             raise KeyboardInterrupt  # after this visit's checkpoint
@@ -484,7 +484,7 @@ def test_a_checkpoint_with_whole_alternatives_restores_to_the_same_changes(tmp_p
     options = {"K": 5, "laps": 6, "seed": 1, "delete_max_share": 10.0,
                "scheduler": "synchronous"}
     run = engine_for(tmp_path / "c", **options)
-    while not (run.lap_state is not None and run.lap_state.deletes and run.lap_state.pos > 1):
+    while not (run.s.lap is not None and run.s.lap.deletes and run.s.lap.pos > 1):
         run.step()
     meta, items = run.state()
     arrays = {k: v for k, v in items if not k.startswith("delete_changes/")}
@@ -521,7 +521,7 @@ def test_a_lap_end_checkpoint_holds_the_model_once_and_restores_it_bit_for_bit(t
     options = {"laps": 8, "seed": 2, "scheduler": "synchronous"}
     run = engine_for(tmp_path / "c", **options)
     run_lap(run)
-    while run.best[1] != run.next_lap:  # until the best lap end is the last one
+    while run.s.best.lap != run.s.next_lap:  # until the best lap end is the last one
         run_lap(run)
     meta, items = run.state()
     arrays = dict(items)
@@ -533,7 +533,7 @@ def test_a_lap_end_checkpoint_holds_the_model_once_and_restores_it_bit_for_bit(t
     back.ctx.next_uid, back.trace = run.ctx.next_uid, list(run.trace)
     back.ctx.obs = obs_from_prior(run.ctx.obs.name, run.ctx.obs.prior())  # the learned λ0
     back.restore(meta, read_arrays(tmp_path / "ck.npz", "t", 1))
-    for model, want in ((back.model, run.model), (back.best[2], run.best[2])):
+    for model, want in ((back.s.model, run.s.model), (back.s.best.fitted(), run.s.best.fitted())):
         assert model.post.keys() == want.post.keys()
         for k, v in want.post.items():
             np.testing.assert_array_equal(model.post[k], v)
@@ -565,15 +565,15 @@ def test_a_kept_birth_never_lowers_the_lap_end_elbo_on_one_partition(n, seed, tm
                      scheduler="synchronous", laps=40)
     previous, kept = None, 0
     while not run.done:
-        adopting = run.lap_state is not None and len(run.lap_state.groups) > 0
+        adopting = run.s.lap is not None and len(run.s.lap.groups) > 0
         if not run.step().lap_end:
             continue
         elbo, births = run.trace[-1]["elbo"], run.s.recent[-1]["births"]
         kept += births
         if previous is not None and (births or not adopting):
-            assert elbo >= previous - 1e-9 * abs(previous), (run.recent[-1], elbo - previous)
+            assert elbo >= previous - 1e-9 * abs(previous), (run.s.recent[-1], elbo - previous)
         previous = elbo
-    assert kept > 0 and run.stopped.startswith("converged") and run.model.K == 5
+    assert kept > 0 and run.s.stopped.startswith("converged") and run.s.model.K == 5
 
 
 def test_births_whose_targets_merged_into_one_adopt_one_family(tmp_path, monkeypatch):
@@ -652,7 +652,7 @@ def test_births_collected_rows_share_the_summaries_budget(tmp_path):
     seen: list[tuple[int, int, int]] = []
 
     def check(engine, step):
-        rows = sum(b.n for b in engine.births) * 2 * 8  # held or spilled: 2 columns of float64
+        rows = sum(b.n for b in engine.s.births) * 2 * 8  # held or spilled: 2 columns of float64
         seen.append((len(engine.collected), engine.collected._held, rows))
         assert engine.store.budget.held <= budget
         if step.lap_end:

@@ -163,7 +163,7 @@ def test_a_run_learning_its_prior_resumes_exactly(tmp_path, obs):
 
     def stop(engine, step):
         priors.append(engine.ctx.obs.prior())
-        if engine.next_lap == 2 and not step.lap_end and engine.lap_state.pos == 4:
+        if engine.s.next_lap == 2 and not step.lap_end and engine.s.lap.pos == 4:
             raise KeyboardInterrupt  # after this step's checkpoint (every 2 visits)
 
     with pytest.raises(KeyboardInterrupt):
@@ -205,7 +205,7 @@ def test_a_checkpoint_with_waves_in_flight_resumes_exactly(tmp_path, kind):
     seen = []
 
     def stop(engine, step):
-        if engine.next_lap == 2 and engine.inflight and not step.lap_end:
+        if engine.s.next_lap == 2 and engine.inflight and not step.lap_end:
             seen.append([w.batches for w in engine.inflight])
             if len(seen) == 2:  # after this step's checkpoint (every 3 visits)
                 raise KeyboardInterrupt
@@ -231,7 +231,7 @@ def test_a_birth_collecting_past_its_cap_resumes_exactly(tmp_path):
     counts = []
 
     def stop(engine, step):
-        capped = [(b.n, b.seen) for b in engine.births if b.n == 40 and b.seen > 80]
+        capped = [(b.n, b.seen) for b in engine.s.births if b.n == 40 and b.seen > 80]
         if capped and not step.lap_end:
             counts.append(capped)
             raise KeyboardInterrupt  # after this visit's checkpoint (one after every visit)
@@ -250,8 +250,8 @@ def test_a_birth_collecting_past_its_cap_resumes_exactly(tmp_path):
 def birth_bookkeeping(engine) -> tuple:
     """What decides which components a birth may target: the failed origins (mass, lap), the
     masses of the births created and of the origins being adopted."""
-    st = engine.lap_state
-    return (sorted(engine.failed.items()), [(b.target, b.mass) for b in engine.births],
+    st = engine.s.lap
+    return (sorted(engine.s.failed.items()), [(b.target, b.mass) for b in engine.s.births],
             None if st is None else st.origin_N.tolist())
 
 
@@ -270,10 +270,10 @@ def test_a_run_stopped_around_a_birth_resumes_its_bookkeeping_exactly(tmp_path, 
         on_step=lambda engine, step: whole.append(birth_bookkeeping(engine)))
 
     def stop(engine, step):
-        st = engine.lap_state
-        created = step.lap_end and any(b.S_new is not None for b in engine.births)
+        st = engine.s.lap
+        created = step.lap_end and any(b.S_new is not None for b in engine.s.births)
         adopting = st is not None and len(st.groups) and 0 < st.pos < len(st.order)
-        if engine.failed and (created if where == "created" else adopting):
+        if engine.s.failed and (created if where == "created" else adopting):
             raise KeyboardInterrupt  # after this step's checkpoint
 
     steps: list = []
