@@ -2,7 +2,8 @@
 pipeline/ outside pipeline/engines/ holds a string literal that is an engine's name, a saved
 model's kind or an observation model's name (what such a module needs of them, the engine or the
 model class declares). Parsed with `ast`, never imported: a docstring that mentions an engine in
-a sentence is prose, a literal equal to its name is a decision."""
+a sentence is prose, a literal equal to its name is a decision. And every module of the three
+source trees is short enough to read in one sitting (400 lines; a function, 60)."""
 
 from __future__ import annotations
 
@@ -76,3 +77,29 @@ def test_the_built_in_engines_tuners_live_with_them():
               if cls.tuner and cls.__module__.startswith(inside)}
     assert {"memo", "adf", "ep"} <= set(tuners)
     assert {n: t for n, t in tuners.items() if not t.startswith(inside)} == {}
+
+
+def package_sources() -> list[Path]:
+    """Every module of the three installed source trees (algorithms/, storage/, pipeline/)."""
+    found = []
+    for name in ("bnpmix.algorithms", "bnpmix.storage", "bnpmix.pipeline"):
+        spec = importlib.util.find_spec(name)
+        assert spec is not None and spec.submodule_search_locations
+        found += sorted(Path(next(iter(spec.submodule_search_locations))).rglob("*.py"))
+    return found
+
+
+def test_no_module_is_over_400_lines_and_no_function_over_60():
+    """A newcomer reads a module in one sitting and a function on one screen: no file of
+    algorithms/, storage/ or pipeline/ is longer than 400 lines, no def (method or nested
+    included) longer than 60, decorators and docstring counted."""
+    files = package_sources()
+    assert len(files) > 100
+    long_files = [f"{p}: {n}" for p in files
+                  if (n := len(p.read_text(encoding="utf-8").splitlines())) > 400]
+    long_defs = [f"{p}:{d.lineno} {d.name}: {length}" for p in files
+                 for d in ast.walk(ast.parse(p.read_text(encoding="utf-8")))
+                 if isinstance(d, ast.FunctionDef | ast.AsyncFunctionDef)
+                 and (length := d.end_lineno - min([d.lineno, *(x.lineno for x in
+                                                                 d.decorator_list)]) + 1) > 60]
+    assert long_files == [] and long_defs == []
