@@ -442,6 +442,7 @@ def history_figure(records: list[dict[str, Any]], group: str, path: Path) -> Pat
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
+    from matplotlib.ticker import FormatStrFormatter
 
     fig, ax = plt.subplots(figsize=(8, 3.2), layout="constrained")
     x = range(len(records))
@@ -449,6 +450,8 @@ def history_figure(records: list[dict[str, Any]], group: str, path: Path) -> Pat
         ax.plot(x, values, marker="o", ms=3, label=name.split("_", 1)[1].removesuffix("_ari"))
     if group == "time":
         ax.set_yscale("log")
+        for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+            axis(FormatStrFormatter("%g"))  # 0.5, 2, 4: not 4 x 10^0
     ax.set_ylabel("seconds per fit" if group == "time" else "adjusted Rand index")
     ax.set_xticks(list(x), [r["commit"][:7] for r in records], rotation=45, fontsize=7)
     ax.legend(fontsize=7, ncols=2, loc="best", frameon=False)
