@@ -52,8 +52,8 @@ with another job): an 18 s race, of which the winner's own laps 5.6 s; 18.8 s an
 from __future__ import annotations
 
 import itertools
+import logging
 import math
-import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -73,6 +73,8 @@ from .runtime.executors import Executor, SubsetExecutor
 from .runtime.memlimit import resolve
 from .runtime.store import Budget
 from .settings import setting
+
+log = logging.getLogger(__name__)  # the race's progress: the CLI shows it (console.py)
 
 AUTO_LAPS = 30  # the race's lap budget (less when the run's lap cap is lower)
 # a corpus of more items races on evenly spaced whole partitions holding at least this many
@@ -270,8 +272,8 @@ def choose_obs(corpus: Corpus, job: JobConfig, executor: Executor) -> Choice:
     scores = {r.name: r.bound for r in runners}
     on = "" if sample is None else (f" on {corpus.n_items:,} items ({len(sample)} evenly "
                                     "spaced partitions)")
-    print(f"bnpmix: --obs auto chose {winner.name} after {winner.laps} laps{on} "
-          f"({seconds:.1f} s)", file=sys.stderr)
+    log.info("--obs auto chose %s after %d laps%s (%.1f s)", winner.name, winner.laps, on,
+             seconds)
     if continues:
         return Choice(winner.name, scores, record, winner.engine, winner.laps)
     prior = winner.engine.ctx.obs
@@ -291,11 +293,11 @@ def race(runners: list[Runner], n_items: int, budget: int, started: float) -> Ru
             break
         for r in moving:
             r.lap(n_items)
-        print(f"bnpmix: --obs auto: lap {round_}: " + ", ".join(
-            f"{r.name} {r.bound:.4f} (K = {r.Ks[-1]})" for r in alive)
-            + f" per item ({time.perf_counter() - started:.1f} s)", file=sys.stderr)
+        log.info("--obs auto: lap %d: %s per item (%.1f s)", round_, ", ".join(
+            f"{r.name} {r.bound:.4f} (K = {r.Ks[-1]})" for r in alive),
+            time.perf_counter() - started)
         for r in judge(runners, budget, round_):
-            print(f"bnpmix: --obs auto: {r.name} {r.out}", file=sys.stderr)
+            log.info("--obs auto: %s %s", r.name, r.out)
             r.engine.close()
     alive = [r for r in runners if not r.out]
     winner = max(alive, key=lambda r: r.bound)

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Iterator
 
 # the modules whose notes a command shows (each logs to getLogger(__name__))
-NOTED = ("bnpmix.pipeline.fit",)
+NOTED = ("bnpmix.pipeline.fit", "bnpmix.pipeline.auto")
 
 
 class ConsoleFormat(logging.Formatter):

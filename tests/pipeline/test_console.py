@@ -5,6 +5,7 @@ sees them only as it configures logging, and the command line prints them as it 
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pytest
@@ -45,3 +46,23 @@ def test_the_command_line_prints_fits_notes_as_before(corpus, tmp_path):
             "or ingest smaller partitions (ingest --partition-rows)") in lines
     log = logging.getLogger("bnpmix.pipeline.fit")
     assert (log.handlers, log.level, log.propagate) == ([], logging.NOTSET, True)  # as before
+
+
+def test_the_obs_auto_race_logs_its_rounds_and_the_command_line_prints_them(
+        corpus, tmp_path, caplog, capsys):
+    """--obs auto's progress (each round's bounds, who drops out, the choice) goes to its
+    logger: an estimator fit prints nothing of it; ``bnpmix fit`` shows it as ``bnpmix: ``
+    lines."""
+    caplog.set_level(logging.INFO, logger="bnpmix.pipeline.auto")
+    fitting.fit(corpus, tmp_path / "quiet", fitting.job_config(obs="auto", laps=3))
+    said = [r.getMessage() for r in caplog.records if r.name == "bnpmix.pipeline.auto"]
+    assert said[0].startswith("--obs auto: lap 1: gauss ") and "--obs auto chose" in said[-1]
+    assert "--obs auto" not in capsys.readouterr().err
+    done = cli("fit", corpus, "--out", tmp_path / "shown", "--obs", "auto", "--laps", "3")
+    assert done.returncode == 0, done.stderr
+    shown = [line for line in done.stderr.splitlines() if "--obs auto" in line]
+
+    def untimed(text: str) -> str:  # the same race, but not in the same seconds
+        return re.sub(r"\(\d+\.\d s\)", "(s)", text)
+
+    assert [untimed(line) for line in shown] == [f"bnpmix: {untimed(text)}" for text in said]
