@@ -10,10 +10,14 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from bnpmix.pipeline.usage import UsageError
 from bnpmix.storage import BnpmixError
 from bnpmix.storage.errors import is_url
+
+if TYPE_CHECKING:
+    from bnpmix.storage.manifest import Manifest
 
 from .datawarnings import data_warnings
 
@@ -87,8 +91,10 @@ def check_ingest_flags(args: argparse.Namespace, fmt: str) -> None:
                          "apply; drop them")
 
 
-def ingest_source(args: argparse.Namespace, src: Path, out: Path, fmt: str, overwrite: bool):
-    """Run the ingester of ``fmt`` with the options given on the command line."""
+def ingest_source(args: argparse.Namespace, src: Path, out: Path, fmt: str,
+                  overwrite: bool) -> Manifest:
+    """Run the ingester of ``fmt`` with the options given on the command line; the corpus's
+    manifest."""
     from bnpmix.storage import ingest_csv, ingest_docword, ingest_npy, ingest_text
 
     common = {"partition_rows": args.partition_rows, "overwrite": overwrite}
