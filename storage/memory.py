@@ -65,12 +65,14 @@ class MemoryPartition:
 
 class MemoryCorpus(Corpus):
     """Corpus's interface over partitions in memory (``sources``, one MemoryPartition per
-    partition of this view); ``uri`` and ``path`` name X; nothing is kept on disk."""
+    partition of this view); ``uri`` and ``path`` are its ``name`` (X, or what the items are
+    a copy of), which errors and tasks show; nothing is kept on disk."""
 
     kept = False  # a run records no training corpus (its job.json names none)
 
-    def __init__(self, manifest: Manifest, sources: Sequence[MemoryPartition]) -> None:
-        self.path = NAME
+    def __init__(self, manifest: Manifest, sources: Sequence[MemoryPartition],
+                 name: str = NAME) -> None:
+        self.path = name
         self.manifest = manifest
         self.sources = list(sources)
         self.origin = list(range(len(self.sources)))
@@ -87,14 +89,14 @@ class MemoryCorpus(Corpus):
 
     @property
     def uri(self) -> str:
-        return NAME
+        return self.path
 
     def partition_file(self, index: int) -> str:
-        return f"{NAME}, partition {index}"
+        return f"{self.path}, partition {index}"
 
     def read(self, index: int) -> Batch:
         if not 0 <= index < self.n_partitions:
-            raise IndexError(f"{NAME}: no partition {index} (has {self.n_partitions})")
+            raise IndexError(f"{self.path}: no partition {index} (has {self.n_partitions})")
         batch = self.sources[index].read()
         batch.index = index
         return batch
@@ -104,16 +106,18 @@ class MemoryCorpus(Corpus):
         return None
 
 
-def memory_corpus(X: Any) -> MemoryCorpus:
-    """X as a MemoryCorpus (errors as write_corpus's: X's own checks, then each block's)."""
+def memory_corpus(X: Any, name: str = NAME) -> MemoryCorpus:
+    """X as a MemoryCorpus called ``name`` (errors as write_corpus's: X's own checks, then each
+    block's)."""
     if is_dask(X):
-        return _dask_corpus(X)
+        return _dask_corpus(X, name)
     X = as_matrix(X)
     rows = partition_rows(None, None if sp.issparse(X) else X.shape[1])
     parts = [X[a:a + rows] for a in range(0, X.shape[0], rows)]
     manifest = manifest_of(parts[0])
     facts = [_facts(part, manifest.dim) for part in parts]
-    return _corpus(manifest, facts, lambda i, start: MemoryPartition(i, start, rows=parts[i]))
+    return _corpus(manifest, facts, lambda i, start: MemoryPartition(i, start, rows=parts[i]),
+                   name)
 
 
 def _facts(block: Any, dim: int) -> tuple[int, np.ndarray | None, int | None, int]:
@@ -126,7 +130,7 @@ def _facts(block: Any, dim: int) -> tuple[int, np.ndarray | None, int | None, in
 
 
 def _corpus(manifest: Manifest, facts: Sequence[tuple[int, np.ndarray | None, int | None, int]],
-            source: Callable[[int, int], MemoryPartition]) -> MemoryCorpus:
+            source: Callable[[int, int], MemoryPartition], name: str) -> MemoryCorpus:
     """The corpus of the blocks ``facts`` describes (``source(i, start)``: block i, its first
     row ``start``): their partitions, and a dense corpus's steps (1 where every block's column
     holds only integers), as write_corpus records them."""
@@ -141,7 +145,7 @@ def _corpus(manifest: Manifest, facts: Sequence[tuple[int, np.ndarray | None, in
         start += rows
     if manifest.kind == "dense":
         manifest.steps = integer.astype(float).tolist()
-    return MemoryCorpus(manifest, sources)
+    return MemoryCorpus(manifest, sources, name)
 
 
 def _dask_facts(values: list[Any], frame: bool) -> tuple[Any, ...] | None:
@@ -154,7 +158,7 @@ def _dask_facts(values: list[Any], frame: bool) -> tuple[Any, ...] | None:
         return None
 
 
-def _dask_corpus(X: Any) -> MemoryCorpus:
+def _dask_corpus(X: Any, name: str) -> MemoryCorpus:
     """A Dask collection's blocks as partitions: their facts computed by Dask (each block where
     Dask runs it, only the facts returned), the blocks themselves read where batches run."""
     import dask
@@ -168,7 +172,7 @@ def _dask_corpus(X: Any) -> MemoryCorpus:
     manifest = manifest_of(sp.csr_matrix((0, dim)) if sparse else np.zeros((0, dim)))
     return _corpus(manifest, [fact[2] for fact in found],
                    lambda i, start: MemoryPartition(i, start, pieces=tuple(cut[i][0]),
-                                                    frame=cut[i][1]))
+                                                    frame=cut[i][1]), name)
 
 
 def _refuse(pieces: list[Any], frame: bool, first: tuple[Any, ...] | None) -> None:

@@ -4,8 +4,8 @@ splits.
 memo (``tune_memo``): the DP concentration α0 ∈ {0.1, 1, 10, 100} × the Gaussian prior's
 ``scale`` over the same values (bag-of-words: the Dirichlet's λ0 ∈ {0.01, 0.1, 1}), each point a
 memo fit with the engine's defaults (K = 1, births and merges, laps until convergence) and the
-tune's seed; π_k = E[w_k] under q. The training items are written as a temporary corpus, so the
-fit is exactly ``bnpmix fit``'s. A memo fit costs more than an ADF pass, so memo's sample is at
+tune's seed; π_k = E[w_k] under q. The training items are held in memory as the corpus
+``write_corpus`` would write of them (storage.memory), so the fit is exactly ``bnpmix fit``'s. A memo fit costs more than an ADF pass, so memo's sample is at
 most MEMO_MAX_ITEMS = 5,000 items.
 """
 
@@ -16,7 +16,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bnpmix.storage import Corpus
 from bnpmix.storage.errors import naming
+from bnpmix.storage.memory import memory_corpus
 
 from ..config import JobConfig
 from ..evaluate.fitted import load
@@ -38,7 +40,8 @@ LAM0_GRID = (0.01, 0.1, 1.0)  # the bag-of-words Dirichlet's λ0 (its default, 0
 MEMO_MAX_ITEMS = 5_000  # the sample's default cap: a memo fit costs more than an ADF pass
 
 
-def memo_score(train_corpus: Path, test: Any, job: JobConfig, run_dir: Path) -> dict[str, Any]:
+def memo_score(train_corpus: Corpus | Path, test: Any, job: JobConfig, run_dir: Path
+               ) -> dict[str, Any]:
     """One memo fit of the training corpus, then the mean held-out predictive log density of
     the test items, log Σ_k E[w_k] p(x* | λ_k) with the new components' mass; K active
     components, laps and the fit's seconds."""
@@ -63,13 +66,11 @@ def tune_memo(corpus_dir: str | Path, *, obs: str | None = None,
     obs_name, split = corpus_sample(corpus_dir, obs, fraction, max_items, test_fraction, seed)
     obs_prior = dict(obs_prior or {})
     key, values = searched_prior(obs_name, obs_prior, {"scale": scale_grid, "lam0": lam0_grid})
-    from ..estimator import write_corpus  # here: the estimator imports scikit-learn when present
-
+    # held in memory, named for what it is a sample of (errors and warnings say so)
+    train = memory_corpus(split.train, f"{corpus_dir} (tune's training sample of it)")
     rows = []
     with tempfile.TemporaryDirectory(prefix="bnpmix-tune-") as tmp, naming({
-            str(Path(tmp) / "train"): f"{corpus_dir} (tune's training sample of it)",
             tmp: f"{tempfile.gettempdir()}/<bnpmix tune's temporary files>"}):
-        train = write_corpus(split.train, Path(tmp) / "train")
         for value in values:
             for alpha0 in alpha_grid:
                 job = job_config(algorithm=algorithm, seed=seed, obs=obs_name,
