@@ -5,8 +5,9 @@ memo (``tune_memo``): the DP concentration α0 ∈ {0.1, 1, 10, 100} × the Gaus
 ``scale`` over the same values (bag-of-words: the Dirichlet's λ0 ∈ {0.01, 0.1, 1}), each point a
 memo fit with the engine's defaults (K = 1, births and merges, laps until convergence) and the
 tune's seed; π_k = E[w_k] under q. The training items are held in memory as the corpus
-``write_corpus`` would write of them (storage.memory), so the fit is exactly ``bnpmix fit``'s. A memo fit costs more than an ADF pass, so memo's sample is at
-most MEMO_MAX_ITEMS = 5,000 items.
+``write_corpus`` would write of them (storage.memory), so the fit is exactly ``bnpmix fit``'s.
+A memo fit costs more than an ADF pass, so memo's sample is at most MEMO_MAX_ITEMS = 5,000
+items.
 """
 
 from __future__ import annotations
