@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -73,6 +74,7 @@ class StateStore(Generic[T]):
     _versions: dict[int, int] = field(default_factory=dict)
     _held: int = 0  # this store's share of budget.held
     _spill: str | None = None
+    _removal: weakref.finalize | None = None  # of the spill directory, if the store is dropped
     budget: Budget | None = None
 
     def __post_init__(self) -> None:
@@ -87,6 +89,8 @@ class StateStore(Generic[T]):
     def _spill_path(self, key: int) -> Path:
         if self._spill is None:
             self._spill = tempfile.mkdtemp(prefix="bnpmix-state-")
+            # removed with the store even if nobody closes it (a program that drops it)
+            self._removal = weakref.finalize(self, shutil.rmtree, self._spill, True)
         return Path(self._spill) / f"{key}.npz"
 
     def _load(self, key: int) -> T:
@@ -168,6 +172,6 @@ class StateStore(Generic[T]):
         """Forget every value (its bytes return to the budget) and remove the spill files."""
         self._hold(-self._held)
         self._items.clear()
-        if self._spill is not None:
-            shutil.rmtree(self._spill, ignore_errors=True)
-            self._spill = None
+        if self._removal is not None:
+            self._removal()  # removes the spill directory, once
+            self._spill = self._removal = None

@@ -48,6 +48,27 @@ def test_spilled_summaries_come_back_with_moves_replayed():
     assert spilling._spill is None
 
 
+def test_a_store_nobody_closes_removes_its_spill_files_when_dropped():
+    """A store dropped without close (a program's, a test's) leaves nothing in the temporary
+    directory: its spill directory goes with it."""
+    import gc
+    from pathlib import Path
+
+    store = StateStore(SUMMARIES, 0)
+    store.put(0, summary(0))
+    spill = Path(store._spill)
+    assert (spill / "0.npz").exists()
+    del store
+    gc.collect()
+    assert not spill.exists()
+    closed = StateStore(SUMMARIES, 0)
+    closed.put(0, summary(0))
+    spill = Path(closed._spill)
+    closed.close()
+    closed.close()  # a second close is harmless
+    assert not spill.exists() and closed._spill is None
+
+
 def test_a_value_stored_after_a_move_is_not_replayed_again():
     store = StateStore(SUMMARIES, 1 << 30)
     store.put(0, summary(0))
